@@ -1,0 +1,208 @@
+"""Command line of the local control plane.
+
+python -m localcluster build              build (or find cached) binaries, print versions
+python -m localcluster run                start in the foreground; Ctrl-C stops everything
+python -m localcluster up                 start in the background, print the kubeconfig path
+python -m localcluster down               stop what `up` started
+python -m localcluster status             is it running, and what
+python -m localcluster smoke              start, run a Job and a claim on it, stop
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from localcluster.build import BuildError, describe, ensure_binaries
+from localcluster.cluster import LocalCluster, Profile
+from localcluster.processes import LaunchError, pid_alive
+
+DEFAULT_STATE_DIR = Path(".cluster")
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class _Stop(Exception):
+    """Raised from a signal handler to unwind into the cleanup path."""
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    binaries = ensure_binaries(_say)
+    for line in describe():
+        print(line)
+    for name, directory in sorted(binaries.directories.items()):
+        print(f"{name} binaries: {directory}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    state_dir: Path = args.state_dir.resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / "launcher.pid").write_text(str(os.getpid()))
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGHUP, _raise_stop)
+    profile: Profile = args.profile
+    cluster = LocalCluster(state_dir, profile=profile, apiserver_port=args.apiserver_port)
+    try:
+        cluster.start()
+        for line in cluster.describe():
+            _say(line)
+        _say(f"export KUBECONFIG={cluster.kubeconfig}")
+        _say("running; Ctrl-C (or `make cluster-down`) stops every process")
+        while True:
+            time.sleep(1)
+            for process in cluster.processes:
+                if not process.running():
+                    _say(f"{process.name} exited; last lines:\n{process.log_tail()}")
+                    return 1
+    except (KeyboardInterrupt, _Stop):
+        _say("stopping the control plane ...")
+        return 0
+    finally:
+        cluster.stop()
+        (state_dir / "launcher.pid").unlink(missing_ok=True)
+        _say("stopped")
+
+
+def _running_pid(state_dir: Path) -> int | None:
+    pid_file = state_dir / "launcher.pid"
+    if not pid_file.exists():
+        return None
+    pid = int(pid_file.read_text().strip() or 0)
+    return pid if pid and pid_alive(pid) else None
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    state_dir: Path = args.state_dir.resolve()
+    pid = _running_pid(state_dir)
+    if pid is not None:
+        _say(f"already running (launcher pid {pid})")
+        print(state_dir / "kubeconfig")
+        return 0
+    # Build in the foreground first so progress is visible on this terminal.
+    ensure_binaries(_say)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log_path = state_dir / "launcher.log"
+    (state_dir / "cluster.json").unlink(missing_ok=True)
+    with log_path.open("w") as log:
+        launcher = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "localcluster",
+                "run",
+                f"--state-dir={state_dir}",
+                f"--profile={args.profile}",
+                f"--apiserver-port={args.apiserver_port}",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    _say(f"starting in the background (launcher pid {launcher.pid}, log {log_path}) ...")
+    shown = 0
+    while not (state_dir / "cluster.json").exists():
+        lines = log_path.read_text().splitlines()
+        for line in lines[shown:]:
+            _say(line)
+        shown = len(lines)
+        if launcher.poll() is not None:
+            _say(f"the launcher exited with code {launcher.returncode}; see {log_path}")
+            return 1
+        time.sleep(0.5)
+    for line in log_path.read_text().splitlines()[shown:]:
+        _say(line)
+    print(state_dir / "kubeconfig")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    state_dir: Path = args.state_dir.resolve()
+    pid = _running_pid(state_dir)
+    if pid is None:
+        _say("not running")
+        return 0
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if pid_alive(pid):
+        # Children die with it (PR_SET_PDEATHSIG).
+        os.kill(pid, signal.SIGKILL)
+    _say("stopped")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state_dir: Path = args.state_dir.resolve()
+    pid = _running_pid(state_dir)
+    state_file = state_dir / "cluster.json"
+    if pid is None or not state_file.exists():
+        print("not running")
+        return 1
+    state = json.loads(state_file.read_text())
+    print(f"running (launcher pid {pid}), profile {state['profile']}")
+    print(f"kubeconfig: {state['kubeconfig']}")
+    for name, child in state["pids"].items():
+        print(f"  {name:<24} pid {child} {'alive' if pid_alive(child) else 'DEAD'}")
+    return 0
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from localcluster.smoke import run_smoke
+
+    state_dir: Path = args.state_dir.resolve()
+    signal.signal(signal.SIGTERM, _raise_stop)
+    with LocalCluster(state_dir, profile="full") as cluster:
+        for line in cluster.describe():
+            _say(line)
+        run_smoke(cluster, _say)
+    _say("control plane stopped; every process it started has exited")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, func in (
+        ("build", cmd_build),
+        ("run", cmd_run),
+        ("up", cmd_up),
+        ("down", cmd_down),
+        ("status", cmd_status),
+        ("smoke", cmd_smoke),
+    ):
+        command = sub.add_parser(name)
+        command.set_defaults(func=func)
+        command.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+        command.add_argument("--profile", choices=["full", "apiserver"], default="full")
+        command.add_argument(
+            "--apiserver-port", type=int, default=0, help="0 picks a free port (default)"
+        )
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (BuildError, LaunchError) as err:
+        _say(f"error: {err}")
+        return 1
+    except (KeyboardInterrupt, _Stop):
+        _say("interrupted; everything started has been stopped")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Build the control-plane binaries from the Go module proxy, once, cached by version.
+
+Each component is a small wrapper module under ``gomod/`` whose go.mod/go.sum pin exactly what is
+built. The cache key of a component is a hash of its go.mod, go.sum, the Go version and the build
+flags, so a second build with the same inputs is instant and a version bump rebuilds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+GOMOD_DIR = Path(__file__).parent / "gomod"
+_LDFLAGS = "-s -w"
+
+
+class BuildError(RuntimeError):
+    """A build step failed; the message says which and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    # (import path of a main package, output binary name)
+    targets: tuple[tuple[str, str], ...]
+    root: Path = GOMOD_DIR
+
+    @property
+    def module_dir(self) -> Path:
+        return self.root / self.name
+
+    @property
+    def binaries(self) -> tuple[str, ...]:
+        return tuple(binary for _, binary in self.targets)
+
+
+COMPONENTS: tuple[Component, ...] = (
+    Component("etcd", (("go.etcd.io/etcd/server/v3", "etcd"),)),
+    Component(
+        "kubernetes",
+        (
+            ("k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver"),
+            ("k8s.io/kubernetes/cmd/kube-controller-manager", "kube-controller-manager"),
+            ("k8s.io/kubernetes/cmd/kube-scheduler", "kube-scheduler"),
+            ("k8s.io/kubernetes/cmd/kubectl", "kubectl"),
+        ),
+    ),
+    Component("kwok", (("sigs.k8s.io/kwok/cmd/kwok", "kwok"),)),
+)
+
+
+def cache_root() -> Path:
+    """Where built binaries live: outside the work tree, so clones and CI runs share them."""
+    explicit = os.environ.get("STATEFUL_JOBSET_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "stateful-jobset"
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(
+            "Go toolchain not found on PATH. Install Go >= 1.26 (the version the wrapper modules "
+            "in localcluster/gomod/ declare) and make sure `go version` works, then retry."
+        )
+    return go
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # Never let `go` download another toolchain: only the module proxy is reachable here, and a
+    # silent toolchain switch would hide which Go built the binaries.
+    env["GOTOOLCHAIN"] = "local"
+    env.setdefault("CGO_ENABLED", "0")
+    env["GOFLAGS"] = "-mod=readonly -buildvcs=false"
+    return env
+
+
+def go_version() -> str:
+    try:
+        out = subprocess.run(
+            [_go(), "env", "GOVERSION"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=_go_env(),
+        )
+    except subprocess.CalledProcessError as err:
+        raise BuildError(f"`go env GOVERSION` failed: {err.stderr.strip()}") from err
+    return out.stdout.strip()
+
+
+def required_versions(component: Component) -> dict[str, str]:
+    """The module versions a wrapper pins (its direct requirements), for the record."""
+    versions: dict[str, str] = {}
+    in_block = False
+    for raw in (component.module_dir / "go.mod").read_text().splitlines():
+        line = raw.split("//")[0].strip()
+        if line.startswith("require ("):
+            in_block = True
+            continue
+        if in_block and line == ")":
+            in_block = False
+            continue
+        parts = line.removeprefix("require ").split()
+        if (in_block or raw.startswith("require ")) and len(parts) == 2 and "indirect" not in raw:
+            versions[parts[0]] = parts[1]
+    return versions
+
+
+def cache_key(component: Component, goversion: str) -> str:
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum"):
+        digest.update((component.module_dir / name).read_bytes())
+    digest.update(goversion.encode())
+    digest.update(_LDFLAGS.encode())
+    digest.update(repr(component.targets).encode())
+    return digest.hexdigest()[:16]
+
+
+def component_dir(component: Component, goversion: str) -> Path:
+    return cache_root() / "bin" / f"{component.name}-{cache_key(component, goversion)}"
+
+
+def _is_built(directory: Path, component: Component) -> bool:
+    return all((directory / b).is_file() for b in component.binaries)
+
+
+def _run_go(
+    args: list[str], cwd: Path, log_path: Path, component: Component, report: Callable[[str], None]
+) -> None:
+    """Run one go command, writing its output to a log and reporting progress periodically."""
+    started = time.monotonic()
+    compiled = 0
+    last_report = started
+    with log_path.open("a") as log:
+        log.write(f"$ {' '.join(args)}\n")
+        log.flush()
+        proc = subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=_go_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert proc.stdout is not None
+        stop = threading.Event()
+
+        def heartbeat() -> None:
+            # A slow link step prints nothing: keep the terminal alive regardless.
+            while not stop.wait(30):
+                report(
+                    f"  {component.name}: still building, {compiled} packages compiled, "
+                    f"{time.monotonic() - started:.0f}s"
+                )
+
+        ticker = threading.Thread(target=heartbeat, daemon=True)
+        ticker.start()
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                compiled += 1
+                now = time.monotonic()
+                if now - last_report >= 15:
+                    last_report = now
+                    report(
+                        f"  {component.name}: {compiled} packages compiled, "
+                        f"{now - started:.0f}s (last: {line.strip()[:70]})"
+                    )
+            code = proc.wait()
+        finally:
+            stop.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if code != 0:
+        tail = log_path.read_text().splitlines()[-25:]
+        raise BuildError(
+            f"building {component.name} failed (`{' '.join(args[:3])} ...` exited {code}).\n"
+            + "\n".join(f"    {t}" for t in tail)
+            + f"\nFull log: {log_path}\n"
+            "Fix: check that the Go module proxy is reachable (GOPROXY) and that `go version` "
+            f"is at least the one in {component.module_dir / 'go.mod'}; then run "
+            "`make binaries` again."
+        )
+
+
+def build_component(component: Component, goversion: str, report: Callable[[str], None]) -> Path:
+    target = component_dir(component, goversion)
+    if _is_built(target, component):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    log_path = cache_root() / "logs" / f"build-{component.name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("")
+    report(f"building {component.name} ({', '.join(component.binaries)}) with {goversion} ...")
+    started = time.monotonic()
+    go = _go()
+    try:
+        _run_go([go, "mod", "download"], component.module_dir, log_path, component, report)
+        for package, binary in component.targets:
+            _run_go(
+                [
+                    go,
+                    "build",
+                    "-v",
+                    "-trimpath",
+                    f"-ldflags={_LDFLAGS}",
+                    "-o",
+                    str(staging / binary),
+                    package,
+                ],
+                component.module_dir,
+                log_path,
+                component,
+                report,
+            )
+        # Atomic publish: a half-written cache entry is never mistaken for a finished one.
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report(f"built {component.name} in {time.monotonic() - started:.0f}s -> {target}")
+    return target
+
+
+@dataclass(frozen=True)
+class Binaries:
+    directories: dict[str, Path]
+
+    def path(self, binary: str) -> Path:
+        for component in COMPONENTS:
+            if binary in component.binaries:
+                return self.directories[component.name] / binary
+        raise KeyError(binary)
+
+
+def ensure_binaries(report: Callable[[str], None] | None = None) -> Binaries:
+    """Build whatever is missing from the cache and return where every binary is."""
+    say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    goversion = go_version()
+    directories = {c.name: build_component(c, goversion, say) for c in COMPONENTS}
+    return Binaries(directories)
+
+
+def describe() -> list[str]:
+    """Human-readable list of pinned versions (for docs and `localcluster versions`)."""
+    lines = [f"go: {go_version()}"]
+    for component in COMPONENTS:
+        for module, version in required_versions(component).items():
+            lines.append(f"{component.name}: {module} {version}")
+    return lines

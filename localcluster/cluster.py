@@ -1,0 +1,478 @@
+"""The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK and
+a test volume provisioner, all on 127.0.0.1 with free ports.
+
+Two profiles:
+- ``full``: everything; pods really get scheduled onto fake KWOK nodes and run to completion,
+  claims really bind, garbage collection really collects (the end-to-end tier and the demo).
+- ``apiserver``: etcd and kube-apiserver only; nothing but the test changes object status, as in
+  upstream's integration tests (the integration tier).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from localcluster import pki as pkimod
+from localcluster.build import Binaries, ensure_binaries
+from localcluster.processes import (
+    LaunchError,
+    ManagedProcess,
+    ensure_port_free,
+    free_port,
+    https_get,
+    stop_all,
+    wait_ready,
+)
+from localcluster.provisioner import PROVISIONER_NAME, READY_LINE
+
+Profile = Literal["full", "apiserver"]
+STAGES_FILE = Path(__file__).parent / "kwok" / "stages.yaml"
+NODE_LABEL = "localcluster.test/kwok-node"
+NODE_COUNT = 4
+LAUNCHER_FILES = ("launcher.pid", "launcher.log")
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+# Claims' writes and the controller's writes are what tests audit; reads are not logged.
+_AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "verbs": ["create", "update", "patch", "delete", "deletecollection"],
+        },
+        {"level": "None"},
+    ],
+}
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+    kwok: int
+
+    @staticmethod
+    def allocate(apiserver: int = 0) -> Ports:
+        if apiserver:
+            ensure_port_free(apiserver, "kube-apiserver")
+        return Ports(
+            etcd_client=free_port(),
+            etcd_peer=free_port(),
+            apiserver=apiserver or free_port(),
+            controller_manager=free_port(),
+            scheduler=free_port(),
+            kwok=free_port(),
+        )
+
+
+def _storage_classes() -> list[dict[str, object]]:
+    def storage_class(
+        name: str, binding: str, expandable: bool, default: bool = False
+    ) -> dict[str, object]:
+        annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+        return {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name, "annotations": annotations},
+            "provisioner": PROVISIONER_NAME,
+            "volumeBindingMode": binding,
+            "allowVolumeExpansion": expandable,
+            "reclaimPolicy": "Delete",
+        }
+
+    return [
+        storage_class("standard", "Immediate", False, default=True),
+        storage_class("wffc", "WaitForFirstConsumer", False),
+        storage_class("expandable", "Immediate", True),
+        storage_class("fixed", "Immediate", False),
+    ]
+
+
+def _nodes(count: int) -> list[dict[str, object]]:
+    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": f"kwok-node-{i}",
+                "labels": {
+                    NODE_LABEL: "true",
+                    "kubernetes.io/hostname": f"kwok-node-{i}",
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "type": "kwok",
+                },
+                "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+            },
+            "status": {"capacity": capacity, "allocatable": capacity},
+        }
+        for i in range(count)
+    ]
+
+
+def _log_says(process: ManagedProcess, line: str) -> tuple[int, str]:
+    """A readiness probe for processes that announce readiness on their output."""
+    try:
+        text = process.log_path.read_text(errors="replace")
+    except FileNotFoundError:
+        return 0, "no output yet"
+    started = text.rsplit("=== start", 1)[-1]
+    return (200, line) if line in started else (0, "not announced yet")
+
+
+@dataclass
+class LocalCluster:
+    """A running (or startable) local control plane rooted at ``state_dir``."""
+
+    state_dir: Path
+    profile: Profile = "full"
+    apiserver_port: int = 0
+    report: Callable[[str], None] = field(
+        default=lambda msg: print(msg, file=sys.stderr, flush=True)
+    )
+    binaries: Binaries | None = None
+    processes: list[ManagedProcess] = field(default_factory=list)
+    ports: Ports | None = None
+    started_seconds: float = 0.0
+
+    # ----------------------------------------------------------------- paths
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def pki(self) -> pkimod.Pki:
+        return pkimod.Pki(self.state_dir / "pki")
+
+    @property
+    def audit_log(self) -> Path:
+        return self.state_dir / "logs" / "audit.log"
+
+    @property
+    def server(self) -> str:
+        assert self.ports is not None
+        return f"https://127.0.0.1:{self.ports.apiserver}"
+
+    @property
+    def etcd_url(self) -> str:
+        assert self.ports is not None
+        return f"http://127.0.0.1:{self.ports.etcd_client}"
+
+    # -------------------------------------------------------------- building
+
+    def _process(self, name: str, argv: list[str]) -> ManagedProcess:
+        return ManagedProcess(name, argv, self.state_dir / "logs" / f"{name}.log")
+
+    def _etcd(self) -> ManagedProcess:
+        assert self.binaries and self.ports
+        peer = f"http://127.0.0.1:{self.ports.etcd_peer}"
+        return self._process(
+            "etcd",
+            [
+                str(self.binaries.path("etcd")),
+                "--name=local",
+                f"--data-dir={self.state_dir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=local={peer}",
+                "--log-level=warn",
+                # Tests do not need durability across power loss; fsync would dominate latency.
+                "--unsafe-no-fsync",
+                "--quota-backend-bytes=8589934592",
+            ],
+        )
+
+    def _apiserver(self) -> ManagedProcess:
+        assert self.binaries and self.ports
+        pki = self.pki
+        policy = self.state_dir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(_AUDIT_POLICY))
+        kubelet_client = pkimod.APISERVER_KUBELET_CLIENT
+        return self._process(
+            "kube-apiserver",
+            [
+                str(self.binaries.path("kube-apiserver")),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.ports.apiserver}",
+                f"--tls-cert-file={pki.serving_cert}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca_cert}",
+                f"--kubelet-client-certificate={pki.client_cert(kubelet_client)}",
+                f"--kubelet-client-key={pki.client_key(kubelet_client)}",
+                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--authorization-mode=Node,RBAC",
+                "--allow-privileged=true",
+                # The built-in "kubernetes" Endpoints cannot point at a loopback address.
+                "--endpoint-reconciler-type=none",
+                # ConfigMaps bypass the watch cache, so compacting etcd really makes a watch from
+                # an old resourceVersion fail with 410 Gone (informer tests force it that way).
+                "--watch-cache-sizes=configmaps#0",
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-maxsize=200",
+                "--audit-log-maxbackup=1",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+
+    def _controller_manager(self) -> ManagedProcess:
+        assert self.binaries and self.ports
+        pki = self.pki
+        kubeconfig = pki.kubeconfig(pkimod.CONTROLLER_MANAGER)
+        return self._process(
+            "kube-controller-manager",
+            [
+                str(self.binaries.path("kube-controller-manager")),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.ports.controller_manager}",
+                f"--cert-dir={self.state_dir / 'kcm-certs'}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca_cert}",
+                f"--cluster-signing-cert-file={pki.ca_cert}",
+                f"--cluster-signing-key-file={pki.ca_key}",
+                "--v=1",
+            ],
+        )
+
+    def _scheduler(self) -> ManagedProcess:
+        assert self.binaries and self.ports
+        kubeconfig = self.pki.kubeconfig(pkimod.SCHEDULER)
+        return self._process(
+            "kube-scheduler",
+            [
+                str(self.binaries.path("kube-scheduler")),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.ports.scheduler}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+        )
+
+    def _kwok(self) -> ManagedProcess:
+        assert self.binaries and self.ports
+        return self._process(
+            "kwok",
+            [
+                str(self.binaries.path("kwok")),
+                f"--kubeconfig={self.pki.kubeconfig(pkimod.KWOK)}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-label-selector={NODE_LABEL}=true",
+                f"--config={STAGES_FILE}",
+                f"--server-address=127.0.0.1:{self.ports.kwok}",
+                "--cidr=10.244.0.1/16",
+                "--node-ip=10.0.0.1",
+            ],
+        )
+
+    def _provisioner(self) -> ManagedProcess:
+        return self._process(
+            "provisioner",
+            [
+                sys.executable,
+                "-m",
+                "localcluster.provisioner",
+                f"--kubeconfig={self.pki.kubeconfig(pkimod.PROVISIONER)}",
+            ],
+        )
+
+    # ------------------------------------------------------------- lifecycle
+
+    def _probe_apiserver(self) -> tuple[int, str]:
+        admin = pkimod.ADMIN
+        return https_get(
+            f"{self.server}/readyz",
+            ca=self.pki.ca_cert,
+            cert=(self.pki.client_cert(admin), self.pki.client_key(admin)),
+        )
+
+    def _start(self, process: ManagedProcess, probe: Callable[[], tuple[int, str]]) -> None:
+        started = time.monotonic()
+        process.start()
+        self.processes.append(process)
+        wait_ready(process, probe, timeout=90, report=self.report)
+        self.report(
+            f"  {process.name} ready in {time.monotonic() - started:.1f}s (pid {process.pid})"
+        )
+
+    def kubectl(self, *args: str, input_text: str | None = None) -> str:
+        assert self.binaries is not None
+        result = subprocess.run(
+            [str(self.binaries.path("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input_text,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if result.returncode != 0:
+            raise LaunchError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    def start(self) -> None:
+        """Start every process of the profile and wait until the cluster is usable.
+
+        On any failure everything already started is stopped before the error propagates.
+        """
+        began = time.monotonic()
+        try:
+            self._start_processes()
+        except BaseException:
+            self.stop()
+            raise
+        self.started_seconds = time.monotonic() - began
+        self._write_state()
+        self.report(f"control plane ({self.profile}) ready in {self.started_seconds:.1f}s")
+
+    def _start_processes(self) -> None:
+        if self.binaries is None:
+            self.binaries = ensure_binaries(self.report)
+        self._clean_state_dir()
+        self.ports = Ports.allocate(self.apiserver_port)
+        pki = pkimod.generate(self.pki.directory, self.server)
+        shutil.copyfile(pki.kubeconfig(pkimod.ADMIN), self.kubeconfig)
+        self.kubeconfig.chmod(0o600)
+
+        self._start(self._etcd(), lambda: https_get(f"{self.etcd_url}/health"))
+        self._start(self._apiserver(), self._probe_apiserver)
+        if self.profile == "apiserver":
+            return
+        cm_port = self.ports.controller_manager
+        self._start(
+            self._controller_manager(),
+            lambda: https_get(f"https://127.0.0.1:{cm_port}/healthz"),
+        )
+        sched_port = self.ports.scheduler
+        self._start(self._scheduler(), lambda: https_get(f"https://127.0.0.1:{sched_port}/healthz"))
+        kwok_port = self.ports.kwok
+        self._start(self._kwok(), lambda: https_get(f"http://127.0.0.1:{kwok_port}/healthz"))
+        provisioner = self._provisioner()
+        self._start(provisioner, lambda: _log_says(provisioner, READY_LINE))
+        objects = _storage_classes() + _nodes(NODE_COUNT)
+        self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(objects))
+        self._wait_usable()
+
+    def _clean_state_dir(self) -> None:
+        """Start from nothing, but keep the files of a launcher that runs us in the background."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        for entry in self.state_dir.iterdir():
+            if entry.name in LAUNCHER_FILES:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+    def _wait_usable(self) -> None:
+        """Nodes Ready (KWOK took them) and the default ServiceAccount exists (pods can be made)."""
+        deadline = time.monotonic() + 90
+        while True:
+            ready = self.kubectl(
+                "get",
+                "nodes",
+                "-l",
+                f"{NODE_LABEL}=true",
+                "-o",
+                "jsonpath={range .items[*]}{.status.conditions[?(@.type=='Ready')].status}{'\\n'}",
+            ).split()
+            accounts = self.kubectl("get", "serviceaccounts", "-n", "default", "-o", "name")
+            if ready.count("True") == NODE_COUNT and "serviceaccount/default" in accounts:
+                return
+            if time.monotonic() > deadline:
+                raise LaunchError(
+                    f"nodes Ready: {ready.count('True')}/{NODE_COUNT}, default ServiceAccount: "
+                    f"{'serviceaccount/default' in accounts}, after 90s. See the kwok and "
+                    f"kube-controller-manager logs in {self.state_dir / 'logs'}."
+                )
+            self._check_alive()
+            time.sleep(0.3)
+
+    def _check_alive(self) -> None:
+        for process in self.processes:
+            if not process.running():
+                raise LaunchError(
+                    f"{process.name} exited unexpectedly. Last lines of {process.log_path}:\n"
+                    f"{process.log_tail()}"
+                )
+
+    def stop(self) -> None:
+        stop_all(self.processes)
+        self.processes.clear()
+        state = self.state_dir / "cluster.json"
+        if state.exists():
+            state.unlink()
+
+    def process(self, name: str) -> ManagedProcess:
+        for candidate in self.processes:
+            if candidate.name == name:
+                return candidate
+        raise KeyError(name)
+
+    def restart_apiserver(self, down_seconds: float = 0.0) -> None:
+        """Stop kube-apiserver, optionally stay down a while, start it again and wait for it."""
+        process = self.process("kube-apiserver")
+        process.stop()
+        time.sleep(down_seconds)
+        process.start()
+        wait_ready(process, self._probe_apiserver, timeout=90, report=self.report)
+
+    def pids(self) -> dict[str, int]:
+        return {p.name: p.pid for p in self.processes if p.pid is not None}
+
+    def _write_state(self) -> None:
+        assert self.ports is not None
+        state = {
+            "profile": self.profile,
+            "kubeconfig": str(self.kubeconfig),
+            "server": self.server,
+            "etcd": self.etcd_url,
+            "pids": self.pids(),
+            "logs": str(self.state_dir / "logs"),
+        }
+        (self.state_dir / "cluster.json").write_text(json.dumps(state, indent=2))
+
+    def describe(self) -> list[str]:
+        assert self.ports is not None
+        lines = [f"kubeconfig: {self.kubeconfig}", f"kube-apiserver: {self.server}"]
+        lines += [f"etcd: {self.etcd_url}"]
+        for process in self.processes:
+            lines.append(f"  {process.name:<24} pid {process.pid}  log {process.log_path}")
+        return lines
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,194 @@
+"""Child processes of the local control plane: start, wait until ready, stop, never orphan.
+
+Every child is started with ``PR_SET_PDEATHSIG = SIGKILL``, so if the launcher itself dies (even by
+``kill -9``) the kernel kills its children: no etcd or kube-apiserver is ever left behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+class LaunchError(RuntimeError):
+    """The control plane could not start; the message names what failed and how to fix it."""
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec.
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ensure_port_free(port: int, what: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise LaunchError(
+                f"port {port} on 127.0.0.1, asked for {what}, is already in use ({err.strerror}). "
+                f"Stop whatever listens there (`ss -ltnp 'sport = :{port}'` shows it) or choose "
+                "another port, or pass 0 to pick a free one."
+            ) from err
+
+
+@dataclass
+class ManagedProcess:
+    name: str
+    argv: list[str]
+    log_path: Path
+    env: dict[str, str] | None = None
+    popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            try:
+                self.popen = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    preexec_fn=_die_with_parent,
+                )
+            except OSError as err:
+                raise LaunchError(f"could not start {self.name} ({self.argv[0]}): {err}") from err
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after the grace period; always reaps the child."""
+        proc = self.popen
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace_seconds)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.popen = None
+
+    def kill(self) -> None:
+        """SIGKILL at once (for tests that simulate a crash)."""
+        proc = self.popen
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        self.popen = None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(f"    {line}" for line in text[-lines:])
+
+
+def https_get(
+    url: str,
+    *,
+    ca: Path | None = None,
+    cert: tuple[Path, Path] | None = None,
+    timeout: float = 2.0,
+) -> tuple[int, str]:
+    """GET an URL, returning (status, body); (0, error) when nothing answered."""
+    context: ssl.SSLContext | None = None
+    if url.startswith("https"):
+        if ca is not None:
+            context = ssl.create_default_context(cafile=str(ca))
+        else:
+            # Component health endpoints serve self-signed certificates of their own.
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if cert is not None:
+            context.load_cert_chain(str(cert[0]), str(cert[1]))
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
+            return int(response.status), response.read().decode(errors="replace")
+    except urllib.error.HTTPError as err:
+        return int(err.code), err.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError) as err:
+        return 0, str(err)
+
+
+def wait_ready(
+    process: ManagedProcess,
+    probe: Callable[[], tuple[int, str]],
+    timeout: float,
+    report: Callable[[str], None],
+) -> None:
+    """Poll ``probe`` until it returns 200; fail fast if the process exits meanwhile."""
+    started = time.monotonic()
+    last: tuple[int, str] = (0, "")
+    next_report = started + 10
+    while time.monotonic() - started < timeout:
+        if not process.running():
+            code = process.popen.returncode if process.popen else None
+            raise LaunchError(
+                f"{process.name} exited with code {code} while starting. Last lines of "
+                f"{process.log_path}:\n{process.log_tail()}"
+            )
+        last = probe()
+        if last[0] == 200:
+            return
+        now = time.monotonic()
+        if now >= next_report:
+            next_report = now + 10
+            report(f"  waiting for {process.name} ({now - started:.0f}s) ...")
+        time.sleep(0.2)
+    raise LaunchError(
+        f"{process.name} did not become ready within {timeout:.0f}s (last answer: "
+        f"{last[0]} {last[1][:200]!r}). Last lines of {process.log_path}:\n{process.log_tail()}"
+    )
+
+
+def stop_all(processes: Sequence[ManagedProcess]) -> None:
+    """Stop in reverse start order, so clients go before the servers they talk to."""
+    for process in reversed(processes):
+        process.stop()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

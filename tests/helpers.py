@@ -1,0 +1,85 @@
+"""Helpers for tests against the real API server: waiting with clear messages, namespaces."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from localcluster.cluster import LocalCluster
+
+T = TypeVar("T")
+
+
+@dataclass
+class Kube:
+    """An API client bound to one local cluster."""
+
+    api: client.ApiClient
+    cluster: LocalCluster
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def batch(self) -> client.BatchV1Api:
+        return client.BatchV1Api(self.api)
+
+    async def raw(self, method: str, path: str, body: object | None = None) -> Any:
+        """Call an API path and return the decoded JSON (dicts, not models)."""
+        response = await self.api.call_api(
+            path,
+            method,
+            body=body,
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        )
+        return await response.json()
+
+
+async def wait_for(
+    observe: Callable[[], Awaitable[T]],
+    done: Callable[[T], bool],
+    what: str,
+    seconds: float = 60.0,
+    interval: float = 0.25,
+) -> T:
+    """Poll ``observe`` until ``done`` holds; on timeout fail naming what and the last value."""
+    deadline = time.monotonic() + seconds
+    last: T | None = None
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            last = await observe()
+            last_error = None
+            if done(last):
+                return last
+        except ApiException as err:
+            last_error = err
+        await asyncio.sleep(interval)
+    detail = (
+        f"last error: {last_error.status} {last_error.reason}" if last_error else f"last: {last!r}"
+    )
+    raise AssertionError(f"timed out after {seconds:.0f}s waiting for {what}; {detail}")
+
+
+async def create_namespace(kube: Kube, *, wait_for_service_account: bool) -> str:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    await kube.core.create_namespace({"metadata": {"name": name}})
+    if wait_for_service_account:
+        # Pods need the namespace's default ServiceAccount, made by kube-controller-manager.
+        await wait_for(
+            lambda: kube.core.list_namespaced_service_account(name),
+            lambda accounts: any(a.metadata.name == "default" for a in accounts.items),
+            f"the default ServiceAccount in namespace {name}",
+        )
+    return name

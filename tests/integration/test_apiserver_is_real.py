@@ -1,0 +1,128 @@
+"""The integration tier's API server is a real one: CRD schemas, CEL rules, pruning, 410 Gone."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from tests.helpers import Kube, wait_for
+
+GROUP = "localcluster.test"
+
+
+def _widget_crd(plural: str) -> dict[str, object]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": plural[:-1], "kind": "Widget" + plural[-4:]},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {"replicas": {"type": "integer"}},
+                                    "x-kubernetes-validations": [
+                                        {
+                                            "rule": "self.replicas <= 10",
+                                            "message": "replicas must be at most 10",
+                                        }
+                                    ],
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture
+async def widgets(kube: Kube) -> str:
+    plural = f"widgets{uuid.uuid4().hex[:6]}"
+    extensions = client.ApiextensionsV1Api(kube.api)
+    await extensions.create_custom_resource_definition(_widget_crd(plural))
+    await wait_for(
+        lambda: extensions.read_custom_resource_definition(f"{plural}.{GROUP}"),
+        lambda crd: any(
+            c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
+        ),
+        f"CRD {plural} to be Established",
+    )
+    return plural
+
+
+async def test_cel_rule_rejects_with_its_message(kube: Kube, namespace: str, widgets: str) -> None:
+    objects = client.CustomObjectsApi(kube.api)
+    bad = {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "Widget",
+        "metadata": {"name": "bad"},
+        "spec": {"replicas": 11},
+    }
+    with pytest.raises(ApiException) as raised:
+        await objects.create_namespaced_custom_object(GROUP, "v1", namespace, widgets, bad)
+    assert raised.value.status == 422
+    assert "replicas must be at most 10" in json.loads(raised.value.body)["message"]
+
+
+async def test_unknown_fields_are_pruned(kube: Kube, namespace: str, widgets: str) -> None:
+    objects = client.CustomObjectsApi(kube.api)
+    body = {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "Widget",
+        "metadata": {"name": "good"},
+        "spec": {"replicas": 3, "colour": "blue"},
+    }
+    await objects.create_namespaced_custom_object(GROUP, "v1", namespace, widgets, body)
+    stored = await objects.get_namespaced_custom_object(GROUP, "v1", namespace, widgets, "good")
+    assert stored["spec"] == {"replicas": 3}
+
+
+async def _etcd(session: aiohttp.ClientSession, url: str, path: str, body: object) -> object:
+    async with session.post(f"{url}{path}", json=body) as response:
+        assert response.status == 200, await response.text()
+        return await response.json()
+
+
+async def test_watch_from_compacted_version_gets_410(kube: Kube, namespace: str) -> None:
+    core = kube.core
+    await core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "cm"}, "data": {"n": "0"}}
+    )
+    listed = await core.list_namespaced_config_map(namespace)
+    old_version = listed.metadata.resource_version
+    for n in range(1, 4):
+        await core.patch_namespaced_config_map("cm", namespace, {"data": {"n": str(n)}})
+    latest = (await core.list_namespaced_config_map(namespace)).metadata.resource_version
+    async with aiohttp.ClientSession() as session:
+        await _etcd(
+            session,
+            kube.cluster.etcd_url,
+            "/v3/kv/compaction",
+            {"revision": latest, "physical": True},
+        )
+
+    response = await core.list_namespaced_config_map(
+        namespace, watch=True, resource_version=old_version, _preload_content=False
+    )
+    async with response:
+        first = json.loads(await response.content.readline())
+    assert first["type"] == "ERROR"
+    assert first["object"]["code"] == 410
+    assert first["object"]["reason"] in ("Expired", "Gone")

@@ -1,0 +1,128 @@
+"""Pure parts of the local control plane harness: certificates, volumes, stages, build errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from localcluster import build, pki
+from localcluster.cluster import STAGES_FILE
+from localcluster.provisioner import _quantity_bytes, desired_volume
+
+
+def test_certificates_chain_to_the_ca_with_component_identities(tmp_path: Path) -> None:
+    material = pki.generate(tmp_path, "https://127.0.0.1:6443")
+    ca = x509.load_pem_x509_certificate(material.ca_cert.read_bytes())
+    serving = x509.load_pem_x509_certificate(material.serving_cert.read_bytes())
+    serving.verify_directly_issued_by(ca)
+    sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "kubernetes.default.svc" in sans.get_values_for_type(x509.DNSName)
+    admin = x509.load_pem_x509_certificate(material.client_cert(pki.ADMIN).read_bytes())
+    admin.verify_directly_issued_by(ca)
+    orgs = [a.value for a in admin.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
+    assert orgs == ["system:masters"]
+    kcm = x509.load_pem_x509_certificate(material.client_cert(pki.CONTROLLER_MANAGER).read_bytes())
+    cn = kcm.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
+    assert cn == "system:kube-controller-manager"
+    kubeconfig = yaml.safe_load(material.kubeconfig(pki.ADMIN).read_text())
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:6443"
+    assert oct(material.client_key(pki.ADMIN).stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize(
+    ("quantity", "expected"),
+    [("1Gi", 2**30), ("500Mi", 500 * 2**20), ("2G", 2 * 10**9), ("1000", 1000), ("1.5Ki", 1536)],
+)
+def test_quantity_bytes(quantity: str, expected: int) -> None:
+    assert _quantity_bytes(quantity) == expected
+
+
+def _claim(annotations: dict[str, str] | None = None) -> dict[str, object]:
+    return {
+        "metadata": {
+            "name": "c",
+            "namespace": "ns",
+            "uid": "u-1",
+            "annotations": annotations or {},
+        },
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "3Gi"}}},
+    }
+
+
+def test_immediate_volume_matches_the_claim() -> None:
+    storage_class = {"metadata": {"name": "standard"}, "volumeBindingMode": "Immediate"}
+    volume = desired_volume(_claim(), storage_class)
+    assert volume is not None
+    assert volume["metadata"]["name"] == "pvc-u-1"
+    assert volume["spec"]["capacity"] == {"storage": "3Gi"}
+    assert volume["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert volume["spec"]["claimRef"]["uid"] == "u-1"
+    assert "nodeAffinity" not in volume["spec"]
+
+
+def test_wait_for_first_consumer_waits_for_a_node() -> None:
+    storage_class = {"metadata": {"name": "wffc"}, "volumeBindingMode": "WaitForFirstConsumer"}
+    assert desired_volume(_claim(), storage_class) is None
+    selected = _claim({"volume.kubernetes.io/selected-node": "kwok-node-2"})
+    volume = desired_volume(selected, storage_class)
+    assert volume is not None
+    term = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]
+    assert term["matchExpressions"][0]["values"] == ["kwok-node-2"]
+
+
+def test_kwok_stages_cover_the_pod_lifecycle() -> None:
+    stages = list(yaml.safe_load_all(STAGES_FILE.read_text()))
+    names = {s["metadata"]["name"] for s in stages}
+    assert names == {"node-initialize", "pod-start", "pod-succeed", "pod-fail", "pod-delete"}
+    assert all(s["kind"] == "Stage" for s in stages)
+
+
+def test_cache_key_follows_the_pins(tmp_path: Path) -> None:
+    module = tmp_path / "thing"
+    module.mkdir()
+    (module / "go.mod").write_text("module thing\n")
+    (module / "go.sum").write_text("")
+    component = build.Component("thing", (("thing", "thing"),), root=tmp_path)
+    first = build.cache_key(component, "go1.26.8")
+    assert first == build.cache_key(component, "go1.26.8")
+    assert first != build.cache_key(component, "go1.27.0")
+    (module / "go.sum").write_text("x v1.0.0 h1:abc\n")
+    assert first != build.cache_key(component, "go1.26.8")
+
+
+def test_pinned_versions_are_recorded() -> None:
+    kubernetes = next(c for c in build.COMPONENTS if c.name == "kubernetes")
+    versions = build.required_versions(kubernetes)
+    assert versions["k8s.io/kubernetes"].startswith("v1.")
+
+
+def test_missing_go_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(build.BuildError, match="Go toolchain not found on PATH"):
+        build.ensure_binaries(lambda _: None)
+
+
+def test_failed_build_names_the_component_and_log(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("STATEFUL_JOBSET_CACHE", str(tmp_path / "cache"))
+    module = tmp_path / "mods" / "broken"
+    module.mkdir(parents=True)
+    (module / "go.mod").write_text("module broken\n\ngo 1.21\n")
+    (module / "go.sum").write_text("")
+    (module / "main.go").write_text("package main\n\nfunc main() { undefined() }\n")
+    component = build.Component("broken", (("broken", "broken"),), root=tmp_path / "mods")
+    messages: list[str] = []
+    with pytest.raises(build.BuildError) as raised:
+        build.build_component(component, build.go_version(), messages.append)
+    text = str(raised.value)
+    assert "building broken failed" in text
+    assert "undefined" in text
+    assert str(tmp_path / "cache" / "logs" / "build-broken.log") in text
+    assert not build.component_dir(component, build.go_version()).exists()
+    assert os.listdir(tmp_path / "cache" / "bin") == []
