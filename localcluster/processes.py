@@ -12,6 +12,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -66,6 +67,11 @@ class ManagedProcess:
         return self.popen is not None and self.popen.poll() is None
 
     def start(self) -> None:
+        # PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process:
+        # a child started from a short-lived thread (asyncio.to_thread, a thread pool) would be
+        # killed when that thread goes away. Only the main thread lives as long as we do.
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError(f"start {self.name} from the main thread (see PR_SET_PDEATHSIG)")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             log.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n".encode())

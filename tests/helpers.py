@@ -72,6 +72,15 @@ async def wait_for(
     raise AssertionError(f"timed out after {seconds:.0f}s waiting for {what}; {detail}")
 
 
+def current(read: Callable[[], T]) -> Callable[[], Awaitable[T]]:
+    """Turn a plain getter into something ``wait_for`` can poll."""
+
+    async def observe() -> T:
+        return read()
+
+    return observe
+
+
 async def create_namespace(kube: Kube, *, wait_for_service_account: bool) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
     await kube.core.create_namespace({"metadata": {"name": name}})

@@ -12,18 +12,16 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.helpers import Kube, wait_for
 
-GROUP = "localcluster.test"
 
-
-def _widget_crd(plural: str) -> dict[str, object]:
+def _widget_crd(group: str) -> dict[str, object]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{GROUP}"},
+        "metadata": {"name": f"widgets.{group}"},
         "spec": {
-            "group": GROUP,
+            "group": group,
             "scope": "Namespaced",
-            "names": {"plural": plural, "singular": plural[:-1], "kind": "Widget" + plural[-4:]},
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
             "versions": [
                 {
                     "name": "v1",
@@ -54,43 +52,47 @@ def _widget_crd(plural: str) -> dict[str, object]:
 
 @pytest.fixture
 async def widgets(kube: Kube) -> str:
-    plural = f"widgets{uuid.uuid4().hex[:6]}"
+    """A fresh CRD (own API group) with a CEL rule; returns the group."""
+    group = f"g{uuid.uuid4().hex[:8]}.localcluster.test"
     extensions = client.ApiextensionsV1Api(kube.api)
-    await extensions.create_custom_resource_definition(_widget_crd(plural))
+    await extensions.create_custom_resource_definition(_widget_crd(group))
     await wait_for(
-        lambda: extensions.read_custom_resource_definition(f"{plural}.{GROUP}"),
+        lambda: extensions.read_custom_resource_definition(f"widgets.{group}"),
         lambda crd: any(
             c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
         ),
-        f"CRD {plural} to be Established",
+        f"CRD widgets.{group} to be Established",
     )
-    return plural
+    return group
 
 
 async def test_cel_rule_rejects_with_its_message(kube: Kube, namespace: str, widgets: str) -> None:
     objects = client.CustomObjectsApi(kube.api)
     bad = {
-        "apiVersion": f"{GROUP}/v1",
+        "apiVersion": f"{widgets}/v1",
         "kind": "Widget",
         "metadata": {"name": "bad"},
         "spec": {"replicas": 11},
     }
     with pytest.raises(ApiException) as raised:
-        await objects.create_namespaced_custom_object(GROUP, "v1", namespace, widgets, bad)
+        await objects.create_namespaced_custom_object(widgets, "v1", namespace, "widgets", bad)
     assert raised.value.status == 422
-    assert "replicas must be at most 10" in json.loads(raised.value.body)["message"]
+    status = json.loads(raised.value.body)
+    assert [c["message"] for c in status["details"]["causes"]] == [
+        "Invalid value: replicas must be at most 10"
+    ]
 
 
 async def test_unknown_fields_are_pruned(kube: Kube, namespace: str, widgets: str) -> None:
     objects = client.CustomObjectsApi(kube.api)
     body = {
-        "apiVersion": f"{GROUP}/v1",
+        "apiVersion": f"{widgets}/v1",
         "kind": "Widget",
         "metadata": {"name": "good"},
         "spec": {"replicas": 3, "colour": "blue"},
     }
-    await objects.create_namespaced_custom_object(GROUP, "v1", namespace, widgets, body)
-    stored = await objects.get_namespaced_custom_object(GROUP, "v1", namespace, widgets, "good")
+    await objects.create_namespaced_custom_object(widgets, "v1", namespace, "widgets", body)
+    stored = await objects.get_namespaced_custom_object(widgets, "v1", namespace, "widgets", "good")
     assert stored["spec"] == {"replicas": 3}
 
 

@@ -1,0 +1,1 @@
+"""Stateful JobSet controller."""

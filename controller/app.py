@@ -1,0 +1,51 @@
+"""Process entry: flags → logging → API client → manager with controllers → run until signalled."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from controller import config as configmod
+from controller.runtime import logs
+from controller.runtime.manager import Manager, api_client_for
+
+Setup = Callable[[Manager], None]
+
+log = structlog.get_logger("main")
+
+
+async def run(config: configmod.Config, setup: Setup) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    api = await api_client_for(config)
+    async with api:
+        manager = Manager(config, api)
+        setup(manager)
+        log.info(
+            "starting",
+            identity=config.identity,
+            namespaces=list(config.namespaces) or "all",
+            leader_elect=config.leader_elect,
+            controllers=[c.name for c in manager.controllers],
+        )
+        return await manager.run(stop)
+
+
+def main(argv: Sequence[str] | None, setup: Setup) -> int:
+    try:
+        config = configmod.parse(argv)
+    except configmod.ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    logs.configure(config.log_level)
+    try:
+        return asyncio.run(run(config, setup))
+    except Exception as err:  # configuration the API client rejects, e.g. a broken kubeconfig
+        log.error("cannot start", error=f"{type(err).__name__}: {err}")
+        return 1

@@ -1,0 +1,188 @@
+"""Command-line flags, each with an environment-variable equivalent.
+
+Every flag ``--some-flag`` can also be set as ``STATEFUL_JOBSET_SOME_FLAG``; the flag wins. Names
+and defaults follow controller-runtime's where the concept is the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_PREFIX = "STATEFUL_JOBSET_"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+class ConfigError(ValueError):
+    """A flag or environment variable has a bad value; the message names it."""
+
+
+@dataclass(frozen=True)
+class Config:
+    kubeconfig: str | None
+    service_account_dir: str
+    namespaces: tuple[str, ...]
+    workers: int
+    kube_api_qps: float
+    kube_api_burst: int
+    leader_elect: bool
+    leader_election_id: str
+    leader_election_namespace: str
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    metrics_bind_address: str
+    health_probe_bind_address: str
+    log_level: str
+    identity: str
+    shutdown_timeout: float
+
+    def address(self, value: str) -> tuple[str, int] | None:
+        """``host:port`` → (host, port); ``0`` or empty disables the endpoint."""
+        if value in ("", "0"):
+            return None
+        host, _, port = value.rpartition(":")
+        return (host or "0.0.0.0", int(port))
+
+
+def _env_name(flag: str) -> str:
+    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _default_namespace(service_account_dir: str) -> str:
+    explicit = os.environ.get("POD_NAMESPACE")
+    if explicit:
+        return explicit
+    try:
+        return (Path(service_account_dir) / "namespace").read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(
+        prog="python -m controller",
+        description="Stateful JobSet controller: runs JobSets and manages their persistent "
+        f"volumes. Every flag --x-y can also be set as the environment variable {ENV_PREFIX}X_Y.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+
+    def flag(name: str, help_text: str, default: object, **kwargs: object) -> None:
+        from_env = env.get(_env_name(name))
+        parser.add_argument(
+            name,
+            help=f"{help_text} [env {_env_name(name)}]",
+            default=from_env if from_env is not None else default,
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+    flag("--kubeconfig", "kubeconfig file; empty means in-cluster configuration "
+         "(KUBERNETES_SERVICE_HOST/PORT and the service-account files)",
+         env.get("KUBECONFIG", ""))  # fmt: skip
+    flag("--service-account-dir", "where the in-cluster token, ca.crt and namespace files are",
+         SERVICE_ACCOUNT_DIR)  # fmt: skip
+    flag("--namespaces", "comma-separated namespaces to watch; empty means all", "")
+    flag("--workers", "concurrent reconciles", 4, type=int)
+    flag("--kube-api-qps", "client-side limit of API requests per second", 50.0, type=float)
+    flag("--kube-api-burst", "client-side burst of API requests", 100, type=int)
+    flag("--leader-elect", "use leader election (one active replica)", True, type=_bool)
+    flag("--leader-election-id", "name of the leader election Lease", "stateful-jobset-controller")
+    flag("--leader-election-namespace", "namespace of the Lease (default: the pod's namespace)", "")
+    flag("--lease-duration", "seconds a standby waits before taking an unrenewed lease", 15.0,
+         type=float)  # fmt: skip
+    flag("--renew-deadline", "seconds the leader keeps trying to renew before giving up", 10.0,
+         type=float)  # fmt: skip
+    flag("--retry-period", "seconds between lease acquire/renew attempts", 2.0, type=float)
+    flag("--metrics-bind-address", "host:port for /metrics; 0 disables", ":8080")
+    flag("--health-probe-bind-address", "host:port for /healthz and /readyz; 0 disables", ":8081")
+    flag("--log-level", "debug, info, warning or error", "info")
+    flag("--identity", "this replica's name in the Lease (default: hostname + random suffix)", "")
+    flag("--shutdown-timeout", "seconds to let in-flight reconciles finish on SIGTERM", 20.0,
+         type=float)  # fmt: skip
+    return parser
+
+
+def parse(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Config:
+    parser = build_parser(env)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        if exit_.code == 0:
+            raise
+        raise ConfigError("invalid command line (see the message above)") from exit_
+    return from_args(args)
+
+
+def from_args(args: argparse.Namespace) -> Config:
+    def positive(name: str, value: float) -> None:
+        if value <= 0:
+            raise ConfigError(f"--{name} must be positive, got {value}")
+
+    workers = int(args.workers)
+    positive("workers", workers)
+    positive("kube-api-qps", float(args.kube_api_qps))
+    positive("kube-api-burst", int(args.kube_api_burst))
+    leader_elect = (
+        args.leader_elect if isinstance(args.leader_elect, bool) else _bool(args.leader_elect)
+    )
+    lease, renew, retry = (
+        float(args.lease_duration),
+        float(args.renew_deadline),
+        float(args.retry_period),
+    )
+    if leader_elect and not lease > renew > retry * 1.2 > 0:
+        raise ConfigError(
+            "leader election needs --lease-duration > --renew-deadline > 1.2 x --retry-period "
+            f"(got {lease}, {renew}, {retry})"
+        )
+    if args.log_level not in ("debug", "info", "warning", "error"):
+        raise ConfigError(
+            f"--log-level must be debug, info, warning or error, got {args.log_level!r}"
+        )
+    kubeconfig = args.kubeconfig or None
+    if kubeconfig and not Path(kubeconfig).is_file():
+        raise ConfigError(
+            f"--kubeconfig {kubeconfig!r} does not exist or is not a file "
+            "(leave it empty to use the in-cluster configuration)"
+        )
+    for name in ("metrics_bind_address", "health_probe_bind_address"):
+        value = str(getattr(args, name))
+        if value not in ("", "0") and not value.rpartition(":")[2].isdigit():
+            raise ConfigError(f"--{name.replace('_', '-')} must be host:port or 0, got {value!r}")
+    identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    namespaces = tuple(n.strip() for n in str(args.namespaces).split(",") if n.strip())
+    return Config(
+        kubeconfig=kubeconfig,
+        service_account_dir=str(args.service_account_dir),
+        namespaces=namespaces,
+        workers=workers,
+        kube_api_qps=float(args.kube_api_qps),
+        kube_api_burst=int(args.kube_api_burst),
+        leader_elect=leader_elect,
+        leader_election_id=str(args.leader_election_id),
+        leader_election_namespace=str(args.leader_election_namespace)
+        or _default_namespace(str(args.service_account_dir)),
+        lease_duration=lease,
+        renew_deadline=renew,
+        retry_period=retry,
+        metrics_bind_address=str(args.metrics_bind_address),
+        health_probe_bind_address=str(args.health_probe_bind_address),
+        log_level=str(args.log_level),
+        identity=identity,
+        shutdown_timeout=float(args.shutdown_timeout),
+    )

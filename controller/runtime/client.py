@@ -1,0 +1,349 @@
+"""A small dynamic Kubernetes client on top of kubernetes_asyncio's ApiClient.
+
+Objects are plain JSON dicts, not generated models: the controller reads and writes custom
+resources and only ever needs a handful of fields, and decoding every watch event into model
+classes would cost more CPU than the rest of the controller. kubernetes_asyncio still does what
+it does well: kubeconfig / in-cluster configuration, authentication, TLS, the HTTP session.
+
+Added here, because kubernetes_asyncio has neither:
+- client-side rate limiting (QPS + burst token bucket, like client-go's default limiter);
+- ``rest_client_requests_total{code,method}`` (client-go's metric name);
+- a *write guard*: a callable consulted before every mutating request, so that a replica that is
+  no longer sure it holds the leader lease refuses to write (see leaderelection.py);
+- a field manager on every write, so writes can be audited by replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient
+from prometheus_client import CollectorRegistry, Counter
+
+Obj = dict[str, Any]
+PatchType = Literal["merge", "json", "strategic", "apply"]
+
+_PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the API: enough to build any URL for it."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name, safe='')}"
+        return base
+
+
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
+EVENTS = Resource("", "v1", "events", "Event")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+JOBS = Resource("batch", "v1", "jobs", "Job")
+PODS = Resource("", "v1", "pods", "Pod")
+SERVICES = Resource("", "v1", "services", "Service")
+CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server, with its Status object when there was one."""
+
+    def __init__(self, status: int, body: Obj | None, method: str, path: str) -> None:
+        self.status = status
+        self.body = body or {}
+        self.reason = str(self.body.get("reason", ""))
+        self.message = str(self.body.get("message", "")) or f"HTTP {status}"
+        super().__init__(f"{method} {path}: {status} {self.reason}: {self.message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+class WriteRefused(Exception):
+    """The write guard said no (this replica is not, or no longer surely, the leader)."""
+
+
+class TokenBucket:
+    """Client-side request limiter: ``qps`` tokens per second, at most ``burst`` saved up.
+
+    ``acquire`` waits for a token. Waiters are served in arrival order (one lock), like
+    client-go's flowcontrol token bucket limiter.
+    """
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic):
+        if qps <= 0 or burst <= 0:
+            raise ValueError("qps and burst must be positive")
+        self.qps = qps
+        self.burst = burst
+        self._clock = clock
+        self._tokens = float(burst)
+        self._last = clock()
+        self._lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+        self._last = now
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            self._refill()
+            if self._tokens < 1:
+                await asyncio.sleep((1 - self._tokens) / self.qps)
+                self._refill()
+            self._tokens -= 1
+
+
+class ClientMetrics:
+    """client-go's REST client metrics, registered once per registry."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.requests = Counter(
+            "rest_client_requests_total",
+            "Number of HTTP requests, partitioned by status code and method.",
+            ["code", "method"],
+            registry=registry,
+        )
+
+
+_MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class KubeClient:
+    """Dict-in, dict-out access to any resource, rate limited and metered."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        qps: float = 50.0,
+        burst: int = 100,
+        field_manager: str = "stateful-jobset",
+        metrics: ClientMetrics | None = None,
+        write_guard: Callable[[], bool] | None = None,
+    ) -> None:
+        self.api = api
+        self.limiter = TokenBucket(qps, burst)
+        self.field_manager = field_manager
+        self.metrics = metrics
+        self.write_guard = write_guard
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int | bool] | None = None,
+        body: object | None = None,
+        content_type: str = "application/json",
+        request_timeout: aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        if method in _MUTATING and self.write_guard is not None and not self.write_guard():
+            raise WriteRefused(f"{method} {path} refused: not the leader")
+        await self.limiter.acquire()
+        query_params = [
+            (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
+        ]
+        try:
+            response: aiohttp.ClientResponse = await self.api.call_api(
+                path,
+                method,
+                query_params=query_params,
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=request_timeout,
+            )
+        except Exception:
+            if self.metrics:
+                self.metrics.requests.labels(code="<error>", method=method).inc()
+            raise
+        if self.metrics:
+            self.metrics.requests.labels(code=str(response.status), method=method).inc()
+        if response.status >= 300:
+            text = await response.text()
+            response.release()
+            try:
+                status_body = json.loads(text)
+            except ValueError:
+                status_body = {"message": text[:500]}
+            raise ApiError(response.status, status_body, method, path)
+        return response
+
+    async def _json(self, method: str, path: str, **kwargs: Any) -> Obj:
+        response = await self._send(method, path, **kwargs)
+        async with response:
+            result: Obj = await response.json()
+            return result
+
+    def _write_query(self, extra: Mapping[str, str | int | bool] | None = None) -> dict[str, Any]:
+        query: dict[str, Any] = {"fieldManager": self.field_manager}
+        query.update(extra or {})
+        return query
+
+    # ---------------------------------------------------------------- reads
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
+        return await self._json("GET", resource.path(namespace, name))
+
+    async def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        query: dict[str, str | int | bool] = {}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if limit:
+            query["limit"] = limit
+        if continue_token:
+            query["continue"] = continue_token
+        if resource_version is not None:
+            query["resourceVersion"] = resource_version
+        return await self._json("GET", resource.path(namespace), query=query)
+
+    @asynccontextmanager
+    async def watch(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Open a watch; yields an iterator over the raw event lines (one JSON object each)."""
+        query: dict[str, str | int | bool] = {
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "resourceVersion": resource_version,
+            "timeoutSeconds": timeout_seconds,
+        }
+        if label_selector:
+            query["labelSelector"] = label_selector
+        # No total timeout: the server ends the stream after timeoutSeconds. A read timeout
+        # somewhat longer than that catches a silently dead connection.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)
+        response = await self._send(
+            "GET", resource.path(namespace), query=query, request_timeout=timeout
+        )
+        async with response:
+            yield _lines(response)
+
+    # --------------------------------------------------------------- writes
+
+    async def create(self, resource: Resource, obj: Obj, namespace: str | None = None) -> Obj:
+        return await self._json(
+            "POST", resource.path(namespace), body=obj, query=self._write_query()
+        )
+
+    async def replace(
+        self, resource: Resource, obj: Obj, namespace: str | None = None, *, subresource: str = ""
+    ) -> Obj:
+        path = resource.path(namespace, obj["metadata"]["name"])
+        if subresource:
+            path += f"/{subresource}"
+        return await self._json("PUT", path, body=obj, query=self._write_query())
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: object,
+        namespace: str | None = None,
+        *,
+        patch_type: PatchType = "merge",
+        subresource: str = "",
+        force: bool = False,
+    ) -> Obj:
+        path = resource.path(namespace, name)
+        if subresource:
+            path += f"/{subresource}"
+        extra: dict[str, str | int | bool] = {"force": True} if force else {}
+        return await self._json(
+            "PATCH",
+            path,
+            body=patch,
+            content_type=_PATCH_CONTENT_TYPES[patch_type],
+            query=self._write_query(extra),
+        )
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: str | None = None,
+        precondition_uid: str | None = None,
+    ) -> Obj:
+        options: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if propagation:
+            options["propagationPolicy"] = propagation
+        if precondition_uid:
+            options["preconditions"] = {"uid": precondition_uid}
+        return await self._json("DELETE", resource.path(namespace, name), body=options)
+
+
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """Split a chunked watch stream into lines, whatever their length.
+
+    (aiohttp's readline() refuses lines above its buffer limit; big objects exceed it.)
+    """
+    buffer = b""
+    async for chunk in response.content.iter_any():
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buffer.strip():
+        yield buffer

@@ -1,0 +1,100 @@
+"""Run controller processes (the sample controller) as real OS processes for tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from localcluster.processes import ManagedProcess, free_port
+
+# Short lease timings keep the tests quick; the ratios are those of the defaults (15/10/2).
+LEASE = {"--lease-duration": "6", "--renew-deadline": "4", "--retry-period": "0.8"}
+
+
+@dataclass
+class Replica:
+    identity: str
+    process: ManagedProcess
+    metrics_port: int
+    health_port: int
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def get(self, path: str, port: int | None = None) -> tuple[int, str]:
+        url = f"http://127.0.0.1:{port or self.health_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as err:
+            return int(err.code), err.read().decode()
+        except OSError as err:
+            return 0, str(err)
+
+    def metrics_text(self) -> str:
+        status, body = self.get("/metrics", self.metrics_port)
+        assert status == 200, f"/metrics of {self.identity}: {status} {body[:200]}"
+        return body
+
+    def sample(self, metric: str, **labels: str) -> float | None:
+        for family in text_string_to_metric_families(self.metrics_text()):
+            for sample in family.samples:
+                if sample.name == metric and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
+                    return float(sample.value)
+        return None
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        lines = []
+        for raw in self.process.log_path.read_text(errors="replace").splitlines():
+            if raw.startswith("{"):
+                try:
+                    lines.append(json.loads(raw))
+                except ValueError:
+                    continue
+        return lines
+
+
+def start_replica(
+    kubeconfig: Path,
+    namespace: str,
+    identity: str,
+    log_dir: Path,
+    *,
+    lease_name: str,
+    module: str = "tests.support.sample_controller",
+    extra: dict[str, str] | None = None,
+) -> Replica:
+    metrics_port, health_port = free_port(), free_port()
+    args = {
+        "--kubeconfig": str(kubeconfig),
+        "--namespaces": namespace,
+        "--leader-election-namespace": namespace,
+        "--leader-election-id": lease_name,
+        "--identity": identity,
+        "--metrics-bind-address": f"127.0.0.1:{metrics_port}",
+        "--health-probe-bind-address": f"127.0.0.1:{health_port}",
+        **LEASE,
+        **(extra or {}),
+    }
+    argv = [sys.executable, "-m", module, *(f"{k}={v}" for k, v in args.items())]
+    process = ManagedProcess(identity, argv, log_dir / f"{identity}.log")
+    process.start()
+    return Replica(identity, process, metrics_port, health_port, extra or {})
+
+
+async def wait_until(predicate: Any, what: str, seconds: float = 60.0) -> float:
+    """Poll a plain predicate; return how long it took. Fails with ``what`` on timeout."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        if predicate():
+            return time.monotonic() - started
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out after {seconds:.0f}s waiting for {what}")

@@ -1,0 +1,51 @@
+"""Flags, environment variables, and clear errors for bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.config import ConfigError, parse
+
+
+def test_defaults_follow_controller_runtime() -> None:
+    config = parse([], env={})
+    assert config.metrics_bind_address == ":8080"
+    assert config.health_probe_bind_address == ":8081"
+    assert (config.lease_duration, config.renew_deadline, config.retry_period) == (15, 10, 2)
+    assert config.leader_elect is True
+    assert config.namespaces == ()
+    assert config.address(":8080") == ("0.0.0.0", 8080)
+    assert config.address("0") is None
+
+
+def test_environment_variables_set_flags_and_flags_win(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    env = {
+        "STATEFUL_JOBSET_WORKERS": "9",
+        "STATEFUL_JOBSET_NAMESPACES": "a, b",
+        "STATEFUL_JOBSET_LEADER_ELECT": "false",
+        "KUBECONFIG": str(kubeconfig),
+    }
+    config = parse(["--workers=3"], env=env)
+    assert config.workers == 3
+    assert config.namespaces == ("a", "b")
+    assert config.leader_elect is False
+    assert config.kubeconfig == str(kubeconfig)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--kubeconfig=/does/not/exist"], "does not exist"),
+        (["--workers=0"], "--workers must be positive"),
+        (["--lease-duration=5", "--renew-deadline=10"], "--lease-duration > --renew-deadline"),
+        (["--log-level=loud"], "--log-level must be"),
+        (["--metrics-bind-address=nonsense"], "must be host:port or 0"),
+    ],
+)
+def test_bad_values_are_named(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse(argv, env={})
