@@ -1,0 +1,1 @@
+"""The JobSet domain: API names, parsing, pure decision functions, the reconciler."""

@@ -1,0 +1,79 @@
+"""Names on the outside: the JobSet API's group, labels, annotations, conditions and reasons.
+
+These are facts of the upstream JobSet API (jobset.x-k8s.io/v1alpha2) that clients and tools rely
+on; they must not change.
+"""
+
+from __future__ import annotations
+
+from controller.runtime.client import Resource
+
+GROUP = "jobset.x-k8s.io"
+VERSION = "v1alpha2"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "JobSet"
+JOBSETS = Resource(GROUP, VERSION, "jobsets", KIND)
+
+# The built-in controller's reserved managedBy value (JobSets with another value are skipped).
+CONTROLLER_NAME = "jobset.sigs.k8s.io/jobset-controller"
+
+# Labels and annotations on child Jobs and their pods.
+_PREFIX = "jobset.sigs.k8s.io/"
+JOBSET_NAME = _PREFIX + "jobset-name"
+JOBSET_UID = _PREFIX + "jobset-uid"
+REPLICATED_JOB_NAME = _PREFIX + "replicatedjob-name"
+REPLICATED_JOB_REPLICAS = _PREFIX + "replicatedjob-replicas"
+GLOBAL_REPLICAS = _PREFIX + "global-replicas"
+JOB_INDEX = _PREFIX + "job-index"
+JOB_GLOBAL_INDEX = _PREFIX + "job-global-index"
+JOB_KEY = _PREFIX + "job-key"
+RESTART_ATTEMPT = _PREFIX + "restart-attempt"
+GROUP_NAME = _PREFIX + "group-name"
+GROUP_REPLICAS = _PREFIX + "group-replicas"
+JOB_GROUP_INDEX = _PREFIX + "job-group-index"
+COORDINATOR = _PREFIX + "coordinator"
+
+# Condition types.
+COMPLETED = "Completed"
+FAILED = "Failed"
+SUSPENDED = "Suspended"
+STARTUP_POLICY_IN_PROGRESS = "StartupPolicyInProgress"
+STARTUP_POLICY_COMPLETED = "StartupPolicyCompleted"
+# Ours: the spec is valid per the schema but the controller cannot act on it.
+SPEC_INVALID = "SpecInvalid"
+
+# Condition and Event reasons, with upstream's messages where upstream has them.
+REASON_ALL_JOBS_COMPLETED = "AllJobsCompleted"
+MESSAGE_ALL_JOBS_COMPLETED = "jobset completed successfully"
+REASON_FAILED_JOBS = "FailedJobs"
+MESSAGE_FAILED_JOBS = "jobset failed due to one or more job failures"
+REASON_REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
+MESSAGE_REACHED_MAX_RESTARTS = "jobset failed due to reaching max number of restarts"
+REASON_JOB_CREATION_FAILED = "JobCreationFailed"
+REASON_SERVICE_CREATION_FAILED = "HeadlessServiceCreationFailed"
+REASON_SUSPENDED = "SuspendedJobs"
+MESSAGE_SUSPENDED = "jobset is suspended"
+REASON_RESUMED = "ResumeJobs"
+MESSAGE_RESUMED = "jobset is resumed"
+REASON_IN_ORDER_IN_PROGRESS = "InOrderStartupPolicyInProgress"
+MESSAGE_IN_ORDER_IN_PROGRESS = "in order startup policy is in progress"
+REASON_IN_ORDER_COMPLETED = "InOrderStartupPolicyCompleted"
+MESSAGE_IN_ORDER_COMPLETED = "in order startup policy has completed"
+REASON_RESTARTING = "Restarting"
+REASON_FAIL_ACTION = "FailJobSetFailurePolicyAction"
+MESSAGE_FAIL_ACTION = "applying FailJobSet failure policy action"
+REASON_RESTART_ACTION = "RestartJobSetFailurePolicyAction"
+MESSAGE_RESTART_ACTION = "applying RestartJobSet failure policy action"
+REASON_RESTART_IGNORE_MAX_ACTION = "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
+MESSAGE_RESTART_IGNORE_MAX_ACTION = (
+    "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
+)
+REASON_SPEC_INVALID = "InvalidSpec"
+
+# Failure policy actions.
+FAIL_JOBSET = "FailJobSet"
+RESTART_JOBSET = "RestartJobSet"
+RESTART_JOBSET_IGNORE_MAX = "RestartJobSetAndIgnoreMaxRestarts"
+
+TERMINAL_COMPLETED = "Completed"
+TERMINAL_FAILED = "Failed"

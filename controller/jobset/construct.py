@@ -1,0 +1,152 @@
+"""Desired child objects of a JobSet: its Jobs and its headless Service (pure).
+
+Names, labels and annotations are upstream's, so tools that select on them keep working:
+Job ``<jobset>-<replicatedJob>-<jobIndex>``; on the Job *and* its pod template the labels and
+annotations jobset-name, jobset-uid, replicatedjob-name, replicatedjob-replicas, global-replicas,
+job-index, job-global-index, job-key (SHA-1 of ``<namespace>/<job name>``), restart-attempt, the
+group ones, and the coordinator endpoint when a coordinator is set.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Any
+
+from controller.jobset import api
+from controller.jobset.model import JobSet, ReplicatedJob
+
+Obj = dict[str, Any]
+
+
+def job_name(jobset: str, replicated_job: str, index: int) -> str:
+    return f"{jobset}-{replicated_job}-{index}"
+
+
+def job_key(namespace: str, name: str) -> str:
+    return hashlib.sha1(f"{namespace}/{name}".encode()).hexdigest()
+
+
+def global_job_index(jobset: JobSet, replicated_job: str, index: int) -> int:
+    """Position of a Job across the whole JobSet: replicas of earlier replicated jobs + index."""
+    offset = 0
+    for rjob in jobset.replicated_jobs:
+        if rjob.name == replicated_job:
+            return offset + index
+        offset += rjob.replicas
+    raise KeyError(replicated_job)
+
+
+def group_replicas(jobset: JobSet, group: str) -> int:
+    return sum(r.replicas for r in jobset.replicated_jobs if r.group_name == group)
+
+
+def job_group_index(jobset: JobSet, replicated_job: str, index: int) -> int:
+    target = jobset.replicated_job(replicated_job)
+    if target is None:
+        raise KeyError(replicated_job)
+    offset = 0
+    for rjob in jobset.replicated_jobs:
+        if rjob.name == replicated_job:
+            return offset + index
+        if rjob.group_name == target.group_name:
+            offset += rjob.replicas
+    raise KeyError(replicated_job)  # pragma: no cover (found above)
+
+
+def coordinator_endpoint(jobset: JobSet) -> str | None:
+    """``<jobset>-<rjob>-<jobIndex>-<podIndex>.<subdomain>``: the coordinator pod's DNS name."""
+    c = jobset.coordinator
+    if c is None:
+        return None
+    return f"{jobset.name}-{c.replicated_job}-{c.job_index}-{c.pod_index}.{jobset.subdomain}"
+
+
+def child_labels(jobset: JobSet, rjob: ReplicatedJob, index: int) -> dict[str, str]:
+    """The JobSet labels of a child Job (also set as annotations, and on its pods)."""
+    name = job_name(jobset.name, rjob.name, index)
+    labels = {
+        api.JOBSET_NAME: jobset.name,
+        api.JOBSET_UID: jobset.uid,
+        api.REPLICATED_JOB_NAME: rjob.name,
+        api.REPLICATED_JOB_REPLICAS: str(rjob.replicas),
+        api.GLOBAL_REPLICAS: str(jobset.global_replicas),
+        api.JOB_INDEX: str(index),
+        api.JOB_GLOBAL_INDEX: str(global_job_index(jobset, rjob.name, index)),
+        api.JOB_KEY: job_key(jobset.namespace, name),
+        api.RESTART_ATTEMPT: str(jobset.status.restarts),
+        api.GROUP_NAME: rjob.group_name,
+        api.GROUP_REPLICAS: str(group_replicas(jobset, rjob.group_name)),
+        api.JOB_GROUP_INDEX: str(job_group_index(jobset, rjob.name, index)),
+    }
+    endpoint = coordinator_endpoint(jobset)
+    if endpoint is not None:
+        labels[api.COORDINATOR] = endpoint
+    return labels
+
+
+def _merged(base: Any, extra: dict[str, str]) -> dict[str, str]:
+    merged = dict(base) if isinstance(base, dict) else {}
+    merged.update(extra)
+    return merged
+
+
+def desired_job(jobset: JobSet, rjob: ReplicatedJob, index: int) -> Obj:
+    """The Job for replica ``index`` of ``rjob``, at the JobSet's current restart attempt."""
+    template = copy.deepcopy(rjob.template)
+    ours = child_labels(jobset, rjob, index)
+    metadata = template.get("metadata") or {}
+    spec: Obj = template["spec"]
+    pod_template: Obj = spec.setdefault("template", {})
+    pod_meta: Obj = pod_template.setdefault("metadata", {})
+    pod_meta["labels"] = _merged(pod_meta.get("labels"), ours)
+    pod_meta["annotations"] = _merged(pod_meta.get("annotations"), ours)
+    pod_spec: Obj = pod_template.setdefault("spec", {})
+    if jobset.network.enable_dns_hostnames:
+        # The Job controller names Indexed pods' hostnames <job>-<index>; with the subdomain
+        # they resolve as <job>-<index>.<subdomain> through the headless Service.
+        pod_spec["subdomain"] = jobset.subdomain
+    spec["suspend"] = jobset.suspend
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(jobset.name, rjob.name, index),
+            "namespace": jobset.namespace,
+            "labels": _merged(metadata.get("labels"), ours),
+            "annotations": _merged(metadata.get("annotations"), ours),
+            "ownerReferences": [jobset.owner_reference()],
+        },
+        "spec": spec,
+    }
+
+
+def desired_jobs(jobset: JobSet, allowed: frozenset[str] | None = None) -> list[Obj]:
+    """Every Job of the current attempt, in spec order (optionally only some replicated jobs)."""
+    return [
+        desired_job(jobset, rjob, index)
+        for rjob in jobset.replicated_jobs
+        if allowed is None or rjob.name in allowed
+        for index in range(rjob.replicas)
+    ]
+
+
+def desired_service(jobset: JobSet) -> Obj | None:
+    """The headless Service giving pods stable DNS names; None when DNS hostnames are off."""
+    if not jobset.network.enable_dns_hostnames:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": jobset.subdomain,
+            "namespace": jobset.namespace,
+            "labels": {api.JOBSET_NAME: jobset.name},
+            "ownerReferences": [jobset.owner_reference()],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {api.JOBSET_NAME: jobset.name},
+            "publishNotReadyAddresses": jobset.network.publish_not_ready_addresses,
+        },
+    }

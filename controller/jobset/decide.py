@@ -1,0 +1,207 @@
+"""What the controller does for one JobSet: observed state in, a plan of writes out (pure).
+
+Order of concerns, as upstream's reconcile:
+1. Jobs of earlier restart attempts are deleted (Recreate; BlockingRecreate also holds back the
+   new attempt's Jobs until the old ones are gone).
+2. A finished JobSet: its still-active Jobs are deleted, then only TTL-after-finished matters.
+3. Status per replicated job is computed from the current attempt's Jobs.
+4. A failed Job → the failure policy (fail, or restart: bump ``status.restarts``; the next pass
+   deletes the old attempt and creates the new one).
+5. The success policy → Completed.
+6. Suspend / resume of child Jobs.
+7. Missing Jobs (allowed by startupPolicy / dependsOn) and the headless Service are created.
+8. Status is part of the plan only when it differs from what is stored.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.jobset import (
+    api,
+    children,
+    construct,
+    failure,
+    startup,
+    status,
+    success,
+    suspend,
+    ttl,
+)
+from controller.jobset.model import JobSet
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class Plan:
+    create_service: Obj | None = None
+    create_jobs: list[Obj] = field(default_factory=list)
+    delete_jobs: list[str] = field(default_factory=list)
+    patch_jobs: list[tuple[str, Obj]] = field(default_factory=list)
+    # Suspended Jobs whose pod template changes on resume must have status.startTime cleared first.
+    clear_start_time: list[str] = field(default_factory=list)
+    status: Obj | None = None  # the complete new status, only when it changed
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None
+    delete_jobset: bool = False
+    # Transitions made by this plan (for metrics once the status write succeeded).
+    completed: bool = False
+    failed: bool = False
+
+    @property
+    def writes(self) -> int:
+        return (
+            (1 if self.create_service else 0)
+            + len(self.create_jobs)
+            + len(self.delete_jobs)
+            + len(self.patch_jobs)
+            + len(self.clear_start_time)
+            + (1 if self.status is not None else 0)
+            + (1 if self.delete_jobset else 0)
+        )
+
+
+def _rfc3339(now: datetime.datetime) -> str:
+    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Status:
+    """The status being built, starting from what is stored."""
+
+    def __init__(self, jobset: JobSet, now: datetime.datetime) -> None:
+        self.now = now
+        self.generation = jobset.generation
+        self.original: Obj = {
+            "restarts": jobset.status.restarts,
+            "restartsCountTowardsMax": jobset.status.restarts_count_towards_max,
+            "terminalState": jobset.status.terminal_state,
+            "conditions": [dict(c) for c in jobset.status.conditions],
+            "replicatedJobsStatus": [dict(r) for r in jobset.status.replicated_jobs_status],
+        }
+        self.value: Obj = {
+            k: (list(v) if isinstance(v, list) else v) for k, v in self.original.items()
+        }
+        self.events: list[Event] = []
+
+    def condition(
+        self, kind: str, value: str, reason: str, message: str, event_type: str | None
+    ) -> None:
+        before = self.value["conditions"]
+        after = status.set_condition(
+            before, kind, value, reason, message, self.now, self.generation
+        )
+        if after != before:
+            self.value["conditions"] = after
+            if event_type:
+                self.events.append(Event(event_type, reason, message))
+
+    def changed(self) -> Obj | None:
+        def normal(obj: Obj) -> Obj:
+            return {k: v for k, v in obj.items() if v not in (None, "", [], 0) or k == "restarts"}
+
+        if normal(self.value) == normal(self.original):
+            return None
+        result = dict(self.value)
+        if not result.get("terminalState"):
+            result.pop("terminalState", None)
+        return result
+
+
+def decide(jobset: JobSet, jobs: list[Obj], service: Obj | None, now: datetime.datetime) -> Plan:
+    plan = Plan()
+    if jobset.deleting:
+        return plan  # garbage collection removes the children; finalizers are another module's
+    built = _Status(jobset, now)
+    current = [j for j in children.current_jobs(jobset, jobs) if not children.is_deleting(j)]
+    stale = children.stale_jobs(jobset, jobs)
+    plan.delete_jobs.extend(j["metadata"]["name"] for j in stale if not children.is_deleting(j))
+
+    if jobset.finished:
+        # Upstream: a finished JobSet's unfinished Jobs are deleted.
+        plan.delete_jobs.extend(
+            j["metadata"]["name"] for j in current if not children.is_finished(j)
+        )
+        decision = ttl.ttl_decision(jobset, ttl.finished_at(jobset), now)
+        plan.delete_jobset = decision.delete_now
+        plan.requeue_after = decision.requeue_after
+        return plan
+
+    per_rjob = status.replicated_jobs_status(jobset, current)
+    built.value["replicatedJobsStatus"] = per_rjob
+    by_name = {s["name"]: s for s in per_rjob}
+
+    outcome = failure.evaluate(jobset, current)
+    if outcome is not None:
+        if outcome.fails_jobset:
+            built.value["terminalState"] = api.TERMINAL_FAILED
+            built.condition(
+                api.FAILED, "True", outcome.condition_reason, outcome.condition_message, None
+            )
+            built.events.append(Event("Warning", outcome.event_reason, outcome.event_message))
+            plan.failed = True
+        else:
+            built.value["restarts"] = outcome.new_restarts
+            built.value["restartsCountTowardsMax"] = outcome.new_restarts_count_towards_max
+            built.events.append(Event("Warning", outcome.event_reason, outcome.event_message))
+        plan.status = built.changed()
+        plan.events = built.events
+        return plan
+
+    if success.evaluate(jobset, by_name):
+        built.value["terminalState"] = api.TERMINAL_COMPLETED
+        built.condition(
+            api.COMPLETED,
+            "True",
+            api.REASON_ALL_JOBS_COMPLETED,
+            api.MESSAGE_ALL_JOBS_COMPLETED,
+            "Normal",
+        )
+        plan.completed = True
+        plan.status = built.changed()
+        plan.events = built.events
+        if jobset.ttl_seconds_after_finished is not None:
+            plan.requeue_after = float(jobset.ttl_seconds_after_finished)
+        return plan
+
+    plan.patch_jobs.extend(suspend.suspend_patches(jobset, current))
+    if jobset.suspend:
+        built.condition(
+            api.SUSPENDED, "True", api.REASON_SUSPENDED, api.MESSAGE_SUSPENDED, "Normal"
+        )
+    elif jobset.status.is_true(api.SUSPENDED):
+        built.condition(api.SUSPENDED, "False", api.REASON_RESUMED, api.MESSAGE_RESUMED, "Normal")
+
+    gate = startup.allowed_replicated_jobs(jobset, by_name)
+    if gate.in_order_condition is not None and not jobset.suspend:
+        kind, reason, message = gate.in_order_condition
+        built.condition(kind, "True", reason, message, "Normal")
+
+    blocking = (
+        jobset.failure_policy is not None
+        and jobset.failure_policy.restart_strategy == "BlockingRecreate"
+        and bool(stale)
+    )
+    if not blocking:
+        existing = {j["metadata"]["name"] for j in jobs}
+        plan.create_jobs = [
+            job
+            for job in construct.desired_jobs(jobset, frozenset(gate.allowed))
+            if job["metadata"]["name"] not in existing
+        ]
+    wanted_service = construct.desired_service(jobset)
+    if wanted_service is not None and service is None:
+        plan.create_service = wanted_service
+
+    plan.status = built.changed()
+    plan.events = built.events
+    return plan

@@ -1,0 +1,398 @@
+"""The JobSet as the decision functions see it: parsed, typed, with upstream's defaults applied.
+
+The CRD's schema and CEL rules reject most bad input at admission; ``parse`` is the second line
+of defence for what reaches the cache anyway (an older CRD, a hand-edited object, a field the
+schema cannot check). It never raises anything but ``InvalidJobSet``, whose message names the
+field, so the reconciler can report it as a condition and an Event instead of crashing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from controller.jobset import api
+
+Obj = dict[str, Any]
+DependencyStatus = Literal["Ready", "Complete"]
+
+
+class InvalidJobSet(ValueError):
+    """The JobSet cannot be acted on; the message says why, naming the field."""
+
+
+@dataclass(frozen=True)
+class DependsOn:
+    name: str
+    status: DependencyStatus
+
+
+@dataclass(frozen=True)
+class ReplicatedJob:
+    name: str
+    replicas: int
+    template: Obj  # batch/v1 JobTemplateSpec, with defaults applied; never mutate
+    group_name: str = "default"
+    depends_on: tuple[DependsOn, ...] = ()
+
+    @property
+    def parallelism(self) -> int:
+        return int(self.template.get("spec", {}).get("parallelism", 1))
+
+    @property
+    def completions(self) -> int | None:
+        value = self.template.get("spec", {}).get("completions")
+        return None if value is None else int(value)
+
+    @property
+    def pods_per_job(self) -> int:
+        """Pods a Job of this replicated job runs at once: min(parallelism, completions)."""
+        completions = self.completions
+        return self.parallelism if completions is None else min(self.parallelism, completions)
+
+
+@dataclass(frozen=True)
+class Network:
+    enable_dns_hostnames: bool = True
+    subdomain: str = ""
+    publish_not_ready_addresses: bool = True
+
+
+@dataclass(frozen=True)
+class SuccessPolicy:
+    operator: Literal["All", "Any"] = "All"
+    target_replicated_jobs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FailurePolicyRule:
+    name: str
+    action: str
+    on_job_failure_reasons: tuple[str, ...] = ()
+    on_job_failure_message_patterns: tuple[str, ...] = ()
+    target_replicated_jobs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    max_restarts: int = 0
+    restart_strategy: str = "Recreate"
+    rules: tuple[FailurePolicyRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class Coordinator:
+    replicated_job: str
+    job_index: int = 0
+    pod_index: int = 0
+
+
+@dataclass(frozen=True)
+class JobSetStatus:
+    restarts: int = 0
+    restarts_count_towards_max: int = 0
+    terminal_state: str = ""
+    conditions: tuple[Obj, ...] = ()
+    replicated_jobs_status: tuple[Obj, ...] = ()
+    raw: Obj = field(default_factory=dict)
+
+    def condition(self, kind: str) -> Obj | None:
+        return next((c for c in self.conditions if c.get("type") == kind), None)
+
+    def is_true(self, kind: str) -> bool:
+        found = self.condition(kind)
+        return found is not None and found.get("status") == "True"
+
+
+@dataclass(frozen=True)
+class JobSet:
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    replicated_jobs: tuple[ReplicatedJob, ...]
+    network: Network
+    success_policy: SuccessPolicy
+    failure_policy: FailurePolicy | None
+    startup_in_order: bool
+    suspend: bool
+    coordinator: Coordinator | None
+    managed_by: str | None
+    ttl_seconds_after_finished: int | None
+    status: JobSetStatus
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    deleting: bool
+    finalizers: tuple[str, ...]
+    raw: Obj
+
+    @property
+    def subdomain(self) -> str:
+        """The headless Service's name (upstream: network.subdomain, default the JobSet name)."""
+        return self.network.subdomain or self.name
+
+    @property
+    def global_replicas(self) -> int:
+        return sum(r.replicas for r in self.replicated_jobs)
+
+    def replicated_job(self, name: str) -> ReplicatedJob | None:
+        return next((r for r in self.replicated_jobs if r.name == name), None)
+
+    @property
+    def finished(self) -> bool:
+        return self.status.terminal_state in (api.TERMINAL_COMPLETED, api.TERMINAL_FAILED) or (
+            self.status.is_true(api.COMPLETED) or self.status.is_true(api.FAILED)
+        )
+
+    def owner_reference(self) -> Obj:
+        return {
+            "apiVersion": api.API_VERSION,
+            "kind": api.KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+# ---------------------------------------------------------------------------- parsing helpers
+
+
+def _dict(value: Any, where: str) -> Obj:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidJobSet(f"{where} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidJobSet(f"{where} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _int(value: Any, where: str, default: int, minimum: int = 0) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJobSet(f"{where} must be an integer, got {value!r}")
+    if value < minimum:
+        raise InvalidJobSet(f"{where} must be at least {minimum}, got {value}")
+    return value
+
+
+def _str(value: Any, where: str, default: str = "") -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InvalidJobSet(f"{where} must be a string, got {value!r}")
+    return value
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    return tuple(_str(v, f"{where}[{i}]") for i, v in enumerate(_list(value, where)))
+
+
+def _bool(value: Any, where: str, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidJobSet(f"{where} must be true or false, got {value!r}")
+    return value
+
+
+def _template_with_defaults(template: Obj, where: str) -> Obj:
+    """Upstream's defaults on a replicated job's template: Indexed completion, OnFailure."""
+    import copy
+
+    result = copy.deepcopy(template)
+    spec = result.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        raise InvalidJobSet(f"{where}.spec must be an object")
+    spec.setdefault("completionMode", "Indexed")
+    pod_template = spec.setdefault("template", {})
+    if not isinstance(pod_template, dict):
+        raise InvalidJobSet(f"{where}.spec.template must be an object")
+    pod_spec = pod_template.setdefault("spec", {})
+    if not isinstance(pod_spec, dict):
+        raise InvalidJobSet(f"{where}.spec.template.spec must be an object")
+    pod_spec.setdefault("restartPolicy", "OnFailure")
+    containers = pod_spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise InvalidJobSet(
+            f"{where}.spec.template.spec.containers must list at least one container"
+        )
+    return result
+
+
+def _replicated_job(raw: Any, index: int) -> ReplicatedJob:
+    where = f"spec.replicatedJobs[{index}]"
+    obj = _dict(raw, where)
+    name = _str(obj.get("name"), f"{where}.name")
+    if not name:
+        raise InvalidJobSet(f"{where}.name is required")
+    depends = []
+    for j, dep in enumerate(_list(obj.get("dependsOn"), f"{where}.dependsOn")):
+        dep_obj = _dict(dep, f"{where}.dependsOn[{j}]")
+        status = _str(dep_obj.get("status"), f"{where}.dependsOn[{j}].status")
+        if status not in ("Ready", "Complete"):
+            raise InvalidJobSet(f"{where}.dependsOn[{j}].status must be Ready or Complete")
+        depends.append(DependsOn(_str(dep_obj.get("name"), f"{where}.dependsOn[{j}].name"), status))  # type: ignore[arg-type]
+    return ReplicatedJob(
+        name=name,
+        replicas=_int(obj.get("replicas"), f"{where}.replicas", 1),
+        template=_template_with_defaults(
+            _dict(obj.get("template"), f"{where}.template"), f"{where}.template"
+        ),
+        group_name=_str(obj.get("groupName"), f"{where}.groupName", "default") or "default",
+        depends_on=tuple(depends),
+    )
+
+
+def _failure_policy(raw: Any) -> FailurePolicy | None:
+    if raw is None:
+        return None
+    obj = _dict(raw, "spec.failurePolicy")
+    rules = []
+    for i, rule_raw in enumerate(_list(obj.get("rules"), "spec.failurePolicy.rules")):
+        where = f"spec.failurePolicy.rules[{i}]"
+        rule = _dict(rule_raw, where)
+        action = _str(rule.get("action"), f"{where}.action")
+        if action not in (api.FAIL_JOBSET, api.RESTART_JOBSET, api.RESTART_JOBSET_IGNORE_MAX):
+            raise InvalidJobSet(f"{where}.action {action!r} is not supported")
+        patterns = _strings(
+            rule.get("onJobFailureMessagePatterns"), f"{where}.onJobFailureMessagePatterns"
+        )
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise InvalidJobSet(
+                    f"{where}.onJobFailureMessagePatterns: {pattern!r} is not a valid "
+                    f"regular expression ({err})"
+                ) from err
+        rules.append(
+            FailurePolicyRule(
+                name=_str(rule.get("name"), f"{where}.name") or f"failurePolicyRule{i}",
+                action=action,
+                on_job_failure_reasons=_strings(
+                    rule.get("onJobFailureReasons"), f"{where}.onJobFailureReasons"
+                ),
+                on_job_failure_message_patterns=patterns,
+                target_replicated_jobs=_strings(
+                    rule.get("targetReplicatedJobs"), f"{where}.targetReplicatedJobs"
+                ),
+            )
+        )
+    return FailurePolicy(
+        max_restarts=_int(obj.get("maxRestarts"), "spec.failurePolicy.maxRestarts", 0),
+        restart_strategy=_str(
+            obj.get("restartStrategy"), "spec.failurePolicy.restartStrategy", "Recreate"
+        )
+        or "Recreate",
+        rules=tuple(rules),
+    )
+
+
+def _status(raw: Any) -> JobSetStatus:
+    obj = raw if isinstance(raw, dict) else {}
+    conditions = tuple(c for c in obj.get("conditions") or [] if isinstance(c, dict))
+    replicated = tuple(c for c in obj.get("replicatedJobsStatus") or [] if isinstance(c, dict))
+    restarts = obj.get("restarts")
+    towards = obj.get("restartsCountTowardsMax")
+    terminal = obj.get("terminalState")
+    return JobSetStatus(
+        restarts=restarts if isinstance(restarts, int) and restarts >= 0 else 0,
+        restarts_count_towards_max=towards if isinstance(towards, int) and towards >= 0 else 0,
+        terminal_state=terminal if isinstance(terminal, str) else "",
+        conditions=conditions,
+        replicated_jobs_status=replicated,
+        raw=obj,
+    )
+
+
+def parse(obj: Obj) -> JobSet:
+    """A cached JobSet object → ``JobSet``; raises ``InvalidJobSet`` naming what is wrong."""
+    meta = _dict(obj.get("metadata"), "metadata")
+    spec = _dict(obj.get("spec"), "spec")
+    replicated = tuple(
+        _replicated_job(r, i)
+        for i, r in enumerate(_list(spec.get("replicatedJobs"), "spec.replicatedJobs"))
+    )
+    if not replicated:
+        raise InvalidJobSet("spec.replicatedJobs must list at least one replicated job")
+    names = [r.name for r in replicated]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InvalidJobSet(
+            f"spec.replicatedJobs: names must be unique, repeated: {', '.join(duplicates)}"
+        )
+
+    network_raw = _dict(spec.get("network"), "spec.network")
+    network = Network(
+        enable_dns_hostnames=_bool(
+            network_raw.get("enableDNSHostnames"), "spec.network.enableDNSHostnames", True
+        ),
+        subdomain=_str(network_raw.get("subdomain"), "spec.network.subdomain"),
+        publish_not_ready_addresses=_bool(
+            network_raw.get("publishNotReadyAddresses"),
+            "spec.network.publishNotReadyAddresses",
+            True,
+        ),
+    )
+    success_raw = _dict(spec.get("successPolicy"), "spec.successPolicy")
+    operator = _str(success_raw.get("operator"), "spec.successPolicy.operator", "All") or "All"
+    if operator not in ("All", "Any"):
+        raise InvalidJobSet(f"spec.successPolicy.operator must be All or Any, got {operator!r}")
+    success = SuccessPolicy(
+        operator=operator,  # type: ignore[arg-type]
+        target_replicated_jobs=_strings(
+            success_raw.get("targetReplicatedJobs"), "spec.successPolicy.targetReplicatedJobs"
+        ),
+    )
+    for target in success.target_replicated_jobs:
+        if target not in names:
+            raise InvalidJobSet(
+                f"spec.successPolicy.targetReplicatedJobs: {target!r} is not a replicated job"
+            )
+    startup = _dict(spec.get("startupPolicy"), "spec.startupPolicy")
+    coordinator_raw = spec.get("coordinator")
+    coordinator = None
+    if coordinator_raw is not None:
+        c = _dict(coordinator_raw, "spec.coordinator")
+        coordinator = Coordinator(
+            replicated_job=_str(c.get("replicatedJob"), "spec.coordinator.replicatedJob"),
+            job_index=_int(c.get("jobIndex"), "spec.coordinator.jobIndex", 0),
+            pod_index=_int(c.get("podIndex"), "spec.coordinator.podIndex", 0),
+        )
+    ttl = spec.get("ttlSecondsAfterFinished")
+    managed_by = spec.get("managedBy")
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    return JobSet(
+        name=_str(meta.get("name"), "metadata.name"),
+        namespace=_str(meta.get("namespace"), "metadata.namespace"),
+        uid=_str(meta.get("uid"), "metadata.uid"),
+        generation=_int(meta.get("generation"), "metadata.generation", 0),
+        replicated_jobs=replicated,
+        network=network,
+        success_policy=success,
+        failure_policy=_failure_policy(spec.get("failurePolicy")),
+        startup_in_order=startup.get("startupPolicyOrder") == "InOrder",
+        suspend=_bool(spec.get("suspend"), "spec.suspend", False),
+        coordinator=coordinator,
+        managed_by=managed_by if isinstance(managed_by, str) and managed_by else None,
+        ttl_seconds_after_finished=None
+        if ttl is None
+        else _int(ttl, "spec.ttlSecondsAfterFinished", 0),
+        status=_status(obj.get("status")),
+        labels=dict(labels or {}),
+        annotations=dict(annotations or {}),
+        deleting=bool(meta.get("deletionTimestamp")),
+        finalizers=tuple(f for f in meta.get("finalizers") or [] if isinstance(f, str)),
+        raw=obj,
+    )

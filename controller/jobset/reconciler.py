@@ -1,0 +1,276 @@
+"""The JobSet reconciler: read the caches, ``decide``, perform exactly the planned writes.
+
+Reads come only from the informer caches. Every write comes from the plan, i.e. from a difference
+between desired and observed state; at steady state the plan is empty and nothing is written.
+Creates use deterministic names, so ``409 AlreadyExists`` (a lost response, a stale cache) is
+success. Status is written with the cached resourceVersion (optimistic concurrency): a conflict
+means our view was stale and the key is simply processed again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter
+
+from controller.jobset import api
+from controller.jobset.decide import Plan, decide
+from controller.jobset.model import InvalidJobSet, JobSet, parse
+from controller.jobset.status import set_condition
+from controller.runtime.client import JOBS, SERVICES, ApiError, KubeClient
+from controller.runtime.controller import Result
+from controller.runtime.events import EventRecorder
+from controller.runtime.manager import Cache
+from controller.runtime.store import Obj, split_key
+
+log = structlog.get_logger("jobset")
+
+JOBSET_INDEX = "jobset"
+# Upstream creates and deletes child Jobs with at most this many requests in flight.
+MAX_PARALLELISM = 50
+# How long a create we made may be missing from the cache before we stop trusting it.
+EXPECTATION_TTL = 30.0
+
+
+class JobSetMetrics:
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.completed = Counter(
+            "jobset_completed_total",
+            "Number of JobSets that reached the Completed state",
+            ["jobset_name"],
+            registry=registry,
+        )
+        self.failed = Counter(
+            "jobset_failed_total",
+            "Number of JobSets that reached the Failed state",
+            ["jobset_name"],
+            registry=registry,
+        )
+
+
+@dataclass
+class _Expectations:
+    """Jobs we created whose creation the cache has not shown yet (client-go's expectations):
+    without them a reconcile that runs before the informer catches up would POST them again."""
+
+    created: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def pending(self, key: str, now: float) -> set[str]:
+        names = self.created.get(key, {})
+        live = {n: t for n, t in names.items() if now - t < EXPECTATION_TTL}
+        self.created[key] = live
+        return set(live)
+
+    def expect(self, key: str, names: list[str], now: float) -> None:
+        self.created.setdefault(key, {}).update(dict.fromkeys(names, now))
+
+    def observed(self, key: str, names: set[str]) -> None:
+        pending = self.created.get(key)
+        if pending:
+            for name in names & set(pending):
+                del pending[name]
+
+
+class JobSetReconciler:
+    def __init__(
+        self,
+        client: KubeClient,
+        recorder: EventRecorder,
+        jobsets: Cache,
+        jobs: Cache,
+        services: Cache,
+        *,
+        metrics: JobSetMetrics | None = None,
+        wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        self.client = client
+        self.recorder = recorder
+        self.jobsets = jobsets
+        self.jobs = jobs
+        self.services = services
+        self.metrics = metrics or JobSetMetrics(None)
+        self._wall = wall_clock
+        self._expectations = _Expectations()
+        # resourceVersion of our last status write per JobSet: a cache older than that is stale.
+        self._written: dict[str, int] = {}
+
+    # --------------------------------------------------------------- observe
+
+    def _children(self, key: str, uid: str) -> list[Obj]:
+        owned = []
+        for job in self.jobs.by_index(JOBSET_INDEX, key):
+            refs = job.get("metadata", {}).get("ownerReferences") or []
+            if any(
+                isinstance(r, dict) and r.get("uid") == uid and r.get("controller") for r in refs
+            ):
+                owned.append(job)
+        return owned
+
+    def _stale(self, key: str, obj: Obj) -> bool:
+        version = str(obj.get("metadata", {}).get("resourceVersion", ""))
+        written = self._written.get(key)
+        return written is not None and version.isdigit() and int(version) < written
+
+    # -------------------------------------------------------------- reconcile
+
+    async def reconcile(self, key: str) -> Result:
+        namespace, name = split_key(key)
+        obj = self.jobsets.get(namespace, name)
+        if obj is None:
+            self._written.pop(key, None)
+            self._expectations.created.pop(key, None)
+            return Result()
+        managed_by = (obj.get("spec") or {}).get("managedBy")
+        if isinstance(managed_by, str) and managed_by and managed_by != api.CONTROLLER_NAME:
+            return Result()  # another controller's JobSet
+        if self._stale(key, obj):
+            return Result(requeue_after=0.2)
+        try:
+            jobset = parse(obj)
+        except InvalidJobSet as err:
+            await self._report_invalid(obj, str(err))
+            return Result()  # nothing to retry until the object changes
+
+        jobs = self._children(key, jobset.uid)
+        self._expectations.observed(key, {j["metadata"]["name"] for j in jobs})
+        service = self.services.get(namespace, jobset.subdomain)
+        plan = decide(jobset, jobs, service, self._wall())
+        pending = self._expectations.pending(key, time.monotonic())
+        plan.create_jobs = [j for j in plan.create_jobs if j["metadata"]["name"] not in pending]
+        if plan.writes:
+            log.info(
+                "applying plan",
+                creates=len(plan.create_jobs),
+                deletes=len(plan.delete_jobs),
+                patches=len(plan.patch_jobs),
+                status=plan.status is not None,
+                service=plan.create_service is not None,
+            )
+        await self._apply(key, jobset, plan)
+        return Result(requeue_after=plan.requeue_after)
+
+    # ------------------------------------------------------------------ act
+
+    async def _apply(self, key: str, jobset: JobSet, plan: Plan) -> None:
+        ns = jobset.namespace
+        if plan.create_service is not None:
+            try:
+                await self.client.create(SERVICES, plan.create_service, ns)
+            except ApiError as err:
+                if not err.already_exists:
+                    self._event(
+                        jobset.raw, "Warning", api.REASON_SERVICE_CREATION_FAILED, err.message
+                    )
+                    raise
+        await self._parallel([self._create_job(key, jobset, job) for job in plan.create_jobs])
+        await self._parallel([self._delete_job(ns, name) for name in plan.delete_jobs])
+        await self._parallel(
+            [
+                self.client.patch(
+                    JOBS, name, {"status": {"startTime": None}}, ns, subresource="status"
+                )
+                for name in plan.clear_start_time
+            ]
+        )
+        await self._parallel(
+            [self.client.patch(JOBS, name, patch, ns) for name, patch in plan.patch_jobs]
+        )
+        if plan.status is not None:
+            await self._write_status(key, jobset, plan)
+        else:
+            for event in plan.events:
+                self._event(jobset.raw, event.type, event.reason, event.message)
+        if plan.delete_jobset:
+            try:
+                await self.client.delete(
+                    api.JOBSETS, jobset.name, ns,
+                    propagation="Background", precondition_uid=jobset.uid,
+                )  # fmt: skip
+                log.info("deleted finished JobSet after ttlSecondsAfterFinished")
+            except ApiError as err:
+                if not (err.not_found or err.conflict):
+                    raise
+
+    async def _parallel(self, calls: list[Coroutine[Any, Any, Any]]) -> None:
+        """Run writes with at most MAX_PARALLELISM in flight; raise the first failure."""
+        if not calls:
+            return
+        semaphore = asyncio.Semaphore(MAX_PARALLELISM)
+
+        async def bounded(call: Coroutine[Any, Any, Any]) -> Any:
+            async with semaphore:
+                return await call
+
+        results = await asyncio.gather(*(bounded(c) for c in calls), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+
+    async def _create_job(self, key: str, jobset: JobSet, job: Obj) -> None:
+        name = job["metadata"]["name"]
+        try:
+            await self.client.create(JOBS, job, jobset.namespace)
+        except ApiError as err:
+            if err.already_exists:
+                return
+            self._event(jobset.raw, "Warning", api.REASON_JOB_CREATION_FAILED, err.message)
+            raise
+        self._expectations.expect(key, [name], time.monotonic())
+
+    async def _delete_job(self, namespace: str, name: str) -> None:
+        try:
+            # Foreground: the Job object stays until its pods are gone, so a recreated Job of
+            # the same name never overlaps with the old attempt's pods.
+            await self.client.delete(JOBS, name, namespace, propagation="Foreground")
+        except ApiError as err:
+            if not err.not_found:
+                raise
+
+    async def _write_status(self, key: str, jobset: JobSet, plan: Plan) -> None:
+        assert plan.status is not None
+        body = dict(jobset.raw)
+        body["status"] = {**(jobset.raw.get("status") or {}), **plan.status}
+        # A 409 here means the cache was stale: the error requeues the key with backoff.
+        updated = await self.client.replace(
+            api.JOBSETS, body, jobset.namespace, subresource="status"
+        )
+        version = str(updated.get("metadata", {}).get("resourceVersion", ""))
+        if version.isdigit():
+            self._written[key] = int(version)
+        # Events and metrics describe transitions that are now stored.
+        for event in plan.events:
+            self._event(jobset.raw, event.type, event.reason, event.message)
+        if plan.completed:
+            self.metrics.completed.labels(jobset_name=key).inc()
+        if plan.failed:
+            self.metrics.failed.labels(jobset_name=key).inc()
+
+    async def _report_invalid(self, obj: Obj, message: str) -> None:
+        status = obj.get("status") or {}
+        conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+        generation = obj.get("metadata", {}).get("generation") or 0
+        updated = set_condition(
+            conditions, api.SPEC_INVALID, "True", api.REASON_SPEC_INVALID, message,
+            self._wall(), int(generation),
+        )  # fmt: skip
+        if updated == conditions:
+            return
+        body = dict(obj)
+        body["status"] = {**status, "conditions": updated}
+        log.warning("invalid JobSet", error=message)
+        self._event(obj, "Warning", api.REASON_SPEC_INVALID, message)
+        await self.client.replace(
+            api.JOBSETS, body, obj["metadata"].get("namespace"), subresource="status"
+        )
+
+    def _event(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
+        subject = dict(obj)
+        subject.setdefault("apiVersion", api.API_VERSION)
+        subject.setdefault("kind", api.KIND)
+        self.recorder.event(subject, event_type, reason, message)

@@ -1,0 +1,54 @@
+"""Wire the JobSet controller into a manager: caches, event handlers, workers."""
+
+from __future__ import annotations
+
+from controller.jobset import api
+from controller.jobset.reconciler import JOBSET_INDEX, JobSetMetrics, JobSetReconciler
+from controller.runtime.client import JOBS, SERVICES
+from controller.runtime.informer import EventHandler
+from controller.runtime.manager import Manager
+from controller.runtime.store import Obj, by_label, object_key
+
+CONTROLLER = "jobset"
+
+
+def setup(manager: Manager) -> JobSetReconciler:
+    jobsets = manager.cache(api.JOBSETS)
+    # Only children labelled by this controller are watched (and cached).
+    owned = f"{api.JOBSET_NAME}"
+    jobs = manager.cache(
+        JOBS, label_selector=owned, indexers={JOBSET_INDEX: by_label(api.JOBSET_NAME)}
+    )
+    services = manager.cache(SERVICES, label_selector=owned)
+    queue = manager.queue(CONTROLLER)
+
+    def enqueue(obj: Obj) -> None:
+        queue.add(object_key(obj))
+
+    def enqueue_parent(obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        parent = (meta.get("labels") or {}).get(api.JOBSET_NAME)
+        if isinstance(parent, str) and meta.get("namespace"):
+            queue.add(f"{meta['namespace']}/{parent}")
+
+    jobsets.add_handler(
+        EventHandler(on_add=enqueue, on_update=lambda _, new: enqueue(new), on_delete=enqueue)
+    )
+    for cache in (jobs, services):
+        cache.add_handler(
+            EventHandler(
+                on_add=enqueue_parent,
+                on_update=lambda _, new: enqueue_parent(new),
+                on_delete=enqueue_parent,
+            )
+        )
+    reconciler = JobSetReconciler(
+        manager.client,
+        manager.recorder,
+        jobsets,
+        jobs,
+        services,
+        metrics=JobSetMetrics(manager.registry),
+    )
+    manager.controller(CONTROLLER, queue, reconciler.reconcile, object_label="jobset")
+    return reconciler

@@ -1,0 +1,247 @@
+"""children: reading child Jobs, tolerant of partial objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.jobset import api, children
+from tests.unit.jobset_factories import condition, make_job, make_jobset, rjob
+
+JS = make_jobset(replicated_jobs=[rjob("w", 2, parallelism=4, completions=3)])
+RJ = JS.replicated_jobs[0]
+
+
+def _labels(**labels: str) -> dict[str, Any]:
+    return {"metadata": {"labels": labels}}
+
+
+PARTIALS = [
+    pytest.param({}, id="empty"),
+    pytest.param({"metadata": None, "spec": None, "status": None}, id="nulls"),
+    pytest.param({"metadata": "x", "spec": [], "status": 3}, id="wrong-types"),
+    pytest.param({"metadata": {"labels": None}, "status": {"conditions": None}}, id="null-fields"),
+    pytest.param({"status": {"conditions": ["x", None, 3]}}, id="junk-conditions"),
+]
+
+
+@pytest.mark.parametrize("job", PARTIALS)
+def test_partial_jobs_never_raise(job: dict[str, Any]) -> None:
+    assert children.replicated_job_of(job) is None
+    assert children.job_index_of(job) is None
+    assert children.restart_attempt_of(job) is None
+    assert children.finished_condition(job) is None
+    assert children.failed_condition(job) is None
+    assert not children.is_complete(job)
+    assert not children.is_failed(job)
+    assert not children.is_suspended(job)
+    assert not children.is_active(job)
+    assert not children.is_deleting(job)
+    assert children.name_of(job) == ""
+    assert children.start_time_of(job) is None
+    # No spec: expected pods from the replicated job, or 1.
+    assert not children.is_ready(job, RJ)
+    assert not children.is_ready(job)
+    assert not children.is_current(JS, job)
+
+
+@pytest.mark.parametrize(
+    ("labels", "rjob_name", "index", "attempt"),
+    [
+        pytest.param(
+            {
+                api.REPLICATED_JOB_NAME: "w",
+                api.JOB_INDEX: "3",
+                api.RESTART_ATTEMPT: "2",
+            },
+            "w",
+            3,
+            2,
+            id="all-present",
+        ),
+        pytest.param({api.REPLICATED_JOB_NAME: ""}, None, None, None, id="empty-name"),
+        pytest.param({api.JOB_INDEX: "-1", api.RESTART_ATTEMPT: "x"}, None, None, None, id="bad"),
+        pytest.param({api.JOB_INDEX: " 1", api.RESTART_ATTEMPT: "1.0"}, None, None, None, id="ws"),
+        pytest.param({api.JOB_INDEX: "٣"}, None, None, None, id="non-ascii-digit"),
+        pytest.param({api.JOB_INDEX: 3, api.REPLICATED_JOB_NAME: 1}, None, None, None, id="ints"),
+        pytest.param({api.JOB_INDEX: "007"}, None, 7, None, id="leading-zeros"),
+    ],
+)
+def test_identity_labels(
+    labels: dict[str, Any], rjob_name: str | None, index: int | None, attempt: int | None
+) -> None:
+    job = _labels(**labels)
+    assert children.replicated_job_of(job) == rjob_name
+    assert children.job_index_of(job) == index
+    assert children.restart_attempt_of(job) == attempt
+
+
+def _with_conditions(*conds: dict[str, Any]) -> dict[str, Any]:
+    return {"status": {"conditions": list(conds)}}
+
+
+@pytest.mark.parametrize(
+    ("conds", "finished", "complete", "failed"),
+    [
+        pytest.param([], None, False, False, id="none"),
+        pytest.param([condition("Complete")], "Complete", True, False, id="complete"),
+        pytest.param([condition("Failed")], "Failed", False, True, id="failed"),
+        pytest.param([condition("Complete", "False")], None, False, False, id="complete-false"),
+        pytest.param([condition("Failed", "Unknown")], None, False, False, id="failed-unknown"),
+        pytest.param([condition("SuccessCriteriaMet")], None, False, False, id="criteria-met-only"),
+        pytest.param([condition("FailureTarget")], None, False, False, id="failure-target-only"),
+        pytest.param(
+            [condition("FailureTarget"), condition("Failed")], "Failed", False, True, id="k8s-1.31"
+        ),
+        pytest.param([condition("Suspended")], None, False, False, id="suspended-cond"),
+        pytest.param(
+            [condition("Failed"), condition("Complete")], "Failed", False, True, id="first-wins"
+        ),
+    ],
+)
+def test_finished(
+    conds: list[dict[str, Any]], finished: str | None, complete: bool, failed: bool
+) -> None:
+    job = _with_conditions(*conds)
+    found = children.finished_condition(job)
+    assert (found or {}).get("type") == finished
+    assert children.is_finished(job) is (finished is not None)
+    assert children.is_complete(job) is complete
+    assert children.is_failed(job) is failed
+
+
+def test_failed_condition_ignores_complete_first() -> None:
+    job = _with_conditions(condition("Complete"), condition("Failed", reason="X"))
+    assert (children.failed_condition(job) or {}).get("reason") == "X"
+
+
+@pytest.mark.parametrize(
+    ("spec", "suspended"),
+    [
+        pytest.param({"suspend": True}, True, id="true"),
+        pytest.param({"suspend": False}, False, id="false"),
+        pytest.param({}, False, id="missing"),
+        pytest.param({"suspend": "true"}, False, id="string"),
+    ],
+)
+def test_is_suspended(spec: dict[str, Any], suspended: bool) -> None:
+    assert children.is_suspended({"spec": spec}) is suspended
+
+
+@pytest.mark.parametrize(
+    ("status", "active"),
+    [
+        pytest.param({"active": 1}, True, id="one"),
+        pytest.param({"active": 0}, False, id="zero"),
+        pytest.param({}, False, id="missing"),
+        pytest.param({"active": -2}, False, id="negative"),
+        pytest.param({"active": True}, False, id="bool"),
+        pytest.param({"active": "3"}, False, id="string"),
+        pytest.param({"active": 2, "conditions": [condition("Complete")]}, False, id="finished"),
+    ],
+)
+def test_is_active(status: dict[str, Any], active: bool) -> None:
+    assert children.is_active({"status": status}) is active
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "use_rjob", "ready"),
+    [
+        # RJ: parallelism 4, completions 3 -> 3 pods.
+        pytest.param({}, {"ready": 3}, True, True, id="no-spec-uses-rjob"),
+        pytest.param({}, {"ready": 2}, True, False, id="no-spec-rjob-short"),
+        pytest.param({}, {"ready": 1}, False, True, id="no-spec-no-rjob-1"),
+        pytest.param({}, {}, False, False, id="no-spec-no-pods"),
+        pytest.param({"parallelism": 2}, {"ready": 2}, True, True, id="job-parallelism-wins"),
+        pytest.param({"parallelism": 4, "completions": 2}, {"ready": 2}, True, True, id="min"),
+        pytest.param({"parallelism": 4}, {"ready": 1, "succeeded": 3}, True, True, id="plus-succ"),
+        pytest.param({"parallelism": 4}, {"ready": 3}, True, False, id="short"),
+        pytest.param({"parallelism": 0}, {}, True, True, id="zero-parallelism"),
+        pytest.param({"parallelism": True}, {"ready": 3}, True, True, id="bool-parallelism"),
+        pytest.param(
+            {"parallelism": 1},
+            {"ready": 1, "conditions": [condition("Complete")]},
+            True,
+            False,
+            id="finished-not-ready",
+        ),
+    ],
+)
+def test_is_ready(
+    spec: dict[str, Any], status: dict[str, Any], use_rjob: bool, ready: bool
+) -> None:
+    job = {"spec": spec, "status": status}
+    assert children.is_ready(job, RJ if use_rjob else None) is ready
+
+
+@pytest.mark.parametrize(
+    ("meta", "deleting"),
+    [
+        pytest.param({"deletionTimestamp": "2025-01-01T00:00:00Z"}, True, id="set"),
+        pytest.param({"deletionTimestamp": None}, False, id="null"),
+        pytest.param({}, False, id="missing"),
+    ],
+)
+def test_is_deleting(meta: dict[str, Any], deleting: bool) -> None:
+    assert children.is_deleting({"metadata": meta}) is deleting
+
+
+def test_factory_job_reads_back() -> None:
+    job = make_job(JS, "w", 1, active=2, ready=3, suspended=True)
+    assert children.name_of(job) == "js-w-1"
+    assert children.replicated_job_of(job) == "w"
+    assert children.job_index_of(job) == 1
+    assert children.restart_attempt_of(job) == 0
+    assert children.is_active(job)
+    assert children.is_ready(job, RJ)
+    assert children.is_suspended(job)
+
+
+@pytest.mark.parametrize(
+    ("restarts", "attempt", "current"),
+    [
+        pytest.param(0, 0, True, id="same-0"),
+        pytest.param(2, 2, True, id="same-2"),
+        pytest.param(2, 1, False, id="older"),
+        pytest.param(2, 0, False, id="much-older"),
+        pytest.param(1, 2, True, id="newer-than-status"),
+    ],
+)
+def test_current_and_stale(restarts: int, attempt: int, current: bool) -> None:
+    js = make_jobset(restarts=restarts)
+    job = make_job(js, "workers", 0, restart_attempt=attempt)
+    assert children.is_current(js, job) is current
+    assert (children.current_jobs(js, [job]) == [job]) is current
+    assert (children.stale_jobs(js, [job]) == [job]) is not current
+
+
+def test_missing_or_bad_attempt_is_stale() -> None:
+    js = make_jobset()
+    missing = make_job(js, "workers", 0)
+    del missing["metadata"]["labels"][api.RESTART_ATTEMPT]
+    bad = make_job(js, "workers", 1)
+    bad["metadata"]["labels"][api.RESTART_ATTEMPT] = "one"
+    assert children.current_jobs(js, [missing, bad]) == []
+    assert children.stale_jobs(js, [missing, bad]) == [missing, bad]
+
+
+@given(
+    restarts=st.integers(0, 5),
+    attempts=st.lists(st.one_of(st.none(), st.integers(0, 6)), max_size=12),
+)
+def test_current_and_stale_partition_the_jobs(restarts: int, attempts: list[int | None]) -> None:
+    js = make_jobset(restarts=restarts)
+    jobs = []
+    for i, attempt in enumerate(attempts):
+        job = make_job(js, "workers", i, restart_attempt=attempt or 0)
+        if attempt is None:
+            del job["metadata"]["labels"][api.RESTART_ATTEMPT]
+        jobs.append(job)
+    current = children.current_jobs(js, jobs)
+    stale = children.stale_jobs(js, jobs)
+    assert len(current) + len(stale) == len(jobs)
+    assert all(job in jobs for job in current + stale)
+    assert not [job for job in current if job in stale]

@@ -1,0 +1,167 @@
+"""Desired Jobs and Service: names, labels, annotations, hostnames, coordinator, indexes."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from controller.jobset import api, construct
+from controller.jobset.model import parse
+
+
+def jobset(**spec: Any) -> Any:
+    base: dict[str, Any] = {
+        "replicatedJobs": [
+            {"name": "driver", "replicas": 1, "template": _template()},
+            {"name": "workers", "replicas": 3, "template": _template(completions=2)},
+        ]
+    }
+    base.update(spec)
+    return parse(
+        {
+            "apiVersion": api.API_VERSION,
+            "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "uid-1", "generation": 1},
+            "spec": base,
+            "status": {"restarts": 2},
+        }
+    )
+
+
+def _template(completions: int | None = None, **pod: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "template": {"spec": {"containers": [{"name": "c", "image": "i"}], **pod}}
+    }
+    if completions:
+        spec["completions"] = completions
+        spec["parallelism"] = completions
+    return {"metadata": {"labels": {"team": "ml"}}, "spec": spec}
+
+
+def _job(js: Any, rjob: str, index: int) -> dict[str, Any]:
+    return next(
+        j for j in construct.desired_jobs(js) if j["metadata"]["name"] == f"train-{rjob}-{index}"
+    )
+
+
+def test_one_job_per_replica_with_upstream_names() -> None:
+    names = [j["metadata"]["name"] for j in construct.desired_jobs(jobset())]
+    assert names == ["train-driver-0", "train-workers-0", "train-workers-1", "train-workers-2"]
+
+
+@pytest.mark.parametrize(
+    ("rjob", "index", "expected"),
+    [
+        ("driver", 0, {"job-index": "0", "job-global-index": "0", "replicatedjob-replicas": "1"}),
+        ("workers", 0, {"job-index": "0", "job-global-index": "1", "replicatedjob-replicas": "3"}),
+        ("workers", 2, {"job-index": "2", "job-global-index": "3", "replicatedjob-replicas": "3"}),
+    ],
+    ids=["first", "second-rjob-offset", "last"],
+)
+def test_indexes_and_counts(rjob: str, index: int, expected: dict[str, str]) -> None:
+    job = _job(jobset(), rjob, index)
+    labels = job["metadata"]["labels"]
+    for key, value in expected.items():
+        assert labels[f"jobset.sigs.k8s.io/{key}"] == value
+    assert labels[api.GLOBAL_REPLICAS] == "4"
+    assert labels[api.JOBSET_NAME] == "train"
+    assert labels[api.JOBSET_UID] == "uid-1"
+    assert labels[api.REPLICATED_JOB_NAME] == rjob
+    assert labels[api.RESTART_ATTEMPT] == "2"
+    assert labels[api.JOB_KEY] == hashlib.sha1(f"ml/train-{rjob}-{index}".encode()).hexdigest()
+    assert labels["team"] == "ml"  # the template's own labels are kept
+
+
+def test_labels_are_also_annotations_and_on_the_pod_template() -> None:
+    job = _job(jobset(), "workers", 1)
+    ours = {
+        k: v for k, v in job["metadata"]["labels"].items() if k.startswith("jobset.sigs.k8s.io/")
+    }
+    pod_meta = job["spec"]["template"]["metadata"]
+    for source in (job["metadata"]["annotations"], pod_meta["labels"], pod_meta["annotations"]):
+        assert {k: source[k] for k in ours} == ours
+
+
+def test_groups() -> None:
+    js = jobset(
+        replicatedJobs=[
+            {"name": "a", "replicas": 2, "groupName": "g1", "template": _template()},
+            {"name": "b", "replicas": 3, "template": _template()},
+            {"name": "c", "replicas": 1, "groupName": "g1", "template": _template()},
+        ]
+    )
+    c0 = _job(js, "c", 0)["metadata"]["labels"]
+    assert c0[api.GROUP_NAME] == "g1"
+    assert c0[api.GROUP_REPLICAS] == "3"
+    assert c0[api.JOB_GROUP_INDEX] == "2"
+    b1 = _job(js, "b", 1)["metadata"]["labels"]
+    assert (b1[api.GROUP_NAME], b1[api.GROUP_REPLICAS], b1[api.JOB_GROUP_INDEX]) == (
+        "default",
+        "3",
+        "1",
+    )
+
+
+def test_dns_hostnames_set_the_subdomain_and_the_service() -> None:
+    js = jobset()
+    assert _job(js, "driver", 0)["spec"]["template"]["spec"]["subdomain"] == "train"
+    service = construct.desired_service(js)
+    assert service is not None
+    assert service["metadata"]["name"] == "train"
+    assert service["spec"] == {
+        "clusterIP": "None",
+        "selector": {api.JOBSET_NAME: "train"},
+        "publishNotReadyAddresses": True,
+    }
+    assert service["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+
+
+def test_custom_subdomain_and_dns_off() -> None:
+    custom = jobset(network={"subdomain": "net", "publishNotReadyAddresses": False})
+    assert _job(custom, "driver", 0)["spec"]["template"]["spec"]["subdomain"] == "net"
+    service = construct.desired_service(custom)
+    assert service is not None and service["metadata"]["name"] == "net"
+    assert service["spec"]["publishNotReadyAddresses"] is False
+    off = jobset(network={"enableDNSHostnames": False})
+    assert "subdomain" not in _job(off, "driver", 0)["spec"]["template"]["spec"]
+    assert construct.desired_service(off) is None
+
+
+def test_coordinator_endpoint_on_every_job_and_pod() -> None:
+    js = jobset(coordinator={"replicatedJob": "workers", "jobIndex": 1, "podIndex": 0})
+    for job in construct.desired_jobs(js):
+        assert job["metadata"]["annotations"][api.COORDINATOR] == "train-workers-1-0.train"
+        assert (
+            job["spec"]["template"]["metadata"]["labels"][api.COORDINATOR]
+            == "train-workers-1-0.train"
+        )
+
+
+def test_upstream_defaults_and_ownership() -> None:
+    job = _job(jobset(), "driver", 0)
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert job["spec"]["suspend"] is False
+    owner = job["metadata"]["ownerReferences"][0]
+    assert owner == {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "name": "train",
+        "uid": "uid-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def test_suspended_jobset_creates_suspended_jobs() -> None:
+    assert all(j["spec"]["suspend"] is True for j in construct.desired_jobs(jobset(suspend=True)))
+
+
+def test_construction_never_mutates_the_parsed_template() -> None:
+    js = jobset()
+    before = repr(js.replicated_jobs[1].template)
+    construct.desired_jobs(js)
+    construct.desired_jobs(js)
+    assert repr(js.replicated_jobs[1].template) == before

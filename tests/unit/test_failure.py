@@ -1,0 +1,443 @@
+"""failure: the failure policy's decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.jobset import api, failure
+from controller.jobset.model import FailurePolicyRule
+from tests.unit.jobset_factories import T0, at, make_job, make_jobset, rjob
+
+RJOBS = [rjob("leader"), rjob("workers", 3)]
+BACKOFF = "BackoffLimitExceeded"
+POD_POLICY = "PodFailurePolicy"
+DEADLINE = "DeadlineExceeded"
+
+
+def _js(policy: dict[str, Any] | None = None, **kw: Any) -> Any:
+    return make_jobset(replicated_jobs=RJOBS, failure_policy=policy, **kw)
+
+
+def _rule(action: str, name: str | None = None, **kw: list[str]) -> dict[str, Any]:
+    rule: dict[str, Any] = {"action": action}
+    if name:
+        rule["name"] = name
+    keys = {
+        "reasons": "onJobFailureReasons",
+        "patterns": "onJobFailureMessagePatterns",
+        "targets": "targetReplicatedJobs",
+    }
+    for short, value in kw.items():
+        rule[keys[short]] = value
+    return rule
+
+
+def _failed(js: Any, rj: str, i: int, reason: str, message: str, seconds: float) -> Any:
+    return make_job(js, rj, i, failed=(reason, message, at(seconds)))
+
+
+def test_no_failed_job_no_decision() -> None:
+    js = _js()
+    jobs = [make_job(js, "leader", 0, active=1), make_job(js, "workers", 0, complete=True)]
+    assert failure.evaluate(js, jobs) is None
+    assert failure.evaluate(js, []) is None
+
+
+def test_failed_job_of_old_attempt_ignored() -> None:
+    js = _js(restarts=1)
+    old = make_job(js, "workers", 0, failed=(BACKOFF, "", T0), restart_attempt=0)
+    assert failure.evaluate(js, [old]) is None
+
+
+def test_failure_target_alone_is_not_failed() -> None:
+    js = _js()
+    job = make_job(js, "workers", 0)
+    job["status"]["conditions"] = [{"type": "FailureTarget", "status": "True", "reason": BACKOFF}]
+    assert failure.evaluate(js, [job]) is None
+
+
+def test_no_policy_fails_with_first_failed_job() -> None:
+    js = _js()
+    jobs = [
+        _failed(js, "workers", 2, BACKOFF, "x", 5),
+        _failed(js, "workers", 1, BACKOFF, "x", 3),
+        _failed(js, "leader", 0, BACKOFF, "x", 9),
+    ]
+    d = failure.evaluate(js, jobs)
+    assert d == failure.FailureDecision(
+        action=api.FAIL_JOBSET,
+        failed_job="js-workers-1",
+        rule=None,
+        fails_jobset=True,
+        condition_reason=api.REASON_FAILED_JOBS,
+        condition_message="jobset failed due to one or more job failures "
+        "(first failed job: js-workers-1)",
+        event_type="Warning",
+        event_reason=api.REASON_FAILED_JOBS,
+        event_message="jobset failed due to one or more job failures "
+        "(first failed job: js-workers-1)",
+        new_restarts=0,
+        new_restarts_count_towards_max=0,
+    )
+
+
+# Each case: policy, failed jobs as (rjob, index, reason, message, seconds), status counters,
+# and the expected (action, failed job, rule, fails, condition/event reason, restarts, towards).
+CASES = [
+    pytest.param(
+        {"maxRestarts": 0},
+        [("workers", 0, BACKOFF, "", 0)],
+        (0, 0),
+        (api.RESTART_JOBSET, "js-workers-0", None, True, api.REASON_REACHED_MAX_RESTARTS, 0, 0),
+        id="max-restarts-0-default-action-fails",
+    ),
+    pytest.param(
+        {"maxRestarts": 2},
+        [("workers", 0, BACKOFF, "", 0)],
+        (0, 0),
+        (api.RESTART_JOBSET, "js-workers-0", None, False, api.REASON_RESTART_ACTION, 1, 1),
+        id="default-restart",
+    ),
+    pytest.param(
+        {"maxRestarts": 2},
+        [("workers", 0, BACKOFF, "", 0)],
+        (5, 1),
+        (api.RESTART_JOBSET, "js-workers-0", None, False, api.REASON_RESTART_ACTION, 6, 2),
+        id="restart-counts-from-towards-max-not-restarts",
+    ),
+    pytest.param(
+        {"maxRestarts": 2},
+        [("workers", 0, BACKOFF, "", 0)],
+        (2, 2),
+        (api.RESTART_JOBSET, "js-workers-0", None, True, api.REASON_REACHED_MAX_RESTARTS, 2, 2),
+        id="reached-max",
+    ),
+    pytest.param(
+        {"maxRestarts": 2},
+        [("workers", 0, BACKOFF, "", 0)],
+        (7, 3),
+        (api.RESTART_JOBSET, "js-workers-0", None, True, api.REASON_REACHED_MAX_RESTARTS, 7, 3),
+        id="beyond-max",
+    ),
+    pytest.param(
+        {"maxRestarts": 1, "rules": [_rule(api.FAIL_JOBSET, "fatal")]},
+        [("workers", 1, BACKOFF, "", 0)],
+        (0, 0),
+        (api.FAIL_JOBSET, "js-workers-1", "fatal", True, api.REASON_FAIL_ACTION, 0, 0),
+        id="fail-rule-matches-any",
+    ),
+    pytest.param(
+        {"rules": [_rule(api.RESTART_JOBSET_IGNORE_MAX, "evicted")]},
+        [("workers", 1, BACKOFF, "", 0)],
+        (3, 0),
+        (
+            api.RESTART_JOBSET_IGNORE_MAX,
+            "js-workers-1",
+            "evicted",
+            False,
+            api.REASON_RESTART_IGNORE_MAX_ACTION,
+            4,
+            0,
+        ),
+        id="ignore-max-with-max-0",
+    ),
+    pytest.param(
+        {"maxRestarts": 1, "rules": [_rule(api.RESTART_JOBSET, "r")]},
+        [("workers", 1, BACKOFF, "", 0)],
+        (1, 1),
+        (api.RESTART_JOBSET, "js-workers-1", "r", True, api.REASON_REACHED_MAX_RESTARTS, 1, 1),
+        id="explicit-restart-rule-reaches-max",
+    ),
+    pytest.param(
+        {"maxRestarts": 3, "rules": [_rule(api.FAIL_JOBSET, "fatal", reasons=[DEADLINE])]},
+        [("workers", 1, BACKOFF, "", 0)],
+        (0, 0),
+        (api.RESTART_JOBSET, "js-workers-1", None, False, api.REASON_RESTART_ACTION, 1, 1),
+        id="reason-mismatch-falls-to-default",
+    ),
+    pytest.param(
+        {"maxRestarts": 3, "rules": [_rule(api.FAIL_JOBSET, "fatal", reasons=[DEADLINE, BACKOFF])]},
+        [("workers", 1, BACKOFF, "", 0)],
+        (0, 0),
+        (api.FAIL_JOBSET, "js-workers-1", "fatal", True, api.REASON_FAIL_ACTION, 0, 0),
+        id="reason-in-list",
+    ),
+    pytest.param(
+        {"maxRestarts": 3, "rules": [_rule(api.FAIL_JOBSET, "lead", targets=["leader"])]},
+        [("workers", 1, BACKOFF, "", 0)],
+        (0, 0),
+        (api.RESTART_JOBSET, "js-workers-1", None, False, api.REASON_RESTART_ACTION, 1, 1),
+        id="target-mismatch",
+    ),
+    pytest.param(
+        {"maxRestarts": 3, "rules": [_rule(api.FAIL_JOBSET, "lead", targets=["leader"])]},
+        [("workers", 1, BACKOFF, "", 0), ("leader", 0, BACKOFF, "", 10)],
+        (0, 0),
+        (api.FAIL_JOBSET, "js-leader-0", "lead", True, api.REASON_FAIL_ACTION, 0, 0),
+        id="rule-picks-later-failure-it-targets",
+    ),
+    pytest.param(
+        {
+            "maxRestarts": 3,
+            "rules": [
+                _rule(
+                    api.FAIL_JOBSET, "exit42", reasons=[POD_POLICY], patterns=["rule at index 1$"]
+                )
+            ],
+        },
+        [("workers", 1, POD_POLICY, "Container main failed; matching FailJob rule at index 1", 0)],
+        (0, 0),
+        (api.FAIL_JOBSET, "js-workers-1", "exit42", True, api.REASON_FAIL_ACTION, 0, 0),
+        id="pattern-matches",
+    ),
+    pytest.param(
+        {
+            "maxRestarts": 3,
+            "rules": [_rule(api.FAIL_JOBSET, "exit42", patterns=["rule at index 1$"])],
+        },
+        [("workers", 1, POD_POLICY, "matching FailJob rule at index 0", 0)],
+        (0, 0),
+        (api.RESTART_JOBSET, "js-workers-1", None, False, api.REASON_RESTART_ACTION, 1, 1),
+        id="pattern-mismatch",
+    ),
+    pytest.param(
+        {"maxRestarts": 3, "rules": [_rule(api.FAIL_JOBSET, "p", patterns=["^nope", "disk"])]},
+        [("workers", 1, POD_POLICY, "node ran out of disk space", 0)],
+        (0, 0),
+        (api.FAIL_JOBSET, "js-workers-1", "p", True, api.REASON_FAIL_ACTION, 0, 0),
+        id="pattern-search-any-of",
+    ),
+    pytest.param(
+        {"maxRestarts": 3, "rules": [_rule(api.FAIL_JOBSET, "p", patterns=["^$"])]},
+        [("workers", 1, POD_POLICY, "", 0)],
+        (0, 0),
+        (api.FAIL_JOBSET, "js-workers-1", "p", True, api.REASON_FAIL_ACTION, 0, 0),
+        id="pattern-on-empty-message",
+    ),
+    pytest.param(
+        {
+            "maxRestarts": 3,
+            "rules": [_rule(api.FAIL_JOBSET, "p", reasons=[BACKOFF], patterns=["disk"])],
+        },
+        [("workers", 1, POD_POLICY, "disk", 0)],
+        (0, 0),
+        (api.RESTART_JOBSET, "js-workers-1", None, False, api.REASON_RESTART_ACTION, 1, 1),
+        id="pattern-ok-reason-not",
+    ),
+    pytest.param(
+        {
+            "maxRestarts": 3,
+            "rules": [
+                _rule(api.RESTART_JOBSET_IGNORE_MAX, "first", reasons=[DEADLINE]),
+                _rule(api.FAIL_JOBSET, "second", reasons=[BACKOFF]),
+                _rule(api.RESTART_JOBSET, "third"),
+            ],
+        },
+        [("workers", 1, BACKOFF, "", 0), ("workers", 2, DEADLINE, "", 50)],
+        (0, 0),
+        (
+            api.RESTART_JOBSET_IGNORE_MAX,
+            "js-workers-2",
+            "first",
+            False,
+            api.REASON_RESTART_IGNORE_MAX_ACTION,
+            1,
+            0,
+        ),
+        id="first-rule-wins-over-earlier-failure",
+    ),
+    pytest.param(
+        {
+            "maxRestarts": 3,
+            "rules": [
+                _rule(api.FAIL_JOBSET, "second", reasons=[BACKOFF]),
+                _rule(api.RESTART_JOBSET, "third"),
+            ],
+        },
+        [("workers", 2, BACKOFF, "", 9), ("workers", 1, BACKOFF, "", 4)],
+        (0, 0),
+        (api.FAIL_JOBSET, "js-workers-1", "second", True, api.REASON_FAIL_ACTION, 0, 0),
+        id="earliest-among-matching",
+    ),
+    pytest.param(
+        {"maxRestarts": 3, "rules": [_rule(api.FAIL_JOBSET, "f")]},
+        [("workers", 2, BACKOFF, "", 4), ("workers", 1, BACKOFF, "", 4)],
+        (0, 0),
+        (api.FAIL_JOBSET, "js-workers-1", "f", True, api.REASON_FAIL_ACTION, 0, 0),
+        id="tie-broken-by-name",
+    ),
+    pytest.param(
+        {"maxRestarts": 3, "rules": []},
+        [("workers", 2, BACKOFF, "", 4), ("leader", 0, BACKOFF, "", 4)],
+        (0, 0),
+        (api.RESTART_JOBSET, "js-leader-0", None, False, api.REASON_RESTART_ACTION, 1, 1),
+        id="tie-default-action",
+    ),
+]
+
+
+@pytest.mark.parametrize(("policy", "failed", "counts", "expected"), CASES)
+def test_policy(
+    policy: dict[str, Any],
+    failed: list[tuple[str, int, str, str, float]],
+    counts: tuple[int, int],
+    expected: tuple[str, str, str | None, bool, str, int, int],
+) -> None:
+    restarts, towards = counts
+    js = _js(policy, restarts=restarts, restarts_count_towards_max=towards)
+    jobs = [_failed(js, rj, i, reason, msg, t) for rj, i, reason, msg, t in failed]
+    jobs.append(make_job(js, "leader", 5, active=1))  # a healthy one never matters
+    d = failure.evaluate(js, jobs)
+    assert d is not None
+    _action, job, _rule_name, fails, reason, _restarts, _towards = expected
+    got = (
+        d.action,
+        d.failed_job,
+        d.rule,
+        d.fails_jobset,
+        d.event_reason,
+        d.new_restarts,
+        d.new_restarts_count_towards_max,
+    )
+    assert got == expected
+    assert d.event_type == "Warning"
+    suffix = f" (first failed job: {job})"
+    assert d.event_message.endswith(suffix)
+    if fails:
+        assert (d.condition_reason, d.condition_message) == (reason, d.event_message)
+    else:
+        assert (d.condition_reason, d.condition_message) == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        pytest.param(api.REASON_FAIL_ACTION, api.MESSAGE_FAIL_ACTION, id="fail"),
+        pytest.param(api.REASON_REACHED_MAX_RESTARTS, api.MESSAGE_REACHED_MAX_RESTARTS, id="max"),
+    ],
+)
+def test_fail_messages(reason: str, message: str) -> None:
+    policy = (
+        {"rules": [_rule(api.FAIL_JOBSET, "f")]}
+        if reason == api.REASON_FAIL_ACTION
+        else {"maxRestarts": 0}
+    )
+    js = _js(policy)
+    d = failure.evaluate(js, [_failed(js, "workers", 0, BACKOFF, "", 0)])
+    assert d is not None
+    assert d.condition_message == f"{message} (first failed job: js-workers-0)"
+
+
+def test_restart_messages() -> None:
+    js = _js({"maxRestarts": 1})
+    d = failure.evaluate(js, [_failed(js, "workers", 0, BACKOFF, "", 0)])
+    assert d is not None
+    assert d.event_message == (
+        "applying RestartJobSet failure policy action (first failed job: js-workers-0)"
+    )
+
+
+def test_rule_name_defaulted_by_model() -> None:
+    js = _js({"rules": [_rule(api.FAIL_JOBSET)]})
+    d = failure.evaluate(js, [_failed(js, "workers", 0, BACKOFF, "", 0)])
+    assert d is not None
+    assert d.rule == "failurePolicyRule0"
+
+
+def test_job_without_replicated_job_label_never_matches_a_rule() -> None:
+    js = _js({"maxRestarts": 2, "rules": [_rule(api.FAIL_JOBSET, "all")]})
+    job = _failed(js, "workers", 0, BACKOFF, "", 0)
+    del job["metadata"]["labels"][api.REPLICATED_JOB_NAME]
+    d = failure.evaluate(js, [job])
+    assert d is not None
+    assert (d.action, d.rule, d.fails_jobset) == (api.RESTART_JOBSET, None, False)
+
+
+def test_missing_failure_time_counts_as_earliest() -> None:
+    js = _js()
+    timeless = _failed(js, "workers", 2, BACKOFF, "", 0)
+    for cond in timeless["status"]["conditions"]:
+        del cond["lastTransitionTime"]
+    d = failure.evaluate(js, [_failed(js, "workers", 1, BACKOFF, "", 0), timeless])
+    assert d is not None
+    assert d.failed_job == "js-workers-2"
+
+
+def test_partial_failed_condition() -> None:
+    js = _js({"maxRestarts": 1, "rules": [_rule(api.FAIL_JOBSET, "r", reasons=[BACKOFF])]})
+    job = make_job(js, "workers", 0)
+    job["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
+    d = failure.evaluate(js, [job])
+    assert d is not None
+    assert (d.action, d.rule) == (api.RESTART_JOBSET, None)
+
+
+@pytest.mark.parametrize(
+    ("rule", "condition", "applies"),
+    [
+        pytest.param(FailurePolicyRule("r", api.FAIL_JOBSET), None, False, id="not-failed"),
+        pytest.param(
+            FailurePolicyRule("r", api.FAIL_JOBSET, on_job_failure_message_patterns=("(",)),
+            {"reason": "X", "message": "("},
+            False,
+            id="invalid-pattern-never-matches",
+        ),
+        pytest.param(
+            FailurePolicyRule("r", api.FAIL_JOBSET, on_job_failure_reasons=("X",)),
+            {"reason": 5, "message": None},
+            False,
+            id="non-string-reason",
+        ),
+        pytest.param(
+            FailurePolicyRule("r", api.FAIL_JOBSET),
+            {"reason": 5, "message": None},
+            True,
+            id="empty-rule-any-failure",
+        ),
+    ],
+)
+def test_rule_applies(rule: FailurePolicyRule, condition: Any, applies: bool) -> None:
+    js = _js()
+    job = make_job(js, "workers", 0)
+    if condition is not None:
+        job["status"] = {"conditions": [{"type": "Failed", "status": "True", **condition}]}
+    assert failure.rule_applies(rule, job) is applies
+
+
+_failures = st.lists(
+    st.tuples(
+        st.sampled_from(["leader", "workers"]),
+        st.sampled_from([BACKOFF, DEADLINE, POD_POLICY]),
+        st.sampled_from(["", "disk full", "rule at index 1"]),
+        st.integers(0, 5),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(failures=_failures, perm=st.randoms(use_true_random=False))
+def test_decision_independent_of_job_order(
+    failures: list[tuple[str, str, str, int]], perm: Any
+) -> None:
+    js = _js(
+        {
+            "maxRestarts": 2,
+            "rules": [
+                _rule(api.FAIL_JOBSET, "disk", patterns=["disk"], targets=["workers"]),
+                _rule(api.RESTART_JOBSET_IGNORE_MAX, "deadline", reasons=[DEADLINE]),
+            ],
+        },
+        restarts_count_towards_max=1,
+    )
+    jobs = [
+        _failed(js, rj, i, reason, message, t)
+        for i, (rj, reason, message, t) in enumerate(failures)
+    ]
+    shuffled = list(jobs)
+    perm.shuffle(shuffled)
+    assert failure.evaluate(js, jobs) == failure.evaluate(js, shuffled)

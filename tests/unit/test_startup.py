@@ -1,0 +1,210 @@
+"""startup: InOrder startup policy and dependsOn gating."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.jobset import api, startup
+from tests.unit.jobset_factories import make_job, make_jobset, rjob
+
+IN_PROGRESS = (
+    api.STARTUP_POLICY_IN_PROGRESS,
+    api.REASON_IN_ORDER_IN_PROGRESS,
+    api.MESSAGE_IN_ORDER_IN_PROGRESS,
+)
+COMPLETED = (
+    api.STARTUP_POLICY_COMPLETED,
+    api.REASON_IN_ORDER_COMPLETED,
+    api.MESSAGE_IN_ORDER_COMPLETED,
+)
+
+THREE = [rjob("a", 1), rjob("b", 2), rjob("c", 1)]
+
+
+def _s(ready: int = 0, succeeded: int = 0, failed: int = 0) -> dict[str, int]:
+    return {"ready": ready, "succeeded": succeeded, "failed": failed}
+
+
+def test_no_policy_all_allowed() -> None:
+    js = make_jobset(replicated_jobs=THREE)
+    d = startup.allowed_replicated_jobs(js, {})
+    assert d == startup.StartupDecision(("a", "b", "c"), (), None)
+
+
+@pytest.mark.parametrize(
+    ("statuses", "allowed", "condition"),
+    [
+        pytest.param({}, ("a",), IN_PROGRESS, id="nothing-started"),
+        pytest.param({"a": _s(ready=1)}, ("a", "b"), IN_PROGRESS, id="a-ready"),
+        pytest.param({"a": _s(succeeded=1)}, ("a", "b"), IN_PROGRESS, id="a-succeeded"),
+        pytest.param({"a": _s(failed=1)}, ("a", "b"), IN_PROGRESS, id="a-failed-counts-started"),
+        pytest.param(
+            {"a": _s(ready=1), "b": _s(ready=1)}, ("a", "b"), IN_PROGRESS, id="b-half-ready"
+        ),
+        pytest.param(
+            {"a": _s(ready=1), "b": _s(ready=1, succeeded=1)},
+            ("a", "b", "c"),
+            IN_PROGRESS,
+            id="b-started",
+        ),
+        pytest.param(
+            {"a": _s(ready=1), "b": _s(ready=2), "c": _s(ready=1)},
+            ("a", "b", "c"),
+            COMPLETED,
+            id="all-started",
+        ),
+        pytest.param(
+            {"a": _s(), "b": _s(ready=2), "c": _s(ready=1)},
+            ("a",),
+            IN_PROGRESS,
+            id="regression-blocks-later-creation",
+        ),
+        pytest.param(
+            {"a": {"ready": "1"}},
+            ("a",),
+            IN_PROGRESS,
+            id="junk-counter",
+        ),
+    ],
+)
+def test_in_order(
+    statuses: dict[str, dict[str, Any]],
+    allowed: tuple[str, ...],
+    condition: tuple[str, str, str],
+) -> None:
+    js = make_jobset(replicated_jobs=THREE, startup_in_order=True)
+    d = startup.allowed_replicated_jobs(js, statuses)
+    assert d.allowed == allowed
+    assert d.waiting == tuple(n for n in ("a", "b", "c") if n not in allowed)
+    assert d.in_order_condition == condition
+
+
+def test_in_order_suspended_allows_all_and_reports_nothing() -> None:
+    js = make_jobset(replicated_jobs=THREE, startup_in_order=True, suspend=True)
+    d = startup.allowed_replicated_jobs(js, {})
+    assert d == startup.StartupDecision(("a", "b", "c"), (), None)
+
+
+def test_in_order_zero_replicas_is_started() -> None:
+    js = make_jobset(replicated_jobs=[rjob("a", 0), rjob("b")], startup_in_order=True)
+    d = startup.allowed_replicated_jobs(js, {})
+    assert d.allowed == ("a", "b")
+    assert d.in_order_condition == IN_PROGRESS
+
+
+def test_existing_jobs_stay_allowed_after_regression() -> None:
+    js = make_jobset(replicated_jobs=THREE, startup_in_order=True)
+    jobs = [make_job(js, "c", 0, active=1)]
+    d = startup.allowed_replicated_jobs(js, {"a": _s()}, jobs)
+    assert d.allowed == ("a", "c")
+    assert d.waiting == ("b",)
+    # Jobs of an older attempt do not count.
+    js1 = make_jobset(replicated_jobs=THREE, startup_in_order=True, restarts=1)
+    old = [make_job(js1, "c", 0, active=1, restart_attempt=0)]
+    assert startup.allowed_replicated_jobs(js1, {}, old).allowed == ("a",)
+
+
+DEP = [
+    rjob("init", 2),
+    rjob("ready-dep", 1, depends_on=[("init", "Ready")]),
+    rjob("done-dep", 1, depends_on=[("init", "Complete")]),
+    rjob("free", 1),
+]
+
+
+@pytest.mark.parametrize(
+    ("init", "allowed"),
+    [
+        pytest.param(_s(), ("init", "free"), id="nothing"),
+        pytest.param(_s(ready=1), ("init", "free"), id="half-ready"),
+        pytest.param(_s(ready=2), ("init", "ready-dep", "free"), id="ready"),
+        pytest.param(_s(ready=1, succeeded=1), ("init", "ready-dep", "free"), id="ready-mixed"),
+        pytest.param(_s(ready=1, failed=1), ("init", "ready-dep", "free"), id="failed-counts"),
+        pytest.param(_s(succeeded=1), ("init", "free"), id="half-complete"),
+        pytest.param(_s(succeeded=2), ("init", "ready-dep", "done-dep", "free"), id="complete"),
+        pytest.param(_s(succeeded=3), ("init", "ready-dep", "done-dep", "free"), id="over"),
+    ],
+)
+def test_depends_on(init: dict[str, int], allowed: tuple[str, ...]) -> None:
+    js = make_jobset(replicated_jobs=DEP)
+    d = startup.allowed_replicated_jobs(js, {"init": init})
+    assert d.allowed == allowed
+    assert d.in_order_condition is None
+
+
+def test_depends_on_holds_while_suspended() -> None:
+    js = make_jobset(replicated_jobs=DEP, suspend=True)
+    assert startup.allowed_replicated_jobs(js, {}).allowed == ("init", "free")
+
+
+def test_depends_on_missing_status_or_unknown_name() -> None:
+    js = make_jobset(replicated_jobs=[rjob("a"), rjob("b", depends_on=[("ghost", "Ready")])])
+    assert startup.allowed_replicated_jobs(js, {"ghost": _s(ready=9)}).allowed == ("a",)
+    js = make_jobset(replicated_jobs=[rjob("a"), rjob("b", depends_on=[("a", "Ready")])])
+    assert startup.allowed_replicated_jobs(js, {}).allowed == ("a",)
+
+
+def test_depends_on_every_dependency() -> None:
+    js = make_jobset(
+        replicated_jobs=[
+            rjob("x"),
+            rjob("y"),
+            rjob("z", depends_on=[("x", "Ready"), ("y", "Complete")]),
+        ]
+    )
+    assert startup.allowed_replicated_jobs(js, {"x": _s(ready=1)}).allowed == ("x", "y")
+    both = {"x": _s(ready=1), "y": _s(succeeded=1)}
+    assert startup.allowed_replicated_jobs(js, both).allowed == ("x", "y", "z")
+
+
+def test_depends_on_regression_keeps_existing() -> None:
+    js = make_jobset(replicated_jobs=DEP)
+    jobs = [make_job(js, "done-dep", 0, active=1)]
+    d = startup.allowed_replicated_jobs(js, {"init": _s()}, jobs)
+    assert d.allowed == ("init", "done-dep", "free")
+    assert d.waiting == ("ready-dep",)
+
+
+def test_in_order_with_depends_on_skips_unmet_like_upstream() -> None:
+    # Mutually exclusive at admission; if they meet, an unmet dependency is skipped, not blocking.
+    js = make_jobset(
+        replicated_jobs=[rjob("a"), rjob("b", depends_on=[("a", "Complete")]), rjob("c")],
+        startup_in_order=True,
+    )
+    d = startup.allowed_replicated_jobs(js, {"a": _s(ready=1)})
+    assert d.allowed == ("a", "c")
+    assert d.in_order_condition == IN_PROGRESS
+    d = startup.allowed_replicated_jobs(js, {"a": _s(ready=1), "c": _s(ready=1)})
+    assert d.in_order_condition == COMPLETED
+
+
+def test_helpers() -> None:
+    js = make_jobset(replicated_jobs=THREE)
+    b = js.replicated_jobs[1]
+    assert startup.started_count(None) == 0
+    assert startup.started_count(_s(1, 2, 3)) == 6
+    assert startup.all_started(b, _s(ready=2))
+    assert not startup.all_started(b, None)
+    assert startup.dependencies_met(js, b, {})
+
+
+@given(
+    ready=st.lists(st.integers(0, 3), min_size=3, max_size=3),
+    in_order=st.booleans(),
+)
+def test_allowed_is_a_spec_order_prefix_partition(ready: list[int], in_order: bool) -> None:
+    js = make_jobset(
+        replicated_jobs=[rjob("a", 2), rjob("b", 2), rjob("c", 2)], startup_in_order=in_order
+    )
+    statuses = {n: _s(ready=r) for n, r in zip("abc", ready, strict=True)}
+    d = startup.allowed_replicated_jobs(js, statuses)
+    assert sorted(d.allowed + d.waiting) == ["a", "b", "c"]
+    assert d.allowed == ("a", "b", "c")[: len(d.allowed)]  # InOrder without jobs: a prefix
+    assert d.allowed  # the first replicated job is always allowed
+    if in_order:
+        expected = COMPLETED if all(r >= 2 for r in ready) else IN_PROGRESS
+        assert d.in_order_condition == expected

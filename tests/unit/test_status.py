@@ -1,0 +1,478 @@
+"""status: replicated job counters, condition bookkeeping, status equality."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.jobset import api
+from controller.jobset.status import (
+    ConditionSpec,
+    counter,
+    find_condition,
+    format_time,
+    parse_time,
+    remove_condition,
+    replicated_jobs_status,
+    set_condition,
+    status_by_name,
+    status_equal,
+)
+from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset, rjob
+
+JS = make_jobset(replicated_jobs=[rjob("leader"), rjob("workers", 3, parallelism=2)], restarts=1)
+
+
+def _counts(name: str, **kw: int) -> dict[str, Any]:
+    base = {"name": name, "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
+    return {**base, **kw}
+
+
+FAIL = ("BackoffLimitExceeded", "boom", T0)
+
+
+@pytest.mark.parametrize(
+    ("jobs", "expected"),
+    [
+        pytest.param([], [_counts("leader"), _counts("workers")], id="no-jobs"),
+        pytest.param(
+            [make_job(JS, "leader", 0, active=1, ready=1)],
+            [_counts("leader", ready=1, active=1), _counts("workers")],
+            id="ready-active",
+        ),
+        pytest.param(
+            [make_job(JS, "workers", 0, active=2, ready=1)],
+            [_counts("leader"), _counts("workers", active=1)],
+            id="active-not-ready",
+        ),
+        pytest.param(
+            [make_job(JS, "workers", 0, active=1, ready=1, succeeded=1)],
+            [_counts("leader"), _counts("workers", ready=1, active=1)],
+            id="ready-counts-succeeded-pods",
+        ),
+        pytest.param(
+            [make_job(JS, "workers", 0, complete=True, succeeded=2)],
+            [_counts("leader"), _counts("workers", succeeded=1)],
+            id="complete",
+        ),
+        pytest.param(
+            [make_job(JS, "workers", 1, failed=FAIL, active=1, ready=2)],
+            [_counts("leader"), _counts("workers", failed=1)],
+            id="failed-not-ready-or-active",
+        ),
+        pytest.param(
+            [make_job(JS, "workers", 2, suspended=True)],
+            [_counts("leader"), _counts("workers", suspended=1)],
+            id="suspended",
+        ),
+        pytest.param(
+            [make_job(JS, "workers", 2, suspended=True, complete=True)],
+            [_counts("leader"), _counts("workers", succeeded=1)],
+            id="suspended-but-finished",
+        ),
+        pytest.param(
+            [make_job(JS, "leader", 0, active=1, ready=1, restart_attempt=0)],
+            [_counts("leader"), _counts("workers")],
+            id="old-attempt-ignored",
+        ),
+        pytest.param(
+            [make_job(JS, "leader", 0, active=1, ready=1, deleting=True)],
+            [_counts("leader"), _counts("workers")],
+            id="deleting-ignored",
+        ),
+        pytest.param(
+            [make_job(JS, "ghost", 0, active=1)],
+            [_counts("leader"), _counts("workers")],
+            id="unknown-rjob-ignored",
+        ),
+        pytest.param(
+            [{"metadata": {"labels": {api.RESTART_ATTEMPT: "1"}}}, {}],
+            [_counts("leader"), _counts("workers")],
+            id="partial-jobs",
+        ),
+        pytest.param(
+            [
+                {
+                    "metadata": {
+                        "labels": {api.RESTART_ATTEMPT: "1", api.REPLICATED_JOB_NAME: "workers"}
+                    }
+                }
+            ],
+            [_counts("leader"), _counts("workers")],
+            id="no-spec-no-status",
+        ),
+        pytest.param(
+            [
+                {
+                    "metadata": {
+                        "labels": {api.RESTART_ATTEMPT: "1", api.REPLICATED_JOB_NAME: "workers"}
+                    },
+                    "status": {"ready": 2},
+                }
+            ],
+            [_counts("leader"), _counts("workers", ready=1)],
+            id="no-spec-uses-rjob-pods",
+        ),
+    ],
+)
+def test_replicated_jobs_status(jobs: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    assert replicated_jobs_status(JS, jobs) == expected
+
+
+def test_replicated_jobs_status_spec_order_and_mixture() -> None:
+    js = make_jobset(replicated_jobs=[rjob("c"), rjob("a", 4), rjob("b")])
+    jobs = [
+        make_job(js, "a", 0, complete=True),
+        make_job(js, "a", 1, complete=True),
+        make_job(js, "a", 2, failed=FAIL),
+        make_job(js, "a", 3, active=1, ready=1),
+        make_job(js, "b", 0, suspended=True),
+    ]
+    assert replicated_jobs_status(js, jobs) == [
+        _counts("c"),
+        _counts("a", succeeded=2, failed=1, ready=1, active=1),
+        _counts("b", suspended=1),
+    ]
+
+
+def test_status_by_name_and_counter() -> None:
+    by = status_by_name([{"name": "a", "ready": 2}, {"ready": 1}, {"name": 3}])
+    assert by == {"a": {"name": "a", "ready": 2}}
+    assert counter(by.get("a"), "ready") == 2
+    assert counter(by.get("a"), "failed") == 0
+    assert counter(None, "ready") == 0
+    assert counter({"ready": True}, "ready") == 0
+
+
+# ----------------------------------------------------------------------------- time
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param("2025-01-01T12:00:00Z", T0, id="z"),
+        pytest.param("2025-01-01T13:00:00+01:00", T0, id="offset"),
+        pytest.param("2025-01-01T12:00:00.5Z", at(0.5), id="fraction"),
+        pytest.param("2025-01-01T12:00:00", T0, id="naive-is-utc"),
+        pytest.param(T0, T0, id="datetime"),
+        pytest.param("", None, id="empty"),
+        pytest.param("yesterday", None, id="garbage"),
+        pytest.param(None, None, id="none"),
+        pytest.param(5, None, id="int"),
+    ],
+)
+def test_parse_time(value: Any, expected: datetime.datetime | None) -> None:
+    assert parse_time(value) == expected
+
+
+def test_format_time() -> None:
+    assert format_time(at(0.9)) == "2025-01-01T12:00:00Z"
+    assert format_time(datetime.datetime(2025, 1, 1, 12)) == "2025-01-01T12:00:00Z"
+    plus_two = datetime.timezone(datetime.timedelta(hours=2))
+    assert format_time(datetime.datetime(2025, 1, 1, 14, tzinfo=plus_two)) == "2025-01-01T12:00:00Z"
+
+
+# ----------------------------------------------------------------------------- conditions
+
+NOW = at(60)
+S_T0 = "2025-01-01T12:00:00Z"
+S_NOW = "2025-01-01T12:01:00Z"
+
+
+def _c(kind: str, status: str = "True", reason: str = "R", message: str = "m", **kw: Any) -> Any:
+    return {
+        "type": kind,
+        "status": status,
+        "lastTransitionTime": kw.pop("time", S_T0),
+        "reason": reason,
+        "message": message,
+        **kw,
+    }
+
+
+@pytest.mark.parametrize(
+    ("before", "args", "gen", "after"),
+    [
+        pytest.param(
+            [],
+            ("Failed", "True", "R", "m"),
+            None,
+            [_c("Failed", time=S_NOW)],
+            id="add-true",
+        ),
+        pytest.param([], ("Suspended", "False", "R", "m"), None, [], id="absent-false-noop"),
+        pytest.param(
+            [_c("Suspended")],
+            ("Suspended", "True", "R", "m"),
+            None,
+            [_c("Suspended")],
+            id="unchanged",
+        ),
+        pytest.param(
+            [_c("Suspended")],
+            ("Suspended", "True", "R2", "m2"),
+            None,
+            [_c("Suspended", reason="R2", message="m2")],
+            id="same-status-new-reason-keeps-time",
+        ),
+        pytest.param(
+            [_c("Suspended")],
+            ("Suspended", "False", "ResumeJobs", "resumed"),
+            None,
+            [_c("Suspended", "False", "ResumeJobs", "resumed", time=S_NOW)],
+            id="status-flip",
+        ),
+        pytest.param(
+            [_c("A"), _c("Suspended"), _c("B")],
+            ("Suspended", "False", "R", "m"),
+            None,
+            [_c("A"), _c("Suspended", "False", time=S_NOW), _c("B")],
+            id="order-kept",
+        ),
+        pytest.param(
+            [],
+            ("Failed", "True", "R", "m"),
+            3,
+            [_c("Failed", time=S_NOW, observedGeneration=3)],
+            id="add-with-generation",
+        ),
+        pytest.param(
+            [_c("Failed", observedGeneration=2)],
+            ("Failed", "True", "R", "m"),
+            3,
+            [_c("Failed", observedGeneration=3)],
+            id="generation-updated-time-kept",
+        ),
+        pytest.param(
+            [_c("Failed", observedGeneration=2)],
+            ("Failed", "True", "R", "m"),
+            None,
+            [_c("Failed", observedGeneration=2)],
+            id="generation-none-leaves-it",
+        ),
+        pytest.param(
+            [_c("Failed", observedGeneration=2)],
+            ("Failed", "False", "R", "m"),
+            None,
+            [_c("Failed", "False", time=S_NOW, observedGeneration=2)],
+            id="flip-without-generation-keeps-it",
+        ),
+        pytest.param(
+            [_c(api.STARTUP_POLICY_IN_PROGRESS, reason="InProg", message="ip")],
+            (api.STARTUP_POLICY_COMPLETED, "True", "Done", "done"),
+            None,
+            [
+                _c(api.STARTUP_POLICY_IN_PROGRESS, "False", "InProg", "ip", time=S_NOW),
+                _c(api.STARTUP_POLICY_COMPLETED, "True", "Done", "done", time=S_NOW),
+            ],
+            id="completed-flips-in-progress",
+        ),
+        pytest.param(
+            [
+                _c(api.STARTUP_POLICY_IN_PROGRESS, "False"),
+                _c(api.STARTUP_POLICY_COMPLETED),
+            ],
+            (api.STARTUP_POLICY_IN_PROGRESS, "True", "R", "m"),
+            None,
+            [
+                _c(api.STARTUP_POLICY_IN_PROGRESS, time=S_NOW),
+                _c(api.STARTUP_POLICY_COMPLETED, "False", time=S_NOW),
+            ],
+            id="in-progress-again-flips-completed",
+        ),
+        pytest.param(
+            [_c(api.STARTUP_POLICY_IN_PROGRESS, "False")],
+            (api.STARTUP_POLICY_COMPLETED, "True", "R", "m"),
+            None,
+            [
+                _c(api.STARTUP_POLICY_IN_PROGRESS, "False"),
+                _c(api.STARTUP_POLICY_COMPLETED, time=S_NOW),
+            ],
+            id="partner-already-false",
+        ),
+        pytest.param(
+            [_c(api.STARTUP_POLICY_IN_PROGRESS)],
+            (api.STARTUP_POLICY_COMPLETED, "False", "R", "m"),
+            None,
+            [_c(api.STARTUP_POLICY_IN_PROGRESS)],
+            id="false-does-not-flip-partner",
+        ),
+        pytest.param(
+            [_c(api.STARTUP_POLICY_IN_PROGRESS)],
+            (api.COMPLETED, "True", "R", "m"),
+            None,
+            [_c(api.STARTUP_POLICY_IN_PROGRESS), _c(api.COMPLETED, time=S_NOW)],
+            id="jobset-completed-leaves-startup-alone",
+        ),
+    ],
+)
+def test_set_condition(
+    before: list[dict[str, Any]],
+    args: tuple[str, str, str, str],
+    gen: int | None,
+    after: list[dict[str, Any]],
+) -> None:
+    snapshot = [dict(c) for c in before]
+    result = set_condition(before, *args, NOW, gen)
+    assert result == after
+    assert before == snapshot  # input untouched
+    changed = result != before
+    assert changed is (after != snapshot)
+
+
+def test_set_condition_add_when_false() -> None:
+    result = set_condition([], "SpecInvalid", "False", "Valid", "ok", NOW, add_when_false=True)
+    assert result == [_c("SpecInvalid", "False", "Valid", "ok", time=S_NOW)]
+
+
+def test_set_condition_accepts_condition_spec_unpacked() -> None:
+    spec = ConditionSpec("Suspended", "True", "SuspendedJobs", "jobset is suspended")
+    result = set_condition([], *spec, NOW)
+    assert find_condition(result, "Suspended") == _c(
+        "Suspended", "True", "SuspendedJobs", "jobset is suspended", time=S_NOW
+    )
+
+
+def test_set_condition_returns_copies() -> None:
+    before = [_c("A")]
+    result = set_condition(before, "A", "True", "R", "m", NOW)
+    result[0]["reason"] = "mutated"
+    assert before[0]["reason"] == "R"
+
+
+@pytest.mark.parametrize(
+    ("before", "kind", "after"),
+    [
+        pytest.param([_c("A"), _c("B")], "A", [_c("B")], id="present"),
+        pytest.param([_c("A")], "B", [_c("A")], id="absent"),
+        pytest.param([], "A", [], id="empty"),
+        pytest.param([_c("A"), _c("A")], "A", [], id="duplicates"),
+    ],
+)
+def test_remove_condition(
+    before: list[dict[str, Any]], kind: str, after: list[dict[str, Any]]
+) -> None:
+    assert remove_condition(before, kind) == after
+
+
+_kinds = st.sampled_from(
+    ["Failed", "Suspended", api.STARTUP_POLICY_IN_PROGRESS, api.STARTUP_POLICY_COMPLETED]
+)
+_calls = st.tuples(
+    _kinds,
+    st.sampled_from(["True", "False"]),
+    st.sampled_from(["R1", "R2"]),
+    st.sampled_from(["m1", "m2"]),
+    st.one_of(st.none(), st.integers(1, 3)),
+)
+
+
+@given(calls=st.lists(_calls, max_size=8), last=_calls)
+def test_set_condition_is_idempotent(
+    calls: list[tuple[str, str, str, str, int | None]],
+    last: tuple[str, str, str, str, int | None],
+) -> None:
+    conditions: list[dict[str, Any]] = []
+    for i, (kind, value, reason, message, gen) in enumerate(calls):
+        conditions = set_condition(conditions, kind, value, reason, message, at(i), gen)
+    kind, value, reason, message, gen = last
+    once = set_condition(conditions, kind, value, reason, message, at(100), gen)
+    twice = set_condition(once, kind, value, reason, message, at(200), gen)
+    assert twice == once
+    # At most one condition per type, and never both startup conditions True.
+    kinds = [c["type"] for c in once]
+    assert len(kinds) == len(set(kinds))
+    true_startup = [
+        c
+        for c in once
+        if c["type"] in (api.STARTUP_POLICY_IN_PROGRESS, api.STARTUP_POLICY_COMPLETED)
+        and c["status"] == "True"
+    ]
+    assert len(true_startup) <= 1
+
+
+# ----------------------------------------------------------------------------- equality
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "equal"),
+    [
+        pytest.param({}, {}, True, id="empty"),
+        pytest.param(None, {}, True, id="none-vs-empty"),
+        pytest.param({"restarts": 0}, {}, True, id="zero-vs-missing"),
+        pytest.param({"terminalState": ""}, {}, True, id="empty-string-vs-missing"),
+        pytest.param({"conditions": []}, {"conditions": None}, True, id="empty-list-vs-null"),
+        pytest.param({"restarts": 1}, {"restarts": 0}, False, id="restarts-differ"),
+        pytest.param({"terminalState": "Failed"}, {}, False, id="terminal-state"),
+        pytest.param(
+            {"conditions": [_c("A"), _c("B")]},
+            {"conditions": [_c("B"), _c("A")]},
+            True,
+            id="conditions-any-order",
+        ),
+        pytest.param(
+            {"conditions": [_c("A")]},
+            {"conditions": [_c("A", time=S_NOW)]},
+            False,
+            id="condition-time-differs",
+        ),
+        pytest.param(
+            {"conditions": [_c("A", observedGeneration=0)]},
+            {"conditions": [_c("A")]},
+            True,
+            id="condition-zero-generation",
+        ),
+        pytest.param(
+            {"replicatedJobsStatus": [_counts("a"), _counts("b", ready=1)]},
+            {"replicatedJobsStatus": [{"name": "b", "ready": 1}, {"name": "a"}]},
+            True,
+            id="rjob-status-any-order-zeros",
+        ),
+        pytest.param(
+            {"replicatedJobsStatus": [_counts("a", ready=1)]},
+            {"replicatedJobsStatus": [_counts("a")]},
+            False,
+            id="rjob-status-differs",
+        ),
+        pytest.param(
+            {"replicatedJobsStatus": [_counts("a")]},
+            {"replicatedJobsStatus": [_counts("a"), _counts("b")]},
+            False,
+            id="rjob-status-extra-entry",
+        ),
+        pytest.param(
+            {"conditions": "junk"}, {"conditions": "junk"}, True, id="junk-conditions-equal"
+        ),
+        pytest.param(
+            {"conditions": ["x", _c("A")]},
+            {"conditions": [_c("A"), "x"]},
+            True,
+            id="junk-entries-kept",
+        ),
+        pytest.param({"flag": False}, {}, False, id="false-is-a-value"),
+    ],
+)
+def test_status_equal(a: dict[str, Any] | None, b: dict[str, Any] | None, equal: bool) -> None:
+    assert status_equal(a, b) is equal
+    assert status_equal(b, a) is equal
+
+
+def test_round_trip_status_is_equal() -> None:
+    jobs = [make_job(JS, "leader", 0, active=1, ready=1), make_job(JS, "workers", 0, complete=True)]
+    conditions = set_condition([], *ConditionSpec(api.SUSPENDED, "True", "R", "m"), NOW, 1)
+    ours = {
+        "restarts": 1,
+        "conditions": conditions,
+        "replicatedJobsStatus": replicated_jobs_status(JS, jobs),
+    }
+    stored = {
+        "restarts": 1,
+        "conditions": list(reversed(conditions)),
+        "replicatedJobsStatus": list(reversed(replicated_jobs_status(JS, jobs))),
+    }
+    assert status_equal(ours, stored)
+    assert condition("X")["lastTransitionTime"] == S_T0
