@@ -8,8 +8,8 @@ STATE_DIR ?= .cluster
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries demo test test-unit test-integration test-e2e cluster-up cluster-down \
-	cluster-status lint
+.PHONY: help venv binaries demo smoke test test-unit test-integration test-e2e cluster-up cluster-down \
+	cluster-status lint crd
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -26,7 +26,10 @@ binaries: venv ## build etcd, Kubernetes and KWOK from the Go module proxy (cach
 	@echo "==> control-plane binaries (first build takes a while; cached afterwards)"
 	$(PY) -m localcluster build
 
-demo: binaries ## bring up the local control plane, show it working, stop it
+demo: binaries ## local control plane + controller + a JobSet run to completion, narrated
+	$(PY) -m localcluster demo --state-dir $(STATE_DIR)
+
+smoke: binaries ## the control plane alone: a claim binds, an Indexed Job completes
 	$(PY) -m localcluster smoke --state-dir $(STATE_DIR)
 
 test: binaries ## run every tier: unit, integration, end-to-end
@@ -54,3 +57,6 @@ lint: venv ## ruff, ruff format, mypy --strict
 	$(VENV)/bin/ruff check controller localcluster tests bench
 	$(VENV)/bin/ruff format --check controller localcluster tests bench
 	$(VENV)/bin/mypy
+
+crd: binaries ## regenerate the JobSet CRD from the local control plane
+	$(PY) -m controller.api.crdgen --local

@@ -175,6 +175,12 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from localcluster.demo import main as demo
+
+    return demo(args.state_dir.resolve())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -185,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         ("down", cmd_down),
         ("status", cmd_status),
         ("smoke", cmd_smoke),
+        ("demo", cmd_demo),
     ):
         command = sub.add_parser(name)
         command.set_defaults(func=func)

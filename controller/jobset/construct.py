@@ -20,7 +20,14 @@ Obj = dict[str, Any]
 
 
 def job_name(jobset: str, replicated_job: str, index: int) -> str:
-    return f"{jobset}-{replicated_job}-{index}"
+    """``<jobset>-<replicatedJob>-<index>``, upstream's name.
+
+    Extension: a replicated job name with capitals (as in the original request's example, whose
+    replicated jobs are ``A`` and ``B``) is lowercased here, because a Job name must be a DNS
+    label; upstream cannot run such a JobSet at all. For every name upstream accepts, the result
+    is identical. Admission rejects two replicated jobs whose names differ only in case.
+    """
+    return f"{jobset}-{replicated_job.lower()}-{index}"
 
 
 def job_key(namespace: str, name: str) -> str:
@@ -59,7 +66,8 @@ def coordinator_endpoint(jobset: JobSet) -> str | None:
     c = jobset.coordinator
     if c is None:
         return None
-    return f"{jobset.name}-{c.replicated_job}-{c.job_index}-{c.pod_index}.{jobset.subdomain}"
+    job = job_name(jobset.name, c.replicated_job, c.job_index)
+    return f"{job}-{c.pod_index}.{jobset.subdomain}"
 
 
 def child_labels(jobset: JobSet, rjob: ReplicatedJob, index: int) -> dict[str, str]:

@@ -16,6 +16,7 @@ Order of concerns, as upstream's reconcile:
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,13 +27,17 @@ from controller.jobset import (
     failure,
     startup,
     status,
+    storage,
     success,
     suspend,
     ttl,
+    volumes,
 )
 from controller.jobset.model import JobSet
+from controller.jobset.storage import StorageClasses, VolumePlan
 
 Obj = dict[str, Any]
+EXPANSION_BLOCKED = "VolumeExpansionBlocked"
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     delete_jobset: bool = False
+    volume: VolumePlan | None = None
     # Transitions made by this plan (for metrics once the status write succeeded).
     completed: bool = False
     failed: bool = False
@@ -68,6 +74,7 @@ class Plan:
             + len(self.clear_start_time)
             + (1 if self.status is not None else 0)
             + (1 if self.delete_jobset else 0)
+            + (self.volume.writes if self.volume else 0)
         )
 
 
@@ -88,6 +95,8 @@ class _Status:
             "conditions": [dict(c) for c in jobset.status.conditions],
             "replicatedJobsStatus": [dict(r) for r in jobset.status.replicated_jobs_status],
         }
+        if "volumes" in jobset.status.raw:
+            self.original["volumes"] = jobset.status.raw["volumes"]
         self.value: Obj = {
             k: (list(v) if isinstance(v, list) else v) for k, v in self.original.items()
         }
@@ -117,10 +126,73 @@ class _Status:
         return result
 
 
-def decide(jobset: JobSet, jobs: list[Obj], service: Obj | None, now: datetime.datetime) -> Plan:
+def _mounted_jobs(
+    jobset: JobSet,
+    allowed: frozenset[str],
+    policies: tuple[volumes.VolumePolicy, ...],
+    usable: set[str],
+) -> list[Obj]:
+    """Desired Jobs with their claims mounted; a Job whose claims are not usable yet waits."""
+    result = []
+    for job in construct.desired_jobs(jobset, allowed):
+        if policies:
+            labels = job["metadata"]["labels"]
+            rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
+            if volumes.missing_claims(jobset, policies, rjob, index, usable):
+                continue
+            job = volumes.mount(job, jobset, policies, rjob, index)
+        result.append(job)
+    return result
+
+
+def _volume_status(
+    built: _Status, policies: tuple[volumes.VolumePolicy, ...], vplan: VolumePlan
+) -> None:
+    if not policies:
+        return
+    built.value["volumes"] = {"templates": vplan.status}
+    ready, reason, message = vplan.ready
+    built.condition(storage.VOLUMES_READY, "True" if ready else "False", reason, message, None)
+    if vplan.conflicts:
+        text = "; ".join(f"{name}: {why}" for name, why in sorted(vplan.conflicts.items()))
+        built.condition(
+            storage.VOLUME_CLAIM_CONFLICT, "True", storage.REASON_CLAIM_CONFLICT, text, "Warning"
+        )
+    else:
+        built.condition(
+            storage.VOLUME_CLAIM_CONFLICT, "False", "NoConflict", "no conflicting claims", None
+        )
+    if vplan.expansion_blocked:
+        text = "; ".join(why for _, why in sorted(vplan.expansion_blocked.items()))
+        built.condition(
+            EXPANSION_BLOCKED, "True", storage.REASON_EXPANSION_NOT_SUPPORTED, text, "Warning"
+        )
+    else:
+        built.condition(
+            EXPANSION_BLOCKED, "False", "NoExpansionPending", "no blocked expansion", None
+        )
+
+
+def decide(
+    jobset: JobSet,
+    jobs: list[Obj],
+    service: Obj | None,
+    now: datetime.datetime,
+    *,
+    claims: Mapping[str, Obj] | None = None,
+    classes: StorageClasses | None = None,
+) -> Plan:
+    """Raises ``InvalidJobSet`` when the volume policies cannot be acted on."""
     plan = Plan()
+    claims = claims or {}
+    classes = classes or StorageClasses()
+    policies = volumes.policies(jobset)
     if jobset.deleting:
-        return plan  # garbage collection removes the children; finalizers are another module's
+        # Children go with garbage collection; claims follow their retention policy.
+        plan.volume = storage.plan(
+            jobset, policies, claims, classes, terminal_state=jobset.status.terminal_state
+        )
+        return plan
     built = _Status(jobset, now)
     current = [j for j in children.current_jobs(jobset, jobs) if not children.is_deleting(j)]
     stale = children.stale_jobs(jobset, jobs)
@@ -131,6 +203,12 @@ def decide(jobset: JobSet, jobs: list[Obj], service: Obj | None, now: datetime.d
         plan.delete_jobs.extend(
             j["metadata"]["name"] for j in current if not children.is_finished(j)
         )
+        plan.volume = storage.plan(
+            jobset, policies, claims, classes, terminal_state=jobset.status.terminal_state
+        )
+        _volume_status(built, policies, plan.volume)
+        plan.status = built.changed()
+        plan.events = built.events
         decision = ttl.ttl_decision(jobset, ttl.finished_at(jobset), now)
         plan.delete_jobset = decision.delete_now
         plan.requeue_after = decision.requeue_after
@@ -139,8 +217,18 @@ def decide(jobset: JobSet, jobs: list[Obj], service: Obj | None, now: datetime.d
     per_rjob = status.replicated_jobs_status(jobset, current)
     built.value["replicatedJobsStatus"] = per_rjob
     by_name = {s["name"]: s for s in per_rjob}
-
     outcome = failure.evaluate(jobset, current)
+    completes = outcome is None and success.evaluate(jobset, by_name)
+    terminal = (
+        api.TERMINAL_FAILED
+        if outcome is not None and outcome.fails_jobset
+        else api.TERMINAL_COMPLETED
+        if completes
+        else ""
+    )
+    plan.volume = vplan = storage.plan(jobset, policies, claims, classes, terminal_state=terminal)
+    _volume_status(built, policies, vplan)
+
     if outcome is not None:
         if outcome.fails_jobset:
             built.value["terminalState"] = api.TERMINAL_FAILED
@@ -157,7 +245,7 @@ def decide(jobset: JobSet, jobs: list[Obj], service: Obj | None, now: datetime.d
         plan.events = built.events
         return plan
 
-    if success.evaluate(jobset, by_name):
+    if completes:
         built.value["terminalState"] = api.TERMINAL_COMPLETED
         built.condition(
             api.COMPLETED,
@@ -173,15 +261,14 @@ def decide(jobset: JobSet, jobs: list[Obj], service: Obj | None, now: datetime.d
             plan.requeue_after = float(jobset.ttl_seconds_after_finished)
         return plan
 
-    plan.patch_jobs.extend(suspend.suspend_patches(jobset, current))
-    if jobset.suspend:
-        built.condition(
-            api.SUSPENDED, "True", api.REASON_SUSPENDED, api.MESSAGE_SUSPENDED, "Normal"
-        )
-    elif jobset.status.is_true(api.SUSPENDED):
-        built.condition(api.SUSPENDED, "False", api.REASON_RESUMED, api.MESSAGE_RESUMED, "Normal")
+    suspension = suspend.plan(jobset, current)
+    plan.clear_start_time.extend(suspension.clear_start_time)
+    plan.patch_jobs.extend(suspension.patches)
+    if suspension.condition is not None:
+        kind, value, reason, message = suspension.condition
+        built.condition(kind, value, reason, message, "Normal")
 
-    gate = startup.allowed_replicated_jobs(jobset, by_name)
+    gate = startup.allowed_replicated_jobs(jobset, by_name, current)
     if gate.in_order_condition is not None and not jobset.suspend:
         kind, reason, message = gate.in_order_condition
         built.condition(kind, "True", reason, message, "Normal")
@@ -195,7 +282,7 @@ def decide(jobset: JobSet, jobs: list[Obj], service: Obj | None, now: datetime.d
         existing = {j["metadata"]["name"] for j in jobs}
         plan.create_jobs = [
             job
-            for job in construct.desired_jobs(jobset, frozenset(gate.allowed))
+            for job in _mounted_jobs(jobset, frozenset(gate.allowed), policies, vplan.usable)
             if job["metadata"]["name"] not in existing
         ]
     wanted_service = construct.desired_service(jobset)

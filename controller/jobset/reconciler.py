@@ -19,11 +19,12 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from controller.jobset import api
+from controller.jobset import api, storage, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.status import set_condition
-from controller.runtime.client import JOBS, SERVICES, ApiError, KubeClient
+from controller.jobset.storage import ClaimPatch, StorageClasses, VolumePlan
+from controller.runtime.client import CLAIMS, JOBS, SERVICES, ApiError, KubeClient
 from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
 from controller.runtime.manager import Cache
@@ -50,6 +51,24 @@ class JobSetMetrics:
             "jobset_failed_total",
             "Number of JobSets that reached the Failed state",
             ["jobset_name"],
+            registry=registry,
+        )
+        self.claims_created = Counter(
+            "jobset_volume_claims_created_total", "Claims created from templates", registry=registry
+        )
+        self.claims_deleted = Counter(
+            "jobset_volume_claims_deleted_total",
+            "Claims deleted by retention (completion, failure, scale-down, deletion)",
+            registry=registry,
+        )
+        self.claims_adopted = Counter(
+            "jobset_volume_claims_adopted_total",
+            "Retained claims adopted by a JobSet of the same name",
+            registry=registry,
+        )
+        self.claim_conflicts = Counter(
+            "jobset_volume_claims_conflicts_total",
+            "Reconciles that found a claim with a generated name that is not ours",
             registry=registry,
         )
 
@@ -85,6 +104,8 @@ class JobSetReconciler:
         jobsets: Cache,
         jobs: Cache,
         services: Cache,
+        claims: Cache | None = None,
+        storage_classes: Cache | None = None,
         *,
         metrics: JobSetMetrics | None = None,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
@@ -94,6 +115,8 @@ class JobSetReconciler:
         self.jobsets = jobsets
         self.jobs = jobs
         self.services = services
+        self.claims = claims
+        self.storage_classes = storage_classes
         self.metrics = metrics or JobSetMetrics(None)
         self._wall = wall_clock
         self._expectations = _Expectations()
@@ -111,6 +134,34 @@ class JobSetReconciler:
             ):
                 owned.append(job)
         return owned
+
+    def _claims(self, key: str, jobset: JobSet) -> dict[str, Obj]:
+        """Claims this JobSet may care about: those labelled with its name, and any claim
+        (labelled or not: a conflict is exactly an unlabelled one) with a name it wants."""
+        if self.claims is None:
+            return {}
+        found = {c["metadata"]["name"]: c for c in self.claims.by_index(JOBSET_INDEX, key)}
+        try:
+            wanted = [d.name for d in volumes.desired_claims(jobset, volumes.policies(jobset))]
+        except InvalidJobSet:
+            wanted = []
+        for name in wanted:
+            claim = self.claims.get(jobset.namespace, name)
+            if claim is not None:
+                found[name] = claim
+        return found
+
+    def _classes(self) -> StorageClasses:
+        if self.storage_classes is None:
+            return StorageClasses()
+        wffc, expandable = set(), set()
+        for sc in self.storage_classes.items():
+            name = str(sc.get("metadata", {}).get("name", ""))
+            if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
+                wffc.add(name)
+            if sc.get("allowVolumeExpansion") is True:
+                expandable.add(name)
+        return StorageClasses(frozenset(wffc), frozenset(expandable))
 
     def _stale(self, key: str, obj: Obj) -> bool:
         version = str(obj.get("metadata", {}).get("resourceVersion", ""))
@@ -133,16 +184,26 @@ class JobSetReconciler:
             return Result(requeue_after=0.2)
         try:
             jobset = parse(obj)
+            jobs = self._children(key, jobset.uid)
+            self._expectations.observed(key, {j["metadata"]["name"] for j in jobs})
+            service = self.services.get(namespace, jobset.subdomain)
+            plan = decide(
+                jobset,
+                jobs,
+                service,
+                self._wall(),
+                claims=self._claims(key, jobset),
+                classes=self._classes(),
+            )
         except InvalidJobSet as err:
             await self._report_invalid(obj, str(err))
             return Result()  # nothing to retry until the object changes
-
-        jobs = self._children(key, jobset.uid)
-        self._expectations.observed(key, {j["metadata"]["name"] for j in jobs})
-        service = self.services.get(namespace, jobset.subdomain)
-        plan = decide(jobset, jobs, service, self._wall())
         pending = self._expectations.pending(key, time.monotonic())
         plan.create_jobs = [j for j in plan.create_jobs if j["metadata"]["name"] not in pending]
+        if plan.status is not None:
+            stored = jobset.raw.get("status") or {}
+            changed = sorted(k for k, v in plan.status.items() if stored.get(k) != v)
+            log.info("status changed", fields=changed)
         if plan.writes:
             log.info(
                 "applying plan",
@@ -159,6 +220,10 @@ class JobSetReconciler:
 
     async def _apply(self, key: str, jobset: JobSet, plan: Plan) -> None:
         ns = jobset.namespace
+        vplan = plan.volume
+        latest = jobset.raw  # the JobSet as last written by us in this pass
+        if vplan is not None:
+            latest = await self._apply_volumes(key, jobset, vplan) or latest
         if plan.create_service is not None:
             try:
                 await self.client.create(SERVICES, plan.create_service, ns)
@@ -182,10 +247,12 @@ class JobSetReconciler:
             [self.client.patch(JOBS, name, patch, ns) for name, patch in plan.patch_jobs]
         )
         if plan.status is not None:
-            await self._write_status(key, jobset, plan)
+            await self._write_status(key, jobset, plan, latest)
         else:
             for event in plan.events:
                 self._event(jobset.raw, event.type, event.reason, event.message)
+        if vplan is not None and vplan.remove_finalizer:
+            await self._remove_finalizer(jobset)
         if plan.delete_jobset:
             try:
                 await self.client.delete(
@@ -212,6 +279,100 @@ class JobSetReconciler:
         if errors:
             raise errors[0]
 
+    async def _apply_volumes(self, key: str, jobset: JobSet, vplan: VolumePlan) -> Obj | None:
+        """Claim writes; returns the JobSet if this pass changed it (the finalizer)."""
+        updated = None
+        if vplan.add_finalizer:
+            # Before any claim exists, so retention runs whatever happens next.
+            updated = await self._add_finalizer(jobset)
+            self._remember(key, updated)
+        await self._parallel([self._create_claim(jobset, claim) for claim in vplan.create])
+        await self._parallel([self._patch_claim(jobset, change) for change in vplan.patch])
+        await self._parallel([self._delete_claim(jobset, name) for name in vplan.delete])
+        if vplan.conflicts:
+            self.metrics.claim_conflicts.inc(len(vplan.conflicts))
+        return updated
+
+    def _remember(self, key: str, written: Obj) -> None:
+        """Our newest write of this JobSet: until the cache shows it, the cache is stale."""
+        version = str(written.get("metadata", {}).get("resourceVersion", ""))
+        if version.isdigit():
+            self._written[key] = int(version)
+
+    async def _add_finalizer(self, jobset: JobSet) -> Obj:
+        meta = jobset.raw.get("metadata") or {}
+        current = list(meta.get("finalizers") or [])
+        patch: list[Obj] = [{"op": "test", "path": "/metadata/resourceVersion",
+                             "value": meta.get("resourceVersion")}]  # fmt: skip
+        if current:
+            patch.append(
+                {"op": "add", "path": "/metadata/finalizers/-", "value": volumes.FINALIZER}
+            )
+        else:
+            patch.append(
+                {"op": "add", "path": "/metadata/finalizers", "value": [volumes.FINALIZER]}
+            )
+        return await self.client.patch(
+            api.JOBSETS, jobset.name, patch, jobset.namespace, patch_type="json"
+        )
+
+    async def _remove_finalizer(self, jobset: JobSet) -> None:
+        meta = jobset.raw.get("metadata") or {}
+        current = list(meta.get("finalizers") or [])
+        if volumes.FINALIZER not in current:
+            return
+        index = current.index(volumes.FINALIZER)
+        patch = [
+            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": volumes.FINALIZER},
+            {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+        ]
+        try:
+            await self.client.patch(
+                api.JOBSETS, jobset.name, patch, jobset.namespace, patch_type="json"
+            )
+        except ApiError as err:
+            if not err.not_found:
+                raise
+        log.info("volume retention done; finalizer removed")
+
+    async def _create_claim(self, jobset: JobSet, claim: Obj) -> None:
+        name = claim["metadata"]["name"]
+        try:
+            await self.client.create(CLAIMS, claim, jobset.namespace)
+        except ApiError as err:
+            if err.already_exists:
+                return  # the next pass classifies it (ours from a lost response, or a conflict)
+            self._event(
+                jobset.raw, "Warning", storage.REASON_CLAIM_CREATION_FAILED,
+                f"could not create claim {name}: {err.message}",
+            )  # fmt: skip
+            raise
+        self.metrics.claims_created.inc()
+        self._event(jobset.raw, "Normal", storage.REASON_CLAIM_CREATED, f"created claim {name}")
+
+    async def _patch_claim(self, jobset: JobSet, change: ClaimPatch) -> None:
+        try:
+            await self.client.patch(CLAIMS, change.name, change.patch, jobset.namespace)
+        except ApiError as err:
+            if err.not_found:
+                return
+            self._event(jobset.raw, "Warning", change.reason + "Failed",
+                        f"{change.message}: {err.message}")  # fmt: skip
+            raise
+        if change.reason == storage.REASON_CLAIM_ADOPTED:
+            self.metrics.claims_adopted.inc()
+        self._event(jobset.raw, "Normal", change.reason, change.message)
+
+    async def _delete_claim(self, jobset: JobSet, name: str) -> None:
+        try:
+            await self.client.delete(CLAIMS, name, jobset.namespace)
+        except ApiError as err:
+            if err.not_found:
+                return
+            raise
+        self.metrics.claims_deleted.inc()
+        self._event(jobset.raw, "Normal", storage.REASON_CLAIM_DELETED, f"deleted claim {name}")
+
     async def _create_job(self, key: str, jobset: JobSet, job: Obj) -> None:
         name = job["metadata"]["name"]
         try:
@@ -232,17 +393,15 @@ class JobSetReconciler:
             if not err.not_found:
                 raise
 
-    async def _write_status(self, key: str, jobset: JobSet, plan: Plan) -> None:
+    async def _write_status(self, key: str, jobset: JobSet, plan: Plan, latest: Obj) -> None:
         assert plan.status is not None
-        body = dict(jobset.raw)
+        body = dict(latest)
         body["status"] = {**(jobset.raw.get("status") or {}), **plan.status}
         # A 409 here means the cache was stale: the error requeues the key with backoff.
         updated = await self.client.replace(
             api.JOBSETS, body, jobset.namespace, subresource="status"
         )
-        version = str(updated.get("metadata", {}).get("resourceVersion", ""))
-        if version.isdigit():
-            self._written[key] = int(version)
+        self._remember(key, updated)
         # Events and metrics describe transitions that are now stored.
         for event in plan.events:
             self._event(jobset.raw, event.type, event.reason, event.message)

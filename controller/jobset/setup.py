@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
 from controller.jobset import api
 from controller.jobset.reconciler import JOBSET_INDEX, JobSetMetrics, JobSetReconciler
-from controller.runtime.client import JOBS, SERVICES
+from controller.runtime.client import CLAIMS, JOBS, SERVICES, STORAGE_CLASSES
 from controller.runtime.informer import EventHandler
-from controller.runtime.manager import Manager
+from controller.runtime.manager import Cache, Manager
 from controller.runtime.store import Obj, by_label, object_key
 
 CONTROLLER = "jobset"
@@ -20,6 +25,9 @@ def setup(manager: Manager) -> JobSetReconciler:
         JOBS, label_selector=owned, indexers={JOBSET_INDEX: by_label(api.JOBSET_NAME)}
     )
     services = manager.cache(SERVICES, label_selector=owned)
+    # All claims, not only ours: a conflict is precisely a claim we did not label.
+    claims = manager.cache(CLAIMS, indexers={JOBSET_INDEX: by_label(api.JOBSET_NAME)})
+    storage_classes = manager.cache(STORAGE_CLASSES)
     queue = manager.queue(CONTROLLER)
 
     def enqueue(obj: Obj) -> None:
@@ -33,6 +41,23 @@ def setup(manager: Manager) -> JobSetReconciler:
 
     jobsets.add_handler(
         EventHandler(on_add=enqueue, on_update=lambda _, new: enqueue(new), on_delete=enqueue)
+    )
+
+    def enqueue_for_claim(obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        if (meta.get("labels") or {}).get(api.JOBSET_NAME):
+            enqueue_parent(obj)
+            return
+        # A foreign claim may block (or, once gone, unblock) any JobSet of its namespace.
+        for js in jobsets.items(meta.get("namespace")):
+            enqueue(js)
+
+    claims.add_handler(
+        EventHandler(
+            on_add=enqueue_for_claim,
+            on_update=lambda _, new: enqueue_for_claim(new),
+            on_delete=enqueue_for_claim,
+        )
     )
     for cache in (jobs, services):
         cache.add_handler(
@@ -48,7 +73,31 @@ def setup(manager: Manager) -> JobSetReconciler:
         jobsets,
         jobs,
         services,
+        claims,
+        storage_classes,
         metrics=JobSetMetrics(manager.registry),
     )
+    manager.registry.register(ClaimPhases(claims))
     manager.controller(CONTROLLER, queue, reconciler.reconcile, object_label="jobset")
     return reconciler
+
+
+class ClaimPhases(Collector):
+    """``jobset_volume_claims{phase}``: claims made for JobSets, by phase (computed at scrape)."""
+
+    def __init__(self, claims: Cache) -> None:
+        self.claims = claims
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        counts = {"Pending": 0, "Bound": 0, "Lost": 0}
+        for claim in self.claims.items():
+            labels = (claim.get("metadata") or {}).get("labels") or {}
+            if labels.get(api.JOBSET_NAME):
+                phase = str((claim.get("status") or {}).get("phase") or "Pending")
+                counts[phase] = counts.get(phase, 0) + 1
+        family = GaugeMetricFamily(
+            "jobset_volume_claims", "Claims created for JobSets, by phase", labels=["phase"]
+        )
+        for phase, count in sorted(counts.items()):
+            family.add_metric([phase], count)
+        yield family

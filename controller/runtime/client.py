@@ -71,6 +71,9 @@ PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+STORAGE_CLASSES = Resource(
+    "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False
+)
 
 
 class ApiError(Exception):

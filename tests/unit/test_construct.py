@@ -165,3 +165,14 @@ def test_construction_never_mutates_the_parsed_template() -> None:
     construct.desired_jobs(js)
     construct.desired_jobs(js)
     assert repr(js.replicated_jobs[1].template) == before
+
+
+def test_capitalised_replicated_job_names_give_valid_job_names() -> None:
+    js = jobset(
+        replicatedJobs=[{"name": "A", "replicas": 2, "template": _template()}],
+        coordinator={"replicatedJob": "A", "jobIndex": 1},
+    )
+    jobs = construct.desired_jobs(js)
+    assert [j["metadata"]["name"] for j in jobs] == ["train-a-0", "train-a-1"]
+    assert jobs[0]["metadata"]["labels"][api.REPLICATED_JOB_NAME] == "A"
+    assert jobs[0]["metadata"]["labels"][api.COORDINATOR] == "train-a-1-0.train"

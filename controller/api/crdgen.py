@@ -1,0 +1,340 @@
+"""Generate the JobSet CustomResourceDefinition.
+
+The JobSet schema embeds two Kubernetes types: ``batch/v1 JobTemplateSpec`` (each replicated job's
+template) and ``core/v1 PersistentVolumeClaim`` (the volume claim templates). Rather than copying
+them by hand, this module reads them from the API server's own OpenAPI v3 documents and inlines
+every ``$ref`` into a structural schema that a CustomResourceDefinition accepts:
+
+- ``$ref`` and ``allOf: [{$ref}]`` are replaced by the referenced schema;
+- ``IntOrString`` and ``Quantity`` become ``x-kubernetes-int-or-string`` (a Quantity keeps its
+  syntax as a ``pattern``); ``RawExtension`` keeps unknown fields;
+- ObjectMeta inside a template is reduced to name, namespace, labels, annotations and finalizers,
+  the only metadata a template can meaningfully carry (everything else is pruned);
+- descriptions, enums, ``x-kubernetes-patch-*`` and other extensions a CRD does not know, and
+  ``format`` values a CRD would not recognise are dropped;
+- ``default`` values are dropped, except where a list keyed by that field
+  (``x-kubernetes-list-type: map``) needs one (e.g. a container port's ``protocol: TCP``).
+
+The JobSet part (spec and status fields, defaults, CEL rules, descriptions) is hand-written in
+:mod:`controller.api.schema`. ``build_crd`` is pure: same documents in, same CRD out, and
+``render`` writes it as YAML with sorted keys, so the committed file can be compared as text.
+
+Command line::
+
+    python -m controller.api.crdgen --kubeconfig FILE [--out PATH] [--check]
+    python -m controller.api.crdgen --local [--out PATH] [--check]
+
+``--local`` starts an ``apiserver``-profile local control plane, reads the documents and stops it.
+``--check`` compares instead of writing and exits 1 when the file is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controller.api import schema
+
+Schema = dict[str, Any]
+OpenAPIDocs = Mapping[str, Mapping[str, Any]]
+
+BATCH_V1_PATH = "/openapi/v3/apis/batch/v1"
+CORE_V1_PATH = "/openapi/v3/api/v1"
+OPENAPI_PATHS = (BATCH_V1_PATH, CORE_V1_PATH)
+
+DEFAULT_OUT = Path("manifests/crd/jobsets.jobset.x-k8s.io.yaml")
+
+JOB_TEMPLATE_SPEC = "io.k8s.api.batch.v1.JobTemplateSpec"
+PERSISTENT_VOLUME_CLAIM = "io.k8s.api.core.v1.PersistentVolumeClaim"
+
+_REF_PREFIX = "#/components/schemas/"
+_OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+_QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+_INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+_RAW_EXTENSION = "io.k8s.apimachinery.pkg.runtime.RawExtension"
+
+# The grammar of a resource.Quantity ("1Gi", "500m", "1e3", "0.5").
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+# Keywords of a JSON schema node that a structural CRD schema keeps as they are.
+_KEPT_SCALARS = (
+    "type",
+    "required",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+)
+# Keywords dropped on purpose (anything else unexpected is an error, so a new Kubernetes version
+# that adds a construct fails loudly instead of producing a wrong schema).
+_DROPPED = frozenset(
+    {
+        "description",
+        "default",
+        "enum",
+        "example",
+        "x-kubernetes-patch-strategy",
+        "x-kubernetes-patch-merge-key",
+        "x-kubernetes-group-version-kind",
+        "x-kubernetes-unions",
+    }
+)
+# `format` values a CRD recognises, per type (others are dropped).
+_FORMATS = {
+    "string": {"byte", "date", "date-time", "duration", "uri", "uuid", "password"},
+    "integer": {"int32", "int64"},
+    "number": {"float", "double"},
+}
+
+
+class SchemaError(Exception):
+    """The OpenAPI documents contain something this generator does not know how to inline."""
+
+
+def int_or_string(pattern: str | None = None) -> Schema:
+    node: Schema = {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "x-kubernetes-int-or-string": True,
+    }
+    if pattern:
+        node["pattern"] = pattern
+    return node
+
+
+def template_metadata() -> Schema:
+    """The metadata a template may carry; other ObjectMeta fields are pruned."""
+    string_map: Schema = {"type": "object", "additionalProperties": {"type": "string"}}
+    return {
+        "type": "object",
+        "properties": {
+            "annotations": copy.deepcopy(string_map),
+            "finalizers": {"type": "array", "items": {"type": "string"}},
+            "labels": copy.deepcopy(string_map),
+            "name": {"type": "string"},
+            "namespace": {"type": "string"},
+        },
+    }
+
+
+class Inliner:
+    """Resolves named schemas of the OpenAPI documents into self-contained structural schemas."""
+
+    def __init__(self, docs: OpenAPIDocs) -> None:
+        self.schemas: dict[str, Schema] = {}
+        for path in OPENAPI_PATHS:
+            if path not in docs:
+                raise SchemaError(f"the OpenAPI document {path} is missing")
+            components = docs[path].get("components", {}).get("schemas", {})
+            for name, node in components.items():
+                self.schemas.setdefault(name, node)
+        self._done: dict[str, Schema] = {}
+
+    def named(self, name: str, stack: tuple[str, ...] = ()) -> Schema:
+        if name == _OBJECT_META:
+            return template_metadata()
+        if name == _QUANTITY:
+            return int_or_string(QUANTITY_PATTERN)
+        if name == _INT_OR_STRING:
+            return int_or_string()
+        if name == _RAW_EXTENSION:
+            return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        if name in stack:
+            raise SchemaError(f"recursive schema {' -> '.join((*stack, name))} cannot be inlined")
+        if name not in self._done:
+            if name not in self.schemas:
+                raise SchemaError(f"schema {name} is not in the OpenAPI documents")
+            self._done[name] = self.node(self.schemas[name], (*stack, name))
+        return copy.deepcopy(self._done[name])
+
+    def node(self, raw: Mapping[str, Any], stack: tuple[str, ...]) -> Schema:
+        ref = _single_ref(raw)
+        if ref is not None:
+            return self.named(ref, stack)
+        where = stack[-1] if stack else "(root)"
+        if raw.get("format") == "int-or-string":
+            return int_or_string()
+        unknown = set(raw) - _DROPPED - set(_KEPT_SCALARS)
+        unknown -= {"properties", "items", "additionalProperties", "format"}
+        if unknown:
+            raise SchemaError(f"{where}: unsupported keywords {sorted(unknown)}")
+        out: Schema = {key: copy.deepcopy(raw[key]) for key in _KEPT_SCALARS if key in raw}
+        schema_type = raw.get("type")
+        if "format" in raw and raw["format"] in _FORMATS.get(str(schema_type), set()):
+            out["format"] = raw["format"]
+        if "properties" in raw:
+            out["properties"] = {
+                key: self.node(value, stack) for key, value in sorted(raw["properties"].items())
+            }
+        if "items" in raw:
+            out["items"] = self.node(raw["items"], stack)
+        additional = raw.get("additionalProperties")
+        if isinstance(additional, Mapping):
+            out["additionalProperties"] = self.node(additional, stack)
+        elif additional is not None:
+            out["additionalProperties"] = additional
+        if "type" not in out and not _typeless_ok(out):
+            raise SchemaError(f"{where}: a node without a type: {sorted(raw)}")
+        if out.get("x-kubernetes-list-type") == "map":
+            self._keep_list_map_key_defaults(raw, out, where)
+        return out
+
+    def _keep_list_map_key_defaults(self, raw: Mapping[str, Any], out: Schema, where: str) -> None:
+        """Every key of a map-typed list must be required or defaulted, or the CRD is rejected."""
+        item_raw = raw["items"]
+        ref = _single_ref(item_raw)
+        if ref is not None:
+            item_raw = self.schemas[ref]
+        item = out["items"]
+        required = set(item.get("required", []))
+        for key in raw.get("x-kubernetes-list-map-keys", []):
+            if key in required:
+                continue
+            default = item_raw.get("properties", {}).get(key, {}).get("default")
+            if default is None:
+                raise SchemaError(
+                    f"{where}: list map key {key!r} is neither required nor defaulted"
+                )
+            item["properties"][key]["default"] = default
+
+
+def _single_ref(raw: Mapping[str, Any]) -> str | None:
+    ref = raw.get("$ref")
+    if ref is None:
+        all_of = raw.get("allOf")
+        if isinstance(all_of, list) and len(all_of) == 1 and "$ref" in all_of[0]:
+            ref = all_of[0]["$ref"]
+    if ref is None:
+        return None
+    if not str(ref).startswith(_REF_PREFIX):
+        raise SchemaError(f"unsupported $ref {ref!r}")
+    return str(ref)[len(_REF_PREFIX) :]
+
+
+def _typeless_ok(node: Schema) -> bool:
+    return bool(
+        node.get("x-kubernetes-int-or-string") or node.get("x-kubernetes-preserve-unknown-fields")
+    )
+
+
+def embedded_types(docs: OpenAPIDocs) -> tuple[Schema, Schema]:
+    """The inlined schemas of a Job template and of a PersistentVolumeClaim."""
+    inliner = Inliner(docs)
+    return inliner.named(JOB_TEMPLATE_SPEC), inliner.named(PERSISTENT_VOLUME_CLAIM)
+
+
+def kubernetes_version(docs: OpenAPIDocs) -> str:
+    return str(docs[BATCH_V1_PATH].get("info", {}).get("version", "unknown"))
+
+
+def build_crd(docs: OpenAPIDocs) -> dict[str, Any]:
+    """The JobSet CustomResourceDefinition, from the OpenAPI documents of batch/v1 and core/v1."""
+    job_template, claim = embedded_types(docs)
+    return schema.custom_resource_definition(job_template, claim)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (CEL rules) as literal blocks, everything else as usual."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def render(crd: Mapping[str, Any], version: str) -> str:
+    """The CRD as YAML: sorted keys, block style, a header naming how it was made."""
+    header = (
+        "# Generated by `make crd` (python -m controller.api.crdgen) from the OpenAPI of\n"
+        f"# Kubernetes {version} and controller/api/schema.py. Do not edit by hand.\n"
+    )
+    body = yaml.dump(dict(crd), Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=100)
+    return header + body
+
+
+async def fetch_openapi(kubeconfig: Path | str) -> dict[str, dict[str, Any]]:
+    """GET the OpenAPI v3 documents of batch/v1 and core/v1 from the API server."""
+    from kubernetes_asyncio import config
+
+    api = await config.new_client_from_config(config_file=str(kubeconfig))
+    docs: dict[str, dict[str, Any]] = {}
+    async with api:
+        for path in OPENAPI_PATHS:
+            response = await api.call_api(
+                path,
+                "GET",
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+            )
+            docs[path] = await response.json()
+    return docs
+
+
+async def generate(kubeconfig: Path | str) -> str:
+    docs = await fetch_openapi(kubeconfig)
+    return render(build_crd(docs), kubernetes_version(docs))
+
+
+def _generate_local() -> str:
+    from localcluster.cluster import LocalCluster
+
+    with tempfile.TemporaryDirectory(prefix="crdgen-") as tmp:
+        cluster = LocalCluster(Path(tmp), profile="apiserver")
+        with cluster:
+            return asyncio.run(generate(cluster.kubeconfig))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m controller.api.crdgen", description=__doc__)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--kubeconfig", type=Path, help="read the OpenAPI from this cluster")
+    source.add_argument(
+        "--local", action="store_true", help="start a local apiserver-profile control plane"
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default: {DEFAULT_OUT}")
+    parser.add_argument(
+        "--check", action="store_true", help="compare with --out instead of writing it"
+    )
+    args = parser.parse_args(argv)
+    text = _generate_local() if args.local else asyncio.run(generate(args.kubeconfig))
+    out: Path = args.out
+    if args.check:
+        if not out.exists() or out.read_text() != text:
+            print(f"{out} is out of date: run `make crd`", file=sys.stderr)
+            return 1
+        print(f"{out} is up to date")
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out} ({len(text.encode())} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

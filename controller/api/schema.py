@@ -1,0 +1,1502 @@
+"""The JobSet part of the CustomResourceDefinition, written by hand.
+
+Fields follow the upstream JobSet API (``jobset.x-k8s.io/v1alpha2``) plus the stateful volume
+extensions. Admission checks that upstream performs in a webhook are expressed here as CEL rules
+(``x-kubernetes-validations``) so that the API server itself rejects bad input with a specific
+message; ``docs/api.md`` lists every rule and what the controller checks instead.
+
+Every rule is a :class:`Rule`; :func:`rules` returns them all (for the docs and the tests).
+
+CEL cost. The API server estimates the worst-case cost of every rule from the schema's bounds and
+rejects the CRD when one could be too expensive (10M units per rule, 100M for the CRD). Hence:
+
+- the ``MAX_*`` bounds (``maxItems``/``maxLength``/``maxProperties``) on what rules iterate;
+- an optional list is guarded with ``has()`` or collected with the three-argument ``map`` over
+  ``[base]`` (:func:`collect`): ``c ? l : []``, ``l.filter(...)`` and ``x.?l.orValue([])`` make
+  the estimator lose the bounds of the elements;
+- a value needed many times is computed once and bound with ``[value].all(v, ...)``;
+- rules relating volume templates to volumeMounts do not compare every template with every mount:
+  they look names up in sets (maps built with ``transformMapEntry``), so the cost is a sum, not a
+  product;
+- fields compared on update are wrapped in lists of ``dyn`` values (``[dyn(a.?f)] ==
+  [dyn(b.?f)]``): comparing unbounded lists directly has a huge estimated cost;
+- message expressions name the first offending value (``list[0]``): joining computed lists has an
+  unbounded estimated cost, so does ``string(int)``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+Schema = dict[str, Any]
+
+GROUP = "jobset.x-k8s.io"
+VERSION = "v1alpha2"
+KIND = "JobSet"
+PLURAL = "jobsets"
+CRD_NAME = f"{PLURAL}.{GROUP}"
+
+# Bounds that keep the estimated CEL cost within the API server's limits.
+MAX_REPLICATED_JOBS = 32
+MAX_CONTAINERS = 16  # containers, and initContainers, of one pod template
+MAX_VOLUME_MOUNTS = 64  # per container
+MAX_POD_VOLUMES = 128
+MAX_FAILURE_RULES = 32
+MAX_MESSAGE_PATTERNS = 16
+MAX_VOLUME_CLAIM_POLICIES = 50
+MAX_TEMPLATES_PER_POLICY = 16
+MAX_CLAIM_RESOURCES = 16  # keys of a claim template's resources.requests / limits
+MAX_QUANTITY = 64  # a quantity written as a string, e.g. "1000Gi"
+MAX_NAME = 63  # replicated job, template, volume, container and volumeMount names
+MAX_OBJECT_NAME = 253
+MAX_RULE_NAME = 128
+MAX_PATTERN = 1024
+
+FAILURE_REASONS = (
+    "BackoffLimitExceeded",
+    "DeadlineExceeded",
+    "FailedIndexes",
+    "MaxFailedIndexesExceeded",
+    "PodFailurePolicy",
+)
+RULE_NAME_REGEX = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+DEFAULT_RULE_NAME_PREFIX = "failurePolicyRule"
+# Pod template fields that may change while the JobSet is (or is being) suspended, so that a
+# queueing system (e.g. Kueue) can place the workload before resuming it.
+SUSPENDED_MUTABLE_POD_META = ("annotations", "labels")
+SUSPENDED_MUTABLE_POD_SPEC = ("nodeSelector", "schedulingGates", "tolerations")
+# CEL reserved words that must be escaped when used as field names.
+_CEL_RESERVED = frozenset(
+    [
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One CEL validation rule and where it sits in the schema."""
+
+    id: str
+    where: str
+    rule: str
+    message: str
+    detail: str | None = None  # CEL string naming the offending value, appended to the message
+    field_path: str | None = None
+    reason: str | None = None
+    protects: str = ""
+    on_update: bool = False
+
+    def render(self) -> Schema:
+        out: Schema = {"rule": _squash(self.rule), "message": self.message}
+        if self.detail:
+            out["messageExpression"] = _squash(f"{_q(self.message + ': ')} + {self.detail}")
+        if self.field_path:
+            out["fieldPath"] = self.field_path
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def _squash(cel: str) -> str:
+    return " ".join(cel.split())
+
+
+def _q(text: str) -> str:
+    """A CEL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _attach(node: Schema, rules: Iterable[Rule], registry: list[Rule]) -> Schema:
+    for rule in rules:
+        registry.append(rule)
+        node.setdefault("x-kubernetes-validations", []).append(rule.render())
+    return node
+
+
+# ---------------------------------------------------------------- CEL helpers
+
+
+def _seg(name: str) -> str:
+    return f"__{name}__" if name in _CEL_RESERVED else name
+
+
+def sel(base: str, path: str) -> str:
+    """``base.a.b`` with reserved words escaped."""
+    return ".".join([base, *(_seg(p) for p in path.split("."))])
+
+
+def present(base: str, path: str) -> str:
+    """CEL: every field along ``path`` is set (so ``sel(base, path)`` can be read)."""
+    parts = path.split(".")
+    return (
+        "("
+        + " && ".join(f"has({sel(base, '.'.join(parts[: i + 1]))})" for i in range(len(parts)))
+        + ")"
+    )
+
+
+def same(a: str, b: str, path: str) -> str:
+    """CEL: the field at ``path`` is unset on both, or set on both with equal values."""
+    pa, pb = present(a, path), present(b, path)
+    return f"({pa} ? ({pb} && {sel(a, path)} == {sel(b, path)}) : !{pb})"
+
+
+def guarded_all(base: str, path: str, var: str, cond: str) -> str:
+    """CEL: ``cond`` holds for every element of the optional list at ``path`` (if set)."""
+    return f"(!{present(base, path)} || {sel(base, path)}.all({var}, {cond}))"
+
+
+def collect(base: str, path: str, var: str, transform: str, when: str = "") -> str:
+    """CEL: ``[transform for var in base.path if when]``, an empty list when the field is unset.
+
+    Written with the three-argument ``map`` over ``[base]``: a conditional ``c ? l : []`` or a
+    ``filter`` would make the cost estimator lose the bounds of the elements.
+    """
+    inner = (
+        f"{sel('x', path)}.map({var}, {when}, {transform})"
+        if when
+        else (f"{sel('x', path)}.map({var}, {transform})")
+    )
+    return f"[{base}].map(x, {present('x', path)}, {inner}).flatten()"
+
+
+RJ = "self.replicatedJobs"
+HAS_RJ = "has(self.replicatedJobs)"
+POD = "template.spec.template.spec"
+
+
+def pod_ok(r: str) -> str:
+    return f"(has({r}.template.spec) && has({r}.{POD}))"
+
+
+def all_mounts(r: str, m: str, cond: str) -> str:
+    """CEL: ``cond`` holds for every volumeMount ``m`` of every (init)container of ``r``."""
+    pod = f"{r}.{POD}"
+    each = f"c.volumeMounts.all({m}, {cond})"
+    return (
+        f"(!{pod_ok(r)} || ({pod}.containers.all(c, !has(c.volumeMounts) || {each}) && "
+        f"(!has({pod}.initContainers) || {pod}.initContainers.all(c, "
+        f"!has(c.volumeMounts) || {each}))))"
+    )
+
+
+def all_mount_names() -> str:
+    """CEL: the names of every volumeMount of every (init)container of every replicated job."""
+    names = "c.volumeMounts.map(m, m.name)"
+    pod = f"r.{POD}"
+    containers = (
+        f"{RJ}.map(r, {pod_ok('r')}, {pod}.containers.map(c, has(c.volumeMounts), {names})"
+        ".flatten()).flatten()"
+    )
+    init = (
+        f"{RJ}.map(r, {pod_ok('r')} && has({pod}.initContainers), {pod}.initContainers.map(c, "
+        f"has(c.volumeMounts), {names}).flatten()).flatten()"
+    )
+    return f"({containers} + {init})"
+
+
+def digits(n: str) -> str:
+    """CEL: the number of decimal digits of the non-negative int32 ``n``."""
+    expr = "10"
+    for width in range(9, 0, -1):
+        expr = f"{n} < {10**width} ? {width} : ({expr})"
+    return f"({expr})"
+
+
+def rjob_exists(name: str) -> str:
+    return f"({HAS_RJ} && {RJ}.exists(r, r.name == {name}))"
+
+
+def named(rule: str) -> str:
+    return f"(has({rule}.name) && {rule}.name != '')"
+
+
+def is_default_name(name: str, index: str) -> str:
+    """CEL: ``name`` is the default name of the rule at ``index`` (failurePolicyRule<index>)."""
+    n = len(DEFAULT_RULE_NAME_PREFIX)
+    return (
+        f"({name}.startsWith({_q(DEFAULT_RULE_NAME_PREFIX)}) && "
+        f"{name}.substring({n}).matches('^(0|[1-9][0-9]*)$') && "
+        f"int({name}.substring({n})) == {index})"
+    )
+
+
+def rule_names_clash(i: str, p: str, j: str, q: str) -> str:
+    """CEL: rules p (index i) and q (index j) end up with the same name."""
+    return (
+        f"({named(p)} && {named(q)} ? {p}.name == {q}.name : "
+        f"({named(p)} && {is_default_name(f'{p}.name', j)}) || "
+        f"({named(q)} && {is_default_name(f'{q}.name', i)}))"
+    )
+
+
+# The volume claim templates of both spellings. Maps are built with transformMapEntry, which fails
+# on a repeated key, so rules that use them first check that the keys are unique.
+VCP_NAMES = (
+    collect(
+        "self",
+        "volumeClaimPolicies",
+        "p",
+        "p.templates.map(t, t.metadata.name)",
+        when="has(p.templates)",
+    )
+    + ".flatten()"
+)
+VP_NAMES = collect("self", "volumePolicy.volumeClaimTemplates", "t", "t.metadata.name")
+TEMPLATE_NAMES = f"({VCP_NAMES} + {VP_NAMES})"
+# Templates of policies with an explicit list of target replicated jobs.
+VP_EXPLICIT = (
+    "has(x.volumePolicy) && has(x.volumePolicy.replicatedJobs) && "
+    "has(x.volumePolicy.volumeClaimTemplates)"
+)
+EXPLICIT_NAMES = (
+    collect(
+        "self",
+        "volumeClaimPolicies",
+        "p",
+        "p.templates.map(t, t.metadata.name)",
+        when="has(p.templates) && has(p.targetReplicatedJobs)",
+    )
+    + f".flatten() + [self].map(x, {VP_EXPLICIT}, "
+    "x.volumePolicy.volumeClaimTemplates.map(t, t.metadata.name)).flatten()"
+)
+# "<replicatedJob>/<template>" for every replicated job an explicit list targets.
+TARGET_PAIRS = (
+    collect(
+        "self",
+        "volumeClaimPolicies",
+        "p",
+        "p.targetReplicatedJobs.map(r, p.templates.map(t, r + '/' + t.metadata.name)).flatten()",
+        when="has(p.templates) && has(p.targetReplicatedJobs)",
+    )
+    + f".flatten() + [self].map(x, {VP_EXPLICIT}, x.volumePolicy.replicatedJobs.map(r, "
+    "x.volumePolicy.volumeClaimTemplates.map(t, r.name + '/' + t.metadata.name)).flatten())"
+    ".flatten()"
+)
+# The keys of the sets are unique when template names are, and each list of targets is.
+MAPS_SAFE = (
+    f"(size({TEMPLATE_NAMES}.distinct()) == size({TEMPLATE_NAMES}) && "
+    "(!has(self.volumeClaimPolicies) || self.volumeClaimPolicies.all(p, "
+    "!has(p.targetReplicatedJobs) || "
+    "size(p.targetReplicatedJobs.distinct()) == size(p.targetReplicatedJobs))) && "
+    "(!has(self.volumePolicy) || !has(self.volumePolicy.replicatedJobs) || "
+    "self.volumePolicy.replicatedJobs.all(x, "
+    "self.volumePolicy.replicatedJobs.exists_one(y, y.name == x.name))))"
+)
+
+
+def as_set(names: str) -> str:
+    return f"({names}).transformMapEntry(i, n, {{n: true}})"
+
+
+def with_sets(body: str) -> str:
+    """CEL: ``body`` with ``tn`` (template names), ``ex`` (templates with explicit targets) and
+    ``ok`` (allowed "<replicatedJob>/<template>" pairs) bound to sets, each computed once."""
+    return (
+        f"[{as_set(TEMPLATE_NAMES)}].all(tn, [{as_set(EXPLICIT_NAMES)}].all(ex, "
+        f"[{as_set(TARGET_PAIRS)}].all(ok, {body})))"
+    )
+
+
+def with_sets_value(value: str) -> str:
+    """Like :func:`with_sets` for a message expression: the value computed with the sets."""
+    return (
+        f"[{as_set(TEMPLATE_NAMES)}].map(tn, [{as_set(EXPLICIT_NAMES)}].map(ex, "
+        f"[{as_set(TARGET_PAIRS)}].map(ok, {value})[0])[0])[0]"
+    )
+
+
+def gets_template(r: str, name: str) -> str:
+    """CEL: replicated job ``r`` gets the volume of template ``name`` (``name`` in ``tn``)."""
+    return f"(!({name} in ex) || ({r}.name + '/' + {name}) in ok)"
+
+
+# ---------------------------------------------------------------- schema building blocks
+
+
+def string(description: str, **extra: Any) -> Schema:
+    return {"type": "string", "description": description, **extra}
+
+
+def integer(description: str, fmt: str = "int32", **extra: Any) -> Schema:
+    return {"type": "integer", "format": fmt, "description": description, **extra}
+
+
+def boolean(description: str, **extra: Any) -> Schema:
+    return {"type": "boolean", "description": description, **extra}
+
+
+def obj(description: str, properties: dict[str, Schema], **extra: Any) -> Schema:
+    return {"type": "object", "description": description, "properties": properties, **extra}
+
+
+def array(description: str, items: Schema, list_type: str = "atomic", **extra: Any) -> Schema:
+    node: Schema = {"type": "array", "description": description, "items": items, **extra}
+    node["x-kubernetes-list-type"] = list_type
+    return node
+
+
+def name_list(description: str) -> Schema:
+    return array(
+        description, {"type": "string", "maxLength": MAX_NAME}, maxItems=MAX_REPLICATED_JOBS
+    )
+
+
+def immutable(where: str, protects: str) -> Rule:
+    return Rule(
+        id=f"{where.rsplit('.', 1)[-1]}-immutable",
+        where=where,
+        rule="self == oldSelf",
+        message=f"{where} is immutable",
+        reason="FieldValueForbidden",
+        protects=protects,
+        on_update=True,
+    )
+
+
+class Builder:
+    """Builds the schema from the inlined Kubernetes types, recording every rule."""
+
+    def __init__(self, job_template: Schema, claim: Schema) -> None:
+        self.job_template_raw = job_template
+        self.claim_raw = claim
+        self.rules: list[Rule] = []
+
+    def attach(self, node: Schema, *rules: Rule) -> Schema:
+        return _attach(node, rules, self.rules)
+
+    # ------------------------------------------------------------ spec fields
+
+    def network(self) -> Schema:
+        node = obj(
+            "Networking of the child pods: a headless Service named after the subdomain, and "
+            "stable pod hostnames. The defaults apply also when the field is left out.",
+            {
+                "enableDNSHostnames": boolean(
+                    "Give every pod the hostname <jobSet>-<replicatedJob>-<jobIndex>-<podIndex>, "
+                    "resolvable through the headless Service. Defaults to true.",
+                    default=True,
+                ),
+                "subdomain": string(
+                    "Name of the headless Service, the pods' DNS subdomain. Defaults to the "
+                    "JobSet's name. A DNS-1035 label (at most 63 characters).",
+                    maxLength=MAX_OBJECT_NAME,
+                ),
+                "publishNotReadyAddresses": boolean(
+                    "Publish DNS records of pods before they are ready. Defaults to true.",
+                    default=True,
+                ),
+            },
+            default={},
+        )
+        return self.attach(
+            node,
+            immutable("spec.network", "the Service and hostnames that running pods use"),
+            Rule(
+                id="subdomain-format",
+                where="spec.network",
+                rule="!has(self.subdomain) || self.subdomain == '' || "
+                "!format.dns1035Label().validate(self.subdomain).hasValue()",
+                message="spec.network.subdomain must be a DNS-1035 label of at most 63 characters",
+                detail="format.dns1035Label().validate(self.subdomain).value()[0]",
+                field_path=".subdomain",
+                protects="the headless Service, whose name is a DNS-1035 label",
+            ),
+        )
+
+    def success_policy(self) -> Schema:
+        node = obj(
+            "When the JobSet has succeeded. Left out, it is {operator: All}: every child Job "
+            "must succeed.",
+            {
+                "operator": string(
+                    "All: every Job of the target replicated jobs must succeed. Any: one "
+                    "succeeded Job of the target replicated jobs is enough.",
+                    enum=["All", "Any"],
+                ),
+                "targetReplicatedJobs": name_list(
+                    "The replicated jobs the operator looks at. Empty or left out: all."
+                ),
+            },
+            required=["operator"],
+            default={"operator": "All"},
+        )
+        return self.attach(
+            node, immutable("spec.successPolicy", "the success criterion of a running JobSet")
+        )
+
+    def failure_rule(self) -> Schema:
+        node = obj(
+            "Matches a failed child Job to an action. Rules are tried in order; the first "
+            "match wins.",
+            {
+                "name": string(
+                    "Name of the rule, unique in the policy. Left out or empty: "
+                    f"{DEFAULT_RULE_NAME_PREFIX}<index>. Matches {RULE_NAME_REGEX}.",
+                    maxLength=MAX_RULE_NAME,
+                ),
+                "action": string(
+                    "FailJobSet: fail the JobSet at once. RestartJobSet: recreate every child "
+                    "Job, counting towards maxRestarts (the JobSet fails when they are used "
+                    "up). RestartJobSetAndIgnoreMaxRestarts: recreate without counting.",
+                    enum=["FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"],
+                ),
+                "onJobFailureReasons": array(
+                    "Match only Jobs that failed with one of these reasons (the reason of the "
+                    "Job's Failed condition). Empty: any reason.",
+                    {"type": "string", "maxLength": MAX_NAME},
+                    maxItems=len(FAILURE_REASONS),
+                ),
+                "onJobFailureMessagePatterns": array(
+                    "Match only Jobs whose failure message matches one of these RE2 regular "
+                    "expressions. Empty: any message.",
+                    {"type": "string", "maxLength": MAX_PATTERN},
+                    maxItems=MAX_MESSAGE_PATTERNS,
+                ),
+                "targetReplicatedJobs": name_list(
+                    "Match only Jobs of these replicated jobs. Empty or left out: all."
+                ),
+            },
+            required=["action"],
+        )
+        reasons = "[" + ", ".join(_q(r) for r in FAILURE_REASONS) + "]"
+        return self.attach(
+            node,
+            Rule(
+                id="failure-rule-name-format",
+                where="spec.failurePolicy.rules[]",
+                rule="!has(self.name) || self.name == '' || "
+                f"self.name.matches({_q(RULE_NAME_REGEX)})",
+                message="a failure policy rule name must start with a letter, contain only "
+                "letters, digits, '_', ',' and ':', and end with a letter, digit or '_'",
+                detail="self.name",
+                field_path=".name",
+                protects="rule names, which Events and conditions quote",
+            ),
+            Rule(
+                id="failure-rule-reasons",
+                where="spec.failurePolicy.rules[]",
+                rule=f"!has(self.onJobFailureReasons) || self.onJobFailureReasons.all(x, "
+                f"x in {reasons})",
+                message="onJobFailureReasons may contain only " + ", ".join(FAILURE_REASONS),
+                detail=f"self.onJobFailureReasons.filter(x, !(x in {reasons}))[0]",
+                field_path=".onJobFailureReasons",
+                protects="rules that could never match: Job failure reasons are a fixed set",
+            ),
+        )
+
+    def failure_policy(self) -> Schema:
+        node = obj(
+            "When the JobSet restarts or fails after a child Job failed. Left out: the first "
+            "failed Job fails the JobSet.",
+            {
+                "maxRestarts": integer(
+                    "How many times the JobSet may restart (recreate its child Jobs) before a "
+                    "further failure fails it. Defaults to 0."
+                ),
+                "restartStrategy": string(
+                    "Recreate: recreate each Job as soon as its previous incarnation is gone. "
+                    "BlockingRecreate: recreate Jobs only when every Job of the previous "
+                    "attempt, and its pods, are gone. Defaults to Recreate.",
+                    enum=["Recreate", "BlockingRecreate"],
+                    default="Recreate",
+                ),
+                "rules": array(
+                    "Rules matched in order against a failed child Job. Without a match, the "
+                    "action is RestartJobSet.",
+                    self.failure_rule(),
+                    maxItems=MAX_FAILURE_RULES,
+                ),
+            },
+        )
+        return self.attach(
+            node,
+            immutable("spec.failurePolicy", "the restart budget and rules of a running JobSet"),
+        )
+
+    def startup_policy(self) -> Schema:
+        node = obj(
+            "Deprecated, use dependsOn. The order in which replicated jobs start. Left out, it "
+            "is {startupPolicyOrder: AnyOrder}.",
+            {
+                "startupPolicyOrder": string(
+                    "AnyOrder: start all at once. InOrder: start a replicated job when every "
+                    "Job of the one before it is ready.",
+                    enum=["AnyOrder", "InOrder"],
+                )
+            },
+            required=["startupPolicyOrder"],
+            default={"startupPolicyOrder": "AnyOrder"},
+        )
+        return self.attach(
+            node, immutable("spec.startupPolicy", "the start order of a running JobSet")
+        )
+
+    def coordinator(self) -> Schema:
+        node = obj(
+            "A pod all other pods can reach: its stable address <hostname>.<subdomain> is put "
+            "in the jobset.sigs.k8s.io/coordinator label and annotation of every Job and pod.",
+            {
+                "replicatedJob": string(
+                    "The replicated job of the coordinator pod.", maxLength=MAX_NAME
+                ),
+                "jobIndex": integer(
+                    "The job index (0 to replicas-1) of the coordinator's Job. Defaults to 0.",
+                    minimum=0,
+                ),
+                "podIndex": integer(
+                    "The completion index of the coordinator pod in its Job. Defaults to 0.",
+                    minimum=0,
+                ),
+            },
+            required=["replicatedJob"],
+        )
+        return self.attach(
+            node, immutable("spec.coordinator", "the coordinator address already given to pods")
+        )
+
+    @staticmethod
+    def retention_policy() -> Schema:
+        def choice(description: str, default: str) -> Schema:
+            return string(description, enum=["Retain", "Delete"], default=default)
+
+        return obj(
+            "What happens to the claims made from the templates. Left out, every field has its "
+            "default.",
+            {
+                "whenDeleted": choice(
+                    "When the JobSet is deleted: Delete the claims (default), or Retain them "
+                    "for a later JobSet of the same name to adopt.",
+                    "Delete",
+                ),
+                "whenCompleted": choice(
+                    "When the JobSet has completed: Retain the claims (default) or Delete them.",
+                    "Retain",
+                ),
+                "whenFailed": choice(
+                    "When the JobSet has failed: Retain the claims (default) or Delete them.",
+                    "Retain",
+                ),
+                "whenScaled": choice(
+                    "Job scope: the claims of child Jobs that no longer exist after replicas "
+                    "went down are Retained (default) or Deleted.",
+                    "Retain",
+                ),
+            },
+            default={},
+        )
+
+    def claim_template(self) -> Schema:
+        template = copy.deepcopy(self.claim_raw)
+        template["description"] = (
+            "A PersistentVolumeClaim template. metadata.name names the pod volume (a DNS-1123 "
+            "label) and prefixes the claim names; labels and annotations are copied to the "
+            "claims; metadata.namespace must be left out."
+        )
+        template["properties"].pop("status", None)
+        template["required"] = ["metadata"]
+        metadata = template["properties"]["metadata"]
+        metadata["required"] = ["name"]
+        metadata["properties"]["name"]["maxLength"] = MAX_NAME
+        resources = template["properties"]["spec"]["properties"]["resources"]["properties"]
+        for key in ("requests", "limits"):
+            resources[key]["maxProperties"] = MAX_CLAIM_RESOURCES
+            resources[key]["additionalProperties"]["maxLength"] = MAX_QUANTITY
+        return template
+
+    def template_rules(self, where: str, prefix: str, path: str) -> list[Rule]:
+        """Rules on one policy's templates, the list at ``self.<path>``."""
+        bad_name = "format.dns1123Label().validate(t.metadata.name).hasValue()"
+        namespaced = "has(t.metadata.__namespace__) && t.metadata.__namespace__ != ''"
+        return [
+            Rule(
+                id=f"{prefix}template-name",
+                where=where,
+                rule=guarded_all("self", path, "t", f"!{bad_name}"),
+                message="a volume claim template's metadata.name must be a DNS-1123 label (it "
+                "names the pod volume)",
+                detail=collect("self", path, "t", "t.metadata.name", when=bad_name) + "[0]",
+                protects="pod volumes: a volume name is a DNS-1123 label",
+            ),
+            Rule(
+                id=f"{prefix}template-namespace",
+                where=where,
+                rule=guarded_all("self", path, "t", f"!({namespaced})"),
+                message="a volume claim template must not set metadata.namespace: claims are "
+                "made in the JobSet's namespace",
+                detail=collect("self", path, "t", "t.metadata.name", when=namespaced) + "[0]",
+                protects="claims in another namespace, which the pods could not mount",
+            ),
+        ]
+
+    def volume_claim_policy(self) -> Schema:
+        node = obj(
+            "Volume claim templates, the replicated jobs whose pods get the volumes, and what "
+            "happens to the claims.",
+            {
+                "templates": array(
+                    "PersistentVolumeClaim templates. The controller makes claims from them; "
+                    "pods use one through a volumeMount with the template's name.",
+                    self.claim_template(),
+                    maxItems=MAX_TEMPLATES_PER_POLICY,
+                ),
+                "retentionPolicy": self.retention_policy(),
+                "targetReplicatedJobs": array(
+                    "The replicated jobs whose pods get the volumes. Left out: every replicated "
+                    "job with a volumeMount of a template's name.",
+                    {"type": "string", "maxLength": MAX_NAME},
+                    list_type="set",
+                    maxItems=MAX_REPLICATED_JOBS,
+                ),
+                "scope": string(
+                    "JobSet (default): one claim per template, shared by every pod, named "
+                    "<template>-<jobSet>. Job: one claim per child Job, named "
+                    "<template>-<jobSet>-<replicatedJob>-<jobIndex>, kept across restarts. "
+                    "Pod: one claim per pod completion index (not supported yet).",
+                    enum=["JobSet", "Job", "Pod"],
+                    default="JobSet",
+                ),
+            },
+        )
+        return self.attach(
+            node,
+            *self.template_rules("spec.volumeClaimPolicies[]", "", "templates"),
+            Rule(
+                id="pod-scope-unsupported",
+                where="spec.volumeClaimPolicies[]",
+                rule="self.scope != 'Pod'",
+                message="scope Pod is not supported yet (a later release adds it); use JobSet "
+                "or Job",
+                field_path=".scope",
+                protects="pods that would start without their own claim",
+            ),
+        )
+
+    def volume_policy(self) -> Schema:
+        node = obj(
+            "The original request's spelling of one JobSet-scope volume claim policy: the same "
+            "as a volumeClaimPolicies entry with templates = volumeClaimTemplates and "
+            "targetReplicatedJobs = the names in replicatedJobs.",
+            {
+                "replicatedJobs": array(
+                    "The replicated jobs whose pods get the volumes. Left out: every replicated "
+                    "job with a volumeMount of a template's name.",
+                    obj(
+                        "A replicated job, by name.",
+                        {"name": string("Name of the replicated job.", maxLength=MAX_NAME)},
+                        required=["name"],
+                    ),
+                    list_type="map",
+                    maxItems=MAX_REPLICATED_JOBS,
+                    **{"x-kubernetes-list-map-keys": ["name"]},
+                ),
+                "volumeClaimTemplates": array(
+                    "PersistentVolumeClaim templates, as in volumeClaimPolicies[].templates.",
+                    self.claim_template(),
+                    maxItems=MAX_TEMPLATES_PER_POLICY,
+                ),
+                "retentionPolicy": self.retention_policy(),
+            },
+        )
+        return self.attach(
+            node,
+            *self.template_rules("spec.volumePolicy", "volume-policy-", "volumeClaimTemplates"),
+        )
+
+    def job_template(self) -> Schema:
+        """The Job template with upstream's webhook defaults, and bounds for the CEL rules."""
+        template = copy.deepcopy(self.job_template_raw)
+        template["description"] = (
+            "The template of the child Jobs (a batch/v1 JobTemplateSpec). completionMode "
+            "defaults to Indexed, the pods' restartPolicy to OnFailure."
+        )
+        job_spec = template["properties"]["spec"]
+        job_spec["properties"]["completionMode"]["default"] = "Indexed"
+        pod = job_spec["properties"]["template"]["properties"]["spec"]
+        pod["properties"]["restartPolicy"]["default"] = "OnFailure"
+        for key in ("containers", "initContainers"):
+            containers = pod["properties"][key]
+            containers["maxItems"] = MAX_CONTAINERS
+            container = containers["items"]["properties"]
+            container["name"]["maxLength"] = MAX_NAME
+            container["volumeMounts"]["maxItems"] = MAX_VOLUME_MOUNTS
+            container["volumeMounts"]["items"]["properties"]["name"]["maxLength"] = MAX_NAME
+        pod["properties"]["volumes"]["maxItems"] = MAX_POD_VOLUMES
+        pod["properties"]["volumes"]["items"]["properties"]["name"]["maxLength"] = MAX_NAME
+        return template
+
+    def replicated_job(self) -> Schema:
+        node = obj(
+            "A group of identical child Jobs made from one template.",
+            {
+                "name": string(
+                    "Name of the replicated job, unique in the JobSet. Child Jobs are named "
+                    "<jobSet>-<name>-<jobIndex> (the name in lower case).",
+                    maxLength=MAX_NAME,
+                ),
+                "groupName": string(
+                    "The group of the replicated job, in the jobset.sigs.k8s.io/group-name "
+                    "label of its Jobs and pods. A DNS-1035 label. Defaults to default.",
+                    maxLength=MAX_OBJECT_NAME,
+                    default="default",
+                ),
+                "template": self.job_template(),
+                "replicas": integer(
+                    "Number of child Jobs made from the template. Defaults to 1.",
+                    minimum=0,
+                    default=1,
+                ),
+                "dependsOn": array(
+                    "Start this replicated job only when an earlier one reached a status: Ready "
+                    "(every Job ready or finished) or Complete (every Job succeeded). At most "
+                    "one entry; not on the first replicated job.",
+                    obj(
+                        "A dependency on an earlier replicated job.",
+                        {
+                            "name": string(
+                                "Name of an earlier replicated job.", maxLength=MAX_NAME
+                            ),
+                            "status": string("Ready or Complete.", enum=["Ready", "Complete"]),
+                        },
+                        required=["name", "status"],
+                    ),
+                    list_type="map",
+                    maxItems=1,
+                    **{"x-kubernetes-list-map-keys": ["name"]},
+                ),
+            },
+            required=["name", "template"],
+        )
+        return self.attach(
+            node,
+            Rule(
+                id="replicas-times-parallelism",
+                where="spec.replicatedJobs[]",
+                rule="!has(self.template.spec) || !has(self.template.spec.parallelism) || "
+                "self.replicas * self.template.spec.parallelism <= 2147483647",
+                message="replicas times the template's parallelism must not exceed 2147483647",
+                detail="self.name",
+                protects="pod counts that overflow the 32-bit counters of Jobs and JobSets",
+            ),
+            Rule(
+                id="group-name-format",
+                where="spec.replicatedJobs[]",
+                rule="!format.dns1035Label().validate(self.groupName).hasValue()",
+                message="groupName must be a DNS-1035 label of at most 63 characters",
+                detail="format.dns1035Label().validate(self.groupName).value()[0]",
+                field_path=".groupName",
+                protects="the jobset.sigs.k8s.io/group-name label of Jobs and pods",
+            ),
+        )
+
+    def managed_by(self) -> Schema:
+        node = string(
+            "The controller that reconciles this JobSet. Left out or "
+            "jobset.sigs.k8s.io/jobset-controller: this controller; any other value: this "
+            "controller leaves the JobSet alone. A domain-prefixed path (example.com/name) of "
+            "at most 63 characters. Immutable.",
+            maxLength=MAX_OBJECT_NAME,
+        )
+        return self.attach(
+            node,
+            Rule(
+                id="managed-by-format",
+                where="spec.managedBy",
+                rule="size(self) <= 63 && self.indexOf('/') > 0 && "
+                "!format.dns1123Subdomain().validate(self.substring(0, self.indexOf('/')))"
+                ".hasValue() && self.substring(self.indexOf('/') + 1)"
+                ".matches('^[-A-Za-z0-9._~!$&\\'()*+,;=:%/]+$')",
+                message="spec.managedBy must be a domain-prefixed path (e.g. example.com/name) "
+                "of at most 63 characters",
+                detail="self",
+                protects="a controller name no controller could match",
+            ),
+        )
+
+    # ------------------------------------------------------------ cross-field rules
+
+    def spec_rules(self) -> list[Rule]:
+        fp = "self.failurePolicy.rules"
+        has_fp = "has(self.failurePolicy) && has(self.failurePolicy.rules)"
+        clash = rule_names_clash("i", "p", "j", "q")
+        c = "self.coordinator"
+        coordinated = f"r.name == {c}.replicatedJob"
+        job_index = f"({c}.?jobIndex.orValue(0))"
+        pod_index = f"({c}.?podIndex.orValue(0))"
+        unique = f"{RJ}.exists_one(o, o.name.lowerAscii() == r.name.lowerAscii())"
+        earlier = f"{RJ}.exists(j, e, j < i && e.name == d.name)"
+        bad_depends = f"i > 0 && has(r.dependsOn) && r.dependsOn.exists(d, !{earlier})"
+        missing = f"!{rjob_exists('t')}"
+        return [
+            Rule(
+                id="replicated-jobs-required",
+                where="spec",
+                rule=f"{HAS_RJ} && size({RJ}) > 0",
+                message="spec.replicatedJobs must list at least one replicated job",
+                field_path=".replicatedJobs",
+                reason="FieldValueRequired",
+                protects="a JobSet with nothing to run",
+            ),
+            Rule(
+                id="replicated-job-names-unique",
+                where="spec",
+                rule=f"!{HAS_RJ} || {RJ}.all(r, {unique})",
+                message="replicatedJob names must be unique, also when compared without case "
+                "(child Job names use the lower-case form)",
+                detail=f"{RJ}.map(r, !{unique}, r.name)[0]",
+                field_path=".replicatedJobs",
+                protects="child Jobs, labels and hostnames that would collide",
+            ),
+            Rule(
+                id="success-policy-targets",
+                where="spec",
+                rule=guarded_all(
+                    "self", "successPolicy.targetReplicatedJobs", "t", rjob_exists("t")
+                ),
+                message="successPolicy.targetReplicatedJobs must name replicated jobs of this "
+                "JobSet",
+                detail=f"self.successPolicy.targetReplicatedJobs.map(t, {missing}, t)[0]",
+                field_path=".successPolicy.targetReplicatedJobs",
+                protects="a success policy that could never be met",
+            ),
+            Rule(
+                id="failure-rule-targets",
+                where="spec",
+                rule=f"!({has_fp}) || {fp}.all(p, "
+                f"{guarded_all('p', 'targetReplicatedJobs', 't', rjob_exists('t'))})",
+                message="failurePolicy.rules[].targetReplicatedJobs must name replicated jobs "
+                "of this JobSet",
+                detail=f"{fp}.map(p, has(p.targetReplicatedJobs), "
+                f"p.targetReplicatedJobs.map(t, {missing}, t)).flatten()[0]",
+                field_path=".failurePolicy.rules",
+                protects="failure rules that could never match",
+            ),
+            Rule(
+                id="failure-rule-names-unique",
+                where="spec",
+                rule=f"!({has_fp}) || {fp}.all(i, p, {fp}.all(j, q, i == j || !{clash}))",
+                message="failurePolicy rule names must be unique (a rule without a name is "
+                f"called {DEFAULT_RULE_NAME_PREFIX}<index>)",
+                detail=f"{fp}.transformList(i, p, {named('p')} && {fp}.exists(j, q, i != j && "
+                f"{clash}), p.name)[0]",
+                field_path=".failurePolicy.rules",
+                protects="Events and conditions that name the matching rule",
+            ),
+            Rule(
+                id="depends-on-first",
+                where="spec",
+                rule=f"!{HAS_RJ} || size({RJ}) == 0 || !has({RJ}[0].dependsOn) || "
+                f"size({RJ}[0].dependsOn) == 0",
+                message="the first replicated job cannot have dependsOn: nothing starts before it",
+                detail=f"{RJ}[0].name",
+                field_path=".replicatedJobs",
+                protects="a first replicated job that would never start",
+            ),
+            Rule(
+                id="depends-on-earlier",
+                where="spec",
+                rule=f"!{HAS_RJ} || {RJ}.all(i, r, !({bad_depends}))",
+                message="dependsOn must name a replicated job listed before this one",
+                detail=f"{RJ}.transformList(i, r, {bad_depends}, r.name + ' depends on ' + "
+                "r.dependsOn[0].name)[0]",
+                field_path=".replicatedJobs",
+                protects="dependency cycles and dependencies that can never be met",
+            ),
+            Rule(
+                id="startup-policy-or-depends-on",
+                where="spec",
+                rule="!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == "
+                f"'InOrder' && {HAS_RJ} && {RJ}.exists(r, has(r.dependsOn) && "
+                "size(r.dependsOn) > 0))",
+                message="startupPolicy InOrder and dependsOn cannot be combined: use dependsOn",
+                protects="two start orders that could contradict each other",
+            ),
+            Rule(
+                id="coordinator-replicated-job",
+                where="spec",
+                rule=f"!has({c}) || {rjob_exists(f'{c}.replicatedJob')}",
+                message="coordinator.replicatedJob must name a replicated job of this JobSet",
+                detail=f"{c}.replicatedJob",
+                field_path=".coordinator.replicatedJob",
+                protects="a coordinator address that points at no pod",
+            ),
+            Rule(
+                id="coordinator-job-index",
+                where="spec",
+                rule=f"!has({c}) || !{HAS_RJ} || {RJ}.all(r, !({coordinated}) || "
+                f"{job_index} < r.replicas)",
+                message="coordinator.jobIndex must be less than the replicas of the "
+                "coordinator's replicated job",
+                detail=f"{c}.replicatedJob",
+                field_path=".coordinator.jobIndex",
+                protects="a coordinator address that points at no pod",
+            ),
+            Rule(
+                id="coordinator-indexed",
+                where="spec",
+                rule=f"!has({c}) || !{HAS_RJ} || {RJ}.all(r, !({coordinated}) || "
+                "(has(r.template.spec) && has(r.template.spec.completionMode) && "
+                "r.template.spec.completionMode == 'Indexed'))",
+                message="the coordinator's replicated job must use completionMode Indexed",
+                detail=f"{c}.replicatedJob",
+                field_path=".coordinator.replicatedJob",
+                protects="a coordinator chosen by a completion index that does not exist",
+            ),
+            Rule(
+                id="coordinator-pod-index",
+                where="spec",
+                rule=f"!has({c}) || !{HAS_RJ} || {RJ}.all(r, !({coordinated}) || "
+                "!has(r.template.spec) || !has(r.template.spec.completions) || "
+                f"{pod_index} < r.template.spec.completions)",
+                message="coordinator.podIndex must be less than the completions of the "
+                "coordinator's replicated job",
+                detail=f"{c}.replicatedJob",
+                field_path=".coordinator.podIndex",
+                protects="a coordinator address that points at no pod",
+            ),
+            Rule(
+                id="managed-by-immutable",
+                where="spec",
+                rule=same("self", "oldSelf", "managedBy"),
+                message="spec.managedBy is immutable",
+                field_path=".managedBy",
+                reason="FieldValueForbidden",
+                protects="a JobSet handed between controllers while it runs",
+                on_update=True,
+            ),
+            *self.volume_rules(),
+            *self.replicated_jobs_update_rules(),
+        ]
+
+    def volume_rules(self) -> list[Rule]:
+        names = TEMPLATE_NAMES
+        vcp_targets = (
+            collect(
+                "self",
+                "volumeClaimPolicies",
+                "p",
+                "p.targetReplicatedJobs",
+                when="has(p.targetReplicatedJobs)",
+            )
+            + ".flatten()"
+        )
+        vp_targets = collect("self", "volumePolicy.replicatedJobs", "x", "x.name")
+        all_targets = f"({vcp_targets} + {vp_targets})"
+        bad_mount = f"(m.name in tn) && !{gets_template('r', 'm.name')}"
+        bad_volume = f"(v.name in tn) && {gets_template('r', 'v.name')}"
+        mounts_ok = all_mounts("r", "m", f"!({bad_mount})")
+        volumes_ok = guarded_all("r", POD + ".volumes", "v", f"!({bad_volume})")
+        return [
+            Rule(
+                id="template-names-unique",
+                where="spec",
+                rule=f"size({names}.distinct()) == size({names})",
+                message="volume claim template names must be unique across volumeClaimPolicies "
+                "and volumePolicy",
+                detail=f"{names}.map(n, !{names}.exists_one(x, x == n), n)[0]",
+                protects="two claims competing for one pod volume name",
+            ),
+            Rule(
+                id="volume-targets",
+                where="spec",
+                rule=f"{all_targets}.all(t, {rjob_exists('t')})",
+                message="volume claim policies must target replicated jobs of this JobSet",
+                detail=f"{all_targets}.map(t, !{rjob_exists('t')}, t)[0]",
+                protects="volumes promised to replicated jobs that do not exist",
+            ),
+            Rule(
+                id="template-mounted",
+                where="spec",
+                rule=f"[{all_mount_names()}].all(ms, {names}.all(n, n in ms))",
+                message="every volume claim template must be mounted by a replicated job it "
+                "targets (a volumeMount with the template's name)",
+                detail=f"[{all_mount_names()}].map(ms, {names}.map(n, !(n in ms), n)[0])[0]",
+                protects="claims that no pod would use",
+            ),
+            Rule(
+                id="untargeted-mount",
+                where="spec",
+                rule=f"!{MAPS_SAFE} || !{HAS_RJ} || {with_sets(f'{RJ}.all(r, {mounts_ok})')}",
+                message="a replicated job that a volume claim policy does not target must not "
+                "mount its templates",
+                detail=with_sets_value(f"{RJ}.map(r, !{mounts_ok}, r.name)[0]"),
+                protects="pods that would mount a volume they do not get, and never start",
+            ),
+            Rule(
+                id="template-volume-name-free",
+                where="spec",
+                rule=f"!{MAPS_SAFE} || !{HAS_RJ} || {with_sets(f'{RJ}.all(r, {volumes_ok})')}",
+                message="a replicated job that gets a volume claim template must not define a "
+                "pod volume of the same name",
+                detail=with_sets_value(f"{RJ}.map(r, !{volumes_ok}, r.name)[0]"),
+                protects="two pod volumes with one name (the pod would be rejected)",
+            ),
+        ]
+
+    def replicated_jobs_update_rules(self) -> list[Rule]:
+        job_spec = self.job_template_raw["properties"]["spec"]
+        pod_template = job_spec["properties"]["template"]["properties"]
+        job_fields = [f for f in sorted(job_spec["properties"]) if f != "template"]
+        meta_fields = [
+            f
+            for f in sorted(pod_template["metadata"]["properties"])
+            if f not in SUSPENDED_MUTABLE_POD_META
+        ]
+        pod_fields = [
+            f
+            for f in sorted(pod_template["spec"]["properties"])
+            if f not in SUSPENDED_MUTABLE_POD_SPEC
+        ]
+        paths = ["name", "?groupName", "?replicas", "?dependsOn", "template.?metadata"]
+        paths += [f"template.?spec.?{_seg(f)}" for f in job_fields]
+        paths += [f"template.?spec.?template.?metadata.?{_seg(f)}" for f in meta_fields]
+        paths += [f"template.?spec.?template.?spec.?{_seg(f)}" for f in pod_fields]
+
+        def fields(r: str) -> str:
+            return "[" + ", ".join(f"dyn({r}.{p})" for p in paths) + "]"
+
+        suspended = (
+            "((has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend))"
+        )
+        return [
+            Rule(
+                id="replicated-jobs-immutable",
+                where="spec",
+                rule=f"{suspended} || [dyn(self.?replicatedJobs)] == "
+                "[dyn(oldSelf.?replicatedJobs)]",
+                message="spec.replicatedJobs is immutable while the JobSet is not suspended",
+                field_path=".replicatedJobs",
+                reason="FieldValueForbidden",
+                protects="the child Jobs of a running JobSet",
+                on_update=True,
+            ),
+            Rule(
+                id="replicated-jobs-suspended-changes",
+                where="spec",
+                rule=f"!{suspended} || (has(self.replicatedJobs) == has(oldSelf.replicatedJobs) "
+                "&& (!has(self.replicatedJobs) || (size(self.replicatedJobs) == "
+                "size(oldSelf.replicatedJobs) && self.replicatedJobs.all(i, r, "
+                f"{fields('r')} == {fields('oldSelf.replicatedJobs[i]')}))))",
+                message="while the JobSet is suspended, only the labels, annotations, "
+                "nodeSelector, tolerations and schedulingGates of the pod templates in "
+                "spec.replicatedJobs may change",
+                field_path=".replicatedJobs",
+                reason="FieldValueForbidden",
+                protects="the child Jobs; a queueing system may still place the pods",
+                on_update=True,
+            ),
+        ]
+
+    def policy_update_rules(self) -> tuple[list[Rule], list[Rule]]:
+        claim_spec = sorted(self.claim_raw["properties"]["spec"]["properties"])
+        requests = "spec.resources.requests"
+
+        def storage(x: str) -> str:
+            return f"({present(x, requests)} && 'storage' in {sel(x, requests)})"
+
+        def template_fields(t: str) -> str:
+            paths = ["?apiVersion", "?kind", "metadata.name", "metadata.?__namespace__"]
+            paths += ["metadata.?finalizers", "?spec.?resources.?limits"]
+            paths += [f"?spec.?{_seg(f)}" for f in claim_spec if f != "resources"]
+            return "[" + ", ".join(f"dyn({t}.{p})" for p in paths) + f", dyn({storage(t)})]"
+
+        def other_requests_in(a: str, b: str) -> str:
+            """Every request of a other than storage is in b with the same value."""
+            ra, rb = sel(a, requests), sel(b, requests)
+            return (
+                f"(!{present(a, requests)} || {ra}.all(k, k == 'storage' || "
+                f"({present(b, requests)} && k in {rb} && [{ra}[k]] == [{rb}[k]])))"
+            )
+
+        def template_same(t: str, o: str) -> str:
+            return (
+                f"({template_fields(t)} == {template_fields(o)} && {other_requests_in(t, o)} "
+                f"&& {other_requests_in(o, t)})"
+            )
+
+        def not_lowered(t: str, o: str) -> str:
+            new, old = f"{sel(t, requests)}.storage", f"{sel(o, requests)}.storage"
+            return (
+                f"({t}.metadata.name != {o}.metadata.name || !{storage(t)} || !{storage(o)} || "
+                f"[{new}].all(n, [{old}].all(q, !isQuantity(string(n)) || "
+                "!isQuantity(string(q)) || !quantity(string(n)).isLessThan(quantity(string(q))))))"
+            )
+
+        def templates_same(new: str, old: str, path: str) -> str:
+            n, o = sel(new, path), sel(old, path)
+            return (
+                f"has({n}) == has({o}) && (!has({n}) || (size({n}) == size({o}) && "
+                f"{n}.all(j, t, {template_same('t', f'{o}[j]')})))"
+            )
+
+        def none_lowered(new: str, old: str, path: str) -> str:
+            n, o = sel(new, path), sel(old, path)
+            return (
+                f"(!has({n}) || !has({o}) || {n}.all(j, t, j >= size({o}) || "
+                f"{not_lowered('t', f'{o}[j]')}))"
+            )
+
+        def lowered_names(new: str, old: str, path: str) -> str:
+            n, o = sel(new, path), sel(old, path)
+            return (
+                f"{n}.transformList(j, t, j < size({o}) && !{not_lowered('t', f'{o}[j]')}, "
+                "t.metadata.name)"
+            )
+
+        immutable_message = (
+            "is immutable, except the templates' labels and annotations and raising a "
+            "template's storage request"
+        )
+        lowered = "a volume claim template's storage request cannot be lowered"
+        o = "oldSelf[i]"
+        policy_fields = (
+            "[dyn({0}.?retentionPolicy), dyn({0}.?targetReplicatedJobs), dyn({0}.scope)]"
+        )
+        vcp = [
+            Rule(
+                id="volume-claim-policies-immutable",
+                where="spec.volumeClaimPolicies",
+                rule="size(self) == size(oldSelf) && self.all(i, p, "
+                f"{policy_fields.format('p')} == {policy_fields.format(o)} && "
+                f"{templates_same('p', o, 'templates')})",
+                message=f"spec.volumeClaimPolicies {immutable_message}",
+                reason="FieldValueForbidden",
+                protects="claims already made and mounted by running pods",
+                on_update=True,
+            ),
+            Rule(
+                id="volume-claim-policies-storage-not-lowered",
+                where="spec.volumeClaimPolicies",
+                rule=f"self.all(i, p, i >= size(oldSelf) || {none_lowered('p', o, 'templates')})",
+                message=lowered,
+                detail=f"self.transformList(i, p, i < size(oldSelf) && has(p.templates) && "
+                f"has({o}.templates), {lowered_names('p', o, 'templates')}).flatten()[0]",
+                protects="existing claims: a claim cannot shrink",
+                on_update=True,
+            ),
+        ]
+        path = "volumeClaimTemplates"
+        vp_fields = "[dyn({0}.?replicatedJobs), dyn({0}.?retentionPolicy)]"
+        vp = [
+            Rule(
+                id="volume-policy-immutable",
+                where="spec.volumePolicy",
+                rule=f"{vp_fields.format('self')} == {vp_fields.format('oldSelf')} && "
+                f"{templates_same('self', 'oldSelf', path)}",
+                message=f"spec.volumePolicy {immutable_message}",
+                reason="FieldValueForbidden",
+                protects="claims already made and mounted by running pods",
+                on_update=True,
+            ),
+            Rule(
+                id="volume-policy-storage-not-lowered",
+                where="spec.volumePolicy",
+                rule=none_lowered("self", "oldSelf", path),
+                message=lowered,
+                detail=f"{lowered_names('self', 'oldSelf', path)}[0]",
+                protects="existing claims: a claim cannot shrink",
+                on_update=True,
+            ),
+        ]
+        return vcp, vp
+
+    # ------------------------------------------------------------ names (root level)
+
+    def root_rules(self) -> list[Rule]:
+        rj = "self.spec.replicatedJobs"
+        guard = "!has(self.spec) || !has(self.spec.replicatedJobs) || "
+        js = "self.metadata.name"
+        job_index = "(r.replicas > 0 ? r.replicas - 1 : 0)"
+        completions = "r.template.spec.completions"
+        pod_index = f"({completions} > 0 ? {completions} - 1 : 0)"
+        # A child Job name is <jobSet>-<replicatedJob>-<digits>: a DNS-1035 label when the JobSet
+        # name starts with a letter, both names use only [-a-z0-9] (the replicated job name in
+        # lower case) and the whole is at most 63 characters.
+        chars_ok = (
+            f"{js}.matches('^[a-z][-a-z0-9]*$') && r.name.lowerAscii().matches('^[-a-z0-9]*$')"
+        )
+        job_len = f"size({js}) + size(r.name) + 2 + {digits(job_index)}"
+        job_bad = f"!({chars_ok} && {job_len} <= 63)"
+        indexed = (
+            "has(r.template.spec) && has(r.template.spec.completionMode) && "
+            "r.template.spec.completionMode == 'Indexed' && has(r.template.spec.completions)"
+        )
+        pod_len = f"{job_len} + 1 + {digits(pod_index)} + 6"
+        pod_bad = f"{indexed} && !({chars_ok} && {pod_len} <= 63)"
+        shared_len = f"size(t.metadata.name) + 1 + size({js})"
+        per_job_len = f"size(t.metadata.name) + 1 + {job_len}"
+        templates_ok = guarded_all(
+            "p",
+            "templates",
+            "t",
+            f"p.scope == 'JobSet' ? {shared_len} <= 253 : {rj}.all(r, {per_job_len} <= 253)",
+        )
+        claims_ok = (
+            guarded_all("self", "spec.volumeClaimPolicies", "p", templates_ok)
+            + " && "
+            + guarded_all(
+                "self", "spec.volumePolicy.volumeClaimTemplates", "t", f"{shared_len} <= 253"
+            )
+        )
+        return [
+            Rule(
+                id="child-job-names",
+                where="(root)",
+                rule=f"{guard}{rj}.all(r, !({job_bad}))",
+                message="child Job names (<jobSet>-<replicatedJob>-<jobIndex>) must be DNS-1035 "
+                "labels: the JobSet name must start with a letter, both names may contain only "
+                "letters, digits and '-' (the replicated job name is used in lower case), and "
+                "the longest Job name must fit in 63 characters",
+                detail=f"'replicatedJob ' + {rj}.map(r, {job_bad}, r.name)[0]",
+                field_path=".spec.replicatedJobs",
+                protects="child Jobs the API server would refuse",
+            ),
+            Rule(
+                id="pod-names",
+                where="(root)",
+                rule=f"{guard}{rj}.all(r, !({pod_bad}))",
+                message="pod names (<jobSet>-<replicatedJob>-<jobIndex>-<podIndex>-<suffix>) "
+                "must be DNS-1035 labels of at most 63 characters: shorten the JobSet or "
+                "replicated job name",
+                detail=f"'replicatedJob ' + {rj}.map(r, {pod_bad}, r.name)[0]",
+                field_path=".spec.replicatedJobs",
+                protects="pod hostnames that DNS could not resolve",
+            ),
+            Rule(
+                id="claim-names",
+                where="(root)",
+                rule=f"{guard}({claims_ok})",
+                message="claim names (<template>-<jobSet>, or "
+                "<template>-<jobSet>-<replicatedJob>-<jobIndex> for scope Job) must be at most "
+                "253 characters",
+                field_path=".spec",
+                protects="claims the API server would refuse",
+            ),
+        ]
+
+    # ------------------------------------------------------------ status
+
+    @staticmethod
+    def status() -> Schema:
+        condition = obj(
+            "A condition in the metav1.Condition shape.",
+            {
+                "type": string(
+                    "Type of the condition, e.g. Completed, Failed, Suspended.", maxLength=316
+                ),
+                "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
+                "observedGeneration": integer(
+                    "The metadata.generation the condition was computed from.",
+                    fmt="int64",
+                    minimum=0,
+                ),
+                "lastTransitionTime": string("When the status last changed.", format="date-time"),
+                "reason": string(
+                    "A CamelCase reason for the last transition.", maxLength=1024, minLength=1
+                ),
+                "message": string("A human-readable explanation.", maxLength=32768),
+            },
+            required=["type", "status", "lastTransitionTime", "reason", "message"],
+        )
+
+        def count(what: str) -> Schema:
+            return integer(f"Child Jobs of this replicated job that are {what}.")
+
+        replicated_job_status = obj(
+            "Counts of the child Jobs of one replicated job.",
+            {
+                "name": string("Name of the replicated job."),
+                "ready": count("ready: every pod ready or succeeded"),
+                "succeeded": count("complete"),
+                "failed": count("failed"),
+                "active": count("active: at least one pod pending or running"),
+                "suspended": count("suspended"),
+            },
+            required=["name", "ready", "succeeded", "failed", "active", "suspended"],
+        )
+        return obj(
+            "What the controller observed.",
+            {
+                "conditions": array(
+                    "Conditions of the JobSet: Completed, Failed, Suspended, "
+                    "StartupPolicyInProgress, StartupPolicyCompleted, and this controller's own.",
+                    condition,
+                    list_type="map",
+                    **{"x-kubernetes-list-map-keys": ["type"]},
+                ),
+                "restarts": integer("How many times the JobSet restarted."),
+                "restartsCountTowardsMax": integer(
+                    "The restarts that count towards failurePolicy.maxRestarts."
+                ),
+                "terminalState": string(
+                    "Completed or Failed once the JobSet has finished; empty before."
+                ),
+                "replicatedJobsStatus": array(
+                    "Counts of child Jobs, per replicated job.",
+                    replicated_job_status,
+                    list_type="map",
+                    **{"x-kubernetes-list-map-keys": ["name"]},
+                ),
+                "volumes": {
+                    "type": "object",
+                    "description": "State of the claims made from the volume claim templates.",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                },
+            },
+        )
+
+    # ------------------------------------------------------------ assembly
+
+    def spec(self) -> Schema:
+        vcp_update, vp_update = self.policy_update_rules()
+        spec = obj(
+            "The desired state of the JobSet.",
+            {
+                "replicatedJobs": array(
+                    "The groups of child Jobs that form the set.",
+                    self.replicated_job(),
+                    list_type="map",
+                    maxItems=MAX_REPLICATED_JOBS,
+                    **{"x-kubernetes-list-map-keys": ["name"]},
+                ),
+                "network": self.network(),
+                "successPolicy": self.success_policy(),
+                "failurePolicy": self.failure_policy(),
+                "startupPolicy": self.startup_policy(),
+                "suspend": boolean(
+                    "Suspend the JobSet: its child Jobs are suspended (their pods deleted) until "
+                    "this is false again."
+                ),
+                "coordinator": self.coordinator(),
+                "managedBy": self.managed_by(),
+                "ttlSecondsAfterFinished": integer(
+                    "Delete the JobSet this many seconds after it finished (completed or "
+                    "failed). Left out: never.",
+                    minimum=0,
+                ),
+                "volumeClaimPolicies": self.attach(
+                    array(
+                        "Volume claim templates whose claims the controller makes, mounts into "
+                        "the pods of the targeted replicated jobs, and keeps or deletes as the "
+                        "retention policy says.",
+                        self.volume_claim_policy(),
+                        maxItems=MAX_VOLUME_CLAIM_POLICIES,
+                    ),
+                    *vcp_update,
+                ),
+                "volumePolicy": self.attach(self.volume_policy(), *vp_update),
+            },
+        )
+        return self.attach(spec, *self.spec_rules())
+
+    def openapi_schema(self) -> Schema:
+        root = obj(
+            "A JobSet: a set of Jobs that succeed, fail and restart as one unit, with managed "
+            "persistent volumes.",
+            {
+                "apiVersion": string("The versioned schema of this object."),
+                "kind": string("The kind of this object: JobSet."),
+                "metadata": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "maxLength": MAX_OBJECT_NAME}},
+                },
+                "spec": self.spec(),
+                "status": self.status(),
+            },
+            required=["spec"],
+        )
+        return self.attach(root, *self.root_rules())
+
+
+PRINTER_COLUMNS: list[Schema] = [
+    {
+        "name": "TerminalState",
+        "type": "string",
+        "jsonPath": ".status.terminalState",
+        "description": "Completed or Failed once the JobSet has finished",
+    },
+    {
+        "name": "Restarts",
+        "type": "string",
+        "jsonPath": ".status.restarts",
+        "description": "How many times the JobSet restarted",
+    },
+    {
+        "name": "Completed",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Completed")].status',
+        "description": "Status of the Completed condition",
+    },
+    {
+        "name": "Suspended",
+        "type": "string",
+        "jsonPath": ".spec.suspend",
+        "description": "Whether the JobSet is suspended",
+    },
+    {
+        "name": "Age",
+        "type": "date",
+        "jsonPath": ".metadata.creationTimestamp",
+        "description": "Time since the JobSet was created",
+    },
+]
+
+
+def rules(job_template: Schema, claim: Schema) -> list[Rule]:
+    """Every CEL rule of the CRD, in schema order."""
+    builder = Builder(job_template, claim)
+    builder.openapi_schema()
+    return builder.rules
+
+
+def custom_resource_definition(job_template: Schema, claim: Schema) -> dict[str, Any]:
+    """The JobSet CRD, given the inlined JobTemplateSpec and PersistentVolumeClaim schemas."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": KIND.lower(),
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": Builder(job_template, claim).openapi_schema()},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": copy.deepcopy(PRINTER_COLUMNS),
+                }
+            ],
+        },
+    }

@@ -1,0 +1,986 @@
+"""The JobSet CRD against the real API server: drift, examples, every CEL rule, defaults, pruning.
+
+Rejections are checked with the exact message the API server returns. Creates that are expected to
+fail use ``dryRun=All`` (validation runs in full, nothing is stored).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.api import crdgen, schema
+from localcluster.cluster import LocalCluster
+from tests.helpers import Kube
+from tests.support.crd import CRD_FILE, install_crd
+from tests.support.examples import EXAMPLES
+
+Obj = dict[str, Any]
+Mutation = Callable[[Obj], None]
+API = "/apis/jobset.x-k8s.io/v1alpha2"
+
+
+# ------------------------------------------------------------------ manifests
+
+
+def pvc(name: str, storage: str = "1Gi", **metadata: Any) -> Obj:
+    return {
+        "metadata": {"name": name, **metadata},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}},
+    }
+
+
+def rjob(name: str, replicas: int = 1, completions: int = 1, mounts: tuple[str, ...] = ()) -> Obj:
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "completions": completions,
+                "parallelism": completions,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "busybox",
+                                "volumeMounts": [{"name": m, "mountPath": f"/{m}"} for m in mounts],
+                            }
+                        ],
+                    }
+                },
+            }
+        },
+    }
+
+
+def base() -> Obj:
+    """A valid JobSet that uses most features, so a mutation breaks exactly one rule."""
+    workers = rjob("workers", replicas=2, completions=2, mounts=("data", "ckpt"))
+    workers["dependsOn"] = [{"name": "init", "status": "Complete"}]
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "train"},
+        "spec": {
+            "replicatedJobs": [rjob("init", mounts=("data",)), workers],
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": ["workers"]},
+            "failurePolicy": {
+                "maxRestarts": 1,
+                "rules": [
+                    {
+                        "name": "fatal",
+                        "action": "FailJobSet",
+                        "onJobFailureReasons": ["PodFailurePolicy"],
+                        "targetReplicatedJobs": ["workers"],
+                    }
+                ],
+            },
+            "coordinator": {"replicatedJob": "workers", "jobIndex": 1, "podIndex": 1},
+            "volumeClaimPolicies": [
+                {"templates": [pvc("data")], "targetReplicatedJobs": ["init", "workers"]},
+                {"scope": "Job", "templates": [pvc("ckpt")], "targetReplicatedJobs": ["workers"]},
+            ],
+        },
+    }
+
+
+def spec(js: Obj) -> Obj:
+    result: Obj = js["spec"]
+    return result
+
+
+def rj(js: Obj, index: int) -> Obj:
+    result: Obj = js["spec"]["replicatedJobs"][index]
+    return result
+
+
+def pod(js: Obj, index: int) -> Obj:
+    result: Obj = rj(js, index)["template"]["spec"]["template"]["spec"]
+    return result
+
+
+def container(js: Obj, index: int) -> Obj:
+    result: Obj = pod(js, index)["containers"][0]
+    return result
+
+
+def policy(js: Obj, index: int) -> Obj:
+    result: Obj = js["spec"]["volumeClaimPolicies"][index]
+    return result
+
+
+def without_volumes(js: Obj) -> None:
+    del js["spec"]["volumeClaimPolicies"]
+    for index in range(len(js["spec"]["replicatedJobs"])):
+        container(js, index)["volumeMounts"] = []
+
+
+# ------------------------------------------------------------------ API helpers
+
+
+@pytest.fixture
+async def jobsets(kube: Kube, namespace: str) -> str:
+    """Install the CRD; return the namespace's jobsets collection path."""
+    await install_crd(kube)
+    return f"{API}/namespaces/{namespace}/jobsets"
+
+
+async def create(kube: Kube, path: str, body: Obj, *, dry_run: bool = False) -> Obj:
+    query = "?dryRun=All" if dry_run else ""
+    result: Obj = await kube.raw("POST", path + query, body)
+    return result
+
+
+async def replace(kube: Kube, path: str, body: Obj) -> Obj:
+    result: Obj = await kube.raw("PUT", f"{path}/{body['metadata']['name']}", body)
+    return result
+
+
+def accepted(response: Obj) -> Obj:
+    assert response.get("kind") == "JobSet", f"expected the JobSet to be accepted: {response}"
+    return response
+
+
+def rejection(response: Obj) -> str:
+    assert response.get("kind") == "Status", f"expected a rejection, got {response.get('kind')}"
+    assert response.get("code") == 422, response
+    message: str = response["message"]
+    return message
+
+
+# ------------------------------------------------------------------ (a) drift
+
+
+async def test_committed_crd_matches_the_generator(apiserver_cluster: LocalCluster) -> None:
+    generated = await crdgen.generate(apiserver_cluster.kubeconfig)
+    committed = CRD_FILE.read_text()
+    assert generated == committed, (
+        f"{CRD_FILE} is out of date with controller/api/schema.py or the Kubernetes OpenAPI: "
+        "run `make crd` and commit the result"
+    )
+    size = len(committed.encode())
+    assert size < 1024 * 1024, f"the CRD is {size} bytes; etcd's object limit is 1.5 MiB"
+
+
+async def test_crd_is_established_with_printer_columns(
+    kube: Kube, jobsets: str, namespace: str
+) -> None:
+    accepted(await create(kube, jobsets, base()))
+    table = await kube.api.call_api(
+        jobsets,
+        "GET",
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
+    listed = await table.json()
+    assert [c["name"] for c in listed["columnDefinitions"]] == [
+        "Name",
+        "TerminalState",
+        "Restarts",
+        "Completed",
+        "Suspended",
+        "Age",
+    ]
+    assert listed["rows"][0]["cells"][0] == "train"
+
+
+# ------------------------------------------------------------------ (b) examples
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+async def test_example_is_accepted(kube: Kube, jobsets: str, example: str) -> None:
+    body = yaml.safe_load((EXAMPLES / example).read_text())
+    stored = accepted(await create(kube, jobsets, body))
+    assert stored["metadata"]["name"] == body["metadata"]["name"]
+    assert [r["name"] for r in stored["spec"]["replicatedJobs"]] == [
+        r["name"] for r in body["spec"]["replicatedJobs"]
+    ]
+
+
+# ------------------------------------------------------------------ (c) rules on create
+
+
+def _set(path: Callable[[Obj], Obj], key: str, value: Any) -> Mutation:
+    def mutate(js: Obj) -> None:
+        path(js)[key] = value
+
+    return mutate
+
+
+def _all(*mutations: Mutation) -> Mutation:
+    def mutate(js: Obj) -> None:
+        for m in mutations:
+            m(js)
+
+    return mutate
+
+
+def _add_rjob(new: Obj) -> Mutation:
+    def mutate(js: Obj) -> None:
+        js["spec"]["replicatedJobs"].append(new)
+
+    return mutate
+
+
+def _add_template(index: int, template: Obj) -> Mutation:
+    def mutate(js: Obj) -> None:
+        policy(js, index)["templates"].append(template)
+
+    return mutate
+
+
+def _add_mount(index: int, name: str) -> Mutation:
+    def mutate(js: Obj) -> None:
+        container(js, index)["volumeMounts"].append({"name": name, "mountPath": f"/x{name}"})
+
+    return mutate
+
+
+def _rename(name: str) -> Mutation:
+    return _set(lambda js: js["metadata"], "name", name)
+
+
+def _volume_policy(js: Obj) -> None:
+    """Use the volumePolicy spelling for the shared template instead of volumeClaimPolicies."""
+    del js["spec"]["volumeClaimPolicies"][0]
+    js["spec"]["volumePolicy"] = {
+        "replicatedJobs": [{"name": "init"}, {"name": "workers"}],
+        "volumeClaimTemplates": [pvc("data")],
+    }
+
+
+CREATE_CASES: list[tuple[str, Mutation, str]] = [
+    (
+        "replicated-jobs-required",
+        _all(without_volumes, lambda js: spec(js).update(replicatedJobs=[])),
+        "spec.replicatedJobs must list at least one replicated job",
+    ),
+    (
+        "replicated-job-names-unique",
+        _add_rjob(rjob("Workers")),
+        "replicatedJob names must be unique, also when compared without case (child Job names "
+        "use the lower-case form): workers",
+    ),
+    (
+        "success-policy-targets",
+        _set(lambda js: spec(js)["successPolicy"], "targetReplicatedJobs", ["workers", "nope"]),
+        "successPolicy.targetReplicatedJobs must name replicated jobs of this JobSet: nope",
+    ),
+    (
+        "failure-rule-targets",
+        _set(lambda js: spec(js)["failurePolicy"]["rules"][0], "targetReplicatedJobs", ["gone"]),
+        "failurePolicy.rules[].targetReplicatedJobs must name replicated jobs of this JobSet: gone",
+    ),
+    (
+        "failure-rule-names-unique",
+        lambda js: spec(js)["failurePolicy"]["rules"].append(
+            {"name": "fatal", "action": "RestartJobSet"}
+        ),
+        "failurePolicy rule names must be unique (a rule without a name is called "
+        "failurePolicyRule<index>): fatal",
+    ),
+    (
+        "failure-rule-names-unique-default",
+        _all(
+            lambda js: spec(js)["failurePolicy"]["rules"].append({"action": "RestartJobSet"}),
+            _set(lambda js: spec(js)["failurePolicy"]["rules"][0], "name", "failurePolicyRule1"),
+        ),
+        "failurePolicy rule names must be unique (a rule without a name is called "
+        "failurePolicyRule<index>): failurePolicyRule1",
+    ),
+    (
+        "failure-rule-name-format",
+        _set(lambda js: spec(js)["failurePolicy"]["rules"][0], "name", "1st:rule"),
+        "a failure policy rule name must start with a letter, contain only letters, digits, "
+        "'_', ',' and ':', and end with a letter, digit or '_': 1st:rule",
+    ),
+    (
+        "failure-rule-name-length",
+        _set(lambda js: spec(js)["failurePolicy"]["rules"][0], "name", "r" * 129),
+        "spec.failurePolicy.rules[0].name: Too long: may not be more than 128 bytes",
+    ),
+    (
+        "failure-rule-reasons",
+        _set(
+            lambda js: spec(js)["failurePolicy"]["rules"][0],
+            "onJobFailureReasons",
+            ["PodFailurePolicy", "OOMKilled"],
+        ),
+        "onJobFailureReasons may contain only BackoffLimitExceeded, DeadlineExceeded, "
+        "FailedIndexes, MaxFailedIndexesExceeded, PodFailurePolicy: OOMKilled",
+    ),
+    (
+        "failure-rule-action",
+        _set(lambda js: spec(js)["failurePolicy"]["rules"][0], "action", "Ignore"),
+        'spec.failurePolicy.rules[0].action: Unsupported value: "Ignore"',
+    ),
+    (
+        "restart-strategy",
+        _set(lambda js: spec(js)["failurePolicy"], "restartStrategy", "InPlace"),
+        'spec.failurePolicy.restartStrategy: Unsupported value: "InPlace"',
+    ),
+    (
+        "depends-on-first",
+        _set(lambda js: rj(js, 0), "dependsOn", [{"name": "workers", "status": "Ready"}]),
+        "the first replicated job cannot have dependsOn: nothing starts before it: init",
+    ),
+    (
+        "depends-on-earlier",
+        _all(
+            _add_rjob(rjob("eval")),
+            _set(lambda js: rj(js, 1), "dependsOn", [{"name": "eval", "status": "Ready"}]),
+        ),
+        "dependsOn must name a replicated job listed before this one: workers depends on eval",
+    ),
+    (
+        "depends-on-one-item",
+        _add_rjob(
+            rjob("eval")
+            | {
+                "dependsOn": [
+                    {"name": "init", "status": "Ready"},
+                    {"name": "workers", "status": "Ready"},
+                ]
+            }
+        ),
+        "spec.replicatedJobs[2].dependsOn: Too many: 2: must have at most 1 item",
+    ),
+    (
+        "depends-on-status",
+        _set(lambda js: rj(js, 1), "dependsOn", [{"name": "init", "status": "Started"}]),
+        'spec.replicatedJobs[1].dependsOn[0].status: Unsupported value: "Started"',
+    ),
+    (
+        "startup-policy-or-depends-on",
+        _set(spec, "startupPolicy", {"startupPolicyOrder": "InOrder"}),
+        "startupPolicy InOrder and dependsOn cannot be combined: use dependsOn",
+    ),
+    (
+        "coordinator-replicated-job",
+        _set(spec, "coordinator", {"replicatedJob": "leader"}),
+        "coordinator.replicatedJob must name a replicated job of this JobSet: leader",
+    ),
+    (
+        "coordinator-job-index",
+        _set(lambda js: spec(js)["coordinator"], "jobIndex", 2),
+        "coordinator.jobIndex must be less than the replicas of the coordinator's replicated "
+        "job: workers",
+    ),
+    (
+        "coordinator-pod-index",
+        _set(lambda js: spec(js)["coordinator"], "podIndex", 2),
+        "coordinator.podIndex must be less than the completions of the coordinator's "
+        "replicated job: workers",
+    ),
+    (
+        "coordinator-indexed",
+        _set(lambda js: rj(js, 1)["template"]["spec"], "completionMode", "NonIndexed"),
+        "the coordinator's replicated job must use completionMode Indexed: workers",
+    ),
+    (
+        "child-job-names-length",
+        _rename("a" * 54),
+        "child Job names (<jobSet>-<replicatedJob>-<jobIndex>) must be DNS-1035 labels: the "
+        "JobSet name must start with a letter, both names may contain only letters, digits and "
+        "'-' (the replicated job name is used in lower case), and the longest Job name must fit "
+        "in 63 characters: replicatedJob workers",
+    ),
+    (
+        "child-job-names-jobset-start",
+        _rename("1train"),
+        "child Job names (<jobSet>-<replicatedJob>-<jobIndex>) must be DNS-1035 labels",
+    ),
+    (
+        "child-job-names-characters",
+        _add_rjob(rjob("my_job")),
+        "the longest Job name must fit in 63 characters: replicatedJob my_job",
+    ),
+    (
+        "pod-names",
+        _rename("a" * 46),
+        "pod names (<jobSet>-<replicatedJob>-<jobIndex>-<podIndex>-<suffix>) must be DNS-1035 "
+        "labels of at most 63 characters: shorten the JobSet or replicated job name: "
+        "replicatedJob workers",
+    ),
+    (
+        "subdomain-format",
+        _set(spec, "network", {"subdomain": "Train_Net"}),
+        "spec.network.subdomain must be a DNS-1035 label of at most 63 characters: a DNS-1035 "
+        "label must consist of lower case alphanumeric characters or '-'",
+    ),
+    (
+        "subdomain-length",
+        _set(spec, "network", {"subdomain": "s" * 64}),
+        "spec.network.subdomain must be a DNS-1035 label of at most 63 characters: must be no "
+        "more than 63 characters",
+    ),
+    (
+        "replicas-times-parallelism",
+        _all(
+            _set(lambda js: rj(js, 0), "replicas", 3),
+            _set(lambda js: rj(js, 0)["template"]["spec"], "parallelism", 1_000_000_000),
+        ),
+        "replicas times the template's parallelism must not exceed 2147483647: init",
+    ),
+    (
+        "group-name-format",
+        _set(lambda js: rj(js, 0), "groupName", "Group_1"),
+        "groupName must be a DNS-1035 label of at most 63 characters: a DNS-1035 label must "
+        "consist of lower case alphanumeric characters or '-'",
+    ),
+    (
+        "managed-by-format",
+        _set(spec, "managedBy", "kueue"),
+        "spec.managedBy must be a domain-prefixed path (e.g. example.com/name) of at most 63 "
+        "characters: kueue",
+    ),
+    (
+        "managed-by-length",
+        _set(spec, "managedBy", "example.com/" + "x" * 60),
+        "spec.managedBy must be a domain-prefixed path (e.g. example.com/name) of at most 63 "
+        "characters",
+    ),
+    (
+        "ttl-minimum",
+        _set(spec, "ttlSecondsAfterFinished", -1),
+        "spec.ttlSecondsAfterFinished: Invalid value: -1: spec.ttlSecondsAfterFinished in body "
+        "should be greater than or equal to 0",
+    ),
+    (
+        "replicas-minimum",
+        _set(lambda js: rj(js, 0), "replicas", -1),
+        "should be greater than or equal to 0",
+    ),
+    (
+        "template-name",
+        _all(_add_template(0, pvc("Scratch")), _add_mount(0, "Scratch")),
+        "a volume claim template's metadata.name must be a DNS-1123 label (it names the pod "
+        "volume): Scratch",
+    ),
+    (
+        "volume-policy-template-name",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"]["volumeClaimTemplates"].append(pvc("a.b")),
+            _add_mount(0, "a.b"),
+        ),
+        "a volume claim template's metadata.name must be a DNS-1123 label (it names the pod "
+        "volume): a.b",
+    ),
+    (
+        "template-name-required",
+        _set(lambda js: policy(js, 0)["templates"][0], "metadata", {"labels": {"a": "b"}}),
+        "spec.volumeClaimPolicies[0].templates[0].metadata.name: Required value",
+    ),
+    (
+        "template-namespace",
+        _set(lambda js: policy(js, 0)["templates"][0]["metadata"], "namespace", "other"),
+        "a volume claim template must not set metadata.namespace: claims are made in the "
+        "JobSet's namespace: data",
+    ),
+    (
+        "volume-policy-template-namespace",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"]["volumeClaimTemplates"][0]["metadata"].update(
+                namespace="other"
+            ),
+        ),
+        "a volume claim template must not set metadata.namespace: claims are made in the "
+        "JobSet's namespace: data",
+    ),
+    (
+        "template-names-unique",
+        _add_template(1, pvc("data")),
+        "volume claim template names must be unique across volumeClaimPolicies and "
+        "volumePolicy: data",
+    ),
+    (
+        "template-names-unique-spellings",
+        lambda js: spec(js).update(
+            volumePolicy={"volumeClaimTemplates": [pvc("ckpt")]},
+        ),
+        "volume claim template names must be unique across volumeClaimPolicies and "
+        "volumePolicy: ckpt",
+    ),
+    (
+        "volume-targets",
+        _set(lambda js: policy(js, 1), "targetReplicatedJobs", ["workers", "trainer"]),
+        "volume claim policies must target replicated jobs of this JobSet: trainer",
+    ),
+    (
+        "volume-targets-volume-policy",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"]["replicatedJobs"].append({"name": "trainer"}),
+        ),
+        "volume claim policies must target replicated jobs of this JobSet: trainer",
+    ),
+    (
+        "template-mounted",
+        _add_template(1, pvc("scratch")),
+        "every volume claim template must be mounted by a replicated job it targets (a "
+        "volumeMount with the template's name): scratch",
+    ),
+    (
+        "template-mounted-by-init-container",
+        _all(
+            _add_template(1, pvc("scratch")),
+            lambda js: pod(js, 1).update(
+                initContainers=[
+                    {
+                        "name": "fetch",
+                        "image": "busybox",
+                        "volumeMounts": [{"name": "scratch", "mountPath": "/s"}],
+                    }
+                ]
+            ),
+            _rename("accepted"),
+        ),
+        "",
+    ),
+    (
+        "untargeted-mount",
+        _add_mount(0, "ckpt"),
+        "a replicated job that a volume claim policy does not target must not mount its "
+        "templates: init",
+    ),
+    (
+        "untargeted-mount-volume-policy",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"].update(replicatedJobs=[{"name": "workers"}]),
+        ),
+        "a replicated job that a volume claim policy does not target must not mount its "
+        "templates: init",
+    ),
+    (
+        "template-volume-name-free",
+        lambda js: pod(js, 1).update(volumes=[{"name": "data", "emptyDir": {}}]),
+        "a replicated job that gets a volume claim template must not define a pod volume of "
+        "the same name: workers",
+    ),
+    (
+        "template-volume-name-free-default-targets",
+        _all(
+            lambda js: policy(js, 0).pop("targetReplicatedJobs"),
+            lambda js: pod(js, 0).update(volumes=[{"name": "data", "emptyDir": {}}]),
+        ),
+        "a replicated job that gets a volume claim template must not define a pod volume of "
+        "the same name: init",
+    ),
+    (
+        "untargeted-own-volume-allowed",
+        _all(
+            lambda js: pod(js, 0).update(volumes=[{"name": "ckpt", "emptyDir": {}}]),
+            _add_mount(0, "ckpt"),
+        ),
+        "a replicated job that a volume claim policy does not target must not mount its "
+        "templates",  # defining its own volume does not make the mount allowed
+    ),
+    (
+        "pod-scope-unsupported",
+        _set(lambda js: policy(js, 1), "scope", "Pod"),
+        "scope Pod is not supported yet (a later release adds it); use JobSet or Job",
+    ),
+    (
+        "scope-enum",
+        _set(lambda js: policy(js, 1), "scope", "Node"),
+        'spec.volumeClaimPolicies[1].scope: Unsupported value: "Node"',
+    ),
+    (
+        "claim-names",
+        _rename("c" * 250),
+        "claim names (<template>-<jobSet>, or <template>-<jobSet>-<replicatedJob>-<jobIndex> "
+        "for scope Job) must be at most 253 characters",
+    ),
+    (
+        "volume-targets-set",
+        _set(lambda js: policy(js, 1), "targetReplicatedJobs", ["workers", "workers"]),
+        'spec.volumeClaimPolicies[1].targetReplicatedJobs[1]: Duplicate value: "workers"',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutation", "expected"),
+    [pytest.param(m, e, id=i) for i, m, e in CREATE_CASES],
+)
+async def test_rule_on_create(kube: Kube, jobsets: str, mutation: Mutation, expected: str) -> None:
+    body = base()
+    mutation(body)
+    response = await create(kube, jobsets, body, dry_run=True)
+    if not expected:
+        accepted(response)
+        return
+    message = rejection(response)
+    assert expected in message, f"expected {expected!r} in the rejection:\n{message}"
+
+
+async def test_base_and_uppercase_names_are_accepted(kube: Kube, jobsets: str) -> None:
+    accepted(await create(kube, jobsets, base(), dry_run=True))
+    upper = base()
+    for index, name in enumerate(("Init", "Workers")):
+        rj(upper, index)["name"] = name
+    rj(upper, 1)["dependsOn"] = [{"name": "Init", "status": "Complete"}]
+    spec(upper)["successPolicy"]["targetReplicatedJobs"] = ["Workers"]
+    spec(upper)["failurePolicy"]["rules"][0]["targetReplicatedJobs"] = ["Workers"]
+    spec(upper)["coordinator"]["replicatedJob"] = "Workers"
+    policy(upper, 0)["targetReplicatedJobs"] = ["Init", "Workers"]
+    policy(upper, 1)["targetReplicatedJobs"] = ["Workers"]
+    accepted(await create(kube, jobsets, upper, dry_run=True))
+
+
+def test_every_rule_has_a_case() -> None:
+    """Each CEL rule of the schema is exercised by a create or an update case."""
+    covered = {case for case, _, _ in CREATE_CASES} | {case for case, *_ in UPDATE_CASES}
+    job_template, claim = _embedded()
+    ids = {r.id for r in schema.rules(job_template, claim)}
+    missing = {i for i in ids if not any(c == i or c.startswith(i + "-") for c in covered)}
+    assert not missing, f"rules without a test case: {sorted(missing)}"
+
+
+def test_docs_list_every_rule() -> None:
+    """docs/api.md names every rule with its exact message."""
+    docs = (CRD_FILE.parents[2] / "docs" / "api.md").read_text()
+    job_template, claim = _embedded()
+    for rule in schema.rules(job_template, claim):
+        assert f"`{rule.id}`" in docs, f"docs/api.md does not list rule {rule.id}"
+        assert f"`{rule.message}`" in docs, f"docs/api.md lacks the message of {rule.id}"
+
+
+def _embedded() -> tuple[Obj, Obj]:
+    crd = yaml.safe_load(CRD_FILE.read_text())
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    rjob_schema = root["properties"]["spec"]["properties"]["replicatedJobs"]["items"]
+    claim = root["properties"]["spec"]["properties"]["volumeClaimPolicies"]["items"]
+    return rjob_schema["properties"]["template"], claim["properties"]["templates"]["items"]
+
+
+# ------------------------------------------------------------------ (c) rules on update
+
+
+def _suspended(js: Obj) -> None:
+    spec(js)["suspend"] = True
+
+
+def _pod_placement(js: Obj) -> None:
+    template = rj(js, 1)["template"]["spec"]["template"]
+    template.setdefault("metadata", {})["labels"] = {"kueue.x-k8s.io/queue": "q"}
+    template["metadata"]["annotations"] = {"placed": "yes"}
+    template["spec"]["nodeSelector"] = {"pool": "gpu"}
+    template["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
+    template["spec"]["schedulingGates"] = [{"name": "example.com/gate"}]
+
+
+def _storage(index: int, value: str) -> Mutation:
+    def mutate(js: Obj) -> None:
+        policy(js, index)["templates"][0]["spec"]["resources"]["requests"]["storage"] = value
+
+    return mutate
+
+
+def _vp_storage(value: str) -> Mutation:
+    def mutate(js: Obj) -> None:
+        template = spec(js)["volumePolicy"]["volumeClaimTemplates"][0]
+        template["spec"]["resources"]["requests"]["storage"] = value
+
+    return mutate
+
+
+def _noop(js: Obj) -> None:
+    return None
+
+
+# (id, mutation before create, mutation of the update, expected message; "" = accepted)
+UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
+    (
+        "network-immutable",
+        _noop,
+        _set(spec, "network", {"subdomain": "other"}),
+        "spec.network is immutable",
+    ),
+    (
+        "successPolicy-immutable",
+        _noop,
+        _set(lambda js: spec(js)["successPolicy"], "operator", "Any"),
+        "spec.successPolicy is immutable",
+    ),
+    (
+        "failurePolicy-immutable",
+        _noop,
+        _set(lambda js: spec(js)["failurePolicy"], "maxRestarts", 5),
+        "spec.failurePolicy is immutable",
+    ),
+    (
+        "startupPolicy-immutable",
+        lambda js: rj(js, 1).pop("dependsOn"),
+        _set(spec, "startupPolicy", {"startupPolicyOrder": "InOrder"}),
+        "spec.startupPolicy is immutable",
+    ),
+    (
+        "coordinator-immutable",
+        _noop,
+        _set(lambda js: spec(js)["coordinator"], "jobIndex", 0),
+        "spec.coordinator is immutable",
+    ),
+    (
+        "managed-by-immutable",
+        _noop,
+        _set(spec, "managedBy", "kueue.x-k8s.io/multikueue"),
+        "spec.managedBy is immutable",
+    ),
+    (
+        "replicated-jobs-immutable",
+        _noop,
+        _set(lambda js: rj(js, 1), "replicas", 3),
+        "spec.replicatedJobs is immutable while the JobSet is not suspended",
+    ),
+    (
+        "replicated-jobs-immutable-placement",
+        _noop,
+        _pod_placement,
+        "spec.replicatedJobs is immutable while the JobSet is not suspended",
+    ),
+    (
+        "replicated-jobs-suspended-changes-allowed",
+        _suspended,
+        _pod_placement,
+        "",
+    ),
+    (
+        "replicated-jobs-suspended-changes-being-suspended",
+        _noop,
+        _all(_suspended, _pod_placement),
+        "",
+    ),
+    (
+        "replicated-jobs-suspended-changes-resumed",
+        _suspended,
+        _all(_pod_placement, lambda js: spec(js).update(suspend=False)),
+        "",
+    ),
+    (
+        "replicated-jobs-suspended-changes-image",
+        _suspended,
+        _set(lambda js: container(js, 1), "image", "python"),
+        "while the JobSet is suspended, only the labels, annotations, nodeSelector, tolerations "
+        "and schedulingGates of the pod templates in spec.replicatedJobs may change",
+    ),
+    (
+        "replicated-jobs-suspended-changes-replicas",
+        _suspended,
+        _set(lambda js: rj(js, 1), "replicas", 4),
+        "while the JobSet is suspended, only the labels, annotations, nodeSelector, tolerations "
+        "and schedulingGates of the pod templates in spec.replicatedJobs may change",
+    ),
+    (
+        "volume-claim-policies-storage-raised",
+        _noop,
+        _all(_storage(0, "2Gi"), _storage(1, "1500Mi")),
+        "",
+    ),
+    (
+        "volume-claim-policies-labels-changed",
+        _noop,
+        lambda js: policy(js, 0)["templates"][0]["metadata"].update(
+            labels={"tier": "hot"}, annotations={"note": "x"}
+        ),
+        "",
+    ),
+    (
+        "volume-claim-policies-storage-not-lowered",
+        _noop,
+        _storage(1, "512Mi"),
+        "a volume claim template's storage request cannot be lowered: ckpt",
+    ),
+    (
+        "volume-claim-policies-immutable-access-modes",
+        _noop,
+        lambda js: policy(js, 0)["templates"][0]["spec"].update(accessModes=["ReadWriteMany"]),
+        "spec.volumeClaimPolicies is immutable, except the templates' labels and annotations "
+        "and raising a template's storage request",
+    ),
+    (
+        "volume-claim-policies-immutable-retention",
+        _noop,
+        _set(lambda js: policy(js, 1), "retentionPolicy", {"whenDeleted": "Retain"}),
+        "spec.volumeClaimPolicies is immutable",
+    ),
+    (
+        "volume-claim-policies-immutable-other-request",
+        _noop,
+        lambda js: policy(js, 0)["templates"][0]["spec"]["resources"]["requests"].update(
+            {"example.com/iops": "100"}
+        ),
+        "spec.volumeClaimPolicies is immutable",
+    ),
+    (
+        "volume-policy-storage-raised",
+        _volume_policy,
+        _vp_storage("10Gi"),
+        "",
+    ),
+    (
+        "volume-policy-storage-not-lowered",
+        _volume_policy,
+        _vp_storage("100Mi"),
+        "a volume claim template's storage request cannot be lowered: data",
+    ),
+    (
+        "volume-policy-immutable",
+        _volume_policy,
+        lambda js: spec(js)["volumePolicy"]["volumeClaimTemplates"][0]["spec"].update(
+            storageClassName="fast"
+        ),
+        "spec.volumePolicy is immutable, except the templates' labels and annotations and "
+        "raising a template's storage request",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("before", "change", "expected"),
+    [pytest.param(b, c, e, id=i) for i, b, c, e in UPDATE_CASES],
+)
+async def test_rule_on_update(
+    kube: Kube, jobsets: str, before: Mutation, change: Mutation, expected: str
+) -> None:
+    body = base()
+    before(body)
+    stored = accepted(await create(kube, jobsets, body))
+    updated = copy.deepcopy(stored)
+    change(updated)
+    response = await replace(kube, jobsets, updated)
+    if not expected:
+        accepted(response)
+        return
+    message = rejection(response)
+    assert expected in message, f"expected {expected!r} in the rejection:\n{message}"
+
+
+async def test_status_update_does_not_trip_spec_rules(kube: Kube, jobsets: str) -> None:
+    stored = accepted(await create(kube, jobsets, base()))
+    stored["status"] = {
+        "restarts": 1,
+        "terminalState": "Completed",
+        "volumes": {"anything": {"the": ["volume", "status"]}},
+        "replicatedJobsStatus": [
+            {"name": "init", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
+        ],
+    }
+    path = f"{jobsets}/train/status"
+    updated = accepted(await kube.raw("PUT", path, stored))
+    assert updated["status"]["volumes"] == {"anything": {"the": ["volume", "status"]}}
+    assert updated["status"]["terminalState"] == "Completed"
+
+
+# ------------------------------------------------------------------ (d) defaults
+
+
+async def test_defaults_applied_by_the_api_server(kube: Kube, jobsets: str) -> None:
+    minimal = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "defaults"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "work",
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "main",
+                                            "image": "busybox",
+                                            "ports": [{"containerPort": 8080}],
+                                            "volumeMounts": [{"name": "data", "mountPath": "/d"}],
+                                        }
+                                    ]
+                                }
+                            }
+                        }
+                    },
+                }
+            ],
+            "failurePolicy": {"maxRestarts": 2, "rules": [{"action": "RestartJobSet"}]},
+            "volumeClaimPolicies": [{"templates": [pvc("data")]}],
+        },
+    }
+    stored = accepted(await create(kube, jobsets, minimal))["spec"]
+    assert stored["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    assert stored["successPolicy"] == {"operator": "All"}
+    assert stored["startupPolicy"] == {"startupPolicyOrder": "AnyOrder"}
+    assert stored["failurePolicy"]["restartStrategy"] == "Recreate"
+    assert "name" not in stored["failurePolicy"]["rules"][0], "rule names: the controller's job"
+    work = stored["replicatedJobs"][0]
+    assert work["replicas"] == 1
+    assert work["groupName"] == "default"
+    assert work["template"]["spec"]["completionMode"] == "Indexed"
+    pod_spec = work["template"]["spec"]["template"]["spec"]
+    assert pod_spec["restartPolicy"] == "OnFailure"
+    assert pod_spec["containers"][0]["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+    claims = stored["volumeClaimPolicies"][0]
+    assert claims["scope"] == "JobSet"
+    assert claims["retentionPolicy"] == {
+        "whenDeleted": "Delete",
+        "whenCompleted": "Retain",
+        "whenFailed": "Retain",
+        "whenScaled": "Retain",
+    }
+    assert "suspend" not in stored and "coordinator" not in stored
+
+
+async def test_defaults_do_not_override_what_is_set(kube: Kube, jobsets: str) -> None:
+    body = base()
+    spec(body)["network"] = {"enableDNSHostnames": False}
+    rj(body, 0)["template"]["spec"]["completionMode"] = "NonIndexed"
+    policy(body, 1)["retentionPolicy"] = {"whenDeleted": "Retain"}
+    stored = accepted(await create(kube, jobsets, body))["spec"]
+    assert stored["network"] == {"enableDNSHostnames": False, "publishNotReadyAddresses": True}
+    assert stored["replicatedJobs"][0]["template"]["spec"]["completionMode"] == "NonIndexed"
+    assert stored["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"] == (
+        "Never"
+    )
+    assert stored["volumeClaimPolicies"][1]["retentionPolicy"]["whenDeleted"] == "Retain"
+    assert stored["volumeClaimPolicies"][1]["retentionPolicy"]["whenCompleted"] == "Retain"
+
+
+# ------------------------------------------------------------------ (e) pruning
+
+
+async def test_unknown_fields_are_pruned(kube: Kube, jobsets: str) -> None:
+    body = base()
+    spec(body)["colour"] = "blue"
+    rj(body, 0)["priority"] = 3
+    rj(body, 0)["template"]["metadata"] = {
+        "labels": {"keep": "yes"},
+        "generateName": "dropped-",
+        "ownerReferences": [],
+    }
+    pod(body, 0)["notAPodField"] = True
+    container(body, 0)["colour"] = "red"
+    policy(body, 0)["templates"][0]["status"] = {"phase": "Bound"}
+    policy(body, 0)["templates"][0]["metadata"]["uid"] = "123"
+    stored = accepted(await create(kube, jobsets, body))
+    s = stored["spec"]
+    assert "colour" not in s
+    first = s["replicatedJobs"][0]
+    assert "priority" not in first
+    assert first["template"]["metadata"] == {"labels": {"keep": "yes"}}
+    pod_spec = first["template"]["spec"]["template"]["spec"]
+    assert "notAPodField" not in pod_spec
+    assert "colour" not in pod_spec["containers"][0]
+    template = s["volumeClaimPolicies"][0]["templates"][0]
+    assert "status" not in template
+    assert template["metadata"] == {"name": "data"}

@@ -1,0 +1,293 @@
+"""The JobSet controller against a real API server; the test plays the Job controller.
+
+As in upstream's integration tests there is no kube-controller-manager here: the test sets Job
+status (ready, complete, failed) itself and checks what the JobSet controller does about it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from controller.jobset import api
+from controller.runtime.client import SERVICES, KubeClient
+from tests.helpers import Kube, wait_for
+from tests.support.crd import install_crd
+from tests.support.jobsets import (
+    assert_no_writes_at_steady_state,
+    complete_job,
+    condition,
+    fail_job,
+    get_jobset,
+    jobs_of,
+    jobset,
+    ready_job,
+    replicated_job,
+    running_controller,
+    wait_condition,
+    wait_jobs,
+)
+
+
+@pytest.fixture
+async def client(kube: Kube) -> AsyncIterator[KubeClient]:
+    await install_crd(kube)
+    yield KubeClient(kube.api)
+
+
+@pytest.fixture
+async def controller(kube: Kube, namespace: str, client: KubeClient) -> AsyncIterator[None]:
+    async with running_controller(kube, namespace):
+        yield
+
+
+async def create(client: KubeClient, namespace: str, body: dict[str, Any]) -> None:
+    await client.create(api.JOBSETS, body, namespace)
+
+
+@pytest.mark.usefixtures("controller")
+async def test_creates_jobs_and_service_then_completes(client: KubeClient, namespace: str) -> None:
+    await create(client, namespace, jobset("js", replicated_job("a", 2), replicated_job("b", 1)))
+    jobs = await wait_jobs(client, namespace, "js", 3)
+    assert [j["metadata"]["name"] for j in jobs] == ["js-a-0", "js-a-1", "js-b-0"]
+    service = await client.get(SERVICES, "js", namespace)
+    assert service["spec"]["clusterIP"] == "None"
+    for job in jobs:
+        await complete_job(client, namespace, job)
+    done = await wait_condition(client, namespace, "js", api.COMPLETED)
+    assert done["status"]["terminalState"] == "Completed"
+    assert condition(done, api.COMPLETED)["reason"] == "AllJobsCompleted"  # type: ignore[index]
+    statuses = {s["name"]: s for s in done["status"]["replicatedJobsStatus"]}
+    assert statuses["a"]["succeeded"] == 2 and statuses["b"]["succeeded"] == 1
+
+
+@pytest.mark.usefixtures("controller")
+async def test_success_policy_any_on_a_target(client: KubeClient, namespace: str) -> None:
+    body = jobset(
+        "any",
+        replicated_job("leader", 1),
+        replicated_job("workers", 3),
+        successPolicy={"operator": "Any", "targetReplicatedJobs": ["workers"]},
+    )
+    await create(client, namespace, body)
+    jobs = await wait_jobs(client, namespace, "any", 4)
+    await complete_job(
+        client, namespace, next(j for j in jobs if j["metadata"]["name"] == "any-leader-0")
+    )
+    await asyncio.sleep(1)
+    assert condition(await get_jobset(client, namespace, "any"), api.COMPLETED) is None
+    await complete_job(
+        client, namespace, next(j for j in jobs if j["metadata"]["name"] == "any-workers-1")
+    )
+    await wait_condition(client, namespace, "any", api.COMPLETED)
+
+
+@pytest.mark.usefixtures("controller")
+async def test_no_failure_policy_fails_on_first_failed_job(
+    client: KubeClient, namespace: str
+) -> None:
+    await create(client, namespace, jobset("fragile", replicated_job("a", 2)))
+    jobs = await wait_jobs(client, namespace, "fragile", 2)
+    await fail_job(client, namespace, jobs[0])
+    failed = await wait_condition(client, namespace, "fragile", api.FAILED)
+    assert failed["status"]["terminalState"] == "Failed"
+    assert condition(failed, api.FAILED)["reason"] == "FailedJobs"  # type: ignore[index]
+
+
+@pytest.mark.usefixtures("controller")
+async def test_restart_recreates_jobs_with_next_attempt(client: KubeClient, namespace: str) -> None:
+    body = jobset("again", replicated_job("a", 2), failurePolicy={"maxRestarts": 2})
+    await create(client, namespace, body)
+    first = await wait_jobs(client, namespace, "again", 2, attempt=0)
+    await fail_job(client, namespace, first[1])
+    second = await wait_jobs(client, namespace, "again", 2, attempt=1, gc=True)
+    assert {j["metadata"]["uid"] for j in second}.isdisjoint({j["metadata"]["uid"] for j in first})
+    js = await get_jobset(client, namespace, "again")
+    assert js["status"]["restarts"] == 1
+    assert js["status"]["restartsCountTowardsMax"] == 1
+    for job in second:
+        assert job["spec"]["template"]["metadata"]["labels"][api.RESTART_ATTEMPT] == "1"
+
+
+@pytest.mark.usefixtures("controller")
+async def test_max_restarts_exhausted_fails(client: KubeClient, namespace: str) -> None:
+    await create(
+        client,
+        namespace,
+        jobset("limited", replicated_job("a", 1), failurePolicy={"maxRestarts": 1}),
+    )
+    first = await wait_jobs(client, namespace, "limited", 1, attempt=0)
+    await fail_job(client, namespace, first[0])
+    second = await wait_jobs(client, namespace, "limited", 1, attempt=1, gc=True)
+    await fail_job(client, namespace, second[0])
+    failed = await wait_condition(client, namespace, "limited", api.FAILED)
+    assert condition(failed, api.FAILED)["reason"] == "ReachedMaxRestarts"  # type: ignore[index]
+    assert failed["status"]["restarts"] == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "expect_failed", "expect_restarts", "expect_towards"),
+    [
+        ("FailJobSet", True, 0, 0),
+        ("RestartJobSet", False, 1, 1),
+        ("RestartJobSetAndIgnoreMaxRestarts", False, 1, 0),
+    ],
+)
+@pytest.mark.usefixtures("controller")
+async def test_failure_rule_actions(
+    client: KubeClient,
+    namespace: str,
+    action: str,
+    expect_failed: bool,
+    expect_restarts: int,
+    expect_towards: int,
+) -> None:
+    policy = {
+        "maxRestarts": 3,
+        "rules": [
+            {"name": "other", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
+            {"name": "theRule", "action": action, "onJobFailureReasons": ["PodFailurePolicy"],
+             "onJobFailureMessagePatterns": ["exit code 4[0-9]"]},
+        ],
+    }  # fmt: skip
+    await create(client, namespace, jobset("ruled", replicated_job("a", 1), failurePolicy=policy))
+    first = await wait_jobs(client, namespace, "ruled", 1, attempt=0)
+    await fail_job(client, namespace, first[0], "PodFailurePolicy", "container main: exit code 42")
+    if expect_failed:
+        failed = await wait_condition(client, namespace, "ruled", api.FAILED)
+        assert condition(failed, api.FAILED)["reason"] == "FailJobSetFailurePolicyAction"  # type: ignore[index]
+        return
+    await wait_jobs(client, namespace, "ruled", 1, attempt=1, gc=True)
+    js = await get_jobset(client, namespace, "ruled")
+    assert js["status"]["restarts"] == expect_restarts
+    assert js["status"].get("restartsCountTowardsMax", 0) == expect_towards
+
+
+@pytest.mark.usefixtures("controller")
+async def test_suspend_and_resume(client: KubeClient, namespace: str) -> None:
+    await create(client, namespace, jobset("sleepy", replicated_job("a", 2), suspend=True))
+    jobs = await wait_jobs(client, namespace, "sleepy", 2)
+    assert all(j["spec"]["suspend"] is True for j in jobs)
+    await wait_condition(client, namespace, "sleepy", api.SUSPENDED)
+    await client.patch(api.JOBSETS, "sleepy", {"spec": {"suspend": False}}, namespace)
+    resumed = await wait_condition(client, namespace, "sleepy", api.SUSPENDED, status="False")
+    assert condition(resumed, api.SUSPENDED)["reason"] == "ResumeJobs"  # type: ignore[index]
+
+    async def suspended_flags() -> list[bool]:
+        return [j["spec"]["suspend"] for j in await jobs_of(client, namespace, "sleepy")]
+
+    await wait_for(suspended_flags, lambda flags: flags == [False, False], "child Jobs resumed")
+    await client.patch(api.JOBSETS, "sleepy", {"spec": {"suspend": True}}, namespace)
+    await wait_for(
+        suspended_flags, lambda flags: flags == [True, True], "child Jobs suspended again"
+    )
+
+
+@pytest.mark.usefixtures("controller")
+async def test_startup_in_order(client: KubeClient, namespace: str) -> None:
+    body = jobset(
+        "ordered",
+        replicated_job("first", 1),
+        replicated_job("second", 2),
+        startupPolicy={"startupPolicyOrder": "InOrder"},
+    )
+    await create(client, namespace, body)
+    first = await wait_jobs(client, namespace, "ordered", 1)
+    await wait_condition(client, namespace, "ordered", api.STARTUP_POLICY_IN_PROGRESS)
+    await asyncio.sleep(1)
+    assert len(await jobs_of(client, namespace, "ordered")) == 1
+    await ready_job(client, namespace, first[0])
+    second = await wait_jobs(client, namespace, "ordered", 3)
+    for job in second[1:]:
+        await ready_job(client, namespace, job)
+    await wait_condition(client, namespace, "ordered", api.STARTUP_POLICY_COMPLETED)
+
+
+@pytest.mark.parametrize("dependency", ["Ready", "Complete"])
+@pytest.mark.usefixtures("controller")
+async def test_depends_on(client: KubeClient, namespace: str, dependency: str) -> None:
+    body = jobset(
+        "deps",
+        replicated_job("init", 1),
+        replicated_job("train", 2, dependsOn=[{"name": "init", "status": dependency}]),
+    )
+    await create(client, namespace, body)
+    init = await wait_jobs(client, namespace, "deps", 1)
+    await ready_job(client, namespace, init[0])
+    if dependency == "Complete":
+        await asyncio.sleep(1)
+        assert len(await jobs_of(client, namespace, "deps")) == 1, "Ready is not Complete"
+        await complete_job(client, namespace, init[0])
+    jobs = await wait_jobs(client, namespace, "deps", 3)
+    assert [j["metadata"]["name"] for j in jobs] == ["deps-init-0", "deps-train-0", "deps-train-1"]
+
+
+@pytest.mark.usefixtures("controller")
+async def test_ttl_after_finished_deletes_the_jobset(client: KubeClient, namespace: str) -> None:
+    await create(
+        client, namespace, jobset("brief", replicated_job("a", 1), ttlSecondsAfterFinished=2)
+    )
+    jobs = await wait_jobs(client, namespace, "brief", 1)
+    await complete_job(client, namespace, jobs[0])
+    await wait_condition(client, namespace, "brief", api.COMPLETED)
+
+    async def exists() -> bool:
+        listed = await client.list(api.JOBSETS, namespace)
+        return any(j["metadata"]["name"] == "brief" for j in listed["items"])
+
+    await wait_for(
+        exists, lambda present: not present, "the JobSet to be deleted after its TTL", seconds=30
+    )
+
+
+@pytest.mark.usefixtures("controller")
+async def test_managed_by_another_controller_is_left_alone(
+    client: KubeClient, namespace: str
+) -> None:
+    await create(
+        client, namespace, jobset("theirs", replicated_job("a", 1), managedBy="example.com/other")
+    )
+    await create(client, namespace, jobset("ours", replicated_job("a", 1)))
+    await wait_jobs(client, namespace, "ours", 1)
+    await asyncio.sleep(1)
+    assert await jobs_of(client, namespace, "theirs") == []
+    assert "status" not in await get_jobset(client, namespace, "theirs") or not (
+        (await get_jobset(client, namespace, "theirs"))["status"].get("conditions")
+    )
+
+
+@pytest.mark.usefixtures("controller")
+async def test_invalid_regex_is_a_condition_and_event_not_a_crash(
+    client: KubeClient, namespace: str
+) -> None:
+    policy = {
+        "rules": [
+            {"name": "bad", "action": "FailJobSet", "onJobFailureMessagePatterns": ["(unclosed"]}
+        ]
+    }
+    await create(client, namespace, jobset("broken", replicated_job("a", 1), failurePolicy=policy))
+    invalid = await wait_condition(client, namespace, "broken", api.SPEC_INVALID)
+    assert "not a valid regular expression" in condition(invalid, api.SPEC_INVALID)["message"]  # type: ignore[index]
+    assert await jobs_of(client, namespace, "broken") == []
+    # The controller keeps serving other JobSets.
+    await create(client, namespace, jobset("fine", replicated_job("a", 1)))
+    await wait_jobs(client, namespace, "fine", 1)
+
+
+async def test_zero_writes_at_steady_state(kube: Kube, namespace: str, client: KubeClient) -> None:
+    async with running_controller(kube, namespace) as running:
+        body = jobset(
+            "steady",
+            replicated_job("a", 2),
+            replicated_job("b", 1),
+            failurePolicy={"maxRestarts": 1},
+        )
+        await create(client, namespace, body)
+        jobs = await wait_jobs(client, namespace, "steady", 3)
+        await ready_job(client, namespace, jobs[0])
+        await complete_job(client, namespace, jobs[2])
+
+        await assert_no_writes_at_steady_state(running)

@@ -1,0 +1,89 @@
+"""Crash safety: kill -9 the controller at random points while JobSets are being created.
+
+After every kill a new controller process starts from nothing but the API server's state. The
+end state must be exactly the expected Jobs: every one present once, at restart attempt 0, owned
+by its JobSet, and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from pathlib import Path
+
+from tests.support.crd import install_crd
+
+from controller.jobset import api
+from controller.runtime.client import JOBS, KubeClient
+from tests.helpers import Kube, wait_for
+from tests.support.jobsets import jobset, replicated_job
+from tests.support.replicas import Replica, start_replica
+
+JOBSETS = 12
+KILLS = 4
+
+
+def _controller(kube: Kube, namespace: str, tmp_path: Path, n: int) -> Replica:
+    return start_replica(
+        kube.cluster.kubeconfig,
+        namespace,
+        f"crashy-{n}",
+        tmp_path,
+        lease_name="crashy",
+        module="controller",
+        # No leader election here: the point is what a fresh process makes of half-done work.
+        extra={"--leader-elect": "false", "--kube-api-qps": "20", "--kube-api-burst": "10"},
+    )
+
+
+async def test_random_kills_converge_to_exactly_the_expected_jobs(
+    kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    await install_crd(kube)
+    client = KubeClient(kube.api)
+    rng = random.Random(uuid.uuid4().int)
+    expected: set[str] = set()
+    for i in range(JOBSETS):
+        name = f"c{i}"
+        body = jobset(name, replicated_job("a", 3), replicated_job("b", 2))
+        await client.create(api.JOBSETS, body, namespace)
+        expected |= {f"{name}-a-{k}" for k in range(3)} | {f"{name}-b-{k}" for k in range(2)}
+
+    async def job_count() -> int:
+        return len((await client.list(JOBS, namespace))["items"])
+
+    counts: list[int] = []
+    for n in range(KILLS):
+        replica = _controller(kube, namespace, tmp_path, n)
+        before = await job_count()
+        # Kill it in the middle of its work: once it made progress, after a random moment
+        # (the client QPS limit keeps creation slow enough to interrupt).
+        await wait_for(job_count, lambda c, b=before: c > b, "the controller to make progress")
+        await asyncio.sleep(rng.uniform(0.0, 0.5))
+        replica.process.kill()
+        counts.append(await job_count())
+    assert 0 < counts[-1] < len(expected), f"the kills did not interrupt the work: {counts}"
+
+    survivor = _controller(kube, namespace, tmp_path, KILLS)
+    try:
+
+        async def names() -> list[str]:
+            listed = await client.list(JOBS, namespace)
+            return sorted(j["metadata"]["name"] for j in listed["items"])
+
+        await wait_for(
+            names, lambda found: set(found) == expected, "every expected Job", seconds=120
+        )
+        await asyncio.sleep(2)  # anything extra would show up now
+        jobs = (await client.list(JOBS, namespace))["items"]
+        found = [j["metadata"]["name"] for j in jobs]
+        assert sorted(found) == sorted(expected), "missing or unexpected Jobs"
+        assert len(found) == len(set(found))
+        for job in jobs:
+            owners = job["metadata"]["ownerReferences"]
+            assert len(owners) == 1 and owners[0]["kind"] == "JobSet"
+            assert job["metadata"]["labels"][api.RESTART_ATTEMPT] == "0"
+        assert survivor.process.running()
+    finally:
+        survivor.process.kill()

@@ -1,0 +1,295 @@
+"""Helpers for JobSet tests: manifests, an in-process controller, driving Job status by hand."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from controller import config as configmod
+from controller.jobset import api
+from controller.jobset.reconciler import JobSetReconciler
+from controller.jobset.setup import setup
+from controller.runtime.client import JOBS, KubeClient
+from controller.runtime.manager import Manager, api_client_for
+from tests.helpers import Kube, wait_for
+
+Obj = dict[str, Any]
+
+
+def pod_template(**annotations: str) -> Obj:
+    return {
+        "metadata": {"annotations": dict(annotations)},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+    }
+
+
+def replicated_job(name: str, replicas: int = 1, completions: int = 1, **extra: Any) -> Obj:
+    rjob: Obj = {
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "completions": completions,
+                "parallelism": completions,
+                "backoffLimit": 0,
+                "template": pod_template(),
+            }
+        },
+    }
+    rjob.update(extra)
+    return rjob
+
+
+def jobset(name: str, *rjobs: Obj, **spec: Any) -> Obj:
+    return {
+        "apiVersion": api.API_VERSION,
+        "kind": api.KIND,
+        "metadata": {"name": name},
+        "spec": {"replicatedJobs": [copy.deepcopy(r) for r in rjobs], **spec},
+    }
+
+
+@dataclass
+class RunningController:
+    manager: Manager
+    reconciler: JobSetReconciler
+
+
+@asynccontextmanager
+async def running_controller(kube: Kube, namespace: str) -> AsyncIterator[RunningController]:
+    """The JobSet controller in this event loop, watching one namespace, no leader election."""
+    config = configmod.parse(
+        [
+            f"--kubeconfig={kube.cluster.kubeconfig}",
+            f"--namespaces={namespace}",
+            "--leader-elect=false",
+            "--metrics-bind-address=0",
+            "--health-probe-bind-address=0",
+            "--shutdown-timeout=5",
+        ],
+        env={},
+    )
+    api_client = await api_client_for(config)
+    async with api_client:
+        manager = Manager(config, api_client)
+        reconciler = setup(manager)
+        stop = asyncio.Event()
+        task = asyncio.create_task(manager.run(stop))
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(
+                    *(i.synced.wait() for c in manager.caches for i in c.informers.values())
+                ),
+                30,
+            )
+            yield RunningController(manager, reconciler)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 30)
+
+
+async def get_jobset(client: KubeClient, namespace: str, name: str) -> Obj:
+    return await client.get(api.JOBSETS, name, namespace)
+
+
+async def jobs_of(client: KubeClient, namespace: str, name: str) -> list[Obj]:
+    listed = await client.list(JOBS, namespace, label_selector=f"{api.JOBSET_NAME}={name}")
+    return sorted(listed["items"], key=lambda j: j["metadata"]["name"])
+
+
+def condition(obj: Obj, kind: str) -> Obj | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return None
+
+
+async def wait_condition(
+    client: KubeClient,
+    namespace: str,
+    name: str,
+    kind: str,
+    status: str = "True",
+    seconds: float = 60,
+) -> Obj:
+    async def observe() -> Obj:
+        return await get_jobset(client, namespace, name)
+
+    def holds(obj: Obj) -> bool:
+        found = condition(obj, kind)
+        return found is not None and found.get("status") == status
+
+    return await wait_for(
+        observe, holds, f"JobSet {name} condition {kind}={status}", seconds=seconds
+    )
+
+
+async def collect_garbage(client: KubeClient, namespace: str, name: str) -> None:
+    """Play the garbage collector (absent from the integration tier): finish foreground deletes."""
+    for job in await jobs_of(client, namespace, name):
+        meta = job["metadata"]
+        if meta.get("deletionTimestamp") and "foregroundDeletion" in (meta.get("finalizers") or []):
+            await client.patch(JOBS, meta["name"], {"metadata": {"finalizers": None}}, namespace)
+
+
+async def wait_jobs(
+    client: KubeClient,
+    namespace: str,
+    name: str,
+    count: int,
+    attempt: int | None = None,
+    seconds: float = 60,
+    gc: bool = False,
+) -> list[Obj]:
+    async def observe() -> list[Obj]:
+        if gc:
+            await collect_garbage(client, namespace, name)
+        jobs = await jobs_of(client, namespace, name)
+        return [
+            j
+            for j in jobs
+            if not j["metadata"].get("deletionTimestamp")
+            and (
+                attempt is None or j["metadata"]["labels"].get(api.RESTART_ATTEMPT) == str(attempt)
+            )
+        ]
+
+    what = f"{count} Jobs of JobSet {name}" + (
+        f" at restart attempt {attempt}" if attempt is not None else ""
+    )
+    return await wait_for(observe, lambda jobs: len(jobs) == count, what, seconds=seconds)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def complete_job(client: KubeClient, namespace: str, job: Obj) -> None:
+    """Mark a Job succeeded the way the Job controller would (status validation is strict)."""
+    completions = int(job["spec"].get("completions") or 1)
+    now = _now()
+    fresh = await client.get(JOBS, job["metadata"]["name"], namespace)
+    status = {
+        "startTime": (fresh.get("status") or {}).get("startTime") or now,
+        "active": 0,
+        "ready": 0,
+        "completionTime": now,
+        "succeeded": completions,
+        "completedIndexes": f"0-{completions - 1}" if completions > 1 else "0",
+        "conditions": [
+            {
+                "type": "SuccessCriteriaMet",
+                "status": "True",
+                "reason": "CompletionsReached",
+                "message": "Reached expected number of succeeded pods",
+                "lastProbeTime": now,
+                "lastTransitionTime": now,
+            },
+            {
+                "type": "Complete",
+                "status": "True",
+                "reason": "CompletionsReached",
+                "message": "Reached expected number of succeeded pods",
+                "lastProbeTime": now,
+                "lastTransitionTime": now,
+            },
+        ],
+    }
+    await client.patch(
+        JOBS, job["metadata"]["name"], {"status": status}, namespace, subresource="status"
+    )
+
+
+async def fail_job(
+    client: KubeClient,
+    namespace: str,
+    job: Obj,
+    reason: str = "BackoffLimitExceeded",
+    message: str = "Job has reached the specified backoff limit",
+) -> None:
+    now = _now()
+    fresh = await client.get(JOBS, job["metadata"]["name"], namespace)
+    status = {
+        "startTime": (fresh.get("status") or {}).get("startTime") or now,
+        "active": 0,
+        "ready": 0,
+        "failed": 1,
+        "conditions": [
+            {
+                "type": "FailureTarget",
+                "status": "True",
+                "reason": reason,
+                "message": message,
+                "lastProbeTime": now,
+                "lastTransitionTime": now,
+            },
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": reason,
+                "message": message,
+                "lastProbeTime": now,
+                "lastTransitionTime": now,
+            },
+        ],
+    }
+    await client.patch(
+        JOBS, job["metadata"]["name"], {"status": status}, namespace, subresource="status"
+    )
+
+
+async def ready_job(client: KubeClient, namespace: str, job: Obj) -> None:
+    """Report all of a Job's pods as ready (what the startup policies wait for)."""
+    pods = int(job["spec"].get("parallelism") or 1)
+    status = {"startTime": _now(), "active": pods, "ready": pods}
+    await client.patch(
+        JOBS, job["metadata"]["name"], {"status": status}, namespace, subresource="status"
+    )
+
+
+def writes(manager: Manager) -> float:
+    """Mutating API requests made by this controller so far (from its own client metrics)."""
+    total = 0.0
+    for family in manager.registry.collect():
+        if family.name == "rest_client_requests":
+            total += sum(
+                s.value
+                for s in family.samples
+                if s.name.endswith("_total") and s.labels.get("method") != "GET"
+            )
+    return total
+
+
+def reconciles(manager: Manager) -> float:
+    for family in manager.registry.collect():
+        if family.name == "controller_runtime_reconcile":
+            return sum(s.value for s in family.samples if s.name.endswith("_total"))
+    return 0.0
+
+
+async def assert_no_writes_at_steady_state(running: RunningController) -> None:
+    """Wait until the controller stops writing, force a resync of every cache, and check that
+    reconciling everything again writes nothing."""
+
+    async def settled() -> float:
+        before = writes(running.manager)
+        await asyncio.sleep(2)
+        return writes(running.manager) - before
+
+    await wait_for(settled, lambda delta: delta == 0, "the controller to settle", seconds=60)
+    before = writes(running.manager)
+    reconciles_before = reconciles(running.manager)
+    for cache in running.manager.caches:
+        cache.resync()
+    await wait_for(
+        lambda: asyncio.sleep(0.5, reconciles(running.manager)),
+        lambda n: n > reconciles_before,
+        "the resync to be reconciled",
+    )
+    await asyncio.sleep(2)
+    assert writes(running.manager) == before, "a reconcile at steady state wrote something"
