@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from controller.jobset import api, construct
+from controller.jobset import api, construct, volumes
 from controller.jobset.model import InvalidJobSet, parse
 
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
@@ -39,10 +39,15 @@ def render(documents: list[Any], namespace: str) -> list[dict[str, Any]]:
         meta.setdefault("namespace", namespace)
         meta.setdefault("uid", PLACEHOLDER_UID)
         jobset = parse({**doc, "metadata": meta})
+        policies = volumes.policies(jobset)
+        objects.extend(claim.object for claim in volumes.desired_claims(jobset, policies))
         service = construct.desired_service(jobset)
         if service is not None:
             objects.append(service)
-        objects.extend(construct.desired_jobs(jobset))
+        for job in construct.desired_jobs(jobset):
+            labels = job["metadata"]["labels"]
+            rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
+            objects.append(volumes.mount(job, jobset, policies, rjob, index))
     return objects
 
 

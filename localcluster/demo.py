@@ -24,7 +24,9 @@ from localcluster.processes import LaunchError, ManagedProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD = ROOT / "manifests" / "crd" / "jobsets.jobset.x-k8s.io.yaml"
-DEMO_JOBSET = ROOT / "manifests" / "examples" / "demo-jobset.yaml"
+DEMO_JOBSET = ROOT / "manifests" / "examples" / "seed-volume-policy.yaml"
+DEMO_NAME = "volume-sample"
+CLAIM = "pretrained-model-volume-sample"
 NAMESPACE = "demo"
 
 
@@ -36,16 +38,29 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise _Interrupted(signal.Signals(signum).name)
 
 
+def _wait_established(cluster: LocalCluster) -> None:
+    deadline = time.monotonic() + 60
+    jsonpath = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
+    while (
+        cluster.kubectl("get", "crd", "jobsets.jobset.x-k8s.io", "-o", jsonpath).strip() != "True"
+    ):
+        if time.monotonic() > deadline:
+            raise LaunchError("the JobSet CRD was not Established within 60 s")
+        time.sleep(0.3)
+
+
 def _controller(cluster: LocalCluster, identity: str) -> tuple[ManagedProcess, int]:
     port = free_port()
     argv = [
-        sys.executable, "-m", "controller",
+        sys.executable,
+        "-m",
+        "controller",
         f"--kubeconfig={cluster.kubeconfig}",
         f"--identity={identity}",
         "--leader-election-namespace=kube-system",
         f"--metrics-bind-address=127.0.0.1:{port}",
         f"--health-probe-bind-address=127.0.0.1:{free_port()}",
-    ]  # fmt: skip
+    ]
     process = ManagedProcess(identity, argv, cluster.state_dir / "logs" / f"{identity}.log")
     process.start()
     return process, port
@@ -61,22 +76,29 @@ def _metrics(port: int, prefixes: tuple[str, ...]) -> list[str]:
 
 
 def _progress(cluster: LocalCluster) -> tuple[str, str]:
-    js = json.loads(cluster.kubectl("get", "jobset", "demo", "-n", NAMESPACE, "-o", "json"))
+    js = json.loads(cluster.kubectl("get", "jobset", DEMO_NAME, "-n", NAMESPACE, "-o", "json"))
     status = js.get("status") or {}
     per_rjob = ", ".join(
         f"{r['name']}: {r.get('succeeded', 0)} succeeded/{r.get('active', 0)} active"
         for r in status.get("replicatedJobsStatus") or []
     )
     pods = cluster.kubectl(
-        "get", "pods", "-n", NAMESPACE, "--no-headers",
-        "-o", "custom-columns=N:.metadata.name,P:.status.phase",
-    ).split()  # fmt: skip
+        "get",
+        "pods",
+        "-n",
+        NAMESPACE,
+        "--no-headers",
+        "-o",
+        "custom-columns=N:.metadata.name,P:.status.phase",
+    ).split()
     phases: dict[str, int] = {}
     for phase in pods[1::2]:
         phases[phase] = phases.get(phase, 0) + 1
-    line = f"  restarts {status.get('restarts', 0)} | {per_rjob or 'no jobs yet'} | pods " + (
-        ", ".join(f"{n} {p}" for p, n in sorted(phases.items())) or "none"
-    )
+    claim = cluster.kubectl(
+        "get", "pvc", CLAIM, "-n", NAMESPACE, "--ignore-not-found", "-o", "jsonpath={.status.phase}"
+    ).strip()
+    pod_summary = ", ".join(f"{n} {p}" for p, n in sorted(phases.items())) or "none"
+    line = f"  claim {claim or 'not yet'} | {per_rjob or 'no jobs yet'} | pods {pod_summary}"
     return line, str(status.get("terminalState") or "")
 
 
@@ -85,9 +107,7 @@ def run(say: Callable[[str], None], state_dir: Path, timeout: float = 240) -> in
     with LocalCluster(state_dir, profile="full", report=say) as cluster:
         say(f"\n[2/5] installing the JobSet CRD ({CRD.relative_to(ROOT)})")
         cluster.kubectl("apply", "--server-side", "-f", str(CRD))
-        cluster.kubectl(
-            "wait", "--for=condition=Established", "crd/jobsets.jobset.x-k8s.io", "--timeout=60s"
-        )
+        _wait_established(cluster)
         say("\n[3/5] starting two controller replicas (leader election on a Lease)")
         replicas = [_controller(cluster, name) for name in ("controller-a", "controller-b")]
         try:
@@ -95,9 +115,15 @@ def run(say: Callable[[str], None], state_dir: Path, timeout: float = 240) -> in
             holder = ""
             while not holder:
                 holder = cluster.kubectl(
-                    "get", "lease", "stateful-jobset-controller", "-n", "kube-system",
-                    "-o", "jsonpath={.spec.holderIdentity}", "--ignore-not-found",
-                ).strip()  # fmt: skip
+                    "get",
+                    "lease",
+                    "stateful-jobset-controller",
+                    "-n",
+                    "kube-system",
+                    "-o",
+                    "jsonpath={.spec.holderIdentity}",
+                    "--ignore-not-found",
+                ).strip()
                 if time.monotonic() > deadline:
                     raise LaunchError("no controller replica became leader within 60 s")
                 time.sleep(0.5)
@@ -116,15 +142,33 @@ def run(say: Callable[[str], None], state_dir: Path, timeout: float = 240) -> in
                     say(line)
                     last = line
                 time.sleep(1)
-            say(f"  JobSet demo finished: {state}")
+            say(f"  JobSet {DEMO_NAME} finished: {state}")
 
             say("\n[5/5] summary")
-            for args in (("get", "jobset", "-n", NAMESPACE), ("get", "jobs", "-n", NAMESPACE)):
+            for args in (
+                ("get", "jobset", "-n", NAMESPACE),
+                ("get", "pvc", "-n", NAMESPACE),
+                (
+                    "get",
+                    "jobs",
+                    "-n",
+                    NAMESPACE,
+                    "-o",
+                    "custom-columns=JOB:.metadata.name,COMPLETIONS:.status.succeeded,"
+                    "VOLUMES:.spec.template.spec.volumes[*].persistentVolumeClaim.claimName",
+                ),
+            ):
                 say(cluster.kubectl(*args).rstrip())
             events = cluster.kubectl(
-                "get", "events", "-n", NAMESPACE, "--field-selector", "involvedObject.kind=JobSet",
-                "-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message",
-            )  # fmt: skip
+                "get",
+                "events",
+                "-n",
+                NAMESPACE,
+                "--field-selector",
+                "involvedObject.kind=JobSet",
+                "-o",
+                "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message",
+            )
             say(events.rstrip())
             leader_port = next(port for p, port in replicas if p.name == holder)
             for metric in _metrics(

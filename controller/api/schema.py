@@ -27,7 +27,7 @@ rejects the CRD when one could be too expensive (10M units per rule, 100M for th
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +68,12 @@ DEFAULT_RULE_NAME_PREFIX = "failurePolicyRule"
 # queueing system (e.g. Kueue) can place the workload before resuming it.
 SUSPENDED_MUTABLE_POD_META = ("annotations", "labels")
 SUSPENDED_MUTABLE_POD_SPEC = ("nodeSelector", "schedulingGates", "tolerations")
+# Replicated job fields that may change at any time (an extension over upstream, where
+# replicatedJobs is immutable): lowering replicas deletes the Jobs whose index is >= replicas (and,
+# with retentionPolicy.whenScaled: Delete, their Job-scope claims); raising it adds Jobs.
+MUTABLE_REPLICATED_JOB_FIELDS = ("replicas",)
+# The other fields of a replicated job, compared on update (``?``: optional).
+REPLICATED_JOB_FIELDS = ("name", "?groupName", "?dependsOn", "template")
 # CEL reserved words that must be escaped when used as field names.
 _CEL_RESERVED = frozenset(
     [
@@ -1071,13 +1077,23 @@ class Builder:
             for f in sorted(pod_template["spec"]["properties"])
             if f not in SUSPENDED_MUTABLE_POD_SPEC
         ]
-        paths = ["name", "?groupName", "?replicas", "?dependsOn", "template.?metadata"]
+        # While suspended: every field but the pod templates' placement fields is compared.
+        paths = [p for p in REPLICATED_JOB_FIELDS if p != "template"] + ["template.?metadata"]
         paths += [f"template.?spec.?{_seg(f)}" for f in job_fields]
         paths += [f"template.?spec.?template.?metadata.?{_seg(f)}" for f in meta_fields]
         paths += [f"template.?spec.?template.?spec.?{_seg(f)}" for f in pod_fields]
 
-        def fields(r: str) -> str:
-            return "[" + ", ".join(f"dyn({r}.{p})" for p in paths) + "]"
+        def fields(r: str, compared: Sequence[str]) -> str:
+            return "[" + ", ".join(f"dyn({r}.{p})" for p in compared) + "]"
+
+        def each_same(compared: Sequence[str]) -> str:
+            """CEL: the same replicated jobs, in the same order, equal in ``compared``."""
+            return (
+                "(has(self.replicatedJobs) == has(oldSelf.replicatedJobs) && "
+                "(!has(self.replicatedJobs) || (size(self.replicatedJobs) == "
+                "size(oldSelf.replicatedJobs) && self.replicatedJobs.all(i, r, "
+                f"{fields('r', compared)} == {fields('oldSelf.replicatedJobs[i]', compared)}))))"
+            )
 
         suspended = (
             "((has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend))"
@@ -1086,9 +1102,9 @@ class Builder:
             Rule(
                 id="replicated-jobs-immutable",
                 where="spec",
-                rule=f"{suspended} || [dyn(self.?replicatedJobs)] == "
-                "[dyn(oldSelf.?replicatedJobs)]",
-                message="spec.replicatedJobs is immutable while the JobSet is not suspended",
+                rule=f"{suspended} || {each_same(REPLICATED_JOB_FIELDS)}",
+                message="spec.replicatedJobs is immutable while the JobSet is not suspended, "
+                "except replicas",
                 field_path=".replicatedJobs",
                 reason="FieldValueForbidden",
                 protects="the child Jobs of a running JobSet",
@@ -1097,13 +1113,10 @@ class Builder:
             Rule(
                 id="replicated-jobs-suspended-changes",
                 where="spec",
-                rule=f"!{suspended} || (has(self.replicatedJobs) == has(oldSelf.replicatedJobs) "
-                "&& (!has(self.replicatedJobs) || (size(self.replicatedJobs) == "
-                "size(oldSelf.replicatedJobs) && self.replicatedJobs.all(i, r, "
-                f"{fields('r')} == {fields('oldSelf.replicatedJobs[i]')}))))",
-                message="while the JobSet is suspended, only the labels, annotations, "
-                "nodeSelector, tolerations and schedulingGates of the pod templates in "
-                "spec.replicatedJobs may change",
+                rule=f"!{suspended} || {each_same(paths)}",
+                message="while the JobSet is suspended, only replicas and the labels, "
+                "annotations, nodeSelector, tolerations and schedulingGates of the pod templates "
+                "in spec.replicatedJobs may change",
                 field_path=".replicatedJobs",
                 reason="FieldValueForbidden",
                 protects="the child Jobs; a queueing system may still place the pods",

@@ -126,6 +126,12 @@ class _Status:
         return result
 
 
+def _beyond_replicas(jobset: JobSet, job: Obj) -> bool:
+    rjob = jobset.replicated_job(children.replicated_job_of(job) or "")
+    index = children.job_index_of(job)
+    return rjob is None or (index is not None and index >= rjob.replicas)
+
+
 def _mounted_jobs(
     jobset: JobSet,
     allowed: frozenset[str],
@@ -197,6 +203,10 @@ def decide(
     current = [j for j in children.current_jobs(jobset, jobs) if not children.is_deleting(j)]
     stale = children.stale_jobs(jobset, jobs)
     plan.delete_jobs.extend(j["metadata"]["name"] for j in stale if not children.is_deleting(j))
+    # Scale-down (extension: replicas may be lowered): Jobs beyond the new count go.
+    beyond = [j for j in current if _beyond_replicas(jobset, j)]
+    plan.delete_jobs.extend(j["metadata"]["name"] for j in beyond)
+    current = [j for j in current if j not in beyond]
 
     if jobset.finished:
         # Upstream: a finished JobSet's unfinished Jobs are deleted.

@@ -1,0 +1,74 @@
+"""``python -m controller render``: offline, same functions as the reconciler, clear errors."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import yaml
+
+from controller.render import main
+from tests.support.examples import EXAMPLES
+
+
+def _render(path: Path) -> tuple[int, list[dict[str, object]], str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main([str(path)], out=out, err=err)
+    return code, [d for d in yaml.safe_load_all(out.getvalue()) if d], err.getvalue()
+
+
+def test_seed_example_renders_claim_service_and_mounted_jobs() -> None:
+    code, objects, _ = _render(EXAMPLES / "01-seed-volume-policy.yaml")
+    assert code == 0
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in objects]  # type: ignore[index]
+    assert kinds == [
+        ("PersistentVolumeClaim", "pretrained-model-volume-sample"),
+        ("Service", "volume-sample"),
+        ("Job", "volume-sample-a-0"),
+        ("Job", "volume-sample-b-0"),
+        ("Job", "volume-sample-b-1"),
+        ("Job", "volume-sample-workers-0"),
+    ]
+    volumes = {
+        o["metadata"]["name"]: o["spec"]["template"]["spec"].get("volumes")  # type: ignore[index]
+        for o in objects
+        if o["kind"] == "Job"
+    }
+    mounted = [
+        {
+            "name": "pretrained-model",
+            "persistentVolumeClaim": {"claimName": "pretrained-model-volume-sample"},
+        }
+    ]
+    assert volumes["volume-sample-a-0"] == mounted
+    assert volumes["volume-sample-b-1"] == mounted
+    assert volumes["volume-sample-workers-0"] is None
+
+
+def test_job_scope_example_renders_one_claim_per_job() -> None:
+    code, objects, _ = _render(EXAMPLES / "03-per-job-checkpoints-retained.yaml")
+    assert code == 0
+    claims = sorted(o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim")  # type: ignore[index]
+    assert claims == ["ckpt-resumable-workers-0", "ckpt-resumable-workers-1", "dataset-resumable"]
+
+
+def test_invalid_input_is_a_clear_message_and_exit_1(tmp_path: Path) -> None:
+    cases = {
+        "not-yaml.yaml": ("a: [b", "is not valid YAML"),
+        "wrong-kind.yaml": (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+            "is a Pod, not a JobSet",
+        ),
+        "no-jobs.yaml": (
+            "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: x}\nspec: {}\n",
+            "spec.replicatedJobs must list at least one replicated job",
+        ),
+    }
+    for name, (text, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        code, _, err = _render(path)
+        assert code == 1, name
+        assert message in err, (name, err)
+    code, _, err = _render(tmp_path / "missing.yaml")
+    assert code == 1 and "cannot read" in err
