@@ -12,11 +12,10 @@ import random
 import uuid
 from pathlib import Path
 
-from tests.support.crd import install_crd
-
 from controller.jobset import api
-from controller.runtime.client import JOBS, KubeClient
+from controller.runtime.client import CLAIMS, JOBS, KubeClient
 from tests.helpers import Kube, wait_for
+from tests.support.crd import install_crd
 from tests.support.jobsets import jobset, replicated_job
 from tests.support.replicas import Replica, start_replica
 
@@ -85,5 +84,82 @@ async def test_random_kills_converge_to_exactly_the_expected_jobs(
             assert len(owners) == 1 and owners[0]["kind"] == "JobSet"
             assert job["metadata"]["labels"][api.RESTART_ATTEMPT] == "0"
         assert survivor.process.running()
+    finally:
+        survivor.process.kill()
+
+
+def _with_volumes(name: str) -> dict[str, object]:
+    body = jobset(name, replicated_job("a", 2), replicated_job("b", 1))
+    for rjob in body["spec"]["replicatedJobs"]:  # type: ignore[index]
+        container = rjob["template"]["spec"]["template"]["spec"]["containers"][0]
+        container["volumeMounts"] = [{"name": "ckpt", "mountPath": "/ckpt"}]
+        if rjob["name"] == "a":
+            container["volumeMounts"].append({"name": "data", "mountPath": "/data"})
+    template = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    body["spec"]["volumeClaimPolicies"] = [  # type: ignore[index]
+        {"scope": "Job", "templates": [{"metadata": {"name": "ckpt"}, "spec": template}]},
+        {"templates": [{"metadata": {"name": "data"}, "spec": template}]},
+    ]
+    return body
+
+
+async def test_random_kills_during_claim_create_and_delete_converge(
+    kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    await install_crd(kube)
+    client = KubeClient(kube.api)
+    rng = random.Random(uuid.uuid4().int)
+    names = [f"v{i}" for i in range(8)]
+    for name in names:
+        await client.create(api.JOBSETS, _with_volumes(name), namespace)
+
+    def claims_of(name: str) -> set[str]:
+        return {f"ckpt-{name}-a-0", f"ckpt-{name}-a-1", f"ckpt-{name}-b-0", f"data-{name}"}
+
+    async def live_claims() -> set[str]:
+        listed = (await client.list(CLAIMS, namespace))["items"]
+        return {c["metadata"]["name"] for c in listed if not c["metadata"].get("deletionTimestamp")}
+
+    async def kill_a_few(rounds: int, first: int) -> None:
+        for n in range(first, first + rounds):
+            replica = _controller(kube, namespace, tmp_path, n)
+            before = await live_claims()
+            await wait_for(
+                live_claims, lambda c, b=before: c != b, "the controller to make progress"
+            )
+            await asyncio.sleep(rng.uniform(0.0, 0.4))
+            replica.process.kill()
+
+    await kill_a_few(3, 0)
+    expected = set().union(*(claims_of(n) for n in names))
+    survivor = _controller(kube, namespace, tmp_path, 10)
+    try:
+        await wait_for(live_claims, lambda c: c == expected, "every expected claim", seconds=120)
+    finally:
+        survivor.process.kill()
+
+    deleted, kept = names[:4], names[4:]
+    for name in deleted:
+        await client.delete(api.JOBSETS, name, namespace)
+    await kill_a_few(2, 20)
+    survivor = _controller(kube, namespace, tmp_path, 30)
+    try:
+        expected = set().union(*(claims_of(n) for n in kept))
+
+        async def jobsets() -> set[str]:
+            return {
+                j["metadata"]["name"] for j in (await client.list(api.JOBSETS, namespace))["items"]
+            }
+
+        await wait_for(
+            jobsets, lambda found: found == set(kept), "deleted JobSets to go", seconds=120
+        )
+        await wait_for(live_claims, lambda c: c == expected, "exactly the kept JobSets' claims")
+        listed = (await client.list(CLAIMS, namespace))["items"]
+        owners = {c["metadata"]["name"]: c["metadata"]["labels"][api.JOBSET_NAME] for c in listed}
+        assert set(owners.values()) <= set(names)
+        for claim in listed:
+            if claim["metadata"]["labels"][api.JOBSET_NAME] in deleted:
+                assert claim["metadata"].get("deletionTimestamp"), claim["metadata"]["name"]
     finally:
         survivor.process.kill()
