@@ -78,6 +78,7 @@ def setup(manager: Manager) -> JobSetReconciler:
         metrics=JobSetMetrics(manager.registry),
     )
     manager.registry.register(ClaimPhases(claims))
+    manager.registry.register(JobSetView(jobsets))
     manager.controller(CONTROLLER, queue, reconciler.reconcile, object_label="jobset")
     return reconciler
 
@@ -101,3 +102,35 @@ class ClaimPhases(Collector):
         for phase, count in sorted(counts.items()):
             family.add_metric([phase], count)
         yield family
+
+
+class JobSetView(Collector):
+    """Per-JobSet restarts and terminal state, read from the cache at scrape time.
+
+    ``jobset_restarts{namespace,jobset}`` and ``jobset_terminal_state{namespace,jobset,state}``
+    (1 for Completed or Failed; absent while running). Cardinality is one series per JobSet.
+    """
+
+    def __init__(self, jobsets: Cache) -> None:
+        self.jobsets = jobsets
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        restarts = GaugeMetricFamily(
+            "jobset_restarts", "Restarts of each JobSet", labels=["namespace", "jobset"]
+        )
+        terminal = GaugeMetricFamily(
+            "jobset_terminal_state",
+            "1 for each JobSet that reached a terminal state (Completed or Failed)",
+            labels=["namespace", "jobset", "state"],
+        )
+        for obj in self.jobsets.items():
+            meta = obj.get("metadata") or {}
+            status = obj.get("status") or {}
+            ident = [str(meta.get("namespace", "")), str(meta.get("name", ""))]
+            count = status.get("restarts")
+            restarts.add_metric(ident, float(count) if isinstance(count, int) else 0.0)
+            state = status.get("terminalState")
+            if isinstance(state, str) and state:
+                terminal.add_metric([*ident, state], 1.0)
+        yield restarts
+        yield terminal

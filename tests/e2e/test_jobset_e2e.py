@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.crd import install_crd
 
 from controller.jobset import api
 from controller.runtime.client import PODS, KubeClient
 from tests.helpers import Kube, wait_for
+from tests.support.crd import install_crd
 from tests.support.jobsets import (
     condition,
     get_jobset,
@@ -51,8 +51,9 @@ def _with_pod_annotations(rjob: dict[str, Any], **annotations: str) -> dict[str,
     return rjob
 
 
-@pytest.mark.usefixtures("controller_process")
-async def test_jobset_runs_to_completion(client: KubeClient, full_namespace: str) -> None:
+async def test_jobset_runs_to_completion(
+    client: KubeClient, full_namespace: str, controller_process: Replica
+) -> None:
     ns = full_namespace
     body = jobset("e2e", replicated_job("driver", 1), replicated_job("workers", 2, completions=2))
     await client.create(api.JOBSETS, body, ns)
@@ -68,6 +69,13 @@ async def test_jobset_runs_to_completion(client: KubeClient, full_namespace: str
         index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
         job = pod["metadata"]["labels"]["job-name"]
         assert pod["spec"]["hostname"] == f"{job}-{index}"
+    metrics = controller_process
+    assert metrics.sample("jobset_completed_total", jobset_name=f"{ns}/e2e") == 1.0
+    assert (
+        metrics.sample("jobset_terminal_state", namespace=ns, jobset="e2e", state="Completed")
+        == 1.0
+    )
+    assert metrics.sample("jobset_restarts", namespace=ns, jobset="e2e") == 0.0
 
 
 @pytest.mark.usefixtures("controller_process")
