@@ -657,6 +657,21 @@ def test_docs_list_every_rule() -> None:
         assert f"`{rule.message}`" in docs, f"docs/api.md lacks the message of {rule.id}"
 
 
+def test_replicated_job_update_rules_cover_every_field() -> None:
+    """A field added to replicated jobs is compared on update unless it is declared mutable."""
+    rjob_schema = _rjob_schema()
+    compared = {f.removeprefix("?") for f in schema.REPLICATED_JOB_FIELDS}
+    assert compared | set(schema.MUTABLE_REPLICATED_JOB_FIELDS) == set(rjob_schema["properties"])
+    assert not compared & set(schema.MUTABLE_REPLICATED_JOB_FIELDS)
+
+
+def _rjob_schema() -> Obj:
+    crd = yaml.safe_load(CRD_FILE.read_text())
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    result: Obj = root["properties"]["spec"]["properties"]["replicatedJobs"]["items"]
+    return result
+
+
 def _embedded() -> tuple[Obj, Obj]:
     crd = yaml.safe_load(CRD_FILE.read_text())
     root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -700,6 +715,22 @@ def _noop(js: Obj) -> None:
     return None
 
 
+def _replicas(index: int, value: int) -> Mutation:
+    return _set(lambda js: rj(js, index), "replicas", value)
+
+
+# Field path, reason and message, as the API server words a forbidden change.
+REPLICATED_JOBS_IMMUTABLE = (
+    "spec.replicatedJobs: Forbidden: spec.replicatedJobs is immutable while the JobSet is not "
+    "suspended, except replicas"
+)
+REPLICATED_JOBS_SUSPENDED_CHANGES = (
+    "spec.replicatedJobs: Forbidden: while the JobSet is suspended, only replicas and the "
+    "labels, annotations, nodeSelector, tolerations and schedulingGates of the pod templates in "
+    "spec.replicatedJobs may change"
+)
+
+
 # (id, mutation before create, mutation of the update, expected message; "" = accepted)
 UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
     (
@@ -741,14 +772,71 @@ UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
     (
         "replicated-jobs-immutable",
         _noop,
-        _set(lambda js: rj(js, 1), "replicas", 3),
-        "spec.replicatedJobs is immutable while the JobSet is not suspended",
+        _set(lambda js: container(js, 1), "image", "python"),
+        REPLICATED_JOBS_IMMUTABLE,
     ),
     (
         "replicated-jobs-immutable-placement",
         _noop,
         _pod_placement,
-        "spec.replicatedJobs is immutable while the JobSet is not suspended",
+        REPLICATED_JOBS_IMMUTABLE,
+    ),
+    (
+        "replicated-jobs-immutable-replicas-raised",
+        _noop,
+        _all(_replicas(0, 3), _replicas(1, 5)),
+        "",
+    ),
+    (
+        "replicated-jobs-immutable-replicas-lowered",
+        _replicas(1, 4),
+        _all(_replicas(0, 0), _replicas(1, 2)),
+        "",
+    ),
+    (
+        "replicated-jobs-immutable-replicas-and-image",
+        _noop,
+        _all(_replicas(1, 3), _set(lambda js: container(js, 1), "image", "python")),
+        REPLICATED_JOBS_IMMUTABLE,
+    ),
+    (
+        "replicated-jobs-immutable-group-name",
+        _noop,
+        _set(lambda js: rj(js, 1), "groupName", "other"),
+        REPLICATED_JOBS_IMMUTABLE,
+    ),
+    (
+        "replicated-jobs-immutable-added",
+        _noop,
+        _add_rjob(rjob("eval")),
+        REPLICATED_JOBS_IMMUTABLE,
+    ),
+    (
+        # the other rules still apply to the new replicas: here the Job name length
+        "replicated-jobs-immutable-replicas-job-names",
+        _all(
+            lambda js: spec(js).pop("coordinator"),
+            _set(lambda js: rj(js, 0)["template"]["spec"], "completionMode", "NonIndexed"),
+            _set(lambda js: rj(js, 1)["template"]["spec"], "completionMode", "NonIndexed"),
+            _rename("a" * 53),
+        ),
+        _replicas(1, 11),
+        "the longest Job name must fit in 63 characters: replicatedJob workers",
+    ),
+    (
+        "replicated-jobs-immutable-replicas-pod-names",
+        _rename("a" * 45),
+        _replicas(1, 11),
+        "pod names (<jobSet>-<replicatedJob>-<jobIndex>-<podIndex>-<suffix>) must be DNS-1035 "
+        "labels of at most 63 characters: shorten the JobSet or replicated job name: "
+        "replicatedJob workers",
+    ),
+    (
+        "replicated-jobs-immutable-replicas-coordinator",
+        _noop,
+        _replicas(1, 1),
+        "coordinator.jobIndex must be less than the replicas of the coordinator's replicated "
+        "job: workers",
     ),
     (
         "replicated-jobs-suspended-changes-allowed",
@@ -772,15 +860,19 @@ UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
         "replicated-jobs-suspended-changes-image",
         _suspended,
         _set(lambda js: container(js, 1), "image", "python"),
-        "while the JobSet is suspended, only the labels, annotations, nodeSelector, tolerations "
-        "and schedulingGates of the pod templates in spec.replicatedJobs may change",
+        REPLICATED_JOBS_SUSPENDED_CHANGES,
     ),
     (
         "replicated-jobs-suspended-changes-replicas",
         _suspended,
-        _set(lambda js: rj(js, 1), "replicas", 4),
-        "while the JobSet is suspended, only the labels, annotations, nodeSelector, tolerations "
-        "and schedulingGates of the pod templates in spec.replicatedJobs may change",
+        _all(_replicas(1, 4), _pod_placement),
+        "",
+    ),
+    (
+        "replicated-jobs-suspended-changes-replicas-and-image",
+        _suspended,
+        _all(_replicas(1, 4), _set(lambda js: container(js, 1), "image", "python")),
+        REPLICATED_JOBS_SUSPENDED_CHANGES,
     ),
     (
         "volume-claim-policies-storage-raised",

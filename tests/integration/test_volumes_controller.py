@@ -168,3 +168,30 @@ async def test_zero_writes_at_steady_state_with_volumes(
         await client.create(api.JOBSETS, example("03-per-job-checkpoints-retained.yaml"), namespace)
         await wait_jobs(client, namespace, "resumable", 2)
         await assert_no_writes_at_steady_state(running)
+
+
+@pytest.mark.usefixtures("controller")
+async def test_scale_down_with_when_scaled_delete(client: KubeClient, namespace: str) -> None:
+    body = example("03-per-job-checkpoints-retained.yaml")
+    body["spec"]["replicatedJobs"][0]["replicas"] = 3
+    body["spec"]["volumeClaimPolicies"][0]["retentionPolicy"]["whenScaled"] = "Delete"
+    await client.create(api.JOBSETS, body, namespace)
+    await wait_jobs(client, namespace, "resumable", 3)
+    ckpts = [f"ckpt-resumable-workers-{i}" for i in range(3)]
+    assert await claim_names(client, namespace) == [*ckpts, "dataset-resumable"]
+
+    js = await get_jobset(client, namespace, "resumable")
+    rjobs = js["spec"]["replicatedJobs"]
+    rjobs[0]["replicas"] = 1
+    await client.patch(api.JOBSETS, "resumable", {"spec": {"replicatedJobs": rjobs}}, namespace)
+
+    async def live() -> list[str]:
+        listed = (await client.list(CLAIMS, namespace))["items"]
+        return sorted(
+            c["metadata"]["name"] for c in listed if not c["metadata"].get("deletionTimestamp")
+        )
+
+    await wait_for(
+        live, lambda names: names == [ckpts[0], "dataset-resumable"], "scaled-away claims deleted"
+    )
+    await wait_jobs(client, namespace, "resumable", 1)
