@@ -6,10 +6,18 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 STATE_DIR ?= .cluster
 PYTEST_ARGS ?=
+# kubectl for deploy/undeploy: the one built by `make binaries` (kustomize built in), or your own
+# (make deploy KUBECTL=kubectl). Talks to the cluster of the current KUBECONFIG / ~/.kube/config.
+KUBECTL ?= $$($(PY) -c 'from localcluster.build import ensure_binaries; print(ensure_binaries().path("kubectl"))')
+# `make run`: the Lease's namespace (use stateful-jobset-system when the in-cluster controller is
+# installed too, so the local process competes for the same Lease instead of running beside it)
+# and extra flags, e.g. RUN_ARGS='--namespaces=team-a --log-level=debug'.
+RUN_LEASE_NAMESPACE ?= default
+RUN_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries demo smoke test test-unit test-integration test-e2e cluster-up cluster-down \
-	cluster-status lint crd
+.PHONY: help venv binaries tools demo smoke test test-unit test-integration test-e2e cluster-up cluster-down \
+	cluster-status lint crd deploy undeploy run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -32,10 +40,15 @@ demo: binaries ## local control plane + controller + a JobSet run to completion,
 smoke: binaries ## the control plane alone: a claim binds, an Indexed Job completes
 	$(PY) -m localcluster smoke --state-dir $(STATE_DIR)
 
-test: binaries ## run every tier: unit, integration, end-to-end
+tools: ## Debian packages the tests and lint use: prometheus (+promtool), shellcheck
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v shellcheck >/dev/null || { \
+		echo "==> installing Debian's prometheus and shellcheck"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus shellcheck >/dev/null; }
+
+test: binaries tools ## run every tier: unit, integration, end-to-end
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-unit: venv ## unit tier only (no cluster)
+test-unit: venv tools ## unit tier only (no cluster)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 test-integration: binaries ## integration tier only (etcd + kube-apiserver)
@@ -53,10 +66,28 @@ cluster-down: venv ## stop it
 cluster-status: venv ## is it running
 	@$(PY) -m localcluster status --state-dir $(STATE_DIR)
 
-lint: venv ## ruff, ruff format, mypy --strict
+lint: venv tools ## ruff, ruff format, mypy --strict, shellcheck, yamllint
 	$(VENV)/bin/ruff check controller localcluster tests bench
 	$(VENV)/bin/ruff format --check controller localcluster tests bench
 	$(VENV)/bin/mypy
+	shellcheck .ci/run
+	$(VENV)/bin/yamllint -c .yamllint.yaml manifests localcluster/kwok .yamllint.yaml
 
 crd: binaries ## regenerate the JobSet CRD from the local control plane
 	$(PY) -m controller.api.crdgen --local
+
+deploy: venv ## install CRD, RBAC, controller into the KUBECONFIG cluster (apply --server-side -k manifests/)
+	$(KUBECTL) apply --server-side -k manifests/
+
+undeploy: venv ## delete every JobSet (retention runs), then what deploy installed, CRD included
+	@# JobSets first, while the controller still runs: their retention finalizer needs it.
+	@kubectl=$(KUBECTL); \
+	if $$kubectl get crd jobsets.jobset.x-k8s.io >/dev/null 2>&1; then \
+	  $$kubectl delete jobsets.jobset.x-k8s.io --all --all-namespaces --wait=true --timeout=300s || { \
+	    echo "JobSets are still being deleted: is the controller running? See docs/operations.md (finalizer escape hatch)" >&2; exit 1; }; \
+	fi; \
+	$$kubectl delete -k manifests/ --ignore-not-found --wait=true
+
+run: venv ## run the controller locally against the KUBECONFIG cluster (the CRD must be installed)
+	@test -n "$$KUBECONFIG" || { echo "KUBECONFIG is not set (e.g. export KUBECONFIG=$(STATE_DIR)/kubeconfig after make cluster-up)" >&2; exit 2; }
+	$(PY) -m controller --leader-election-namespace=$(RUN_LEASE_NAMESPACE) $(RUN_ARGS)

@@ -126,6 +126,26 @@ class _Status:
         return result
 
 
+def _released_claims(jobset: JobSet, policies: tuple[volumes.VolumePolicy, ...]) -> set[str]:
+    """Claims whose retention says Delete for the terminal state the JobSet reached."""
+    state = jobset.status.terminal_state
+    return {
+        claim.name
+        for claim in volumes.desired_claims(jobset, policies)
+        if (state == api.TERMINAL_COMPLETED and claim.policy.retention.when_completed == "Delete")
+        or (state == api.TERMINAL_FAILED and claim.policy.retention.when_failed == "Delete")
+    }
+
+
+def _claims_mounted(job: Obj) -> set[str]:
+    pod_spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return {
+        str(v["persistentVolumeClaim"].get("claimName"))
+        for v in pod_spec.get("volumes") or []
+        if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
+    }
+
+
 def _beyond_replicas(jobset: JobSet, job: Obj) -> bool:
     rjob = jobset.replicated_job(children.replicated_job_of(job) or "")
     index = children.job_index_of(job)
@@ -215,6 +235,15 @@ def decide(
         )
         plan.volume = storage.plan(
             jobset, policies, claims, classes, terminal_state=jobset.status.terminal_state
+        )
+        # Retention on completion/failure releases storage: the finished Jobs' pods still use
+        # the claims (pvc-protection would keep them forever), so those Jobs go too. The JobSet
+        # and its status stay.
+        released = _released_claims(jobset, policies)
+        plan.delete_jobs.extend(
+            j["metadata"]["name"]
+            for j in current
+            if children.is_finished(j) and released & _claims_mounted(j)
         )
         _volume_status(built, policies, plan.volume)
         plan.status = built.changed()

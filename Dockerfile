@@ -1,0 +1,36 @@
+# Stateful JobSet controller image.
+#
+#   docker build -t stateful-jobset:0.1.0 .
+#
+# Two stages: the builder installs the locked *runtime* dependencies (no test or dev extras) and
+# the package into a virtualenv; the final image gets only that virtualenv, on the same base image
+# (so the venv's python symlink and shebangs stay valid), and runs as the non-root user 65532.
+# tests/unit/test_deploy_manifests.py checks these properties; tests/integration/
+# test_entrypoint_venv.py builds the same venv outside a container and runs the entrypoint.
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+WORKDIR /src
+COPY pyproject.toml requirements.lock README.md ./
+COPY controller ./controller
+RUN pip install --no-cache-dir -c requirements.lock . \
+    && pip uninstall --yes pip setuptools \
+    && find /opt/venv -name '__pycache__' -type d -prune -exec rm -rf {} +
+
+FROM ${PYTHON_IMAGE}
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+RUN groupadd --system --gid 65532 nonroot \
+    && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin nonroot
+COPY --from=builder /opt/venv /opt/venv
+# An empty working directory: `python -m` puts the current directory first on sys.path.
+WORKDIR /app
+USER 65532:65532
+EXPOSE 8080 8081
+ENTRYPOINT ["python", "-m", "controller"]

@@ -1,0 +1,186 @@
+"""HA and observability, proven: two in-cluster replicas scraped by a real Prometheus server.
+
+Both replicas run exactly as in pods (service-account token, no kubeconfig, the manifests'
+RBAC). JobSets keep being reconciled while the leader is killed; no JobSet gets a duplicate
+child; Prometheus (Debian's server, on loopback) scrapes both replicas and its query API finds
+the runtime, leader-election and JobSet/volume series.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.jobset import api
+from controller.runtime.client import JOBS, LEASES, KubeClient
+from localcluster.processes import ManagedProcess, free_port
+from tests.helpers import Kube, wait_for
+from tests.support.incluster import ROOT, mint_token, service_account_dir
+from tests.support.jobsets import wait_condition
+from tests.support.replicas import Replica
+
+LEASE_NAME = "stateful-jobset-controller"
+
+
+def _replica(kube: Kube, folder: Path, identity: str, tmp: Path, namespace: str) -> Replica:
+    metrics, health = free_port(), free_port()
+    env = {
+        **os.environ,
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": kube.cluster.server.rsplit(":", 1)[1],
+        "KUBECONFIG": "",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "controller",
+        f"--service-account-dir={folder}",
+        f"--namespaces={namespace}",
+        f"--identity={identity}",
+        f"--metrics-bind-address=127.0.0.1:{metrics}",
+        f"--health-probe-bind-address=127.0.0.1:{health}",
+        "--lease-duration=6",
+        "--renew-deadline=4",
+        "--retry-period=0.8",
+    ]
+    process = ManagedProcess(identity, argv, tmp / f"{identity}.log", env=env)
+    process.start()
+    return Replica(identity, process, metrics, health)
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> tuple[int, Path]:
+    """A free port and a config path for Debian's Prometheus server (started by the test)."""
+    if shutil.which("prometheus") is None:
+        pytest.fail("Debian's prometheus server is not installed (make test installs it)")
+    return free_port(), tmp_path / "prometheus.yml"
+
+
+def _start_prometheus(port: int, config: Path, targets: list[str]) -> ManagedProcess:
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "scrape_configs": [
+                    {"job_name": "stateful-jobset", "static_configs": [{"targets": targets}]}
+                ],
+            }
+        )
+    )
+    binary = shutil.which("prometheus")
+    assert binary is not None
+    process = ManagedProcess(
+        "prometheus",
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={config.parent / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        config.parent / "prometheus.log",
+    )
+    process.start()
+    return process
+
+
+def _query(port: int, expression: str) -> list[dict[str, Any]]:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expression})
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            body = json.loads(response.read())
+    except OSError:
+        return []
+    return list(body.get("data", {}).get("result", [])) if body.get("status") == "success" else []
+
+
+async def test_ha_failover_and_prometheus_scraping(
+    full_kube: Kube,
+    full_namespace: str,
+    installed: tuple[str, str],
+    prometheus: tuple[int, Path],
+    tmp_path: Path,
+) -> None:
+    system_namespace, account = installed
+    token = await mint_token(full_kube, system_namespace, account)
+    folder = service_account_dir(tmp_path, full_kube, system_namespace, token)
+    replicas = {
+        name: _replica(full_kube, folder, name, tmp_path, full_namespace)
+        for name in ("replica-a", "replica-b")
+    }
+    prom_port, config = prometheus
+    prom = _start_prometheus(
+        prom_port, config, [f"127.0.0.1:{r.metrics_port}" for r in replicas.values()]
+    )
+    admin = KubeClient(full_kube.api)
+    try:
+
+        async def holder() -> str:
+            lease = await admin.get(LEASES, LEASE_NAME, system_namespace)
+            return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+        leader = await wait_for(holder, lambda h: h in replicas, "a leader", seconds=60)
+        seed = yaml.safe_load(
+            (ROOT / "manifests" / "examples" / "seed-volume-policy.yaml").read_text()
+        )
+        names = []
+        for i in range(3):
+            body = json.loads(json.dumps(seed))
+            body["metadata"]["name"] = f"ha-{i}"
+            names.append(body["metadata"]["name"])
+            await admin.create(api.JOBSETS, body, full_namespace)
+        await asyncio.sleep(1.0)
+        replicas[leader].process.kill()  # in the middle of the work
+        standby = next(n for n in replicas if n != leader)
+        await wait_for(holder, lambda h: h == standby, "the standby to take over", seconds=60)
+        for i in range(3, 5):
+            body = json.loads(json.dumps(seed))
+            body["metadata"]["name"] = f"ha-{i}"
+            names.append(body["metadata"]["name"])
+            await admin.create(api.JOBSETS, body, full_namespace)
+        for name in names:
+            await wait_condition(admin, full_namespace, name, api.COMPLETED, seconds=180)
+        jobs = (await admin.list(JOBS, full_namespace))["items"]
+        job_names = [j["metadata"]["name"] for j in jobs]
+        assert len(job_names) == len(set(job_names)) == 4 * len(names)
+        for job in jobs:
+            assert len(job["metadata"]["ownerReferences"]) == 1
+
+        # Prometheus scrapes the survivor (the killed replica's target is down).
+        def series(expression: str) -> list[dict[str, Any]]:
+            return _query(prom_port, expression)
+
+        deadline = time.monotonic() + 60
+        wanted = {
+            "reconciles": 'controller_runtime_reconcile_total{controller="jobset"}',
+            "depth": 'workqueue_depth{name="jobset"}',
+            "leader": "sum(leader_election_master_status)",
+            "completed": "jobset_completed_total",
+            "claims": "jobset_volume_claims_created_total",
+            "phases": 'jobset_volume_claims{phase="Bound"}',
+        }
+        found: dict[str, list[dict[str, Any]]] = {}
+        while time.monotonic() < deadline:
+            found = {key: series(expression) for key, expression in wanted.items()}
+            if all(found.values()):
+                break
+            await asyncio.sleep(1)
+        missing = [key for key, result in found.items() if not result]
+        assert not missing, f"Prometheus has no series for {missing}"
+        assert float(found["leader"][0]["value"][1]) == 1.0
+        up = series('up{job="stateful-jobset"}')
+        assert sorted(float(r["value"][1]) for r in up) == [0.0, 1.0]
+    finally:
+        prom.kill()
+        for replica in replicas.values():
+            replica.process.kill()

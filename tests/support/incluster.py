@@ -1,0 +1,80 @@
+"""Running the controller exactly as in a pod: manifests applied, a ServiceAccount token minted."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helpers import Kube
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _manifest_objects() -> list[dict[str, Any]]:
+    rendered = subprocess.run(
+        [str(_kubectl()), "kustomize", str(ROOT / "manifests")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return [d for d in yaml.safe_load_all(rendered.stdout) if d]
+
+
+def _kubectl() -> Path:
+    from localcluster.build import ensure_binaries
+
+    return ensure_binaries(lambda _: None).path("kubectl")
+
+
+def _service_account() -> tuple[str, str]:
+    for obj in _manifest_objects():
+        if obj["kind"] == "ServiceAccount":
+            return obj["metadata"]["namespace"], obj["metadata"]["name"]
+    raise AssertionError("manifests/ defines no ServiceAccount")
+
+
+@pytest.fixture(scope="module")
+def installed(full_cluster: Any) -> Iterator[tuple[str, str]]:
+    result = subprocess.run(
+        [
+            str(_kubectl()),
+            f"--kubeconfig={full_cluster.kubeconfig}",
+            "apply",
+            "--server-side",
+            "-k",
+            str(ROOT / "manifests"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    yield _service_account()
+
+
+async def mint_token(kube: Kube, namespace: str, account: str) -> str:
+    minted = await kube.raw(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    return str(minted["status"]["token"])
+
+
+def service_account_dir(tmp: Path, kube: Kube, namespace: str, token: str) -> Path:
+    folder = tmp / "serviceaccount"
+    folder.mkdir()
+    (folder / "token").write_text(token)
+    (folder / "ca.crt").write_bytes(kube.cluster.pki.ca_cert.read_bytes())
+    (folder / "namespace").write_text(namespace)
+    return folder
