@@ -16,11 +16,11 @@ RUN_LEASE_NAMESPACE ?= default
 RUN_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries tools demo smoke test test-unit test-integration test-e2e cluster-up cluster-down \
+.PHONY: help venv binaries tools demo smoke bench test test-unit test-integration test-e2e cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml requirements.lock
 	@echo "==> creating $(VENV) with the locked dependencies"
@@ -72,6 +72,11 @@ lint: venv tools ## ruff, ruff format, mypy --strict, shellcheck, yamllint
 	$(VENV)/bin/mypy
 	shellcheck .ci/run
 	$(VENV)/bin/yamllint -c .yamllint.yaml manifests localcluster/kwok .yamllint.yaml
+
+bench: binaries ## run the benchmarks (work queue, informer memory, leader failover); results in bench/results/
+	$(PY) bench/bench_workqueue.py
+	$(PY) bench/bench_informer.py
+	$(PY) bench/bench_failover.py
 
 crd: binaries ## regenerate the JobSet CRD from the local control plane
 	$(PY) -m controller.api.crdgen --local

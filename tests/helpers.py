@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from controller.runtime.client import ApiError
 from localcluster.cluster import LocalCluster
 
 T = TypeVar("T")
@@ -56,14 +57,14 @@ async def wait_for(
     """Poll ``observe`` until ``done`` holds; on timeout fail naming what and the last value."""
     deadline = time.monotonic() + seconds
     last: T | None = None
-    last_error: Exception | None = None
+    last_error: ApiException | ApiError | None = None
     while time.monotonic() < deadline:
         try:
             last = await observe()
             last_error = None
             if done(last):
                 return last
-        except ApiException as err:
+        except (ApiException, ApiError) as err:
             last_error = err
         await asyncio.sleep(interval)
     detail = (

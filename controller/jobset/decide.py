@@ -103,11 +103,25 @@ class _Status:
         self.events: list[Event] = []
 
     def condition(
-        self, kind: str, value: str, reason: str, message: str, event_type: str | None
+        self,
+        kind: str,
+        value: str,
+        reason: str,
+        message: str,
+        event_type: str | None,
+        *,
+        add_when_false: bool = False,
     ) -> None:
         before = self.value["conditions"]
         after = status.set_condition(
-            before, kind, value, reason, message, self.now, self.generation
+            before,
+            kind,
+            value,
+            reason,
+            message,
+            self.now,
+            self.generation,
+            add_when_false=add_when_false,
         )
         if after != before:
             self.value["conditions"] = after
@@ -178,7 +192,14 @@ def _volume_status(
         return
     built.value["volumes"] = {"templates": vplan.status}
     ready, reason, message = vplan.ready
-    built.condition(storage.VOLUMES_READY, "True" if ready else "False", reason, message, None)
+    built.condition(
+        storage.VOLUMES_READY,
+        "True" if ready else "False",
+        reason,
+        message,
+        None,
+        add_when_false=True,  # "not ready yet" is worth showing from the start
+    )
     if vplan.conflicts:
         text = "; ".join(f"{name}: {why}" for name, why in sorted(vplan.conflicts.items()))
         built.condition(

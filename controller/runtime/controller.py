@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from controller.runtime.client import ApiError
 from controller.runtime.store import split_key
 from controller.runtime.workqueue import ShutDown, WorkQueue
 
@@ -121,6 +122,13 @@ class Controller:
                 result = await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
+            except ApiError as err:
+                # An answer from the API server (quota, conflict, validation): no traceback.
+                log.warning("reconcile failed; will retry with backoff", error=str(err))
+                self.metrics.errors.labels(controller=self.name).inc()
+                self.metrics.total.labels(controller=self.name, result="error").inc()
+                self.queue.add_rate_limited(key)
+                return
             except Exception:
                 log.exception("reconcile failed; will retry with backoff")
                 self.metrics.errors.labels(controller=self.name).inc()

@@ -155,6 +155,23 @@ async def test_ha_failover_and_prometheus_scraping(
         assert len(job_names) == len(set(job_names)) == 4 * len(names)
         for job in jobs:
             assert len(job["metadata"]["ownerReferences"]) == 1
+        # No duplicate writes: every Job and claim was created by exactly one successful request,
+        # across both replicas and the failover (from the API server's own audit log).
+        created: dict[str, int] = {}
+        for raw in full_kube.cluster.audit_log.read_text().splitlines():
+            entry = json.loads(raw)
+            ref = entry.get("objectRef") or {}
+            if (
+                entry.get("verb") == "create"
+                and ref.get("namespace") == full_namespace
+                and ref.get("resource") in ("jobs", "persistentvolumeclaims")
+                and str(entry.get("userAgent", "")).startswith("stateful-jobset/")
+                and (entry.get("responseStatus") or {}).get("code") == 201
+            ):
+                key = f"{ref['resource']}/{ref.get('name')}"
+                created[key] = created.get(key, 0) + 1
+        assert len(created) == 5 * len(names), sorted(created)
+        assert {count for count in created.values()} == {1}, created
 
         # Prometheus scrapes the survivor (the killed replica's target is down).
         def series(expression: str) -> list[dict[str, Any]]:
