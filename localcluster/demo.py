@@ -39,11 +39,15 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _wait_established(cluster: LocalCluster) -> None:
+    """Wait until the JobSet CRD is served (its status has no conditions at first)."""
     deadline = time.monotonic() + 60
-    jsonpath = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
-    while (
-        cluster.kubectl("get", "crd", "jobsets.jobset.x-k8s.io", "-o", jsonpath).strip() != "True"
-    ):
+
+    def established() -> bool:
+        crd = json.loads(cluster.kubectl("get", "crd", "jobsets.jobset.x-k8s.io", "-o", "json"))
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+    while not established():
         if time.monotonic() > deadline:
             raise LaunchError("the JobSet CRD was not Established within 60 s")
         time.sleep(0.3)
