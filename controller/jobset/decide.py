@@ -228,12 +228,17 @@ def decide(
     *,
     claims: Mapping[str, Obj] | None = None,
     classes: StorageClasses | None = None,
+    policies: tuple[volumes.VolumePolicy, ...] | None = None,
 ) -> Plan:
-    """Raises ``InvalidJobSet`` when the volume policies cannot be acted on."""
+    """Raises ``InvalidJobSet`` when the volume policies cannot be acted on.
+
+    ``policies`` may be passed when the caller already normalised them (saves a second parse).
+    """
     plan = Plan()
     claims = claims or {}
     classes = classes or StorageClasses()
-    policies = volumes.policies(jobset)
+    if policies is None:
+        policies = volumes.policies(jobset)
     if jobset.deleting:
         # Children go with garbage collection; claims follow their retention policy.
         plan.volume = storage.plan(

@@ -135,20 +135,18 @@ class JobSetReconciler:
                 owned.append(job)
         return owned
 
-    def _claims(self, key: str, jobset: JobSet) -> dict[str, Obj]:
+    def _claims(
+        self, key: str, jobset: JobSet, policies: tuple[volumes.VolumePolicy, ...]
+    ) -> dict[str, Obj]:
         """Claims this JobSet may care about: those labelled with its name, and any claim
         (labelled or not: a conflict is exactly an unlabelled one) with a name it wants."""
-        if self.claims is None:
+        if self.claims is None or not policies:
             return {}
         found = {c["metadata"]["name"]: c for c in self.claims.by_index(JOBSET_INDEX, key)}
-        try:
-            wanted = [d.name for d in volumes.desired_claims(jobset, volumes.policies(jobset))]
-        except InvalidJobSet:
-            wanted = []
-        for name in wanted:
-            claim = self.claims.get(jobset.namespace, name)
+        for desired in volumes.desired_claims(jobset, policies):
+            claim = self.claims.get(jobset.namespace, desired.name)
             if claim is not None:
-                found[name] = claim
+                found[desired.name] = claim
         return found
 
     def _classes(self) -> StorageClasses:
@@ -187,13 +185,15 @@ class JobSetReconciler:
             jobs = self._children(key, jobset.uid)
             self._expectations.observed(key, {j["metadata"]["name"] for j in jobs})
             service = self.services.get(namespace, jobset.subdomain)
+            policies = volumes.policies(jobset)
             plan = decide(
                 jobset,
                 jobs,
                 service,
                 self._wall(),
-                claims=self._claims(key, jobset),
+                claims=self._claims(key, jobset, policies),
                 classes=self._classes(),
+                policies=policies,
             )
         except InvalidJobSet as err:
             await self._report_invalid(obj, str(err))
@@ -203,7 +203,7 @@ class JobSetReconciler:
         if plan.status is not None:
             stored = jobset.raw.get("status") or {}
             changed = sorted(k for k, v in plan.status.items() if stored.get(k) != v)
-            log.info("status changed", fields=changed)
+            log.debug("status changed", fields=changed)
         if plan.writes:
             log.info(
                 "applying plan",

@@ -20,6 +20,7 @@ from tests.support.jobsets import (
     replicated_job,
     wait_condition,
     wait_jobs,
+    with_pod_annotations,
 )
 from tests.support.replicas import Replica, start_replica
 
@@ -44,11 +45,6 @@ def controller_process(
     )
     yield replica
     replica.process.kill()
-
-
-def _with_pod_annotations(rjob: dict[str, Any], **annotations: str) -> dict[str, Any]:
-    rjob["template"]["spec"]["template"]["metadata"]["annotations"].update(annotations)
-    return rjob
 
 
 async def test_jobset_runs_to_completion(
@@ -83,7 +79,7 @@ async def test_failed_pod_restarts_the_jobset_with_the_next_attempt(
     client: KubeClient, full_namespace: str
 ) -> None:
     ns = full_namespace
-    workers = _with_pod_annotations(
+    workers = with_pod_annotations(
         replicated_job("workers", 2), **{"localcluster.test/run-duration": "6s"}
     )
     await client.create(api.JOBSETS, jobset("flaky", workers, failurePolicy={"maxRestarts": 2}), ns)
@@ -117,7 +113,7 @@ async def test_exhausting_max_restarts_fails_the_jobset(
     client: KubeClient, full_namespace: str
 ) -> None:
     ns = full_namespace
-    always_fails = _with_pod_annotations(
+    always_fails = with_pod_annotations(
         replicated_job("a", 1), **{"localcluster.test/exit-code": "3"}
     )
     await client.create(

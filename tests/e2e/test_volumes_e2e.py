@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -25,7 +26,15 @@ from controller.runtime.client import CLAIMS, PODS, ApiError, KubeClient, Resour
 from tests.helpers import Kube, wait_for
 from tests.support.crd import install_crd
 from tests.support.examples import EXAMPLES
-from tests.support.jobsets import condition, get_jobset, jobs_of, jobset, replicated_job
+from tests.support.jobsets import (
+    condition,
+    get_jobset,
+    jobs_of,
+    jobset,
+    replicated_job,
+    wait_condition,
+    with_pod_annotations,
+)
 from tests.support.replicas import Replica, start_replica
 
 Obj = dict[str, Any]
@@ -159,12 +168,6 @@ def phase(obj: Obj | None) -> str:
     return str(((obj or {}).get("status") or {}).get("phase") or "")
 
 
-def with_pod_annotations(rjob: Obj, **annotations: str) -> Obj:
-    pod = rjob["template"]["spec"]["template"]
-    pod.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
-    return rjob
-
-
 def mounting(rjob: Obj, volume: str, path: str = "/data") -> Obj:
     for container in rjob["template"]["spec"]["template"]["spec"]["containers"]:
         container.setdefault("volumeMounts", []).append({"name": volume, "mountPath": path})
@@ -227,24 +230,8 @@ async def wait_claim_phase(
     return found
 
 
-async def wait_jobset(
-    kube: KubeClient,
-    namespace: str,
-    name: str,
-    kind: str,
-    status: str = "True",
-    seconds: float = 90,
-) -> Obj:
-    """The JobSet once condition ``kind`` has ``status`` (on timeout: the last JobSet seen)."""
-
-    async def observe() -> Obj:
-        return await get_jobset(kube, namespace, name)
-
-    def holds(obj: Obj) -> bool:
-        found = condition(obj, kind)
-        return found is not None and found.get("status") == status
-
-    return await wait_for(observe, holds, f"JobSet {name} condition {kind}={status}", seconds)
+# The JobSet once a condition holds; e2e runs are slower, so a longer default timeout.
+wait_jobset = functools.partial(wait_condition, seconds=90)
 
 
 async def pods_of(kube: KubeClient, namespace: str, name: str, extra: str = "") -> list[Obj]:

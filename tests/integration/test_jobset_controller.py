@@ -7,7 +7,6 @@ status (ready, complete, failed) itself and checks what the JobSet controller do
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ import pytest
 from controller.jobset import api
 from controller.runtime.client import SERVICES, KubeClient
 from tests.helpers import Kube, wait_for
-from tests.support.crd import install_crd
 from tests.support.jobsets import (
     assert_no_writes_at_steady_state,
     complete_job,
@@ -30,18 +28,6 @@ from tests.support.jobsets import (
     wait_condition,
     wait_jobs,
 )
-
-
-@pytest.fixture
-async def client(kube: Kube) -> AsyncIterator[KubeClient]:
-    await install_crd(kube)
-    yield KubeClient(kube.api)
-
-
-@pytest.fixture
-async def controller(kube: Kube, namespace: str, client: KubeClient) -> AsyncIterator[None]:
-    async with running_controller(kube, namespace):
-        yield
 
 
 async def create(client: KubeClient, namespace: str, body: dict[str, Any]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,7 +11,6 @@ import yaml
 from controller.jobset import api, volumes
 from controller.runtime.client import CLAIMS, JOBS, KubeClient
 from tests.helpers import Kube, wait_for
-from tests.support.crd import install_crd
 from tests.support.examples import EXAMPLES
 from tests.support.jobsets import (
     assert_no_writes_at_steady_state,
@@ -25,18 +23,6 @@ from tests.support.jobsets import (
 )
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture
-async def client(kube: Kube) -> AsyncIterator[KubeClient]:
-    await install_crd(kube)
-    yield KubeClient(kube.api)
-
-
-@pytest.fixture
-async def controller(kube: Kube, namespace: str, client: KubeClient) -> AsyncIterator[None]:
-    async with running_controller(kube, namespace):
-        yield
 
 
 def example(name: str) -> Obj:

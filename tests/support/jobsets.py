@@ -45,6 +45,13 @@ def replicated_job(name: str, replicas: int = 1, completions: int = 1, **extra: 
     return rjob
 
 
+def with_pod_annotations(rjob: Obj, **annotations: str) -> Obj:
+    """Add annotations to a replicated job's pod template (e.g. KWOK's run-duration)."""
+    pod = rjob["template"]["spec"]["template"]
+    pod.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
+    return rjob
+
+
 def jobset(name: str, *rjobs: Obj, **spec: Any) -> Obj:
     return {
         "apiVersion": api.API_VERSION,

@@ -1,0 +1,26 @@
+"""Fixtures of the integration tier shared by the JobSet controller tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from controller.runtime.client import KubeClient
+from tests.helpers import Kube
+from tests.support.crd import install_crd
+from tests.support.jobsets import running_controller
+
+
+@pytest.fixture
+async def client(kube: Kube) -> AsyncIterator[KubeClient]:
+    """An API client on a cluster that has the JobSet CRD."""
+    await install_crd(kube)
+    yield KubeClient(kube.api)
+
+
+@pytest.fixture
+async def controller(kube: Kube, namespace: str, client: KubeClient) -> AsyncIterator[None]:
+    """The JobSet controller, in this event loop, watching the test's namespace."""
+    async with running_controller(kube, namespace):
+        yield
