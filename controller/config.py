@@ -41,6 +41,7 @@ class Config:
     log_level: str
     identity: str
     shutdown_timeout: float
+    status_progress_period: float = 10.0
 
     def address(self, value: str) -> tuple[str, int] | None:
         """``host:port`` → (host, port); ``0`` or empty disables the endpoint."""
@@ -112,6 +113,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     flag("--health-probe-bind-address", "host:port for /healthz and /readyz; 0 disables", ":8081")
     flag("--log-level", "debug, info, warning or error", "info")
     flag("--identity", "this replica's name in the Lease (default: hostname + random suffix)", "")
+    flag("--status-progress-period", "seconds between status writes that only update progress "
+         "counters (replicatedJobsStatus, volumes); conditions are written at once; 0 writes "
+         "every change", 10.0, type=float)  # fmt: skip
     flag("--shutdown-timeout", "seconds to let in-flight reconciles finish on SIGTERM", 20.0,
          type=float)  # fmt: skip
     return parser
@@ -154,6 +158,9 @@ def from_args(args: argparse.Namespace) -> Config:
         raise ConfigError(
             f"--log-level must be debug, info, warning or error, got {args.log_level!r}"
         )
+    progress = float(args.status_progress_period)
+    if not progress >= 0:  # also rejects NaN
+        raise ConfigError(f"--status-progress-period must be 0 or more seconds, got {progress}")
     kubeconfig = args.kubeconfig or None
     if kubeconfig and not Path(kubeconfig).is_file():
         raise ConfigError(
@@ -185,4 +192,5 @@ def from_args(args: argparse.Namespace) -> Config:
         log_level=str(args.log_level),
         identity=identity,
         shutdown_timeout=float(args.shutdown_timeout),
+        status_progress_period=progress,
     )

@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from controller.jobset import api, storage, volumes
+from controller.jobset import api, pacing, storage, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.status import set_condition
@@ -108,6 +108,7 @@ class JobSetReconciler:
         storage_classes: Cache | None = None,
         *,
         metrics: JobSetMetrics | None = None,
+        status_progress_period: float = 0.0,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         self.client = client
@@ -122,6 +123,9 @@ class JobSetReconciler:
         self._expectations = _Expectations()
         # resourceVersion of our last status write per JobSet: a cache older than that is stale.
         self._written: dict[str, int] = {}
+        # Monotonic time of our last status write per JobSet: progress counters are paced by it.
+        self._status_written_at: dict[str, float] = {}
+        self.status_progress_period = status_progress_period
 
     # --------------------------------------------------------------- observe
 
@@ -173,6 +177,7 @@ class JobSetReconciler:
         obj = self.jobsets.get(namespace, name)
         if obj is None:
             self._written.pop(key, None)
+            self._status_written_at.pop(key, None)
             self._expectations.created.pop(key, None)
             return Result()
         managed_by = (obj.get("spec") or {}).get("managedBy")
@@ -200,10 +205,17 @@ class JobSetReconciler:
             return Result()  # nothing to retry until the object changes
         pending = self._expectations.pending(key, time.monotonic())
         plan.create_jobs = [j for j in plan.create_jobs if j["metadata"]["name"] not in pending]
+        requeue_after = plan.requeue_after
         if plan.status is not None:
             stored = jobset.raw.get("status") or {}
-            changed = sorted(k for k, v in plan.status.items() if stored.get(k) != v)
-            log.debug("status changed", fields=changed)
+            hold = 0.0 if plan.events else self._status_hold(key, stored, plan.status)
+            if hold > 0:
+                # Counters only: they ride on the next milestone or go out when the pace allows.
+                plan.status = None
+                requeue_after = hold if requeue_after is None else min(requeue_after, hold)
+            else:
+                changed = sorted(k for k, v in plan.status.items() if stored.get(k) != v)
+                log.debug("status changed", fields=changed)
         if plan.writes:
             log.info(
                 "applying plan",
@@ -214,7 +226,16 @@ class JobSetReconciler:
                 service=plan.create_service is not None,
             )
         await self._apply(key, jobset, plan)
-        return Result(requeue_after=plan.requeue_after)
+        return Result(requeue_after=requeue_after)
+
+    def _status_hold(self, key: str, stored: Obj, desired: Obj) -> float:
+        return pacing.status_delay(
+            stored,
+            desired,
+            self._status_written_at.get(key),
+            time.monotonic(),
+            self.status_progress_period,
+        )
 
     # ------------------------------------------------------------------ act
 
@@ -402,6 +423,7 @@ class JobSetReconciler:
             api.JOBSETS, body, jobset.namespace, subresource="status"
         )
         self._remember(key, updated)
+        self._status_written_at[key] = time.monotonic()
         # Events and metrics describe transitions that are now stored.
         for event in plan.events:
             self._event(jobset.raw, event.type, event.reason, event.message)

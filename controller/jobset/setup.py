@@ -76,6 +76,7 @@ def setup(manager: Manager) -> JobSetReconciler:
         claims,
         storage_classes,
         metrics=JobSetMetrics(manager.registry),
+        status_progress_period=manager.config.status_progress_period,
     )
     manager.registry.register(ClaimPhases(claims))
     manager.registry.register(JobSetView(jobsets))

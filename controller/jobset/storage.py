@@ -164,9 +164,12 @@ def plan(
         jobset, policies, existing, deleting=False, terminal_state=terminal_state
     )
     result.usable = volumes.usable_claims(jobset, desired, existing)
-    result.status = volumes.volume_status(jobset, policies, existing)
+    # The status describes the claims as they are after this pass: the ones it creates exist
+    # (Pending), so the first status a JobSet gets does not say they are missing.
+    after = existing + [{**obj, "status": {"phase": "Pending"}} for obj in result.create]
+    result.status = volumes.volume_status(jobset, policies, after)
     result.ready = volumes.volumes_ready(
-        jobset, policies, existing, set(classes.wait_for_first_consumer)
+        jobset, policies, after, set(classes.wait_for_first_consumer)
     )
     return result
 

@@ -68,8 +68,11 @@ class RunningController:
 
 
 @asynccontextmanager
-async def running_controller(kube: Kube, namespace: str) -> AsyncIterator[RunningController]:
-    """The JobSet controller in this event loop, watching one namespace, no leader election."""
+async def running_controller(
+    kube: Kube, namespace: str, *args: str
+) -> AsyncIterator[RunningController]:
+    """The JobSet controller in this event loop, watching one namespace, no leader election;
+    ``args`` are extra command-line flags."""
     config = configmod.parse(
         [
             f"--kubeconfig={kube.cluster.kubeconfig}",
@@ -78,6 +81,7 @@ async def running_controller(kube: Kube, namespace: str) -> AsyncIterator[Runnin
             "--metrics-bind-address=0",
             "--health-probe-bind-address=0",
             "--shutdown-timeout=5",
+            *args,
         ],
         env={},
     )

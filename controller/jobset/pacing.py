@@ -1,0 +1,64 @@
+"""When to write a changed status: milestones at once, progress counters at a bounded pace.
+
+A JobSet's status carries two kinds of facts:
+
+- **Milestones**: conditions (type, status, reason), ``terminalState``, ``restarts``,
+  ``restartsCountTowardsMax``. Users, tools (Kueue, pipelines) and our own policies act on
+  them; a change is written in the same reconcile that sees it.
+- **Progress**: ``replicatedJobsStatus`` (active/ready/succeeded/... per replicated job),
+  ``volumes`` (claims desired/existing/Bound/Pending per template) and condition messages that
+  list counts. They move whenever any child Job or claim moves: writing each change costs one
+  status write per child transition (about 14 per JobSet of 4 Jobs and 3 claims in the scale
+  benchmark). A progress-only change is held back until ``period`` seconds have passed since
+  this controller's last status write for the JobSet; a milestone write carries it along.
+
+The lag of counters is therefore at most ``period`` (plus queue latency); ``period <= 0`` writes
+every change, as upstream JobSet does. This mirrors the Job controller, which batches pod
+updates before writing Job status. Pure: time is passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller.jobset.status import status_equal
+
+PROGRESS_FIELDS = frozenset({"replicatedJobsStatus", "volumes"})
+
+
+def _milestones(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The milestone part of a status. A condition is its type, status and reason: a message
+    that only updates counts ("2 of 3 claims are waiting ...") is progress."""
+    result = {k: v for k, v in status.items() if k not in PROGRESS_FIELDS}
+    conditions = result.get("conditions")
+    if isinstance(conditions, list):
+        result["conditions"] = [
+            {k: c.get(k) for k in ("type", "status", "reason")} if isinstance(c, dict) else c
+            for c in conditions
+        ]
+    return result
+
+
+def is_milestone(stored: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Whether ``desired`` differs from ``stored`` in anything but progress."""
+    return not status_equal(_milestones(stored), _milestones(desired))
+
+
+def status_delay(
+    stored: Mapping[str, Any],
+    desired: Mapping[str, Any],
+    last_write: float | None,
+    now: float,
+    period: float,
+) -> float:
+    """Seconds to hold back writing ``desired`` over ``stored``; 0.0 means write now.
+
+    ``last_write`` is when this controller last wrote the JobSet's status (None: not since it
+    started, so nothing to pace against). ``now`` and ``last_write`` share one monotonic clock.
+    """
+    if period <= 0 or last_write is None or not stored:
+        return 0.0
+    if is_milestone(stored, desired):
+        return 0.0
+    return max(0.0, last_write + period - now)

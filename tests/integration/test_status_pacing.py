@@ -1,0 +1,100 @@
+"""Status pacing against a real API server: milestones go out at once, counters are paced.
+
+The test plays the Job controller (as in test_jobset_controller.py). With a pacing period far
+longer than the test, a counters-only change is never written on its own: it waits for the next
+milestone, which carries it. With period 0 every change is written, as upstream does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from controller.jobset import api
+from controller.runtime.client import KubeClient
+from tests.helpers import Kube, wait_for
+from tests.support.jobsets import (
+    complete_job,
+    get_jobset,
+    jobset,
+    ready_job,
+    replicated_job,
+    running_controller,
+    wait_condition,
+    wait_jobs,
+    writes,
+)
+
+
+def _counts(obj: dict[str, Any]) -> dict[str, int]:
+    statuses = (obj.get("status") or {}).get("replicatedJobsStatus") or [{}]
+    return {k: int(statuses[0].get(k) or 0) for k in ("active", "ready", "succeeded")}
+
+
+async def _cached_ready(running: Any, namespace: str, name: str) -> None:
+    """Wait until the controller's own cache has seen the Job's pods ready."""
+    await wait_for(
+        lambda: asyncio.sleep(0.1, running.reconciler.jobs.get(namespace, name)),
+        lambda job: job is not None and (job.get("status") or {}).get("ready") == 1,
+        f"the controller's cache to see {name} ready",
+    )
+
+
+async def test_counters_ride_on_the_next_milestone(
+    kube: Kube, client: KubeClient, namespace: str
+) -> None:
+    async with running_controller(kube, namespace, "--status-progress-period=3600") as running:
+        await client.create(api.JOBSETS, jobset("paced", replicated_job("w", 2)), namespace)
+        jobs = await wait_jobs(client, namespace, "paced", 2)
+        first = await wait_for(
+            lambda: get_jobset(client, namespace, "paced"),
+            lambda obj: bool(obj.get("status")),
+            "the first status write",
+        )
+        assert _counts(first) == {"active": 0, "ready": 0, "succeeded": 0}
+        for job in jobs:
+            await ready_job(client, namespace, job)
+        for job in jobs:
+            await _cached_ready(running, namespace, job["metadata"]["name"])
+        before = writes(running.manager)
+        await asyncio.sleep(2)  # reconciles of the ready Jobs have run
+        assert writes(running.manager) == before, "a counters-only change was written"
+        held = await get_jobset(client, namespace, "paced")
+        assert _counts(held) == {"active": 0, "ready": 0, "succeeded": 0}
+        for job in jobs:
+            await complete_job(client, namespace, job)
+        done = await wait_condition(client, namespace, "paced", api.COMPLETED)
+        # The milestone write carries the counters along.
+        assert _counts(done)["succeeded"] == 2
+        assert done["status"]["terminalState"] == "Completed"
+
+
+async def test_period_zero_writes_every_change(
+    kube: Kube, client: KubeClient, namespace: str
+) -> None:
+    async with running_controller(kube, namespace, "--status-progress-period=0"):
+        await client.create(api.JOBSETS, jobset("eager", replicated_job("w", 2)), namespace)
+        jobs = await wait_jobs(client, namespace, "eager", 2)
+        await ready_job(client, namespace, jobs[0])
+        seen = await wait_for(
+            lambda: get_jobset(client, namespace, "eager"),
+            lambda obj: _counts(obj)["ready"] == 1,
+            "the ready count to be written",
+        )
+        assert _counts(seen)["active"] == 1
+
+
+async def test_paced_counters_go_out_within_the_period(
+    kube: Kube, client: KubeClient, namespace: str
+) -> None:
+    async with running_controller(kube, namespace, "--status-progress-period=2"):
+        await client.create(api.JOBSETS, jobset("soon", replicated_job("w", 1)), namespace)
+        (job,) = await wait_jobs(client, namespace, "soon", 1)
+        await ready_job(client, namespace, job)
+        # No milestone follows: the counters go out on their own once the period is over.
+        seen = await wait_for(
+            lambda: get_jobset(client, namespace, "soon"),
+            lambda obj: _counts(obj)["ready"] == 1,
+            "the paced ready count to be written",
+        )
+        assert _counts(seen)["active"] == 1

@@ -1,0 +1,109 @@
+"""pacing: milestones are written at once, counters-only changes at most once per period."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.jobset import pacing
+
+
+def _cond(kind: str, status: str = "True", reason: str = "R") -> dict[str, Any]:
+    return {"type": kind, "status": status, "reason": reason, "message": "m"}
+
+
+def _rj(name: str, active: int = 0, ready: int = 0, succeeded: int = 0) -> dict[str, Any]:
+    return {"name": name, "active": active, "ready": ready, "succeeded": succeeded}
+
+
+def _vol(bound: int, pending: int) -> dict[str, Any]:
+    return {"templates": [{"name": "data", "scope": "JobSet", "bound": bound, "pending": pending}]}
+
+
+BASE: dict[str, Any] = {
+    "restarts": 0,
+    "conditions": [_cond("VolumesReady", "False", "ClaimsPending")],
+    "replicatedJobsStatus": [_rj("w")],
+    "volumes": _vol(0, 1),
+}
+
+
+def _with(**changes: Any) -> dict[str, Any]:
+    return {**BASE, **changes}
+
+
+@pytest.mark.parametrize(
+    ("stored", "desired", "last_write", "now", "period", "delay"),
+    [
+        pytest.param({}, BASE, 100.0, 101.0, 10.0, 0.0, id="first-status-at-once"),
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), None, 5.0, 10.0, 0.0,
+                     id="no-write-since-start"),
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 0.0, 0.0,
+                     id="period-0-writes-every-change"),
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 10.0, 9.0,
+                     id="counters-held"),
+        pytest.param(BASE, _with(volumes=_vol(1, 0)), 100.0, 104.0, 10.0, 6.0,
+                     id="volume-counters-held"),
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 110.0, 10.0, 0.0,
+                     id="counters-due"),
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 130.0, 10.0, 0.0,
+                     id="counters-overdue"),
+        pytest.param(BASE, _with(conditions=[_cond("VolumesReady")]), 100.0, 101.0, 10.0, 0.0,
+                     id="condition-status-flip"),
+        pytest.param(BASE, _with(conditions=[_cond("VolumesReady", "False", "Lost")]), 100.0,
+                     101.0, 10.0, 0.0, id="condition-reason-change"),
+        pytest.param(BASE, _with(conditions=[*BASE["conditions"], _cond("Completed")],
+                                 terminalState="Completed"), 100.0, 101.0, 10.0, 0.0,
+                     id="terminal"),
+        pytest.param(BASE, _with(restarts=1, replicatedJobsStatus=[_rj("w")]), 100.0, 101.0,
+                     10.0, 0.0, id="restart"),
+        pytest.param(BASE, _with(restartsCountTowardsMax=1), 100.0, 101.0, 10.0, 0.0,
+                     id="restart-counting"),
+        # The API server drops zero and empty values: they are not a milestone.
+        pytest.param(_with(restarts=None), _with(restarts=0,
+                     replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 10.0, 9.0,
+                     id="omitempty-zero-is-no-change"),
+        pytest.param(BASE, _with(conditions=list(reversed([_cond("A"), _cond("B")]))),
+                     100.0, 101.0, 10.0, 0.0, id="new-conditions"),
+    ],
+)  # fmt: skip
+def test_status_delay(
+    stored: dict[str, Any],
+    desired: dict[str, Any],
+    last_write: float | None,
+    now: float,
+    period: float,
+    delay: float,
+) -> None:
+    assert pacing.status_delay(stored, desired, last_write, now, period) == pytest.approx(delay)
+
+
+def test_condition_order_is_not_a_milestone() -> None:
+    stored = _with(conditions=[_cond("A"), _cond("B")])
+    desired = _with(conditions=[_cond("B"), _cond("A")], replicatedJobsStatus=[_rj("w", 2)])
+    assert not pacing.is_milestone(stored, desired)
+
+
+@given(
+    elapsed=st.floats(min_value=0, max_value=1e6, allow_nan=False),
+    period=st.floats(min_value=0, max_value=1e4, allow_nan=False),
+    active=st.integers(min_value=0, max_value=100),
+)
+def test_counters_never_wait_longer_than_the_period(
+    elapsed: float, period: float, active: int
+) -> None:
+    desired = _with(replicatedJobsStatus=[_rj("w", active)])
+    delay = pacing.status_delay(BASE, desired, 1000.0, 1000.0 + elapsed, period)
+    assert 0.0 <= delay <= period + 1e-9 * (1000.0 + elapsed + period)
+    assert delay == 0.0 or elapsed + delay == pytest.approx(period)
+
+
+def test_a_condition_message_alone_is_progress() -> None:
+    pending = _cond("VolumesReady", "False", "ClaimsPending")
+    stored = _with(conditions=[{**pending, "message": "3 of 3 claims are waiting"}])
+    desired = _with(conditions=[{**pending, "message": "2 of 3 claims are waiting"}])
+    assert not pacing.is_milestone(stored, desired)
+    assert pacing.status_delay(stored, desired, 100.0, 101.0, 10.0) == pytest.approx(9.0)
