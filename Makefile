@@ -16,7 +16,7 @@ RUN_LEASE_NAMESPACE ?= default
 RUN_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries tools demo smoke bench test test-unit test-integration test-e2e cluster-up cluster-down \
+.PHONY: help venv binaries tools demo smoke bench bench-scale test test-unit test-integration test-e2e cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run
 
 help: ## list the targets
@@ -73,10 +73,17 @@ lint: venv tools ## ruff, ruff format, mypy --strict, shellcheck, yamllint
 	shellcheck .ci/run
 	$(VENV)/bin/yamllint -c .yamllint.yaml manifests localcluster/kwok .yamllint.yaml
 
-bench: binaries ## run the benchmarks (work queue, informer memory, leader failover); results in bench/results/
+bench: binaries ## run every benchmark (work queue, informer, failover, scale); results in bench/results/
 	$(PY) bench/bench_workqueue.py
 	$(PY) bench/bench_informer.py
 	$(PY) bench/bench_failover.py
+	$(MAKE) bench-scale
+
+SIZES ?= 100 500 1000
+bench-scale: binaries ## scale benchmark (SIZES='100 500 1000', about an hour) and its plot in docs/
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
+	$(PY) bench/bench_scale.py --sizes $(SIZES)
+	$(PY) bench/plot_scale.py
 
 crd: binaries ## regenerate the JobSet CRD from the local control plane
 	$(PY) -m controller.api.crdgen --local

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import os
 import platform
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from controller.jobset import api  # noqa: E402
 from controller.runtime.client import JOBS, NAMESPACES, KubeClient  # noqa: E402
+from controller.runtime.manager import USER_AGENT  # noqa: E402
 from localcluster import pki  # noqa: E402
 from localcluster.cluster import LocalCluster  # noqa: E402
 from localcluster.demo import CRD, _wait_established  # noqa: E402
@@ -40,6 +43,7 @@ from localcluster.processes import ManagedProcess, free_port, https_get  # noqa:
 
 NAMESPACE = "scale"
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE"}
+RESOURCES = ("jobsets", "jobs", "persistentvolumeclaims", "services", "events", "pods")
 
 
 def jobset(name: str) -> dict[str, Any]:
@@ -87,6 +91,7 @@ def jobset(name: str) -> dict[str, Any]:
 
 
 def apiserver_requests(cluster: LocalCluster) -> dict[tuple[str, str], float]:
+    """The API server's own ``apiserver_request_total`` by (verb, resource), all clients."""
     admin = pki.ADMIN
     status, text = https_get(
         f"{cluster.server}/metrics",
@@ -102,9 +107,50 @@ def apiserver_requests(cluster: LocalCluster) -> dict[tuple[str, str], float]:
         for sample in family.samples:
             if not sample.name.endswith("_total"):
                 continue
-            key = (sample.labels.get("verb", ""), sample.labels.get("resource", ""))
+            resource = sample.labels.get("resource", "")
+            if sample.labels.get("subresource"):
+                resource += "/" + sample.labels["subresource"]
+            key = (sample.labels.get("verb", ""), resource)
             counts[key] = counts.get(key, 0.0) + sample.value
     return counts
+
+
+def audited_writes(cluster: LocalCluster, since: str, until: str) -> Counter[str]:
+    """The controller's writes as the API server's audit log records them, by verb and resource
+    (with subresource), between two RFC 3339 timestamps."""
+    counts: Counter[str] = Counter()
+    for path in sorted(cluster.audit_log.parent.glob("audit*.log")):
+        with path.open(errors="replace") as lines:
+            for line in lines:
+                if USER_AGENT not in line:
+                    continue
+                entry = json.loads(line)
+                stamp = str(entry.get("stageTimestamp", ""))
+                if not str(entry.get("userAgent", "")).startswith(USER_AGENT + "/"):
+                    continue
+                if not since <= stamp < until or entry.get("stage") != "ResponseComplete":
+                    continue
+                ref = entry.get("objectRef") or {}
+                resource = str(ref.get("resource", ""))
+                if ref.get("subresource"):
+                    resource += "/" + str(ref["subresource"])
+                counts[f"{entry.get('verb')} {resource}"] += 1
+    return counts
+
+
+def derived_minimum() -> dict[str, int]:
+    """The fewest writes a JobSet of this benchmark needs (docs/performance.md derives it)."""
+    return {
+        "create jobs": 4,  # 2 replicated jobs x 2 replicas
+        "create persistentvolumeclaims": 3,  # 1 JobSet-scope + 2 Job-scope (init's 2 Jobs)
+        "create services": 1,  # the headless Service for pod DNS
+        "patch jobsets": 1,  # the retention finalizer, added once
+        # One per condition state a client must see: VolumesReady=False (ClaimsPending),
+        # VolumesReady=True (ClaimsBound), Completed=True.
+        "update jobsets/status": 3,
+        # ClaimCreated x 3 and AllJobsCompleted x 1.
+        "create events": 4,
+    }
 
 
 def controller_metrics(port: int) -> dict[str, Any]:
@@ -118,10 +164,18 @@ def controller_metrics(port: int) -> dict[str, Any]:
     for sample in getattr(families.get("controller_runtime_reconcile_time_seconds"), "samples", []):
         if sample.name.endswith("_bucket") and sample.labels.get("controller") == "jobset":
             buckets.append((float(sample.labels["le"]), sample.value))
-    return {"writes": writes, "buckets": sorted(buckets)}
+    throttled = sum(
+        sample.value
+        for sample in getattr(
+            families.get("rest_client_rate_limiter_duration_seconds"), "samples", []
+        )
+        if sample.name.endswith("_sum")
+    )
+    return {"writes": writes, "buckets": sorted(buckets), "throttled_seconds": throttled}
 
 
 def percentile(buckets: list[tuple[float, float]], q: float) -> float:
+    """Upper bound of the histogram bucket holding the q-quantile."""
     if not buckets:
         return float("nan")
     total = buckets[-1][1]
@@ -140,8 +194,53 @@ def proc_stats(pid: int) -> tuple[float, float]:
     return rss / 1024, (int(fields[11]) + int(fields[12])) / ticks
 
 
-async def run_size(cluster: LocalCluster, n: int, steady: float, logs: Path) -> dict[str, Any]:
+class Sampler:
+    """CPU and RSS of the controller and the control-plane processes, sampled every second."""
+
+    WINDOW = 5  # seconds over which peak CPU use is averaged
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.samples: list[tuple[float, dict[str, tuple[float, float]]]] = []
+
+    def sample(self) -> None:
+        now = time.monotonic()
+        stats = {}
+        for name, pid in self.pids.items():
+            try:
+                stats[name] = proc_stats(pid)
+            except (OSError, StopIteration):
+                continue
+        self.samples.append((now, stats))
+
+    def summary(self, name: str, until: float | None = None) -> dict[str, float]:
+        points = [
+            (t, s[name]) for t, s in self.samples if name in s and (until is None or t <= until)
+        ]
+        if len(points) < 2:
+            return {}
+        (t0, (_, c0)), (t1, (_, c1)) = points[0], points[-1]
+        peak = 0.0
+        for i in range(len(points) - self.WINDOW):
+            (ta, (_, ca)), (tb, (_, cb)) = points[i], points[i + self.WINDOW]
+            peak = max(peak, (cb - ca) / (tb - ta))
+        return {
+            "cpu_seconds": round(c1 - c0, 1),
+            "mean_cores": round((c1 - c0) / (t1 - t0), 3),
+            "peak_cores_5s": round(peak, 3),
+            "peak_rss_mib": round(max(rss for _, (rss, _) in points), 1),
+        }
+
+
+def _rfc3339_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def run_size(
+    cluster: LocalCluster, n: int, steady: float, logs: Path, qps: int
+) -> dict[str, Any]:
     port = free_port()
+    ns = f"{NAMESPACE}-{n}"
     controller = ManagedProcess(
         f"controller-{n}",
         [
@@ -149,27 +248,29 @@ async def run_size(cluster: LocalCluster, n: int, steady: float, logs: Path) -> 
             "-m",
             "controller",
             f"--kubeconfig={cluster.kubeconfig}",
-            f"--namespaces={NAMESPACE}-{n}",
+            f"--namespaces={ns}",
             "--leader-elect=false",
             f"--metrics-bind-address=127.0.0.1:{port}",
             "--health-probe-bind-address=0",
             "--workers=8",
+            f"--kube-api-qps={qps}",
+            f"--kube-api-burst={2 * qps}",
             "--log-level=warning",
         ],
         logs / f"controller-{n}.log",
     )
     controller.start()
     assert controller.pid is not None
-    peak_rss = 0.0
+    sampler = Sampler({"controller": controller.pid, **cluster.pids()})
     api_client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
     async with api_client:
         client = KubeClient(api_client, qps=500, burst=500)
-        ns = f"{NAMESPACE}-{n}"
         await client.create(NAMESPACES, {"metadata": {"name": ns}})
         await asyncio.sleep(3)  # the controller's caches sync
         before = apiserver_requests(cluster)
-        writes_before = controller_metrics(port)["writes"]
+        audit_from = _rfc3339_now()
         started = time.monotonic()
+        sampler.sample()
         pending = iter(range(n))
 
         async def creator() -> None:
@@ -179,75 +280,116 @@ async def run_size(cluster: LocalCluster, n: int, steady: float, logs: Path) -> 
         await asyncio.gather(*(creator() for _ in range(16)))
         print(f"  N={n}: created {n} JobSets in {time.monotonic() - started:.1f}s", flush=True)
         children_at = completed_at = None
+        last_report = 0.0
         while completed_at is None:
             await asyncio.sleep(1)
-            peak_rss = max(peak_rss, proc_stats(controller.pid)[0])
+            sampler.sample()
+            elapsed = time.monotonic() - started
             if children_at is None:
                 jobs = (await client.list(JOBS, ns))["items"]
                 if len(jobs) >= 4 * n:
-                    children_at = time.monotonic() - started
+                    children_at = elapsed
                     print(f"  N={n}: all {4 * n} Jobs exist after {children_at:.1f}s", flush=True)
             listed = (await client.list(api.JOBSETS, ns))["items"]
             done = sum(1 for j in listed if (j.get("status") or {}).get("terminalState"))
             if done == n:
-                completed_at = time.monotonic() - started
-            elif time.monotonic() - started > 1800:
-                raise RuntimeError(f"N={n}: only {done} JobSets finished in 30 min")
+                completed_at = elapsed
+            elif elapsed > 2400:
+                raise RuntimeError(f"N={n}: only {done} JobSets finished in 40 min")
+            elif elapsed - last_report >= 15:
+                last_report = elapsed
+                rss = sampler.samples[-1][1].get("controller", (0.0, 0.0))[0]
+                print(f"  N={n}: {elapsed:.0f}s, {done}/{n} finished, RSS {rss:.0f} MiB",
+                      flush=True)  # fmt: skip
         print(f"  N={n}: all Completed after {completed_at:.1f}s", flush=True)
-        await asyncio.sleep(5)  # trailing status writes land
+        done_at = time.monotonic()
+        await asyncio.sleep(10)  # paced progress writes that were due land
         after = apiserver_requests(cluster)
+        audit_done = _rfc3339_now()
         writes_done = controller_metrics(port)["writes"]
         print(f"  N={n}: steady-state window of {steady:.0f}s ...", flush=True)
-        await asyncio.sleep(steady)
+        steady_end = time.monotonic() + steady
+        while time.monotonic() < steady_end:
+            await asyncio.sleep(1)
+            sampler.sample()
         writes_steady = controller_metrics(port)["writes"] - writes_done
-        rss, cpu = proc_stats(controller.pid)
+        audit_steady = _rfc3339_now()
         metrics = controller_metrics(port)
     controller.stop()
     per_jobset: dict[str, float] = {}
     for key, value in after.items():
         delta = value - before.get(key, 0.0)
-        if delta > 0 and key[1] in (
-            "jobsets",
-            "jobs",
-            "persistentvolumeclaims",
-            "services",
-            "events",
-        ):
+        if delta > 0 and key[1].split("/")[0] in RESOURCES:
             per_jobset[f"{key[0]} {key[1]}"] = round(delta / n, 2)
+    run_writes = audited_writes(cluster, audit_from, audit_done)
+    steady_audited = sum(audited_writes(cluster, audit_done, audit_steady).values())
+    minimum = derived_minimum()
+    controller_writes = {k: round(v / n, 3) for k, v in sorted(run_writes.items())}
     return {
         "n": n,
         "children_exist_seconds": round(children_at or 0, 1),
         "all_completed_seconds": round(completed_at, 1),
         "apiserver_requests_per_jobset": dict(sorted(per_jobset.items())),
-        "controller_writes_per_jobset": round((writes_done - writes_before) / n, 2),
-        "steady_state_writes": writes_steady,
-        "controller_peak_rss_mib": round(max(peak_rss, rss), 1),
-        "controller_cpu_seconds": round(cpu, 1),
-        "reconcile_p50_seconds": percentile(metrics["buckets"], 0.5),
-        "reconcile_p99_seconds": percentile(metrics["buckets"], 0.99),
+        "controller_writes_per_jobset": controller_writes,
+        "controller_writes_per_jobset_total": round(sum(run_writes.values()) / n, 3),
+        "derived_minimum_per_jobset": minimum,
+        "derived_minimum_per_jobset_total": sum(minimum.values()),
+        "steady_state_writes": {"audit_log": steady_audited, "controller_metrics": writes_steady},
+        "steady_state_seconds": steady,
+        "processes": {
+            name: sampler.summary(name, until=done_at)
+            for name in ("controller", "kube-apiserver", "etcd", "kube-controller-manager")
+        },
+        "controller_peak_rss_mib_incl_steady": sampler.summary("controller").get("peak_rss_mib"),
+        "controller_throttled_seconds": round(metrics["throttled_seconds"], 2),
+        "reconcile_seconds": {
+            q: percentile(metrics["buckets"], float(q[1:]) / 100) for q in ("p50", "p90", "p99")
+        },
     }
+
+
+def describe_machine() -> str:
+    cpu = "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = next(
+        int(line.split()[1]) // 1024 // 1024
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal:")
+    )
+    return f"{cpu}, {os.cpu_count()} cores, {mem} GiB, {platform.system()} {platform.release()}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500, 1000])
     parser.add_argument("--steady", type=float, default=60.0)
+    parser.add_argument(
+        "--qps", type=int, default=200, help="client QPS of the controller and the Job controller"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
     args = parser.parse_args()
     results = []
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        LocalCluster(Path(tmp) / "c", profile="full") as cluster,
-    ):
-        cluster.kubectl("apply", "--server-side", "-f", str(CRD))
-        _wait_established(cluster)
-        for n in args.sizes:
+    for n in args.sizes:
+        # A fresh control plane per size: no leftovers of the previous size in etcd or caches.
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            LocalCluster(
+                Path(tmp) / "c", profile="full", controller_manager_qps=args.qps
+            ) as cluster,
+        ):
+            cluster.kubectl("apply", "--server-side", "-f", str(CRD))
+            _wait_established(cluster)
             print(f"N={n}: starting", flush=True)
-            results.append(asyncio.run(run_size(cluster, n, args.steady, Path(tmp))))
+            results.append(asyncio.run(run_size(cluster, n, args.steady, Path(tmp), args.qps)))
             print(json.dumps(results[-1], indent=2), flush=True)
     report = {
         "benchmark": "scale",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared VM)",
+        "machine": describe_machine(),
+        "date": datetime.date.today().isoformat(),
+        "client_qps": args.qps,
         "results": results,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

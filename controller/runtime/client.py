@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -148,6 +148,14 @@ class ClientMetrics:
             ["code", "method"],
             registry=registry,
         )
+        # Time spent waiting for the client-side QPS limit: non-zero means we throttle ourselves.
+        self.rate_limiter_wait = Histogram(
+            "rest_client_rate_limiter_duration_seconds",
+            "Client side rate limiter latency in seconds. Broken down by verb.",
+            ["verb"],
+            buckets=(0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0),
+            registry=registry,
+        )
 
 
 _MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -184,7 +192,12 @@ class KubeClient:
     ) -> aiohttp.ClientResponse:
         if method in _MUTATING and self.write_guard is not None and not self.write_guard():
             raise WriteRefused(f"{method} {path} refused: not the leader")
+        waiting_since = time.monotonic()
         await self.limiter.acquire()
+        if self.metrics:
+            self.metrics.rate_limiter_wait.labels(verb=method).observe(
+                time.monotonic() - waiting_since
+            )
         query_params = [
             (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
         ]
