@@ -14,9 +14,13 @@ KUBECTL ?= $$($(PY) -c 'from localcluster.build import ensure_binaries; print(en
 # and extra flags, e.g. RUN_ARGS='--namespaces=team-a --log-level=debug'.
 RUN_LEASE_NAMESPACE ?= default
 RUN_ARGS ?=
+# `make soak`: how long the chaos lasts (quiescing and the final checks add up to ~2.5 min), and
+# where the JSON report goes.
+SOAK_SECONDS ?= 300
+SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries tools demo smoke bench bench-scale test test-unit test-integration test-e2e cluster-up cluster-down \
+.PHONY: help venv binaries tools demo smoke bench bench-scale soak test test-unit test-integration test-e2e cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run
 
 help: ## list the targets
@@ -84,6 +88,9 @@ bench-scale: binaries ## scale benchmark (SIZES='100 500 1000', about an hour) a
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
 	$(PY) bench/bench_scale.py --sizes $(SIZES)
 	$(PY) bench/plot_scale.py
+
+soak: binaries ## chaos soak: JobSets + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
+	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)
 
 crd: binaries ## regenerate the JobSet CRD from the local control plane
 	$(PY) -m controller.api.crdgen --local

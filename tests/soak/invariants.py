@@ -1,0 +1,402 @@
+"""The soak's invariants, pure: plain data in (audit entries, listed objects, the driver's records),
+violation messages out. Each message names the object, what happened and when.
+
+Times are compared conservatively, so that a message is always a real violation: an event that
+justifies a claim deletion counts from the earliest moment it can have taken effect (the driver's
+first attempt, the API server's receipt of the request, a condition's time truncated to seconds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from tests.soak.model import (
+    COMPLETED,
+    DELETE,
+    FAILED,
+    AuditEntry,
+    JobSetRecord,
+    Obj,
+    PlannedClaim,
+    labels,
+    meta,
+    name_of,
+    stamp,
+    terminal_state,
+    terminating,
+)
+
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+RETAINED_FROM = "jobset.sigs.k8s.io/retained-from-uid"
+# Conditions carry whole seconds (truncated): the transition happened at most this much later.
+CONDITION_RESOLUTION = 1.0
+_CHILDREN = ("jobs", "persistentvolumeclaims")
+_KIND = {"jobs": "Job", "persistentvolumeclaims": "claim"}
+
+Records = Mapping[str, JobSetRecord]
+
+
+def claim_index(records: Records) -> dict[str, tuple[JobSetRecord, PlannedClaim]]:
+    return {c.name: (r, c) for r in records.values() for c in r.claims}
+
+
+# ----------------------------------------------------------------------------- 1. duplicates
+
+
+def duplicate_creates(entries: Iterable[AuditEntry]) -> list[str]:
+    """A Job or claim name successfully created (201) twice with no successful delete between."""
+    alive: dict[tuple[str, str], AuditEntry] = {}
+    found = []
+    for entry in sorted(entries, key=lambda e: e.time):
+        if entry.resource not in _CHILDREN or entry.subresource:
+            continue
+        key = (entry.resource, entry.name)
+        if entry.verb == "create" and entry.code == 201:
+            earlier = alive.get(key)
+            if earlier is not None:
+                found.append(
+                    f"duplicate {_KIND[entry.resource]} {entry.name}: created twice with no delete "
+                    f"in between: {earlier.describe()}, then {entry.describe()}"
+                )
+            alive[key] = entry
+        elif entry.verb == "delete" and entry.ok:
+            alive.pop(key, None)
+    return found
+
+
+def job_creates_beyond_attempts(entries: Iterable[AuditEntry], records: Records) -> list[str]:
+    """A Job name created more often than its JobSet had restart attempts (restarts + 1)."""
+    owner = {job: r for r in records.values() for job in r.job_names()}
+    creates: dict[str, list[AuditEntry]] = defaultdict(list)
+    for entry in entries:
+        if entry.resource == "jobs" and entry.verb == "create" and entry.code == 201:
+            creates[entry.name].append(entry)
+    found = []
+    for job, made in sorted(creates.items()):
+        record = owner.get(job)
+        if record is None:
+            found.append(f"Job {job} was created but belongs to no JobSet of the driver")
+            continue
+        attempts = record.restarts + 1
+        if len(made) > attempts:
+            found.append(
+                f"Job {job} created {len(made)} times, but {record.describe()} had {attempts} "
+                f"attempt(s) (status.restarts={record.restarts}): "
+                + "; ".join(e.describe() for e in sorted(made, key=lambda e: e.time))
+            )
+    return found
+
+
+def _controller_uid(obj: Obj) -> str:
+    for ref in meta(obj).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return str(ref.get("uid") or "")
+    return ""
+
+
+def live_duplicate_jobs(jobs: Iterable[Obj]) -> list[str]:
+    """Two live Jobs of one JobSet for the same replicated job index (and attempt)."""
+    per_index: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    per_attempt: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
+    for job in jobs:
+        tags = labels(job)
+        owner = _controller_uid(job) or f"name:{tags.get(JOBSET_NAME)}"
+        rjob, index = str(tags.get(REPLICATED_JOB)), str(tags.get(JOB_INDEX))
+        attempt = str(tags.get(RESTART_ATTEMPT))
+        per_attempt[(owner, rjob, index, attempt)].append(name_of(job))
+        if not terminating(job):
+            per_index[(owner, rjob, index)].append(name_of(job))
+    found = []
+    for (owner, rjob, index, attempt), names in sorted(per_attempt.items()):
+        if len(names) > 1:
+            found.append(
+                f"JobSet {owner}: {len(names)} Jobs for {rjob} index {index} at restart attempt "
+                f"{attempt}: {', '.join(sorted(names))}"
+            )
+    for (owner, rjob, index), names in sorted(per_index.items()):
+        if len(names) > 1:
+            found.append(
+                f"JobSet {owner}: {len(names)} live (not terminating) Jobs for {rjob} index "
+                f"{index}: {', '.join(sorted(names))}"
+            )
+    return found
+
+
+# ----------------------------------------------------------------------------- 3. deletions
+
+
+def delete_reasons(plan: PlannedClaim, record: JobSetRecord, at: float) -> list[str]:
+    """Why the claim's policy deletes it by time ``at`` (empty: it must still exist then)."""
+    retention = plan.retention
+    reasons = []
+    deleted = record.deletion_time
+    if retention.when_deleted == DELETE and deleted is not None and at >= deleted:
+        reasons.append(f"whenDeleted=Delete (JobSet deleted at {stamp(deleted)})")
+    finished = record.terminal_at
+    earliest = -math.inf if finished is None else finished - CONDITION_RESOLUTION
+    if retention.when_completed == DELETE and record.terminal == COMPLETED and at >= earliest:
+        reasons.append(f"whenCompleted=Delete (Completed at {stamp(finished)})")
+    if retention.when_failed == DELETE and record.terminal == FAILED and at >= earliest:
+        reasons.append(f"whenFailed=Delete (Failed at {stamp(finished)})")
+    if plan.scope == "Job" and retention.when_scaled == DELETE and plan.job_index is not None:
+        for scale in record.scales:
+            if (
+                scale.replicated_job == plan.replicated_job
+                and plan.job_index >= scale.replicas
+                and at >= scale.at
+            ):
+                reasons.append(
+                    f"whenScaled=Delete ({scale.replicated_job} scaled to {scale.replicas} at "
+                    f"{stamp(scale.at)})"
+                )
+                break
+    return reasons
+
+
+def unjustified_claim_deletes(entries: Iterable[AuditEntry], records: Records) -> list[str]:
+    """Successful DELETEs of claims that no retention setting and fate of the JobSet explain."""
+    index = claim_index(records)
+    found = []
+    for entry in sorted(entries, key=lambda e: e.time):
+        if entry.resource != "persistentvolumeclaims" or not entry.ok:
+            continue
+        if entry.verb == "deletecollection":
+            found.append(f"claims deleted wholesale: {entry.describe()}")
+            continue
+        if entry.verb != "delete":
+            continue
+        known = index.get(entry.name)
+        if known is None:
+            found.append(f"claim {entry.name} deleted, but no JobSet of the driver asks for it: "
+                         f"{entry.describe()}")  # fmt: skip
+            continue
+        record, plan = known
+        if not delete_reasons(plan, record, entry.time):
+            found.append(
+                f"claim {entry.name} deleted against its policy: {entry.describe()}; "
+                f"{record.describe()}; policy {plan.retention.describe()}"
+            )
+    return found
+
+
+def retained_claims_missing(
+    entries: Iterable[AuditEntry], claims: Iterable[Obj], records: Records
+) -> list[str]:
+    """Claims that were created and that policy retains, but that no longer exist (at the end)."""
+    index = claim_index(records)
+    created: dict[str, AuditEntry] = {}
+    for entry in entries:
+        if (
+            entry.resource == "persistentvolumeclaims"
+            and entry.verb == "create"
+            and entry.code == 201
+        ):
+            created.setdefault(entry.name, entry)
+    existing = {name_of(c) for c in claims if not terminating(c)}
+    found = []
+    for name in sorted(set(created) - existing):
+        known = index.get(name)
+        if known is None:
+            continue  # reported by unjustified_claim_deletes / unexplained_claims
+        record, plan = known
+        if not delete_reasons(plan, record, math.inf):
+            found.append(
+                f"claim {name} (created {stamp(created[name].time)}) is gone or being deleted, "
+                f"but its policy retains it: {record.describe()}; policy "
+                f"{plan.retention.describe()}"
+            )
+    return found
+
+
+# ----------------------------------------------------------------------------- 2. claims
+
+
+def _replicas(jobset: Obj, rjob: str | None) -> int:
+    for entry in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        if entry.get("name") == rjob:
+            return int(entry.get("replicas", 1))
+    return 0
+
+
+def unexplained_claims(
+    claims: Iterable[Obj], jobsets: Iterable[Obj], records: Records
+) -> dict[str, str]:
+    """Claims that exist but that no live JobSet desires and no retention setting keeps.
+
+    Keyed by claim name. Some of these are transient (the controller has not caught up yet); the
+    caller decides how long one may last.
+    """
+    index = claim_index(records)
+    live = {name_of(j): j for j in jobsets}
+    found: dict[str, str] = {}
+    for claim in claims:
+        name = name_of(claim)
+        if terminating(claim):
+            continue  # its deletion is judged by unjustified_claim_deletes
+        known = index.get(name)
+        if known is None:
+            found[name] = (
+                f"claim {name} exists but no JobSet of the driver asks for it "
+                f"(labels {labels(claim)})"
+            )
+            continue
+        record, plan = known
+        jobset = live.get(record.name)
+        if jobset is not None and not terminating(jobset):
+            why = _live_owner_drops(plan, jobset)
+            if why:
+                found[name] = (
+                    f"claim {name} should be gone: {record.describe()}: {'; '.join(why)}; "
+                    f"policy {plan.retention.describe()}"
+                )
+            continue
+        reasons = delete_reasons(plan, record, math.inf)
+        if jobset is not None:
+            if reasons:
+                found[name] = (
+                    f"claim {name} still exists while {record.describe()} is being deleted "
+                    f"(policy: {', '.join(reasons)})"
+                )
+            continue
+        if reasons:
+            found[name] = (
+                f"claim {name} outlived {record.describe()} though its policy deletes it: "
+                f"{', '.join(reasons)}"
+            )
+        elif record.uid and any(
+            isinstance(r, dict) and r.get("uid") == record.uid
+            for r in meta(claim).get("ownerReferences") or []
+        ):
+            found[name] = (
+                f"claim {name} is retained (policy {plan.retention.describe()}) but still has an "
+                f"ownerReference to the deleted {record.describe()} (uid {record.uid})"
+            )
+        elif record.uid and (meta(claim).get("annotations") or {}).get(RETAINED_FROM) != (
+            record.uid
+        ):
+            found[name] = (
+                f"claim {name} is retained from the deleted {record.describe()} but lacks the "
+                f"annotation {RETAINED_FROM}={record.uid}"
+            )
+    return found
+
+
+def _live_owner_drops(plan: PlannedClaim, jobset: Obj) -> list[str]:
+    state, _ = terminal_state(jobset)
+    retention = plan.retention
+    why = []
+    if state == COMPLETED and retention.when_completed == DELETE:
+        why.append("the JobSet is Completed and whenCompleted=Delete")
+    if state == FAILED and retention.when_failed == DELETE:
+        why.append("the JobSet is Failed and whenFailed=Delete")
+    if plan.scope == "Job" and retention.when_scaled == DELETE and plan.job_index is not None:
+        replicas = _replicas(jobset, plan.replicated_job)
+        if plan.job_index >= replicas:
+            why.append(f"{plan.replicated_job} has {replicas} replicas and whenScaled=Delete")
+    return why
+
+
+# ----------------------------------------------------------------------------- 4. and 5.
+
+
+def _status_summary(jobset: Obj) -> str:
+    status = jobset.get("status") or {}
+    conditions = ", ".join(
+        f"{c.get('type')}={c.get('status')}({c.get('reason')})"
+        for c in status.get("conditions") or []
+    )
+    rjobs = ", ".join(
+        f"{r.get('name')}: {r.get('active', 0)} active/{r.get('succeeded', 0)} succeeded/"
+        f"{r.get('failed', 0)} failed/{r.get('suspended', 0)} suspended"
+        for r in status.get("replicatedJobsStatus") or []
+    )
+    return (
+        f"suspend={(jobset.get('spec') or {}).get('suspend')}, restarts={status.get('restarts', 0)}"
+        f", conditions [{conditions}], jobs [{rjobs}]"
+    )
+
+
+def not_terminal(jobsets: Iterable[Obj], records: Records) -> list[str]:
+    """Every JobSet of the driver is terminal (Completed/Failed) or gone (and was deleted)."""
+    live = {name_of(j): j for j in jobsets}
+    found = []
+    for name in sorted(set(live) - set(records)):
+        found.append(f"JobSet {name} exists but the driver never created it")
+    for record in sorted(records.values(), key=lambda r: r.created_at):
+        jobset = live.get(record.name)
+        if jobset is None:
+            if record.deletion_time is None:
+                found.append(f"{record.describe()} disappeared, but nobody deleted it")
+            continue
+        if terminating(jobset):
+            continue  # stuck_deleting reports it
+        if record.deletion_time is not None:
+            found.append(f"{record.describe()} still exists, not even being deleted")
+            continue
+        state, _ = terminal_state(jobset)
+        if not state:
+            found.append(
+                f"{record.describe()} did not reach a terminal state: {_status_summary(jobset)}"
+            )
+    return found
+
+
+def stuck_deleting(jobsets: Iterable[Obj]) -> list[str]:
+    """JobSets left with a deletionTimestamp (a finalizer not removed)."""
+    found = []
+    for jobset in jobsets:
+        if terminating(jobset):
+            found.append(
+                f"JobSet {name_of(jobset)} is stuck being deleted since "
+                f"{meta(jobset).get('deletionTimestamp')} with finalizers "
+                f"{meta(jobset).get('finalizers')}"
+            )
+    return found
+
+
+# ----------------------------------------------------------------------------- 6. memory
+
+
+def rss_exceeded(peaks: Mapping[str, int], limit_bytes: int) -> list[str]:
+    """Replicas whose peak resident set size went above the bound."""
+    mib = 1024 * 1024
+    return [
+        f"controller replica {identity} peaked at {peak / mib:.0f} MiB RSS, above the bound of "
+        f"{limit_bytes / mib:.0f} MiB"
+        for identity, peak in sorted(peaks.items())
+        if peak > limit_bytes
+    ]
+
+
+# ----------------------------------------------------------------------------- all of them
+
+
+def audit_violations(entries: list[AuditEntry], records: Records) -> list[str]:
+    return [
+        *duplicate_creates(entries),
+        *job_creates_beyond_attempts(entries, records),
+        *unjustified_claim_deletes(entries, records),
+    ]
+
+
+def final_violations(
+    entries: list[AuditEntry],
+    jobsets: list[Obj],
+    jobs: list[Obj],
+    claims: list[Obj],
+    records: Records,
+) -> list[str]:
+    """Everything that must hold once the soak has quiesced (RSS is checked separately)."""
+    return [
+        *audit_violations(entries, records),
+        *live_duplicate_jobs(jobs),
+        *unexplained_claims(claims, jobsets, records).values(),
+        *retained_claims_missing(entries, claims, records),
+        *not_terminal(jobsets, records),
+        *stuck_deleting(jobsets),
+    ]

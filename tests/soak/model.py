@@ -1,0 +1,213 @@
+"""Plain data the soak's invariants look at: what the driver did, and the API server's audit log.
+
+Times are seconds since the epoch (``time.time()`` and the audit log's ``stageTimestamp`` share the
+machine's clock).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+
+RETAIN = "Retain"
+DELETE = "Delete"
+COMPLETED = "Completed"
+FAILED = "Failed"
+
+
+def stamp(moment: float | None) -> str:
+    """A time for a report: UTC with milliseconds."""
+    if moment is None:
+        return "never"
+    when = datetime.datetime.fromtimestamp(moment, datetime.UTC)
+    return when.strftime("%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def parse_time(text: str) -> float:
+    """An RFC 3339 time from the API (``2026-11-29T23:58:44.179700Z`` or without fraction)."""
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True)
+class Retention:
+    when_deleted: str = DELETE
+    when_completed: str = RETAIN
+    when_failed: str = RETAIN
+    when_scaled: str = RETAIN
+
+    def describe(self) -> str:
+        return (
+            f"whenDeleted={self.when_deleted} whenCompleted={self.when_completed} "
+            f"whenFailed={self.when_failed} whenScaled={self.when_scaled}"
+        )
+
+
+@dataclass(frozen=True)
+class PlannedClaim:
+    """A claim a JobSet of the driver asks for (at its largest ``replicas``)."""
+
+    name: str
+    template: str
+    scope: str  # JobSet | Job
+    retention: Retention
+    replicated_job: str | None = None
+    job_index: int | None = None
+
+
+@dataclass(frozen=True)
+class Scale:
+    at: float  # when the driver first sent the change (a lower bound of when it took effect)
+    replicated_job: str
+    replicas: int
+
+
+@dataclass
+class JobSetRecord:
+    """One JobSet the driver created, and what happened to it as far as anyone saw."""
+
+    name: str
+    scenario: str
+    replicated_jobs: dict[str, int]  # name -> replicas at creation
+    claims: tuple[PlannedClaim, ...]
+    created_at: float
+    uid: str = ""
+    scales: list[Scale] = field(default_factory=list)
+    delete_requested_at: float | None = None  # the driver's first attempt
+    deleted_at: float | None = None  # the API server's (audit log) time of the successful delete
+    terminal: str = ""  # Completed | Failed, as last observed
+    terminal_at: float | None = None  # the condition's lastTransitionTime
+    restarts: int = 0  # the highest status.restarts observed
+    gone: bool = False  # observed absent after the driver deleted it
+    notes: list[str] = field(default_factory=list)  # what the driver did, for reports
+
+    def claim(self, name: str) -> PlannedClaim | None:
+        return next((c for c in self.claims if c.name == name), None)
+
+    def job_names(self) -> set[str]:
+        return {
+            f"{self.name}-{rjob.lower()}-{i}"
+            for rjob, replicas in self.replicated_jobs.items()
+            for i in range(replicas)
+        }
+
+    @property
+    def deletion_time(self) -> float | None:
+        return self.deleted_at if self.deleted_at is not None else self.delete_requested_at
+
+    def replicas(self, rjob: str) -> int:
+        current = self.replicated_jobs.get(rjob, 0)
+        for scale in self.scales:
+            if scale.replicated_job == rjob:
+                current = scale.replicas
+        return current
+
+    def fate(self) -> str:
+        parts = [self.terminal or "not terminal"]
+        if self.terminal_at is not None:
+            parts[0] += f" at {stamp(self.terminal_at)}"
+        parts += [
+            f"scaled {s.replicated_job} to {s.replicas} at {stamp(s.at)}" for s in self.scales
+        ]
+        if self.deletion_time is not None:
+            parts.append(f"deleted at {stamp(self.deletion_time)}")
+        return ", ".join(parts)
+
+    def describe(self) -> str:
+        return f"JobSet {self.name} (scenario {self.scenario}; {self.fate()})"
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One write the API server answered (audit stage ResponseComplete)."""
+
+    time: float  # stageTimestamp: the answer (the write happened before)
+    received: float  # requestReceivedTimestamp (the write happened after)
+    verb: str
+    resource: str
+    namespace: str
+    name: str
+    subresource: str
+    code: int
+    user_agent: str
+    audit_id: str
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.code < 300
+
+    def describe(self) -> str:
+        what = f"{self.resource}/{self.name}" + (f"/{self.subresource}" if self.subresource else "")
+        return (
+            f"{self.verb} {what} by {self.user_agent or '?'} at {stamp(self.time)} -> {self.code} "
+            f"(auditID {self.audit_id})"
+        )
+
+
+AUDITED = frozenset({"jobs", "persistentvolumeclaims", "jobsets"})
+
+
+def parse_audit_line(raw: str, namespace: str) -> AuditEntry | None:
+    """An audit log line about our namespace's Jobs, claims or JobSets; None for anything else."""
+    try:
+        entry = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or entry.get("stage") != "ResponseComplete":
+        return None
+    ref = entry.get("objectRef") or {}
+    if ref.get("namespace") != namespace or ref.get("resource") not in AUDITED:
+        return None
+    try:
+        moment = parse_time(str(entry.get("stageTimestamp")))
+        received = parse_time(str(entry.get("requestReceivedTimestamp")))
+    except ValueError:
+        return None
+    return AuditEntry(
+        time=moment,
+        received=received,
+        verb=str(entry.get("verb", "")),
+        resource=str(ref.get("resource")),
+        namespace=namespace,
+        name=str(ref.get("name") or ""),
+        subresource=str(ref.get("subresource") or ""),
+        code=int((entry.get("responseStatus") or {}).get("code") or 0),
+        user_agent=str(entry.get("userAgent") or ""),
+        audit_id=str(entry.get("auditID") or ""),
+    )
+
+
+# ----------------------------------------------------------------------------- live objects
+
+
+def meta(obj: Obj) -> Obj:
+    found = obj.get("metadata")
+    return found if isinstance(found, dict) else {}
+
+
+def name_of(obj: Obj) -> str:
+    return str(meta(obj).get("name") or "")
+
+
+def labels(obj: Obj) -> Obj:
+    found = meta(obj).get("labels")
+    return found if isinstance(found, dict) else {}
+
+
+def terminating(obj: Obj) -> bool:
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def terminal_state(jobset: Obj) -> tuple[str, float | None]:
+    """(Completed | Failed | "", the condition's lastTransitionTime) of a live JobSet."""
+    status = jobset.get("status") or {}
+    state = str(status.get("terminalState") or "")
+    for condition in status.get("conditions") or []:
+        kind = condition.get("type")
+        if kind in (COMPLETED, FAILED) and condition.get("status") == "True":
+            text = condition.get("lastTransitionTime")
+            return (state or str(kind)), (parse_time(text) if isinstance(text, str) else None)
+    return state, None

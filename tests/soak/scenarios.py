@@ -1,0 +1,157 @@
+"""The JobSets the soak creates (pure): every volume scope, both spellings, every retention setting.
+
+Each JobSet has a replicated job ``leader`` (1 Job) and ``workers`` (2 or 3 Jobs). Claims:
+
+- ``data``: JobSet scope, mounted by both (``volumeClaimPolicies`` or, every other JobSet, the
+  original request's ``volumePolicy`` spelling);
+- ``ckpt``: Job scope, one claim per ``workers`` Job (``volumeClaimPolicies``).
+
+The two policies' retention settings walk through all 16 combinations of
+whenDeleted/whenCompleted/whenFailed/whenScaled x Retain/Delete. The scenario says what the driver
+does to the JobSet (see ``engine.Driver``).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass
+
+from tests.soak.model import DELETE, RETAIN, JobSetRecord, Obj, PlannedClaim, Retention
+from tests.support.jobsets import jobset, replicated_job, with_pod_annotations
+
+RUN_DURATION = "localcluster.test/run-duration"
+EXIT_CODE = "localcluster.test/exit-code"
+FAIL_AFTER = "localcluster.test/fail-after"
+
+# What the driver does with a JobSet; the driver cycles through them in this order.
+SCENARIOS = (
+    "complete",  # runs to Completed
+    "fail",  # a worker fails every attempt: one restart (maxRestarts 1), then Failed
+    "delete-running",  # deleted while its pods run
+    "restart",  # a running worker pod is made to fail once; restarted, then Completed
+    "suspend-resume",  # created suspended, resumed a few seconds later
+    "scale-down",  # workers 3 -> 1 while running (whenScaled)
+    "delete-finished",  # runs to Completed, then deleted
+    "suspend-running",  # suspended while running, resumed
+    "fail-deleted",  # fails (no restarts), then deleted
+)
+
+_RETENTIONS = tuple(
+    Retention(*combo) for combo in itertools.product((RETAIN, DELETE), repeat=4)
+)  # 16: when_deleted, when_completed, when_failed, when_scaled
+
+
+@dataclass(frozen=True)
+class Planned:
+    manifest: Obj
+    record: JobSetRecord
+
+
+def retention_field(retention: Retention) -> Obj:
+    return {
+        "whenDeleted": retention.when_deleted,
+        "whenCompleted": retention.when_completed,
+        "whenFailed": retention.when_failed,
+        "whenScaled": retention.when_scaled,
+    }
+
+
+def _mount(rjob: Obj, *volumes: str) -> Obj:
+    for container in rjob["template"]["spec"]["template"]["spec"]["containers"]:
+        mounts = container.setdefault("volumeMounts", [])
+        mounts.extend({"name": v, "mountPath": f"/{v}"} for v in volumes)
+    return rjob
+
+
+def _template(name: str, storage_class: str) -> Obj:
+    return {
+        "metadata": {"name": name, "labels": {"soak": "true"}},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+
+
+def _run_seconds(scenario: str) -> tuple[str, str]:
+    """(leader, workers) run durations."""
+    if scenario == "delete-running":
+        return "600s", "600s"
+    if scenario in ("restart", "scale-down", "suspend-running"):
+        return "3s", "12s"
+    return "2s", "4s"
+
+
+def plan(index: int, now: float) -> Planned:
+    """The ``index``-th JobSet of the run: its manifest and the driver's record of it."""
+    scenario = SCENARIOS[index % len(SCENARIOS)]
+    name = f"soak-{index:04d}-{scenario}"
+    data_retention = _RETENTIONS[index % 16]
+    ckpt_retention = _RETENTIONS[(index * 7 + 3) % 16]
+    workers_replicas = 3 if scenario == "scale-down" else 2
+    leader_run, workers_run = _run_seconds(scenario)
+
+    leader = _mount(replicated_job("leader"), "data")
+    with_pod_annotations(leader, **{RUN_DURATION: leader_run})
+    workers = _mount(replicated_job("workers", workers_replicas), "data", "ckpt")
+    with_pod_annotations(workers, **{RUN_DURATION: workers_run})
+    if scenario in ("fail", "fail-deleted"):
+        with_pod_annotations(workers, **{EXIT_CODE: "3", FAIL_AFTER: "2s"})
+
+    ckpt_class = "wffc" if index % 2 else "standard"
+    ckpt_policy: Obj = {
+        "templates": [_template("ckpt", ckpt_class)],
+        "retentionPolicy": retention_field(ckpt_retention),
+        "scope": "Job",
+        "targetReplicatedJobs": ["workers"],
+    }
+    spec: Obj = {}
+    if index % 2:
+        spec["volumePolicy"] = {  # the original request's spelling
+            "replicatedJobs": [{"name": "leader"}, {"name": "workers"}],
+            "volumeClaimTemplates": [_template("data", "standard")],
+            "retentionPolicy": retention_field(data_retention),
+        }
+        spec["volumeClaimPolicies"] = [ckpt_policy]
+    else:
+        data_policy: Obj = {
+            "templates": [_template("data", "standard")],
+            "retentionPolicy": retention_field(data_retention),
+        }
+        if index % 4 == 0:
+            data_policy["scope"] = "JobSet"  # else left to its default
+        spec["volumeClaimPolicies"] = [data_policy, ckpt_policy]
+    if scenario == "fail":
+        spec["failurePolicy"] = {"maxRestarts": 1}
+    elif scenario == "restart":
+        spec["failurePolicy"] = {"maxRestarts": 3}
+    if scenario == "suspend-resume":
+        spec["suspend"] = True
+    manifest = jobset(name, leader, workers, **spec)
+    manifest["metadata"]["labels"] = {"soak": "true", "soak-scenario": scenario}
+
+    claims = [PlannedClaim(f"data-{name}", "data", "JobSet", data_retention)]
+    claims += [
+        PlannedClaim(f"ckpt-{name}-workers-{i}", "ckpt", "Job", ckpt_retention, "workers", i)
+        for i in range(workers_replicas)
+    ]
+    record = JobSetRecord(
+        name=name,
+        scenario=scenario,
+        replicated_jobs={"leader": 1, "workers": workers_replicas},
+        claims=tuple(claims),
+        created_at=now,
+    )
+    return Planned(copy.deepcopy(manifest), record)
+
+
+def pod_scope_manifest(name: str) -> Obj:
+    """A JobSet asking for Pod scope, which admission must reject ("not supported yet")."""
+    workers = _mount(replicated_job("workers", 1), "scratch")
+    return jobset(
+        name,
+        workers,
+        volumeClaimPolicies=[{"templates": [_template("scratch", "standard")], "scope": "Pod"}],
+    )

@@ -1,0 +1,504 @@
+"""The soak's invariants (tests/soak/invariants.py): each violation is detected, and the lawful
+histories next to it are not reported."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from tests.soak import invariants
+from tests.soak.model import (
+    DELETE,
+    RETAIN,
+    AuditEntry,
+    JobSetRecord,
+    PlannedClaim,
+    Retention,
+    Scale,
+    parse_audit_line,
+)
+from tests.soak.scenarios import SCENARIOS, plan
+
+Obj = dict[str, Any]
+T0 = 1_800_000_000.0
+NS = "soak"
+NAME = "js"
+PVC = "persistentvolumeclaims"
+UID = "uid-1"
+DATA = "data-js"
+CKPT = [f"ckpt-js-workers-{i}" for i in range(3)]
+
+
+def retention(**fields: str) -> Retention:
+    return replace(Retention(), **fields)
+
+
+def record(
+    data: Retention | None = None,
+    ckpt: Retention | None = None,
+    **fields: Any,
+) -> JobSetRecord:
+    claims = [PlannedClaim(DATA, "data", "JobSet", data or Retention())]
+    claims += [
+        PlannedClaim(name, "ckpt", "Job", ckpt or Retention(), "workers", i)
+        for i, name in enumerate(CKPT)
+    ]
+    base = JobSetRecord(
+        name=NAME,
+        scenario="test",
+        replicated_jobs={"leader": 1, "workers": 3},
+        claims=tuple(claims),
+        created_at=T0,
+        uid=UID,
+    )
+    return replace(base, **fields)
+
+
+def entry(
+    verb: str, resource: str, name: str, at: float, code: int = 200, agent: str = "ctl"
+) -> AuditEntry:
+    return AuditEntry(at, at - 0.01, verb, resource, NS, name, "", code, agent, f"id-{at}")
+
+
+def create(resource: str, name: str, at: float) -> AuditEntry:
+    return entry("create", resource, name, at, 201)
+
+
+def claim(name: str, *, owner: str = UID, retained: str = "", deleting: bool = False) -> Obj:
+    meta: Obj = {"name": name, "labels": {invariants.JOBSET_NAME: NAME}, "annotations": {}}
+    if owner:
+        meta["ownerReferences"] = [{"kind": "JobSet", "uid": owner, "controller": True}]
+    if retained:
+        meta["annotations"][invariants.RETAINED_FROM] = retained
+    if deleting:
+        meta["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+    return {"metadata": meta}
+
+
+def live_jobset(
+    *, terminal: str = "", workers: int = 3, deleting: bool = False, finalizers: bool = False
+) -> Obj:
+    meta: Obj = {"name": NAME, "uid": UID}
+    if deleting:
+        meta["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+    if finalizers:
+        meta["finalizers"] = ["jobset.x-k8s.io/volume-retention"]
+    status: Obj = {}
+    if terminal:
+        status["terminalState"] = terminal
+        status["conditions"] = [
+            {"type": terminal, "status": "True", "lastTransitionTime": "2027-01-15T08:00:00Z"}
+        ]
+    rjobs = [{"name": "leader", "replicas": 1}, {"name": "workers", "replicas": workers}]
+    spec = {"replicatedJobs": rjobs}
+    return {"metadata": meta, "spec": spec, "status": status}
+
+
+def job(name: str, index: int, attempt: int, *, owner: str = UID, deleting: bool = False) -> Obj:
+    meta: Obj = {
+        "name": name,
+        "labels": {
+            invariants.JOBSET_NAME: NAME,
+            invariants.REPLICATED_JOB: "workers",
+            invariants.JOB_INDEX: str(index),
+            invariants.RESTART_ATTEMPT: str(attempt),
+        },
+        "ownerReferences": [{"kind": "JobSet", "uid": owner, "controller": True}],
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+    return {"metadata": meta}
+
+
+# ----------------------------------------------------------------------------- 1. duplicates
+
+DUPLICATE_CASES = [
+    ("claim created once", [create(PVC, DATA, T0)], []),
+    (
+        "claim created twice",
+        [create(PVC, DATA, T0), create(PVC, DATA, T0 + 5)],
+        [f"duplicate claim {DATA}"],
+    ),
+    (
+        "claim recreated after a delete",
+        [
+            create(PVC, DATA, T0),
+            entry("delete", PVC, DATA, T0 + 2),
+            create(PVC, DATA, T0 + 5),
+        ],
+        [],
+    ),
+    (
+        "a failed delete does not count",
+        [
+            create(PVC, DATA, T0),
+            entry("delete", PVC, DATA, T0 + 2, code=404),
+            create(PVC, DATA, T0 + 5),
+        ],
+        [f"duplicate claim {DATA}"],
+    ),
+    (
+        "a second create answered 409 is no duplicate",
+        [create("jobs", "js-workers-0", T0), entry("create", "jobs", "js-workers-0", T0 + 1, 409)],
+        [],
+    ),
+    (
+        "Job created twice (order in the file does not matter)",
+        [create("jobs", "js-workers-0", T0 + 3), create("jobs", "js-workers-0", T0)],
+        ["duplicate Job js-workers-0"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [c[1:] for c in DUPLICATE_CASES],
+    ids=[c[0] for c in DUPLICATE_CASES],
+)
+def test_duplicate_creates(entries: list[AuditEntry], expected: list[str]) -> None:
+    found = invariants.duplicate_creates(entries)
+    assert [f.split(":")[0] for f in found] == expected, found
+
+
+ATTEMPT_CASES = [
+    ("one create, no restart", 0, [T0], False),
+    ("two creates, no restart", 0, [T0, T0 + 9], True),
+    ("two creates, one restart", 1, [T0, T0 + 9], False),
+    ("three creates, one restart", 1, [T0, T0 + 9, T0 + 19], True),
+]
+
+
+@pytest.mark.parametrize(
+    ("restarts", "times", "violated"),
+    [c[1:] for c in ATTEMPT_CASES],
+    ids=[c[0] for c in ATTEMPT_CASES],
+)
+def test_job_creates_beyond_attempts(restarts: int, times: list[float], violated: bool) -> None:
+    entries = [create("jobs", "js-workers-1", t) for t in times]
+    found = invariants.job_creates_beyond_attempts(entries, {NAME: record(restarts=restarts)})
+    assert bool(found) == violated, found
+    if violated:
+        assert "Job js-workers-1 created" in found[0] and f"restarts={restarts}" in found[0]
+
+
+def test_a_job_of_no_driver_jobset_is_reported() -> None:
+    found = invariants.job_creates_beyond_attempts(
+        [create("jobs", "other-workers-0", T0)], {NAME: record()}
+    )
+    assert found == ["Job other-workers-0 was created but belongs to no JobSet of the driver"]
+
+
+LIVE_JOB_CASES = [
+    ("one Job per index", [job("a", 0, 0), job("b", 1, 0)], 0),
+    (
+        "an old attempt being deleted beside the new",
+        [job("a", 0, 0, deleting=True), job("b", 0, 1)],
+        0,
+    ),
+    ("two live Jobs for one index", [job("a", 0, 0), job("b", 0, 1)], 1),
+    ("two Jobs for one index and attempt", [job("a", 0, 0, deleting=True), job("b", 0, 0)], 1),
+    ("same index, different JobSets", [job("a", 0, 0), job("b", 0, 0, owner="uid-2")], 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("jobs", "count"), [c[1:] for c in LIVE_JOB_CASES], ids=[c[0] for c in LIVE_JOB_CASES]
+)
+def test_live_duplicate_jobs(jobs: list[Obj], count: int) -> None:
+    found = invariants.live_duplicate_jobs(jobs)
+    assert len(found) == count, found
+
+
+# ----------------------------------------------------------------------------- 3. deletions
+
+DELETE_AT = T0 + 30
+DELETE_CASES: list[tuple[str, JobSetRecord, str, bool]] = [
+    ("no reason at all", record(), DATA, False),
+    (
+        "JobSet deleted, whenDeleted=Delete",
+        record(deleted_at=T0 + 20),
+        DATA,
+        True,
+    ),
+    (
+        "claim deleted before the JobSet was",
+        record(deleted_at=T0 + 40),
+        DATA,
+        False,
+    ),
+    (
+        "JobSet deleted, but whenDeleted=Retain",
+        record(data=retention(when_deleted=RETAIN), deleted_at=T0 + 20),
+        DATA,
+        False,
+    ),
+    (
+        "only the driver's request time is known",
+        record(delete_requested_at=T0 + 20),
+        DATA,
+        True,
+    ),
+    (
+        "Completed, whenCompleted=Delete",
+        record(data=retention(when_completed=DELETE), terminal="Completed", terminal_at=T0 + 29.5),
+        DATA,
+        True,
+    ),
+    (
+        "Completed (condition time truncated to the second)",
+        record(data=retention(when_completed=DELETE), terminal="Completed", terminal_at=T0 + 30.9),
+        DATA,
+        True,
+    ),
+    (
+        "deleted long before it Completed",
+        record(data=retention(when_completed=DELETE), terminal="Completed", terminal_at=T0 + 40),
+        DATA,
+        False,
+    ),
+    (
+        "Completed, but whenCompleted=Retain",
+        record(terminal="Completed", terminal_at=T0 + 10),
+        DATA,
+        False,
+    ),
+    (
+        "Failed, whenFailed=Delete",
+        record(data=retention(when_failed=DELETE), terminal="Failed", terminal_at=T0 + 10),
+        DATA,
+        True,
+    ),
+    (
+        "Failed, but only whenCompleted=Delete",
+        record(data=retention(when_completed=DELETE), terminal="Failed", terminal_at=T0 + 10),
+        DATA,
+        False,
+    ),
+    (
+        "scaled below its index, whenScaled=Delete",
+        record(ckpt=retention(when_scaled=DELETE), scales=[Scale(T0 + 20, "workers", 1)]),
+        CKPT[2],
+        True,
+    ),
+    (
+        "scaled, but its index stays",
+        record(ckpt=retention(when_scaled=DELETE), scales=[Scale(T0 + 20, "workers", 1)]),
+        CKPT[0],
+        False,
+    ),
+    (
+        "scaled, but whenScaled=Retain",
+        record(scales=[Scale(T0 + 20, "workers", 1)]),
+        CKPT[1],
+        False,
+    ),
+    (
+        "deleted before the scale-down was sent",
+        record(ckpt=retention(when_scaled=DELETE), scales=[Scale(T0 + 35, "workers", 1)]),
+        CKPT[1],
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("rec", "claim_name", "justified"),
+    [c[1:] for c in DELETE_CASES],
+    ids=[c[0] for c in DELETE_CASES],
+)
+def test_unjustified_claim_deletes(rec: JobSetRecord, claim_name: str, justified: bool) -> None:
+    deleted = entry("delete", PVC, claim_name, DELETE_AT, agent="ctl/replica-0")
+    found = invariants.unjustified_claim_deletes([deleted], {NAME: rec})
+    if justified:
+        assert found == []
+    else:
+        assert len(found) == 1
+        assert found[0].startswith(f"claim {claim_name} deleted against its policy: delete ")
+        assert "by ctl/replica-0" in found[0] and "auditID" in found[0]
+
+
+def test_deletes_that_failed_or_of_unknown_claims() -> None:
+    rec = {NAME: record()}
+    failed = entry("delete", PVC, DATA, T0, code=404)
+    assert invariants.unjustified_claim_deletes([failed], rec) == []
+    stranger = entry("delete", PVC, "other", T0)
+    assert (
+        "no JobSet of the driver asks for it"
+        in invariants.unjustified_claim_deletes([stranger], rec)[0]
+    )
+    wholesale = entry("deletecollection", PVC, "", T0)
+    assert invariants.unjustified_claim_deletes([wholesale], rec)[0].startswith("claims deleted")
+
+
+RETAINED_CASES = [
+    ("retained and still there", record(deleted_at=T0, data=retention(when_deleted=RETAIN)),
+     [claim(DATA, owner="", retained=UID)], []),
+    ("retained but gone", record(deleted_at=T0, data=retention(when_deleted=RETAIN)), [], [DATA]),
+    ("retained but being deleted", record(deleted_at=T0, data=retention(when_deleted=RETAIN)),
+     [claim(DATA, deleting=True)], [DATA]),
+    ("deleted by policy", record(deleted_at=T0), [], []),
+    ("completed, kept by whenCompleted=Retain", record(terminal="Completed", terminal_at=T0), [],
+     [DATA]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rec", "claims", "missing"),
+    [c[1:] for c in RETAINED_CASES],
+    ids=[c[0] for c in RETAINED_CASES],
+)
+def test_retained_claims_missing(rec: JobSetRecord, claims: list[Obj], missing: list[str]) -> None:
+    entries = [create(PVC, DATA, T0 - 10)]
+    found = invariants.retained_claims_missing(entries, claims, {NAME: rec})
+    assert [f.split(" ")[1] for f in found] == missing, found
+    for message in found:
+        assert "its policy retains it" in message and "whenDeleted=" in message
+
+
+# ----------------------------------------------------------------------------- 2. claims
+
+UNEXPLAINED_CASES = [
+    ("desired by a running JobSet", record(), [live_jobset()], claim(DATA), None),
+    ("Job-scope claim within replicas", record(), [live_jobset(workers=1)], claim(CKPT[0]), None),
+    ("scaled away, whenScaled=Retain", record(), [live_jobset(workers=1)], claim(CKPT[2]), None),
+    ("scaled away, whenScaled=Delete", record(ckpt=retention(when_scaled=DELETE)),
+     [live_jobset(workers=1)], claim(CKPT[2]), "whenScaled=Delete"),
+    ("Completed, whenCompleted=Delete", record(data=retention(when_completed=DELETE)),
+     [live_jobset(terminal="Completed")], claim(DATA), "whenCompleted=Delete"),
+    ("Completed, whenCompleted=Retain", record(), [live_jobset(terminal="Completed")],
+     claim(DATA), None),
+    ("Failed, whenFailed=Delete", record(data=retention(when_failed=DELETE)),
+     [live_jobset(terminal="Failed")], claim(DATA), "whenFailed=Delete"),
+    ("JobSet gone, whenDeleted=Delete", record(deleted_at=T0), [], claim(DATA),
+     "outlived"),
+    ("JobSet gone, retained properly", record(deleted_at=T0, data=retention(when_deleted=RETAIN)),
+     [], claim(DATA, owner="", retained=UID), None),
+    ("retained, still owned", record(deleted_at=T0, data=retention(when_deleted=RETAIN)), [],
+     claim(DATA, retained=UID), "still has an ownerReference"),
+    ("retained, not annotated", record(deleted_at=T0, data=retention(when_deleted=RETAIN)), [],
+     claim(DATA, owner=""), "lacks the annotation"),
+    ("retained on deletion but completed with whenCompleted=Delete",
+     record(deleted_at=T0, terminal="Completed", terminal_at=T0 - 5,
+            data=retention(when_deleted=RETAIN, when_completed=DELETE)),
+     [], claim(DATA, owner="", retained=UID), "whenCompleted=Delete"),
+    ("JobSet being deleted", record(deleted_at=T0), [live_jobset(deleting=True)], claim(DATA),
+     "is being deleted"),
+    ("claim being deleted is not judged here", record(), [], claim(DATA, deleting=True), None),
+    ("a claim nobody asked for", record(), [live_jobset()], claim("stranger"),
+     "no JobSet of the driver asks for it"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rec", "jobsets", "the_claim", "why"),
+    [c[1:] for c in UNEXPLAINED_CASES],
+    ids=[c[0] for c in UNEXPLAINED_CASES],
+)
+def test_unexplained_claims(
+    rec: JobSetRecord, jobsets: list[Obj], the_claim: Obj, why: str | None
+) -> None:
+    found = invariants.unexplained_claims([the_claim], jobsets, {NAME: rec})
+    if why is None:
+        assert found == {}
+    else:
+        name = the_claim["metadata"]["name"]
+        assert list(found) == [name]
+        assert why in found[name] and name in found[name]
+
+
+# ----------------------------------------------------------------------------- 4. and 5.
+
+TERMINAL_CASES = [
+    ("Completed", record(), [live_jobset(terminal="Completed")], None),
+    ("Failed", record(), [live_jobset(terminal="Failed")], None),
+    ("still running", record(), [live_jobset()], "did not reach a terminal state"),
+    ("deleted and gone", record(deleted_at=T0), [], None),
+    ("gone, never deleted", record(), [], "disappeared, but nobody deleted it"),
+    ("deleted by the driver, still there", record(deleted_at=T0), [live_jobset()],
+     "still exists, not even being deleted"),
+    ("stranger", replace(record(), name="other"), [live_jobset(terminal="Completed")],
+     "the driver never created it"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rec", "jobsets", "why"), [c[1:] for c in TERMINAL_CASES], ids=[c[0] for c in TERMINAL_CASES]
+)
+def test_not_terminal(rec: JobSetRecord, jobsets: list[Obj], why: str | None) -> None:
+    found = invariants.not_terminal(jobsets, {rec.name: rec})
+    if why is None:
+        assert found == []
+    else:
+        assert any(why in f for f in found), found
+
+
+def test_stuck_deleting_names_the_finalizer() -> None:
+    assert invariants.stuck_deleting([live_jobset(terminal="Completed")]) == []
+    found = invariants.stuck_deleting([live_jobset(deleting=True, finalizers=True)])
+    assert found == [
+        "JobSet js is stuck being deleted since 2027-01-15T08:00:00Z with finalizers "
+        "['jobset.x-k8s.io/volume-retention']"
+    ]
+
+
+# ----------------------------------------------------------------------------- 6. and data
+
+
+def test_rss_exceeded() -> None:
+    mib = 1024 * 1024
+    peaks = {"replica-0": 120 * mib, "replica-1": 401 * mib}
+    assert invariants.rss_exceeded(peaks, 400 * mib) == [
+        "controller replica replica-1 peaked at 401 MiB RSS, above the bound of 400 MiB"
+    ]
+    assert invariants.rss_exceeded(peaks, 500 * mib) == []
+
+
+def test_final_violations_of_a_clean_history_are_empty() -> None:
+    rec = record(deleted_at=T0 + 50, data=retention(when_deleted=RETAIN))
+    entries = [create(PVC, n, T0) for n in (DATA, *CKPT)]
+    entries += [entry("delete", PVC, n, T0 + 51) for n in CKPT]
+    entries += [create("jobs", "js-workers-0", T0 + 1)]
+    claims = [claim(DATA, owner="", retained=UID)]
+    assert invariants.final_violations(entries, [], [], claims, {NAME: rec}) == []
+
+
+def test_audit_lines_are_parsed() -> None:
+    line = (
+        '{"kind":"Event","level":"Metadata","auditID":"a1","stage":"ResponseComplete",'
+        '"verb":"delete","userAgent":"stateful-jobset/replica-0","objectRef":{"resource":'
+        '"persistentvolumeclaims","namespace":"soak","name":"data-js","apiVersion":"v1"},'
+        '"responseStatus":{"metadata":{},"code":200},'
+        '"requestReceivedTimestamp":"2027-01-15T08:00:00.100000Z",'
+        '"stageTimestamp":"2027-01-15T08:00:00.250000Z"}'
+    )
+    parsed = parse_audit_line(line, "soak")
+    assert parsed is not None
+    assert (parsed.verb, parsed.resource, parsed.name, parsed.code) == (
+        "delete",
+        PVC,
+        "data-js",
+        200,
+    )
+    assert math.isclose(parsed.time - parsed.received, 0.15, abs_tol=1e-6)
+    assert parse_audit_line(line, "elsewhere") is None
+    assert parse_audit_line(line.replace("ResponseComplete", "Panic"), "soak") is None
+    assert parse_audit_line("not json", "soak") is None
+
+
+def test_the_scenarios_cover_every_scope_spelling_and_retention() -> None:
+    planned = [plan(i, T0) for i in range(16 * len(SCENARIOS))]
+    assert {p.record.scenario for p in planned} == set(SCENARIOS)
+    data = {c.retention for p in planned for c in p.record.claims if c.scope == "JobSet"}
+    ckpt = {c.retention for p in planned for c in p.record.claims if c.scope == "Job"}
+    assert len(data) == len(ckpt) == 16
+    spellings = {("volumePolicy" in p.manifest["spec"]) for p in planned}
+    assert spellings == {True, False}
+    first = planned[0]
+    assert [c.name for c in first.record.claims] == [
+        "data-soak-0000-complete",
+        "ckpt-soak-0000-complete-workers-0",
+        "ckpt-soak-0000-complete-workers-1",
+    ]
