@@ -164,6 +164,10 @@ def controller_metrics(port: int) -> dict[str, Any]:
     for sample in getattr(families.get("controller_runtime_reconcile_time_seconds"), "samples", []):
         if sample.name.endswith("_bucket") and sample.labels.get("controller") == "jobset":
             buckets.append((float(sample.labels["le"]), sample.value))
+    queued: list[tuple[float, float]] = []
+    for sample in getattr(families.get("workqueue_queue_duration_seconds"), "samples", []):
+        if sample.name.endswith("_bucket") and sample.labels.get("name") == "jobset":
+            queued.append((float(sample.labels["le"]), sample.value))
     throttled = sum(
         sample.value
         for sample in getattr(
@@ -171,7 +175,12 @@ def controller_metrics(port: int) -> dict[str, Any]:
         )
         if sample.name.endswith("_sum")
     )
-    return {"writes": writes, "buckets": sorted(buckets), "throttled_seconds": throttled}
+    return {
+        "writes": writes,
+        "buckets": sorted(buckets),
+        "queued": sorted(queued),
+        "throttled_seconds": throttled,
+    }
 
 
 def percentile(buckets: list[tuple[float, float]], q: float) -> float:
@@ -237,7 +246,7 @@ def _rfc3339_now() -> str:
 
 
 async def run_size(
-    cluster: LocalCluster, n: int, steady: float, logs: Path, qps: int
+    cluster: LocalCluster, n: int, steady: float, logs: Path, qps: int, extra: list[str]
 ) -> dict[str, Any]:
     port = free_port()
     ns = f"{NAMESPACE}-{n}"
@@ -256,6 +265,7 @@ async def run_size(
             f"--kube-api-qps={qps}",
             f"--kube-api-burst={2 * qps}",
             "--log-level=warning",
+            *extra,
         ],
         logs / f"controller-{n}.log",
     )
@@ -327,6 +337,7 @@ async def run_size(
     controller_writes = {k: round(v / n, 3) for k, v in sorted(run_writes.items())}
     return {
         "n": n,
+        "controller_args": extra,
         "children_exist_seconds": round(children_at or 0, 1),
         "all_completed_seconds": round(completed_at, 1),
         "apiserver_requests_per_jobset": dict(sorted(per_jobset.items())),
@@ -337,13 +348,15 @@ async def run_size(
         "steady_state_writes": {"audit_log": steady_audited, "controller_metrics": writes_steady},
         "steady_state_seconds": steady,
         "processes": {
-            name: sampler.summary(name, until=done_at)
-            for name in ("controller", "kube-apiserver", "etcd", "kube-controller-manager")
+            name: sampler.summary(name, until=done_at) for name in ("controller", *cluster.pids())
         },
         "controller_peak_rss_mib_incl_steady": sampler.summary("controller").get("peak_rss_mib"),
         "controller_throttled_seconds": round(metrics["throttled_seconds"], 2),
         "reconcile_seconds": {
             q: percentile(metrics["buckets"], float(q[1:]) / 100) for q in ("p50", "p90", "p99")
+        },
+        "queue_wait_seconds": {
+            q: percentile(metrics["queued"], float(q[1:]) / 100) for q in ("p50", "p90", "p99")
         },
     }
 
@@ -369,6 +382,12 @@ def main() -> int:
     parser.add_argument(
         "--qps", type=int, default=200, help="client QPS of the controller and the Job controller"
     )
+    parser.add_argument(
+        "--controller-arg",
+        action="append",
+        default=[],
+        help="extra controller flag, e.g. --controller-arg=--status-progress-period=0",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
     args = parser.parse_args()
     results = []
@@ -383,7 +402,8 @@ def main() -> int:
             cluster.kubectl("apply", "--server-side", "-f", str(CRD))
             _wait_established(cluster)
             print(f"N={n}: starting", flush=True)
-            results.append(asyncio.run(run_size(cluster, n, args.steady, Path(tmp), args.qps)))
+            run = run_size(cluster, n, args.steady, Path(tmp), args.qps, args.controller_arg)
+            results.append(asyncio.run(run))
             print(json.dumps(results[-1], indent=2), flush=True)
     report = {
         "benchmark": "scale",

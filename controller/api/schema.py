@@ -31,6 +31,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller.jobset import api as jobset_api
+
 Schema = dict[str, Any]
 
 GROUP = "jobset.x-k8s.io"
@@ -41,6 +43,7 @@ CRD_NAME = f"{PLURAL}.{GROUP}"
 
 # Bounds that keep the estimated CEL cost within the API server's limits.
 MAX_REPLICATED_JOBS = 32
+MAX_CHILD_JOBS = jobset_api.MAX_CHILD_JOBS
 MAX_CONTAINERS = 16  # containers, and initContainers, of one pod template
 MAX_VOLUME_MOUNTS = 64  # per container
 MAX_POD_VOLUMES = 128
@@ -632,6 +635,13 @@ class Builder:
         for key in ("requests", "limits"):
             resources[key]["maxProperties"] = MAX_CLAIM_RESOURCES
             resources[key]["additionalProperties"]["maxLength"] = MAX_QUANTITY
+            # The schema's pattern admits strings Kubernetes cannot parse (1e2.5, 1e1000).
+            resources[key]["additionalProperties"]["x-kubernetes-validations"] = [
+                {
+                    "rule": "isQuantity(string(self))",
+                    "message": "must be a Kubernetes quantity, e.g. 10Gi or 500M",
+                }
+            ]
         return template
 
     def template_rules(self, where: str, prefix: str, path: str) -> list[Rule]:
@@ -744,6 +754,8 @@ class Builder:
         job_spec["properties"]["completionMode"]["default"] = "Indexed"
         pod = job_spec["properties"]["template"]["properties"]["spec"]
         pod["properties"]["restartPolicy"]["default"] = "OnFailure"
+        # A pod needs a container: caught here, not when the Job is created.
+        pod["properties"]["containers"]["minItems"] = 1
         for key in ("containers", "initContainers"):
             containers = pod["properties"][key]
             containers["maxItems"] = MAX_CONTAINERS
@@ -774,6 +786,7 @@ class Builder:
                 "replicas": integer(
                     "Number of child Jobs made from the template. Defaults to 1.",
                     minimum=0,
+                    maximum=MAX_CHILD_JOBS,
                     default=1,
                 ),
                 "dependsOn": array(
@@ -866,6 +879,16 @@ class Builder:
                 field_path=".replicatedJobs",
                 reason="FieldValueRequired",
                 protects="a JobSet with nothing to run",
+            ),
+            Rule(
+                id="child-jobs-bounded",
+                where="spec",
+                rule=f"!{HAS_RJ} || {RJ}.map(r, r.replicas).sum() <= {MAX_CHILD_JOBS}",
+                message=f"the replicas of all replicated jobs must add up to at most "
+                f"{MAX_CHILD_JOBS} child Jobs",
+                field_path=".replicatedJobs",
+                protects="a JobSet too large to plan in one reconcile (the controller plans "
+                "every child Job each time)",
             ),
             Rule(
                 id="replicated-job-names-unique",

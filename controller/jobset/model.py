@@ -325,6 +325,12 @@ def parse(obj: Obj) -> JobSet:
     )
     if not replicated:
         raise InvalidJobSet("spec.replicatedJobs must list at least one replicated job")
+    if sum(r.replicas for r in replicated) > api.MAX_CHILD_JOBS:
+        # Admission refuses it too; this guards objects stored under an older CRD.
+        raise InvalidJobSet(
+            "the replicas of all replicated jobs must add up to at most "
+            f"{api.MAX_CHILD_JOBS} child Jobs"
+        )
     names = [r.name for r in replicated]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:

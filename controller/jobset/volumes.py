@@ -18,6 +18,7 @@ policies raise ``InvalidJobSet`` naming the field; nothing else is raised for ba
 from __future__ import annotations
 
 import copy
+import decimal
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -159,7 +160,10 @@ _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?:(?P<exponent>[eE][+-]?[0-9]+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)$"
 )
-_MAX_EXPONENT = 100
+# Kubernetes parses an exponent as an int32 (``1e1000`` is a valid quantity): so do we, in a
+# decimal context wide enough to hold the result.
+_MAX_EXPONENT = 2**31 - 1
+_WIDE = decimal.Context(Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
 
 def parse_quantity(text: str) -> Decimal:
@@ -172,7 +176,7 @@ def parse_quantity(text: str) -> Decimal:
         exponent = int(match["exponent"][1:])
         if abs(exponent) > _MAX_EXPONENT:
             raise InvalidJobSet(f"{text!r} is out of range for a quantity")
-        return number.scaleb(exponent)
+        return number.scaleb(exponent, context=_WIDE)
     suffix = match["suffix"] or ""
     if suffix in _BINARY:
         return number * _BINARY[suffix]

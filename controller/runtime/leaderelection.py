@@ -29,6 +29,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry, Gauge
 
@@ -114,6 +115,15 @@ class LeaderElector:
         }
 
     async def try_acquire_or_renew(self) -> bool:
+        """One attempt; False when it failed for any reason, an unreachable API server included
+        (a standby keeps trying, a leader keeps trying until its renew deadline, as client-go)."""
+        try:
+            return await self._try_acquire_or_renew()
+        except (aiohttp.ClientError, OSError) as err:
+            self._log.warning("cannot reach the API server", error=repr(err))
+            return False
+
+    async def _try_acquire_or_renew(self) -> bool:
         sent_at = self._clock()
         now = self._wall()
         cfg = self.config
@@ -183,8 +193,8 @@ class LeaderElector:
             )
             await self.client.replace(LEASES, lease, cfg.namespace)
             self._log.info("released the lease")
-        except ApiError as err:
-            self._log.warning("could not release the lease", error=str(err))
+        except (ApiError, aiohttp.ClientError, OSError) as err:
+            self._log.warning("could not release the lease", error=repr(err))
 
     # ---------------------------------------------------------------- loop
 

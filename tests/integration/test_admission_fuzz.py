@@ -99,6 +99,10 @@ BUILT_IN = tuple(
         r'^Unsupported value: .+: supported values: "',
         r"^Required value$",
         r"^Invalid value: .*: \S+ in body should be greater than or equal to \d+$",
+        r"^Invalid value: .*: \S+ in body should be less than or equal to \d+$",
+        r"^Required value: must have at least 1 items?$",
+        r"^Invalid value: .*: must be a Kubernetes quantity, e\.g\. 10Gi or 500M$",
+        r"^Invalid value: .*: \S+ in body should have at least 1 items?$",
         r"^Invalid value: .*: \S+ in body must be of type \w+: .*$",
         r"^Invalid value: .*: \S+ in body should match '.+'$",
         r"^Invalid value: \"\": Checked value must be of type integer with format int32 in \S+$",
@@ -391,10 +395,10 @@ def bad_replicas(draw: st.DrawFn, js: Obj) -> str | None:
     if choice == "max":
         rjob["replicas"] = 2**31 - 1
         rjob["template"]["spec"]["parallelism"] = 1
-        return None
+        return "should be less than or equal to 10000"
     if choice == "product":
-        rjob["replicas"] = 2**31 - 1
-        rjob["template"]["spec"]["parallelism"] = draw(st.integers(2, 4))
+        rjob["replicas"] = 10_000
+        rjob["template"]["spec"]["parallelism"] = draw(st.integers(250_000, 1_000_000))
         rjob["template"]["spec"]["completions"] = 4
         return "replicas times the template's parallelism must not exceed 2147483647"
     if choice == "int64":
@@ -554,9 +558,9 @@ def wrong_type(draw: st.DrawFn, js: Obj) -> str | None:
 
 
 def no_containers(draw: st.DrawFn, js: Obj) -> str | None:
-    """Not a JobSet rule: the embedded pod schema decides."""
+    """The schema requires a container (minItems), so the Job would not be refused later."""
     pod_spec(draw(st.sampled_from(_rjobs(js))))["containers"] = []
-    return None
+    return REJECTED
 
 
 def bad_scope(draw: st.DrawFn, js: Obj) -> str | None:
@@ -661,7 +665,11 @@ def odd_quantity(draw: st.DrawFn, js: Obj) -> str | None:
     )
     template = draw(st.sampled_from(_policies(js)))["templates"][0]
     template["spec"]["resources"]["requests"]["storage"] = storage
-    return "should match" if storage in ("lots", "1GB") else None
+    if storage in ("lots", "1GB"):
+        return "should match"
+    if storage in ("1e2.5",):  # matches the pattern, but Kubernetes cannot parse it
+        return "must be a Kubernetes quantity, e.g. 10Gi or 500M"
+    return None
 
 
 def pod_scope_or_bad_volume_policy(draw: st.DrawFn, js: Obj) -> str | None:

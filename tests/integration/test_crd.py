@@ -264,6 +264,14 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         "spec.replicatedJobs must list at least one replicated job",
     ),
     (
+        "child-jobs-bounded",
+        _all(
+            _set(lambda js: rj(js, 0), "replicas", 6000),
+            _set(lambda js: rj(js, 1), "replicas", 6000),
+        ),
+        "the replicas of all replicated jobs must add up to at most 10000 child Jobs",
+    ),
+    (
         "replicated-job-names-unique",
         _add_rjob(rjob("Workers")),
         "replicatedJob names must be unique, also when compared without case (child Job names "
