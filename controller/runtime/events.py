@@ -1,10 +1,10 @@
 """Event recorder: core/v1 Events (what ``kubectl describe`` shows), with aggregation of repeats.
 
-Recording never blocks a reconcile and never fails it: events go into a bounded buffer that one
-background task writes out. A repeat of the same (object, type, reason, message) patches the
-existing Event's ``count`` and ``lastTimestamp`` instead of creating another object, like
-client-go's EventCorrelator. When the buffer is full the oldest pending event is dropped (and
-counted): events are best-effort by design in Kubernetes too.
+Recording never blocks a reconcile and never fails it: events go into a bounded buffer that a
+background task writes out, several at a time. A repeat of the same (object, type, reason,
+message) patches the existing Event's ``count`` and ``lastTimestamp`` instead of creating another
+object, like client-go's EventCorrelator. When the buffer is full the oldest pending event is
+dropped (and counted): events are best-effort by design in Kubernetes too.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class EventRecorder:
         registry: CollectorRegistry | None = None,
         buffer_size: int = 1000,
         cache_size: int = 4096,
+        writers: int = 8,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         self.client = client
@@ -71,6 +72,7 @@ class EventRecorder:
         self._pending: deque[_Pending] = deque(maxlen=buffer_size)
         self._seen: OrderedDict[_Key, _Seen] = OrderedDict()
         self._cache_size = cache_size
+        self._writers = writers
         self._wakeup = asyncio.Event()
         self._dropped = Counter(
             "events_dropped_total",
@@ -137,13 +139,28 @@ class EventRecorder:
             self._seen.popitem(last=False)
 
     async def flush(self) -> None:
+        """Write out everything pending: up to ``writers`` requests at once (one writer fell
+        behind when a thousand JobSets started together and the buffer dropped events), and
+        the repeats of one event in order, so that they aggregate into one Event."""
+        limit = asyncio.Semaphore(self._writers)
+
+        async def write_in_order(items: list[_Pending]) -> None:
+            async with limit:
+                for item in items:
+                    try:
+                        await self._write(item)
+                    except (ApiError, WriteRefused, OSError) as err:
+                        self._dropped.inc()
+                        log.warning(
+                            "could not record event", reason=item.key.reason, error=str(err)
+                        )
+
         while self._pending:
-            item = self._pending.popleft()
-            try:
-                await self._write(item)
-            except (ApiError, WriteRefused, OSError) as err:
-                self._dropped.inc()
-                log.warning("could not record event", reason=item.key.reason, error=str(err))
+            by_key: dict[_Key, list[_Pending]] = {}
+            while self._pending:
+                item = self._pending.popleft()
+                by_key.setdefault(item.key, []).append(item)
+            await asyncio.gather(*(write_in_order(items) for items in by_key.values()))
 
     async def run(self) -> None:
         """Write events as they come, until cancelled (pending ones are flushed first)."""
