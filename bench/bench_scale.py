@@ -36,7 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from controller.jobset import api  # noqa: E402
 from controller.runtime.client import JOBS, NAMESPACES, KubeClient  # noqa: E402
 from controller.runtime.manager import USER_AGENT  # noqa: E402
-from localcluster import pki  # noqa: E402
+from localcluster import audit, pki  # noqa: E402
 from localcluster.cluster import LocalCluster  # noqa: E402
 from localcluster.demo import CRD, _wait_established  # noqa: E402
 from localcluster.processes import ManagedProcess, free_port, https_get  # noqa: E402
@@ -118,24 +118,11 @@ def apiserver_requests(cluster: LocalCluster) -> dict[tuple[str, str], float]:
 def audited_writes(cluster: LocalCluster, since: str, until: str) -> Counter[str]:
     """The controller's writes as the API server's audit log records them, by verb and resource
     (with subresource), between two RFC 3339 timestamps."""
-    counts: Counter[str] = Counter()
-    for path in sorted(cluster.audit_log.parent.glob("audit*.log")):
-        with path.open(errors="replace") as lines:
-            for line in lines:
-                if USER_AGENT not in line:
-                    continue
-                entry = json.loads(line)
-                stamp = str(entry.get("stageTimestamp", ""))
-                if not str(entry.get("userAgent", "")).startswith(USER_AGENT + "/"):
-                    continue
-                if not since <= stamp < until or entry.get("stage") != "ResponseComplete":
-                    continue
-                ref = entry.get("objectRef") or {}
-                resource = str(ref.get("resource", ""))
-                if ref.get("subresource"):
-                    resource += "/" + str(ref["subresource"])
-                counts[f"{entry.get('verb')} {resource}"] += 1
-    return counts
+    return audit.count_writes(
+        cluster.audit_log,
+        USER_AGENT,
+        lambda entry: since <= str(entry.get("stageTimestamp", "")) < until,
+    )
 
 
 def derived_minimum() -> dict[str, int]:

@@ -12,10 +12,7 @@ status write can happen; at the default pace the benchmark reports how many do.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections import Counter
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +20,7 @@ import pytest
 from controller.jobset import api
 from controller.runtime.client import KubeClient
 from controller.runtime.manager import USER_AGENT
+from localcluster import audit
 from tests.helpers import Kube
 from tests.support.crd import install_crd
 from tests.support.jobsets import jobset, replicated_job, running_controller, wait_condition
@@ -61,24 +59,6 @@ def benchmark_jobset(name: str) -> dict[str, Any]:
     )
 
 
-def audited_writes(audit_log: Path, namespace: str) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for line in audit_log.read_text(errors="replace").splitlines():
-        if namespace not in line or USER_AGENT not in line:
-            continue
-        entry = json.loads(line)
-        ref = entry.get("objectRef") or {}
-        if ref.get("namespace") != namespace or entry.get("stage") != "ResponseComplete":
-            continue
-        if not str(entry.get("userAgent", "")).startswith(USER_AGENT + "/"):
-            continue
-        resource = str(ref.get("resource", ""))
-        if ref.get("subresource"):
-            resource += "/" + str(ref["subresource"])
-        counts[f"{entry.get('verb')} {resource}"] += 1
-    return counts
-
-
 @pytest.fixture
 async def client(full_kube: Kube) -> AsyncIterator[KubeClient]:
     await install_crd(full_kube)
@@ -93,5 +73,9 @@ async def test_a_jobset_costs_exactly_the_derived_minimum_of_writes(
         await client.create(api.JOBSETS, benchmark_jobset("budget"), ns)
         await wait_condition(client, ns, "budget", api.COMPLETED, seconds=120)
         await asyncio.sleep(3)  # anything still in flight lands in the audit log
-        writes = audited_writes(full_kube.cluster.audit_log, ns)
+        writes = audit.count_writes(
+            full_kube.cluster.audit_log,
+            USER_AGENT,
+            lambda entry: (entry.get("objectRef") or {}).get("namespace") == ns,
+        )
     assert dict(writes) == DERIVED_MINIMUM
