@@ -102,7 +102,8 @@ def plan(
     *,
     terminal_state: str,
 ) -> VolumePlan:
-    """The volume writes for this pass. ``terminal_state`` is the state after this pass."""
+    """The volume writes for this pass. ``terminal_state`` is the state after this pass (no claim
+    is created for a JobSet that is finishing); deletions follow the stored terminal state."""
     result = VolumePlan()
     if not policies:
         if jobset.deleting and volumes.FINALIZER in jobset.finalizers:
@@ -160,8 +161,11 @@ def plan(
         else:
             _update(result, found, claim, classes)
 
+    # Retention acts on a terminal state only once it is stored, one pass later: a leader that
+    # dies between deleting claims and writing the status must not have deleted them for a
+    # completion (or failure) nobody recorded. Found by the chaos soak.
     result.delete = volumes.claims_to_delete(
-        jobset, policies, existing, deleting=False, terminal_state=terminal_state
+        jobset, policies, existing, deleting=False, terminal_state=jobset.status.terminal_state
     )
     result.usable = volumes.usable_claims(jobset, desired, existing)
     # The status describes the claims as they are after this pass: the ones it creates exist

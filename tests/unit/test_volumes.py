@@ -13,8 +13,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.jobset import api, construct, volumes
+from controller.jobset import api, construct, storage, volumes
 from controller.jobset.model import InvalidJobSet, JobSet, Obj, parse
+from controller.jobset.storage import StorageClasses
 from controller.jobset.volumes import (
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
@@ -1525,3 +1526,31 @@ def test_volume_status_missing_claims() -> None:
         ("ckpt", 4, 1, 1),
         ("data", 1, 0, 0),
     ]
+
+
+@pytest.mark.parametrize(
+    ("stored", "after_this_pass", "deleted"),
+    [
+        pytest.param("", "", False, id="running"),
+        # The pass that decides completion only records it; a leader killed before its status
+        # write lands must not have deleted claims for a completion nobody stored.
+        pytest.param("", api.TERMINAL_COMPLETED, False, id="completing-this-pass"),
+        pytest.param(api.TERMINAL_COMPLETED, api.TERMINAL_COMPLETED, True, id="completion-stored"),
+        pytest.param("", api.TERMINAL_FAILED, False, id="failing-this-pass"),
+        pytest.param(api.TERMINAL_FAILED, api.TERMINAL_FAILED, True, id="failure-stored"),
+    ],
+)
+def test_retention_deletes_only_after_the_terminal_state_is_stored(
+    stored: str, after_this_pass: str, deleted: bool
+) -> None:
+    retention = {"whenCompleted": "Delete", "whenFailed": "Delete"}
+    js = make(
+        [{"templates": [tpl("data")], "retentionPolicy": retention}],
+        terminal_state=stored or None,
+    )
+    policies = volumes.policies(js)
+    claim = {**only(js).object, "status": {"phase": "Bound"}}
+    vplan = storage.plan(
+        js, policies, {"data-js": claim}, StorageClasses(), terminal_state=after_this_pass
+    )
+    assert vplan.delete == (["data-js"] if deleted else [])
