@@ -40,54 +40,11 @@ from localcluster import audit, pki  # noqa: E402
 from localcluster.cluster import LocalCluster  # noqa: E402
 from localcluster.demo import CRD, _wait_established  # noqa: E402
 from localcluster.processes import ManagedProcess, free_port, https_get  # noqa: E402
+from tests.support.jobsets import SCALE_JOBSET_MINIMUM_WRITES, scale_jobset  # noqa: E402
 
 NAMESPACE = "scale"
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE"}
 RESOURCES = ("jobsets", "jobs", "persistentvolumeclaims", "services", "events", "pods")
-
-
-def jobset(name: str) -> dict[str, Any]:
-    def rjob(rname: str, mounts: list[str]) -> dict[str, Any]:
-        return {
-            "name": rname,
-            "replicas": 2,
-            "template": {
-                "spec": {
-                    "template": {
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {
-                                    "name": "main",
-                                    "image": "busybox",
-                                    "volumeMounts": [
-                                        {"name": m, "mountPath": f"/{m}"} for m in mounts
-                                    ],
-                                }
-                            ],
-                        }
-                    }
-                }
-            },
-        }
-
-    template = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    return {
-        "apiVersion": api.API_VERSION,
-        "kind": api.KIND,
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [rjob("init", ["shared", "ckpt"]), rjob("train", ["shared"])],
-            "volumeClaimPolicies": [
-                {"templates": [{"metadata": {"name": "shared"}, "spec": template}]},
-                {
-                    "scope": "Job",
-                    "targetReplicatedJobs": ["init"],
-                    "templates": [{"metadata": {"name": "ckpt"}, "spec": template}],
-                },
-            ],
-        },
-    }
 
 
 def apiserver_requests(cluster: LocalCluster) -> dict[tuple[str, str], float]:
@@ -125,21 +82,6 @@ def audited_writes(cluster: LocalCluster, since: str, until: str) -> Counter[str
     )
 
 
-def derived_minimum() -> dict[str, int]:
-    """The fewest writes a JobSet of this benchmark needs (docs/performance.md derives it)."""
-    return {
-        "create jobs": 4,  # 2 replicated jobs x 2 replicas
-        "create persistentvolumeclaims": 3,  # 1 JobSet-scope + 2 Job-scope (init's 2 Jobs)
-        "create services": 1,  # the headless Service for pod DNS
-        "patch jobsets": 1,  # the retention finalizer, added once
-        # One per condition state a client must see: VolumesReady=False (ClaimsPending),
-        # VolumesReady=True (ClaimsBound), Completed=True.
-        "update jobsets/status": 3,
-        # ClaimCreated x 3 and AllJobsCompleted x 1.
-        "create events": 4,
-    }
-
-
 def controller_metrics(port: int) -> dict[str, Any]:
     status, text = https_get(f"http://127.0.0.1:{port}/metrics", timeout=5)
     families = {f.name: f for f in text_string_to_metric_families(text)} if status == 200 else {}
@@ -147,14 +89,15 @@ def controller_metrics(port: int) -> dict[str, Any]:
     for sample in getattr(families.get("rest_client_requests"), "samples", []):
         if sample.name.endswith("_total") and sample.labels.get("method") in WRITE_VERBS:
             writes += sample.value
-    buckets: list[tuple[float, float]] = []
-    for sample in getattr(families.get("controller_runtime_reconcile_time_seconds"), "samples", []):
-        if sample.name.endswith("_bucket") and sample.labels.get("controller") == "jobset":
-            buckets.append((float(sample.labels["le"]), sample.value))
-    queued: list[tuple[float, float]] = []
-    for sample in getattr(families.get("workqueue_queue_duration_seconds"), "samples", []):
-        if sample.name.endswith("_bucket") and sample.labels.get("name") == "jobset":
-            queued.append((float(sample.labels["le"]), sample.value))
+
+    def buckets(family: str, label: str) -> list[tuple[float, float]]:
+        """(upper bound, cumulative count) of the jobset series of a histogram."""
+        return sorted(
+            (float(sample.labels["le"]), sample.value)
+            for sample in getattr(families.get(family), "samples", [])
+            if sample.name.endswith("_bucket") and sample.labels.get(label) == "jobset"
+        )
+
     throttled = sum(
         sample.value
         for sample in getattr(
@@ -164,8 +107,8 @@ def controller_metrics(port: int) -> dict[str, Any]:
     )
     return {
         "writes": writes,
-        "buckets": sorted(buckets),
-        "queued": sorted(queued),
+        "buckets": buckets("controller_runtime_reconcile_time_seconds", "controller"),
+        "queued": buckets("workqueue_queue_duration_seconds", "name"),
         "throttled_seconds": throttled,
     }
 
@@ -272,7 +215,7 @@ async def run_size(
 
         async def creator() -> None:
             for i in pending:
-                await client.create(api.JOBSETS, jobset(f"js-{i:04d}"), ns)
+                await client.create(api.JOBSETS, scale_jobset(f"js-{i:04d}"), ns)
 
         await asyncio.gather(*(creator() for _ in range(16)))
         print(f"  N={n}: created {n} JobSets in {time.monotonic() - started:.1f}s", flush=True)
@@ -320,7 +263,7 @@ async def run_size(
             per_jobset[f"{key[0]} {key[1]}"] = round(delta / n, 2)
     run_writes = audited_writes(cluster, audit_from, audit_done)
     steady_audited = sum(audited_writes(cluster, audit_done, audit_steady).values())
-    minimum = derived_minimum()
+    minimum = SCALE_JOBSET_MINIMUM_WRITES
     controller_writes = {k: round(v / n, 3) for k, v in sorted(run_writes.items())}
     return {
         "n": n,

@@ -41,7 +41,7 @@ class Config:
     log_level: str
     identity: str
     shutdown_timeout: float
-    status_progress_period: float = 10.0
+    status_progress_period: float
 
     def address(self, value: str) -> tuple[str, int] | None:
         """``host:port`` → (host, port); ``0`` or empty disables the endpoint."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -23,40 +22,12 @@ from controller.runtime.manager import USER_AGENT
 from localcluster import audit
 from tests.helpers import Kube
 from tests.support.crd import install_crd
-from tests.support.jobsets import jobset, replicated_job, running_controller, wait_condition
-
-CLAIM = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-
-DERIVED_MINIMUM = {
-    "create jobs": 4,
-    "create persistentvolumeclaims": 3,
-    "create services": 1,
-    "patch jobsets": 1,
-    "update jobsets/status": 3,
-    "create events": 4,
-}
-
-
-def _mounting(rjob: dict[str, Any], *claims: str) -> dict[str, Any]:
-    container = rjob["template"]["spec"]["template"]["spec"]["containers"][0]
-    container["volumeMounts"] = [{"name": c, "mountPath": f"/{c}"} for c in claims]
-    return rjob
-
-
-def benchmark_jobset(name: str) -> dict[str, Any]:
-    return jobset(
-        name,
-        _mounting(replicated_job("init", 2), "shared", "ckpt"),
-        _mounting(replicated_job("train", 2), "shared"),
-        volumeClaimPolicies=[
-            {"templates": [{"metadata": {"name": "shared"}, "spec": CLAIM}]},
-            {
-                "scope": "Job",
-                "targetReplicatedJobs": ["init"],
-                "templates": [{"metadata": {"name": "ckpt"}, "spec": CLAIM}],
-            },
-        ],
-    )
+from tests.support.jobsets import (
+    SCALE_JOBSET_MINIMUM_WRITES,
+    running_controller,
+    scale_jobset,
+    wait_condition,
+)
 
 
 @pytest.fixture
@@ -70,7 +41,7 @@ async def test_a_jobset_costs_exactly_the_derived_minimum_of_writes(
 ) -> None:
     ns = full_namespace
     async with running_controller(full_kube, ns, "--status-progress-period=3600"):
-        await client.create(api.JOBSETS, benchmark_jobset("budget"), ns)
+        await client.create(api.JOBSETS, scale_jobset("budget"), ns)
         await wait_condition(client, ns, "budget", api.COMPLETED, seconds=120)
         await asyncio.sleep(3)  # anything still in flight lands in the audit log
         writes = audit.count_writes(
@@ -78,4 +49,4 @@ async def test_a_jobset_costs_exactly_the_derived_minimum_of_writes(
             USER_AGENT,
             lambda entry: (entry.get("objectRef") or {}).get("namespace") == ns,
         )
-    assert dict(writes) == DERIVED_MINIMUM
+    assert dict(writes) == SCALE_JOBSET_MINIMUM_WRITES

@@ -61,6 +61,48 @@ def jobset(name: str, *rjobs: Obj, **spec: Any) -> Obj:
     }
 
 
+def with_mounts(rjob: Obj, *claims: str) -> Obj:
+    """Mount the volumes named ``claims`` (claim templates) at /<name> in the main container."""
+    container = rjob["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["volumeMounts"] = [{"name": c, "mountPath": f"/{c}"} for c in claims]
+    return rjob
+
+
+_CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+
+
+def scale_jobset(name: str) -> Obj:
+    """The JobSet of the scale benchmark and the write-budget test: two replicated jobs of 2 Jobs,
+    a JobSet-scope claim mounted by all, a Job-scope claim per Job of the first (3 claims)."""
+    return jobset(
+        name,
+        with_mounts(replicated_job("init", 2), "shared", "ckpt"),
+        with_mounts(replicated_job("train", 2), "shared"),
+        volumeClaimPolicies=[
+            {"templates": [{"metadata": {"name": "shared"}, "spec": _CLAIM_SPEC}]},
+            {
+                "scope": "Job",
+                "targetReplicatedJobs": ["init"],
+                "templates": [{"metadata": {"name": "ckpt"}, "spec": _CLAIM_SPEC}],
+            },
+        ],
+    )
+
+
+# The fewest writes a ``scale_jobset`` run to completion needs (derived in docs/performance.md),
+# as ``<verb> <resource>[/<subresource>]`` of the audit log.
+SCALE_JOBSET_MINIMUM_WRITES = {
+    "create jobs": 4,  # 2 replicated jobs x 2 replicas
+    "create persistentvolumeclaims": 3,  # 1 JobSet-scope + 2 Job-scope (init's 2 Jobs)
+    "create services": 1,  # the headless Service for pod DNS
+    "patch jobsets": 1,  # the retention finalizer, added once
+    # One per condition state a client must see: VolumesReady=False (ClaimsPending),
+    # VolumesReady=True (ClaimsBound), Completed=True.
+    "update jobsets/status": 3,
+    "create events": 4,  # ClaimCreated x 3 and AllJobsCompleted
+}
+
+
 @dataclass
 class RunningController:
     manager: Manager
