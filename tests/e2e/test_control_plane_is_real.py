@@ -17,7 +17,7 @@ def _job(
     annotations: dict[str, str] | None = None,
     backoff_limit: int = 6,
     claim: str | None = None,
-) -> dict[str, Any]:
+) -> Any:  # a plain dict: kubernetes_asyncio accepts one where its stubs say V1Job
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [{"name": "main", "image": "busybox"}],
@@ -81,7 +81,7 @@ async def test_pod_failing_with_exit_code_fails_the_job(
     assert terminated.exit_code == 42
 
 
-def _claim(name: str, storage_class: str, size: str = "1Gi") -> dict[str, Any]:
+def _claim(name: str, storage_class: str, size: str = "1Gi") -> Any:  # a plain dict, as _job
     return {
         "metadata": {"name": name},
         "spec": {
@@ -155,13 +155,17 @@ async def test_expansion_allowed_by_class_only(full_kube: Kube, full_namespace: 
     with pytest.raises(ApiException) as raised:
         await core.patch_namespaced_persistent_volume_claim("stuck", ns, bigger)
     assert raised.value.status == 403
-    assert "only dynamically provisioned pvc can be resized" in raised.value.body
+    assert "only dynamically provisioned pvc can be resized" in str(raised.value.body)
+
+
+def _config_map(metadata: dict[str, Any]) -> Any:  # a plain dict, as _job
+    return {"metadata": metadata}
 
 
 async def test_garbage_collector_deletes_dependents(full_kube: Kube, full_namespace: str) -> None:
     ns = full_namespace
     core = full_kube.core
-    owner = await core.create_namespaced_config_map(ns, {"metadata": {"name": "owner"}})
+    owner = await core.create_namespaced_config_map(ns, _config_map({"name": "owner"}))
     reference = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -170,7 +174,7 @@ async def test_garbage_collector_deletes_dependents(full_kube: Kube, full_namesp
     }
     for i in range(3):
         await core.create_namespaced_config_map(
-            ns, {"metadata": {"name": f"dependent-{i}", "ownerReferences": [reference]}}
+            ns, _config_map({"name": f"dependent-{i}", "ownerReferences": [reference]})
         )
     await core.delete_namespaced_config_map("owner", ns)
     await wait_for(

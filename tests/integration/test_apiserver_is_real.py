@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -13,7 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.helpers import Kube, wait_for
 
 
-def _widget_crd(group: str) -> dict[str, object]:
+def _widget_crd(group: str) -> Any:  # a plain dict: kubernetes_asyncio accepts one as a body
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -77,7 +78,7 @@ async def test_cel_rule_rejects_with_its_message(kube: Kube, namespace: str, wid
     with pytest.raises(ApiException) as raised:
         await objects.create_namespaced_custom_object(widgets, "v1", namespace, "widgets", bad)
     assert raised.value.status == 422
-    status = json.loads(raised.value.body)
+    status = json.loads(raised.value.body or "")
     assert [c["message"] for c in status["details"]["causes"]] == [
         "Invalid value: replicas must be at most 10"
     ]
@@ -104,9 +105,8 @@ async def _etcd(session: aiohttp.ClientSession, url: str, path: str, body: objec
 
 async def test_watch_from_compacted_version_gets_410(kube: Kube, namespace: str) -> None:
     core = kube.core
-    await core.create_namespaced_config_map(
-        namespace, {"metadata": {"name": "cm"}, "data": {"n": "0"}}
-    )
+    config_map: Any = {"metadata": {"name": "cm"}, "data": {"n": "0"}}
+    await core.create_namespaced_config_map(namespace, config_map)
     listed = await core.list_namespaced_config_map(namespace)
     old_version = listed.metadata.resource_version
     for n in range(1, 4):
@@ -120,8 +120,12 @@ async def test_watch_from_compacted_version_gets_410(kube: Kube, namespace: str)
             {"revision": latest, "physical": True},
         )
 
-    response = await core.list_namespaced_config_map(
-        namespace, watch=True, resource_version=old_version, _preload_content=False
+    # Not a V1ConfigMapList as the stubs say: _preload_content=False returns the raw response.
+    response = cast(
+        aiohttp.ClientResponse,
+        await core.list_namespaced_config_map(
+            namespace, watch=True, resource_version=old_version, _preload_content=False
+        ),
     )
     async with response:
         first = json.loads(await response.content.readline())

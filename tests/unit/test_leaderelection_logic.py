@@ -53,8 +53,8 @@ class Clock:
         return self.now
 
 
-CONFIG = {"lease_name": "l", "namespace": "ns", "lease_duration": 15, "renew_deadline": 10,
-          "retry_period": 2}  # fmt: skip
+CONFIG: dict[str, Any] = {"lease_name": "l", "namespace": "ns", "lease_duration": 15,
+                          "renew_deadline": 10, "retry_period": 2}  # fmt: skip
 
 
 def elector(table: LeaseTable, identity: str, clock: Clock) -> LeaderElector:
