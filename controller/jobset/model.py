@@ -205,11 +205,18 @@ def _bool(value: Any, where: str, default: bool) -> bool:
     return value
 
 
+def _metadata_object(template: Obj, where: str) -> None:
+    """A template's ``metadata``, if given, is an object; ``metadata:`` alone (null) is {}."""
+    if "metadata" in template:
+        template["metadata"] = _dict(template["metadata"], f"{where}.metadata")
+
+
 def _template_with_defaults(template: Obj, where: str) -> Obj:
     """Upstream's defaults on a replicated job's template: Indexed completion, OnFailure."""
     import copy
 
     result = copy.deepcopy(template)
+    _metadata_object(result, where)
     spec = result.setdefault("spec", {})
     if not isinstance(spec, dict):
         raise InvalidJobSet(f"{where}.spec must be an object")
@@ -217,6 +224,7 @@ def _template_with_defaults(template: Obj, where: str) -> Obj:
     pod_template = spec.setdefault("template", {})
     if not isinstance(pod_template, dict):
         raise InvalidJobSet(f"{where}.spec.template must be an object")
+    _metadata_object(pod_template, f"{where}.spec.template")
     pod_spec = pod_template.setdefault("spec", {})
     if not isinstance(pod_spec, dict):
         raise InvalidJobSet(f"{where}.spec.template.spec must be an object")

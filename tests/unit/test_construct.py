@@ -176,3 +176,23 @@ def test_capitalised_replicated_job_names_give_valid_job_names() -> None:
     assert [j["metadata"]["name"] for j in jobs] == ["train-a-0", "train-a-1"]
     assert jobs[0]["metadata"]["labels"][api.REPLICATED_JOB_NAME] == "A"
     assert jobs[0]["metadata"]["labels"][api.COORDINATOR] == "train-a-1-0.train"
+
+
+def test_empty_metadata_in_templates_gets_our_labels() -> None:
+    # `metadata:` with nothing after it is YAML for null: a user's file (render) can carry it.
+    template = _template()
+    template["metadata"] = None
+    template["spec"]["template"]["metadata"] = None
+    js = parse(
+        {
+            "apiVersion": api.API_VERSION,
+            "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "uid-1", "generation": 1},
+            "spec": {"replicatedJobs": [{"name": "driver", "template": template}]},
+        }
+    )
+    (job,) = construct.desired_jobs(js)
+    pod_meta = job["spec"]["template"]["metadata"]
+    assert pod_meta["labels"][api.JOBSET_NAME] == "train"
+    assert pod_meta["annotations"][api.JOB_INDEX] == "0"
+    assert job["metadata"]["labels"][api.JOBSET_NAME] == "train"
