@@ -17,7 +17,7 @@ from controller.api import crdgen, schema
 from localcluster.cluster import LocalCluster
 from tests.helpers import Kube
 from tests.support.crd import CRD_FILE, install_crd
-from tests.support.examples import EXAMPLES
+from tests.support.examples import EXAMPLES, REFUSED, SUPPORTED
 
 Obj = dict[str, Any]
 Mutation = Callable[[Obj], None]
@@ -195,7 +195,7 @@ async def test_crd_is_established_with_printer_columns(
 # ------------------------------------------------------------------ (b) examples
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+@pytest.mark.parametrize("example", [p.name for p in SUPPORTED])
 async def test_example_is_accepted(kube: Kube, jobsets: str, example: str) -> None:
     body = yaml.safe_load((EXAMPLES / example).read_text())
     stored = accepted(await create(kube, jobsets, body))
@@ -203,6 +203,14 @@ async def test_example_is_accepted(kube: Kube, jobsets: str, example: str) -> No
     assert [r["name"] for r in stored["spec"]["replicatedJobs"]] == [
         r["name"] for r in body["spec"]["replicatedJobs"]
     ]
+
+
+@pytest.mark.parametrize("example", sorted(REFUSED))
+async def test_refused_example_is_refused_with_its_message(
+    kube: Kube, jobsets: str, example: str
+) -> None:
+    body = yaml.safe_load((EXAMPLES / example).read_text())
+    assert REFUSED[example].admission in rejection(await create(kube, jobsets, body, dry_run=True))
 
 
 # ------------------------------------------------------------------ (c) rules on create

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from controller.jobset import volumes
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, parse
-from tests.support.examples import EXAMPLES
+from tests.support.examples import SUPPORTED
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-BASES = [yaml.safe_load(p.read_text()) for p in sorted(EXAMPLES.glob("*.yaml"))]
+BASES = [yaml.safe_load(p.read_text()) for p in SUPPORTED]
 
 junk = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 10**6) | st.text(max_size=12) | st.floats(),

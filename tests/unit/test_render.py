@@ -5,10 +5,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 import yaml
 
 from controller.render import main
-from tests.support.examples import EXAMPLES
+from tests.support.examples import EXAMPLES, REFUSED, SUPPORTED
 
 
 def _render(path: Path) -> tuple[int, list[dict[str, object]], str]:
@@ -50,6 +51,23 @@ def test_job_scope_example_renders_one_claim_per_job() -> None:
     assert code == 0
     claims = sorted(o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim")  # type: ignore[index]
     assert claims == ["ckpt-resumable-workers-0", "ckpt-resumable-workers-1", "dataset-resumable"]
+
+
+@pytest.mark.parametrize("example", SUPPORTED, ids=lambda p: p.name)
+def test_every_example_renders_its_jobs(example: Path) -> None:
+    code, objects, err = _render(example)
+    assert code == 0, err
+    replicas = sum(
+        r.get("replicas", 1) for r in yaml.safe_load(example.read_text())["spec"]["replicatedJobs"]
+    )
+    assert sum(o["kind"] == "Job" for o in objects) == replicas
+
+
+@pytest.mark.parametrize("example", sorted(REFUSED))
+def test_refused_example_is_refused_with_its_message(example: str) -> None:
+    code, objects, err = _render(EXAMPLES / example)
+    assert (code, objects) == (1, [])
+    assert REFUSED[example].parser in err
 
 
 def test_invalid_input_is_a_clear_message_and_exit_1(tmp_path: Path) -> None:
