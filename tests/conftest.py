@@ -3,15 +3,22 @@
 Tiers: tests/unit (no cluster), tests/integration (etcd + kube-apiserver), tests/e2e (the whole
 local control plane with KWOK). A test that needs a control plane and cannot get one fails; it is
 never skipped (CI=true or not), so a green run always means the real thing ran.
+
+Randomness: one seed per run, from ``STATEFUL_JOBSET_TEST_SEED`` or drawn afresh, printed in the
+header and in the report of every failed randomised test. Hypothesis uses it (as
+``--hypothesis-seed``, unless that is given) and the ``rng`` fixture derives each test's
+``random.Random`` from it and the test's id, so the same seed repeats the same choices.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
+import pluggy
 import pytest
 from kubernetes_asyncio import client, config
 
@@ -21,6 +28,65 @@ from localcluster.processes import LaunchError
 from tests.helpers import Kube, create_namespace
 
 TIERS = ("unit", "integration", "e2e")
+SEED_VARIABLE = "STATEFUL_JOBSET_TEST_SEED"
+_SEED = pytest.StashKey[int]()
+
+
+def _seed_from_environment() -> int:
+    raw = os.environ.get(SEED_VARIABLE, "").strip()
+    if not raw:
+        return random.SystemRandom().randrange(2**32)
+    try:
+        return int(raw)
+    except ValueError:
+        raise pytest.UsageError(f"{SEED_VARIABLE}={raw!r} is not an integer") from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    seed = _seed_from_environment()
+    config.stash[_SEED] = seed
+    # Before hypothesis' own pytest_configure reads its option (tryfirst).
+    if config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = str(seed)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    seed = config.stash[_SEED]
+    hypothesis = config.getoption("hypothesis_seed", None)
+    also = "" if hypothesis == str(seed) else f"; hypothesis: --hypothesis-seed={hypothesis}"
+    return f"random seed: {seed} ({SEED_VARIABLE}={seed} repeats this run's choices{also})"
+
+
+def _randomised(item: pytest.Item) -> bool:
+    return "rng" in getattr(item, "fixturenames", ()) or (
+        item.get_closest_marker("hypothesis") is not None
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _randomised(item):
+        seed = item.config.stash[_SEED]
+        report.sections.append(
+            ("random seed", f"{SEED_VARIABLE}={seed} pytest '{item.nodeid}' repeats its choices")
+        )
+
+
+@pytest.fixture
+def seed(request: pytest.FixtureRequest) -> int:
+    """This run's seed (print it in assertion messages of randomised tests)."""
+    return request.config.stash[_SEED]
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest, seed: int) -> random.Random:
+    """A ``random.Random`` for this test: the same for the same seed and test id."""
+    return random.Random(f"{seed}/{request.node.nodeid}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -3,20 +3,23 @@
 After every kill a new controller process starts from nothing but the API server's state. The
 end state must be exactly the expected Jobs: every one present once, at restart attempt 0, owned
 by its JobSet, and nothing else.
+
+The moments of the kills are drawn from the ``rng`` fixture: the run's seed (printed in the
+header, and in every assertion message here) repeats the same draws with
+``STATEFUL_JOBSET_TEST_SEED``; how far each replica got before its kill still depends on timing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import uuid
 from pathlib import Path
 
 from controller.jobset import api
 from controller.runtime.client import CLAIMS, JOBS, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.crd import install_crd
-from tests.support.jobsets import jobset, replicated_job
+from tests.support.jobsets import Obj, jobset, replicated_job
 from tests.support.replicas import Replica, start_replica
 
 JOBSETS = 12
@@ -37,11 +40,10 @@ def _controller(kube: Kube, namespace: str, tmp_path: Path, n: int) -> Replica:
 
 
 async def test_random_kills_converge_to_exactly_the_expected_jobs(
-    kube: Kube, namespace: str, tmp_path: Path
+    kube: Kube, namespace: str, tmp_path: Path, rng: random.Random, seed: int
 ) -> None:
     await install_crd(kube)
     client = KubeClient(kube.api)
-    rng = random.Random(uuid.uuid4().int)
     expected: set[str] = set()
     for i in range(JOBSETS):
         name = f"c{i}"
@@ -58,11 +60,13 @@ async def test_random_kills_converge_to_exactly_the_expected_jobs(
         before = await job_count()
         # Kill it in the middle of its work: once it made progress, after a random moment
         # (the client QPS limit keeps creation slow enough to interrupt).
-        await wait_for(job_count, lambda c, b=before: c > b, "the controller to make progress")
+        await wait_for(job_count, before.__lt__, "the controller to make progress")
         await asyncio.sleep(rng.uniform(0.0, 0.5))
         replica.process.kill()
         counts.append(await job_count())
-    assert 0 < counts[-1] < len(expected), f"the kills did not interrupt the work: {counts}"
+    assert 0 < counts[-1] < len(expected), (
+        f"the kills did not interrupt the work: {counts} (seed {seed})"
+    )
 
     survivor = _controller(kube, namespace, tmp_path, KILLS)
     try:
@@ -77,7 +81,7 @@ async def test_random_kills_converge_to_exactly_the_expected_jobs(
         await asyncio.sleep(2)  # anything extra would show up now
         jobs = (await client.list(JOBS, namespace))["items"]
         found = [j["metadata"]["name"] for j in jobs]
-        assert sorted(found) == sorted(expected), "missing or unexpected Jobs"
+        assert sorted(found) == sorted(expected), f"missing or unexpected Jobs (seed {seed})"
         assert len(found) == len(set(found))
         for job in jobs:
             owners = job["metadata"]["ownerReferences"]
@@ -88,15 +92,15 @@ async def test_random_kills_converge_to_exactly_the_expected_jobs(
         survivor.process.kill()
 
 
-def _with_volumes(name: str) -> dict[str, object]:
+def _with_volumes(name: str) -> Obj:
     body = jobset(name, replicated_job("a", 2), replicated_job("b", 1))
-    for rjob in body["spec"]["replicatedJobs"]:  # type: ignore[index]
+    for rjob in body["spec"]["replicatedJobs"]:
         container = rjob["template"]["spec"]["template"]["spec"]["containers"][0]
         container["volumeMounts"] = [{"name": "ckpt", "mountPath": "/ckpt"}]
         if rjob["name"] == "a":
             container["volumeMounts"].append({"name": "data", "mountPath": "/data"})
     template = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    body["spec"]["volumeClaimPolicies"] = [  # type: ignore[index]
+    body["spec"]["volumeClaimPolicies"] = [
         {"scope": "Job", "templates": [{"metadata": {"name": "ckpt"}, "spec": template}]},
         {"templates": [{"metadata": {"name": "data"}, "spec": template}]},
     ]
@@ -104,11 +108,10 @@ def _with_volumes(name: str) -> dict[str, object]:
 
 
 async def test_random_kills_during_claim_create_and_delete_converge(
-    kube: Kube, namespace: str, tmp_path: Path
+    kube: Kube, namespace: str, tmp_path: Path, rng: random.Random, seed: int
 ) -> None:
     await install_crd(kube)
     client = KubeClient(kube.api)
-    rng = random.Random(uuid.uuid4().int)
     names = [f"v{i}" for i in range(8)]
     for name in names:
         await client.create(api.JOBSETS, _with_volumes(name), namespace)
@@ -124,9 +127,7 @@ async def test_random_kills_during_claim_create_and_delete_converge(
         for n in range(first, first + rounds):
             replica = _controller(kube, namespace, tmp_path, n)
             before = await live_claims()
-            await wait_for(
-                live_claims, lambda c, b=before: c != b, "the controller to make progress"
-            )
+            await wait_for(live_claims, before.__ne__, "the controller to make progress")
             await asyncio.sleep(rng.uniform(0.0, 0.4))
             replica.process.kill()
 
@@ -134,7 +135,9 @@ async def test_random_kills_during_claim_create_and_delete_converge(
     expected = set().union(*(claims_of(n) for n in names))
     survivor = _controller(kube, namespace, tmp_path, 10)
     try:
-        await wait_for(live_claims, lambda c: c == expected, "every expected claim", seconds=120)
+        await wait_for(
+            live_claims, lambda c: c == expected, f"every expected claim (seed {seed})", seconds=120
+        )
     finally:
         survivor.process.kill()
 
@@ -154,7 +157,9 @@ async def test_random_kills_during_claim_create_and_delete_converge(
         await wait_for(
             jobsets, lambda found: found == set(kept), "deleted JobSets to go", seconds=120
         )
-        await wait_for(live_claims, lambda c: c == expected, "exactly the kept JobSets' claims")
+        await wait_for(
+            live_claims, lambda c: c == expected, f"exactly the kept JobSets' claims (seed {seed})"
+        )
         listed = (await client.list(CLAIMS, namespace))["items"]
         owners = {c["metadata"]["name"]: c["metadata"]["labels"][api.JOBSET_NAME] for c in listed}
         assert set(owners.values()) <= set(names)
