@@ -9,12 +9,9 @@ from __future__ import annotations
 import functools
 import re
 import shlex
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -321,28 +318,3 @@ def test_leader_election_role_is_namespaced_to_the_controller() -> None:
             "name": name,
         }
         assert binding["subjects"] == [subject]
-
-
-# ------------------------------------------------------------------------------------- alerts
-
-
-def test_alert_rules_pass_promtool() -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.fail(
-            "promtool is missing: install it (Debian/Ubuntu: apt-get install -y prometheus) to "
-            f"check {ALERTS.relative_to(REPO)}",
-            pytrace=False,
-        )
-    done = subprocess.run(
-        [promtool, "check", "rules", str(ALERTS)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    names = {r["alert"] for g in _docs(ALERTS)[0]["groups"] for r in g["rules"]}
-    assert {
-        "StatefulJobSetNoLeader",
-        "StatefulJobSetReconcileErrors",
-        "StatefulJobSetWorkqueueBacklogGrowing",
-        "StatefulJobSetVolumeClaimConflicts",
-    } <= names
