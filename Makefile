@@ -52,13 +52,13 @@ tools: ## Debian packages the tests and lint use: prometheus (+promtool), shellc
 test: binaries tools ## run every tier: unit, integration, end-to-end
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-unit: venv tools ## unit tier only (no cluster)
+test-unit: venv ## unit tier only (no cluster, no Debian tools)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 test-integration: binaries ## integration tier only (etcd + kube-apiserver)
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
-test-e2e: binaries ## end-to-end tier only (the whole local control plane)
+test-e2e: binaries tools ## end-to-end tier only (the whole local control plane, Prometheus, promtool)
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 cluster-up: binaries ## start the local control plane in the background
