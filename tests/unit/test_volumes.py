@@ -694,12 +694,21 @@ def test_owner_reference_only_when_deleted_with_the_jobset() -> None:
     ]
 
 
-def test_dataclasses_are_frozen_and_hashable() -> None:
+def test_claims_and_policies_are_frozen_values() -> None:
+    # Computed twice from equal specs: distinct objects, equal as values, one element in a set
+    # (hashable although templates hold dicts); a different retention is a different value.
     desired = only(make([{"templates": [tpl("data")]}]))
+    again = only(make([{"templates": [tpl("data")]}]))
+    assert desired is not again and desired.policy is not again.policy
+    assert desired == again and hash(desired) == hash(again)
+    assert {desired, again} == {desired} and {desired.policy, again.policy} == {desired.policy}
+    retained = only(
+        make([{"templates": [tpl("data")], "retentionPolicy": {"whenScaled": "Delete"}}])
+    )
+    assert retained != desired and retained.policy != desired.policy
+    assert len({desired, retained}) == 2
     with pytest.raises(AttributeError):
         desired.name = "other"  # type: ignore[misc]
-    assert hash(desired) == hash(desired)
-    assert len({desired.policy, desired.policy}) == 1
 
 
 # ----------------------------------------------------------------------------- mounting
