@@ -20,6 +20,7 @@ updates before writing Job status. Pure: time is passed in.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset.status import status_equal
@@ -62,3 +63,38 @@ def status_delay(
     if is_milestone(stored, desired):
         return 0.0
     return max(0.0, last_write + period - now)
+
+
+@dataclass(frozen=True)
+class StatusTiming:
+    """``write``: write the plan's status in this pass. ``requeue_after``: when to come back (the
+    plan's own time, or sooner so that held counters go out once the pace allows)."""
+
+    write: bool
+    requeue_after: float | None
+
+
+def status_timing(
+    stored: Mapping[str, Any],
+    desired: Mapping[str, Any] | None,
+    *,
+    with_events: bool,
+    requeue_after: float | None,
+    last_write: float | None,
+    now: float,
+    period: float,
+) -> StatusTiming:
+    """Whether the plan's ``desired`` status (None: unchanged) goes out now.
+
+    A plan with Events always writes its status at once: the Events announce transitions that
+    the status records. Otherwise ``status_delay`` decides; a held status rides on the next
+    milestone or goes out when the reconcile comes back at the end of the hold.
+    """
+    if desired is None:
+        return StatusTiming(write=False, requeue_after=requeue_after)
+    hold = 0.0 if with_events else status_delay(stored, desired, last_write, now, period)
+    if hold <= 0:
+        return StatusTiming(write=True, requeue_after=requeue_after)
+    return StatusTiming(
+        write=False, requeue_after=hold if requeue_after is None else min(requeue_after, hold)
+    )

@@ -13,16 +13,23 @@ import asyncio
 import datetime
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from controller.jobset import api, pacing, storage, volumes
+from controller.jobset import (
+    api,
+    expectations,
+    finalizers,
+    invalid,
+    pacing,
+    preflight,
+    storage,
+    volumes,
+)
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
-from controller.jobset.status import set_condition
 from controller.jobset.storage import ClaimPatch, StorageClasses, VolumePlan
 from controller.runtime.client import CLAIMS, JOBS, SERVICES, ApiError, KubeClient
 from controller.runtime.controller import Result
@@ -35,8 +42,6 @@ log = structlog.get_logger("jobset")
 JOBSET_INDEX = "jobset"
 # Upstream creates and deletes child Jobs with at most this many requests in flight.
 MAX_PARALLELISM = 50
-# How long a create we made may be missing from the cache before we stop trusting it.
-EXPECTATION_TTL = 30.0
 
 
 class JobSetMetrics:
@@ -73,29 +78,6 @@ class JobSetMetrics:
         )
 
 
-@dataclass
-class _Expectations:
-    """Jobs we created whose creation the cache has not shown yet (client-go's expectations):
-    without them a reconcile that runs before the informer catches up would POST them again."""
-
-    created: dict[str, dict[str, float]] = field(default_factory=dict)
-
-    def pending(self, key: str, now: float) -> set[str]:
-        names = self.created.get(key, {})
-        live = {n: t for n, t in names.items() if now - t < EXPECTATION_TTL}
-        self.created[key] = live
-        return set(live)
-
-    def expect(self, key: str, names: list[str], now: float) -> None:
-        self.created.setdefault(key, {}).update(dict.fromkeys(names, now))
-
-    def observed(self, key: str, names: set[str]) -> None:
-        pending = self.created.get(key)
-        if pending:
-            for name in names & set(pending):
-                del pending[name]
-
-
 class JobSetReconciler:
     def __init__(
         self,
@@ -120,8 +102,9 @@ class JobSetReconciler:
         self.storage_classes = storage_classes
         self.metrics = metrics or JobSetMetrics(None)
         self._wall = wall_clock
-        self._expectations = _Expectations()
-        # resourceVersion of our last status write per JobSet: a cache older than that is stale.
+        # Per JobSet, the Jobs we created that the cache has not shown yet (``expectations``).
+        self._expected: dict[str, dict[str, float]] = {}
+        # resourceVersion of our last write per JobSet: a cache older than that is stale.
         self._written: dict[str, int] = {}
         # Monotonic time of our last status write per JobSet: progress counters are paced by it.
         self._status_written_at: dict[str, float] = {}
@@ -165,11 +148,6 @@ class JobSetReconciler:
                 expandable.add(name)
         return StorageClasses(frozenset(wffc), frozenset(expandable))
 
-    def _stale(self, key: str, obj: Obj) -> bool:
-        version = str(obj.get("metadata", {}).get("resourceVersion", ""))
-        written = self._written.get(key)
-        return written is not None and version.isdigit() and int(version) < written
-
     # -------------------------------------------------------------- reconcile
 
     async def reconcile(self, key: str) -> Result:
@@ -178,17 +156,18 @@ class JobSetReconciler:
         if obj is None:
             self._written.pop(key, None)
             self._status_written_at.pop(key, None)
-            self._expectations.created.pop(key, None)
+            self._expected.pop(key, None)
             return Result()
-        managed_by = (obj.get("spec") or {}).get("managedBy")
-        if isinstance(managed_by, str) and managed_by and managed_by != api.CONTROLLER_NAME:
+        if preflight.managed_elsewhere(obj):
             return Result()  # another controller's JobSet
-        if self._stale(key, obj):
-            return Result(requeue_after=0.2)
+        if preflight.is_stale(obj, self._written.get(key)):
+            return Result(requeue_after=preflight.STALE_REQUEUE_AFTER)
         try:
             jobset = parse(obj)
             jobs = self._children(key, jobset.uid)
-            self._expectations.observed(key, {j["metadata"]["name"] for j in jobs})
+            self._expected[key] = expectations.observe(
+                self._expected.get(key, {}), (j["metadata"]["name"] for j in jobs)
+            )
             service = self.services.get(namespace, jobset.subdomain)
             policies = volumes.policies(jobset)
             plan = decide(
@@ -203,19 +182,25 @@ class JobSetReconciler:
         except InvalidJobSet as err:
             await self._report_invalid(obj, str(err))
             return Result()  # nothing to retry until the object changes
-        pending = self._expectations.pending(key, time.monotonic())
-        plan.create_jobs = [j for j in plan.create_jobs if j["metadata"]["name"] not in pending]
-        requeue_after = plan.requeue_after
-        if plan.status is not None:
-            stored = jobset.raw.get("status") or {}
-            hold = 0.0 if plan.events else self._status_hold(key, stored, plan.status)
-            if hold > 0:
-                # Counters only: they ride on the next milestone or go out when the pace allows.
-                plan.status = None
-                requeue_after = hold if requeue_after is None else min(requeue_after, hold)
-            else:
-                changed = sorted(k for k, v in plan.status.items() if stored.get(k) != v)
-                log.debug("status changed", fields=changed)
+        now = time.monotonic()
+        self._expected[key] = expectations.live(self._expected.get(key, {}), now)
+        plan.create_jobs = expectations.creates_to_send(plan.create_jobs, self._expected[key], now)
+        stored = jobset.raw.get("status") or {}
+        timing = pacing.status_timing(
+            stored,
+            plan.status,
+            with_events=bool(plan.events),
+            requeue_after=plan.requeue_after,
+            last_write=self._status_written_at.get(key),
+            now=now,
+            period=self.status_progress_period,
+        )
+        if plan.status is not None and not timing.write:
+            # Counters only: they ride on the next milestone or go out when the pace allows.
+            plan.status = None
+        elif plan.status is not None:
+            changed = sorted(k for k, v in plan.status.items() if stored.get(k) != v)
+            log.debug("status changed", fields=changed)
         if plan.writes:
             log.info(
                 "applying plan",
@@ -226,16 +211,7 @@ class JobSetReconciler:
                 service=plan.create_service is not None,
             )
         await self._apply(key, jobset, plan)
-        return Result(requeue_after=requeue_after)
-
-    def _status_hold(self, key: str, stored: Obj, desired: Obj) -> float:
-        return pacing.status_delay(
-            stored,
-            desired,
-            self._status_written_at.get(key),
-            time.monotonic(),
-            self.status_progress_period,
-        )
+        return Result(requeue_after=timing.requeue_after)
 
     # ------------------------------------------------------------------ act
 
@@ -306,7 +282,8 @@ class JobSetReconciler:
         if vplan.add_finalizer:
             # Before any claim exists, so retention runs whatever happens next.
             updated = await self._add_finalizer(jobset)
-            self._remember(key, updated)
+            if updated is not None:
+                self._remember(key, updated)
         await self._parallel([self._create_claim(jobset, claim) for claim in vplan.create])
         await self._parallel([self._patch_claim(jobset, change) for change in vplan.patch])
         await self._parallel([self._delete_claim(jobset, name) for name in vplan.delete])
@@ -316,37 +293,22 @@ class JobSetReconciler:
 
     def _remember(self, key: str, written: Obj) -> None:
         """Our newest write of this JobSet: until the cache shows it, the cache is stale."""
-        version = str(written.get("metadata", {}).get("resourceVersion", ""))
-        if version.isdigit():
-            self._written[key] = int(version)
+        version = preflight.remember(self._written.get(key), written)
+        if version is not None:
+            self._written[key] = version
 
-    async def _add_finalizer(self, jobset: JobSet) -> Obj:
-        meta = jobset.raw.get("metadata") or {}
-        current = list(meta.get("finalizers") or [])
-        patch: list[Obj] = [{"op": "test", "path": "/metadata/resourceVersion",
-                             "value": meta.get("resourceVersion")}]  # fmt: skip
-        if current:
-            patch.append(
-                {"op": "add", "path": "/metadata/finalizers/-", "value": volumes.FINALIZER}
-            )
-        else:
-            patch.append(
-                {"op": "add", "path": "/metadata/finalizers", "value": [volumes.FINALIZER]}
-            )
+    async def _add_finalizer(self, jobset: JobSet) -> Obj | None:
+        patch = finalizers.add_patch(jobset.raw.get("metadata") or {}, volumes.FINALIZER)
+        if patch is None:
+            return None
         return await self.client.patch(
             api.JOBSETS, jobset.name, patch, jobset.namespace, patch_type="json"
         )
 
     async def _remove_finalizer(self, jobset: JobSet) -> None:
-        meta = jobset.raw.get("metadata") or {}
-        current = list(meta.get("finalizers") or [])
-        if volumes.FINALIZER not in current:
+        patch = finalizers.remove_patch(jobset.raw.get("metadata") or {}, volumes.FINALIZER)
+        if patch is None:
             return
-        index = current.index(volumes.FINALIZER)
-        patch = [
-            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": volumes.FINALIZER},
-            {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-        ]
         try:
             await self.client.patch(
                 api.JOBSETS, jobset.name, patch, jobset.namespace, patch_type="json"
@@ -403,7 +365,9 @@ class JobSetReconciler:
                 return
             self._event(jobset.raw, "Warning", api.REASON_JOB_CREATION_FAILED, err.message)
             raise
-        self._expectations.expect(key, [name], time.monotonic())
+        self._expected[key] = expectations.expect(
+            self._expected.get(key, {}), [name], time.monotonic()
+        )
 
     async def _delete_job(self, namespace: str, name: str) -> None:
         try:
@@ -433,19 +397,13 @@ class JobSetReconciler:
             self.metrics.failed.labels(jobset_name=key).inc()
 
     async def _report_invalid(self, obj: Obj, message: str) -> None:
-        status = obj.get("status") or {}
-        conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
-        generation = obj.get("metadata", {}).get("generation") or 0
-        updated = set_condition(
-            conditions, api.SPEC_INVALID, "True", api.REASON_SPEC_INVALID, message,
-            self._wall(), int(generation),
-        )  # fmt: skip
-        if updated == conditions:
-            return
+        found = invalid.report(obj, message, self._wall())
+        if found is None:
+            return  # already reported for this generation
         body = dict(obj)
-        body["status"] = {**status, "conditions": updated}
+        body["status"] = found.status
         log.warning("invalid JobSet", error=message)
-        self._event(obj, "Warning", api.REASON_SPEC_INVALID, message)
+        self._event(obj, found.event.type, found.event.reason, found.event.message)
         await self.client.replace(
             api.JOBSETS, body, obj["metadata"].get("namespace"), subresource="status"
         )

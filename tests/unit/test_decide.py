@@ -1,0 +1,622 @@
+"""decide: how one reconcile composes the policies — observed state in, the plan of writes out.
+
+Each row is a JobSet (its spec and stored status), the children and claims the caches hold, and
+the time; the expected plan is written out in full as a summary (``_summary``): which Jobs are
+created (name, restart attempt, suspended), deleted and patched, the Service, the new status
+(counters, conditions as type/status/reason), the Events, the claims' writes and ``writes``.
+The policies themselves are tabled in their own tests; this table is about their order and
+how they combine (upstream's reconcile order, see ``decide``'s docstring).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from controller.jobset import api, model
+from controller.jobset.decide import Plan, decide
+from controller.jobset.model import Obj
+from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset_obj, rjob
+
+# ----------------------------------------------------------------------------- inputs
+
+FAIL = ("BackoffLimitExceeded", "Job has reached the specified backoff limit", T0)
+TWO = [rjob("leader"), rjob("workers", 2)]
+CLAIM_SPEC: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+RETENTION_FINALIZER = "jobset.x-k8s.io/volume-retention"
+
+
+def _mounting(name: str, replicas: int, *claims: str) -> Obj:
+    """A replicated job whose main container mounts the claim templates ``claims``."""
+    mounts = [{"name": c, "mountPath": f"/{c}"} for c in claims]
+    return rjob(
+        name,
+        replicas,
+        pod_spec={"containers": [{"name": "main", "image": "busybox", "volumeMounts": mounts}]},
+    )
+
+
+# leader mounts nothing; each worker mounts the JobSet-scope claim "data-js".
+VOLUME_RJOBS = [rjob("leader"), _mounting("workers", 2, "data")]
+VOLUME_SPEC: Obj = {
+    "volumeClaimPolicies": [
+        {"templates": [{"metadata": {"name": "data"}, "spec": CLAIM_SPEC}]},
+    ]
+}
+
+
+def _claim(phase: str) -> Obj:
+    """The claim ``data-js`` as this controller created it for JobSet js (uid-js)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "data-js",
+            "namespace": "default",
+            "labels": {
+                api.JOBSET_NAME: "js",
+                "jobset.sigs.k8s.io/volume-template": "data",
+                "jobset.sigs.k8s.io/volume-scope": "JobSet",
+            },
+            "annotations": {api.JOBSET_UID: "uid-js"},
+            "ownerReferences": [
+                {
+                    "apiVersion": api.API_VERSION,
+                    "kind": api.KIND,
+                    "name": "js",
+                    "uid": "uid-js",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": copy.deepcopy(CLAIM_SPEC),
+        "status": {"phase": phase},
+    }
+
+
+def _counts(**per_rjob: dict[str, int]) -> list[Obj]:
+    """Stored ``replicatedJobsStatus``: every counter, zero unless given."""
+    zero = {"ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
+    return [{"name": name, **zero, **counters} for name, counters in per_rjob.items()]
+
+
+def _terminating(claim: Obj) -> Obj:
+    return {**claim, "metadata": {**claim["metadata"], "deletionTimestamp": "2025-01-01T12:00:00Z"}}
+
+
+def _ours(kind: str, reason: str, message: str, status: str = "True", generation: int = 1) -> Obj:
+    """A condition as this controller writes it (with observedGeneration)."""
+    return {
+        **condition(kind, status, reason=reason, message=message),
+        "observedGeneration": generation,
+    }
+
+
+SERVICE: Obj = {"metadata": {"name": "js", "namespace": "default"}}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One observed state. ``jobset``: keywords of ``make_jobset_obj``; ``stored``: more stored
+    status fields; ``jobs``: (replicated job, index, ``make_job`` keywords)."""
+
+    jobset: dict[str, Any] = field(default_factory=dict)
+    stored: dict[str, Any] = field(default_factory=dict)
+    finalizers: tuple[str, ...] = ()
+    jobs: tuple[tuple[str, int, dict[str, Any]], ...] = ()
+    service: bool = True
+    claims: tuple[Obj, ...] = ()
+    now: datetime.datetime = T0
+
+
+def _run(case: Case) -> Plan:
+    raw = make_jobset_obj(**case.jobset)
+    raw["status"].update(copy.deepcopy(case.stored))
+    if case.finalizers:
+        raw["metadata"]["finalizers"] = list(case.finalizers)
+    jobset = model.parse(raw)
+    jobs = [make_job(jobset, name, index, **kw) for name, index, kw in case.jobs]
+    claims = {c["metadata"]["name"]: c for c in case.claims}
+    return decide(jobset, jobs, SERVICE if case.service else None, case.now, claims=claims or None)
+
+
+# ----------------------------------------------------------------------------- the summary
+
+
+def _status(status: Obj) -> Obj:
+    out: Obj = {"restarts": status.get("restarts", 0)}
+    if status.get("restartsCountTowardsMax"):
+        out["restartsCountTowardsMax"] = status["restartsCountTowardsMax"]
+    if status.get("terminalState"):
+        out["terminalState"] = status["terminalState"]
+    out["conditions"] = [(c["type"], c["status"], c["reason"]) for c in status["conditions"]]
+    out["replicatedJobs"] = {
+        r["name"]: {k: v for k, v in r.items() if k != "name" and v}
+        for r in status.get("replicatedJobsStatus") or []
+    }
+    if "volumes" in status:
+        out["volumes"] = [{k: v for k, v in t.items() if v} for t in status["volumes"]["templates"]]
+    return out
+
+
+def _mounted(job: Obj) -> list[str]:
+    pod = job["spec"]["template"]["spec"]
+    return sorted(
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod.get("volumes") or []
+        if "persistentVolumeClaim" in v
+    )
+
+
+def _summary(plan: Plan) -> Obj:
+    """The plan, with only what it does."""
+    out: Obj = {}
+    if plan.create_jobs:
+        out["create"] = [
+            (
+                j["metadata"]["name"],
+                int(j["metadata"]["labels"][api.RESTART_ATTEMPT]),
+                "suspended" if j["spec"]["suspend"] else "running",
+            )
+            for j in plan.create_jobs
+        ]
+        mounts = {j["metadata"]["name"]: _mounted(j) for j in plan.create_jobs if _mounted(j)}
+        if mounts:
+            out["mounts"] = mounts
+    if plan.create_service is not None:
+        out["service"] = plan.create_service["metadata"]["name"]
+    if plan.delete_jobs:
+        out["delete"] = sorted(plan.delete_jobs)
+    if plan.clear_start_time:
+        out["clear_start_time"] = list(plan.clear_start_time)
+    if plan.patch_jobs:
+        out["patch"] = dict(plan.patch_jobs)
+    if plan.status is not None:
+        out["status"] = _status(plan.status)
+    if plan.events:
+        out["events"] = [(e.type, e.reason, e.message) for e in plan.events]
+    if plan.volume is not None and plan.volume.writes:
+        v = plan.volume
+        claims: Obj = {}
+        if v.add_finalizer:
+            claims["add_finalizer"] = True
+        if v.create:
+            claims["create"] = [c["metadata"]["name"] for c in v.create]
+        if v.patch:
+            claims["patch"] = [p.name for p in v.patch]
+        if v.delete:
+            claims["delete"] = list(v.delete)
+        if v.remove_finalizer:
+            claims["remove_finalizer"] = True
+        out["claims"] = claims
+    if plan.delete_jobset:
+        out["delete_jobset"] = True
+    if plan.requeue_after is not None:
+        out["requeue_after"] = plan.requeue_after
+    if plan.completed:
+        out["completed"] = True
+    if plan.failed:
+        out["failed"] = True
+    out["writes"] = plan.writes
+    return out
+
+
+# ----------------------------------------------------------------------------- the table
+
+RUNNING = {"active": 1}
+ALL_ACTIVE = (("leader", 0, RUNNING), ("workers", 0, RUNNING), ("workers", 1, RUNNING))
+ALL_ACTIVE_STATUS = {"replicatedJobsStatus": _counts(leader={"active": 1}, workers={"active": 2})}
+ALL_COMPLETE = tuple((n, i, {"complete": True}) for n, i, _ in ALL_ACTIVE)
+COMPLETED = _ours(api.COMPLETED, api.REASON_ALL_JOBS_COMPLETED, api.MESSAGE_ALL_JOBS_COMPLETED)
+SUSPENDED = _ours(api.SUSPENDED, api.REASON_SUSPENDED, api.MESSAGE_SUSPENDED)
+FIRST_FAILED = " (first failed job: js-workers-1)"
+UNSTARTED: dict[str, Obj] = {"leader": {}, "workers": {}}
+
+ROWS = [
+    # --- creating
+    pytest.param(
+        Case(service=False),
+        {
+            "create": [("js-leader-0", 0, "running"), ("js-workers-0", 0, "running"),
+                       ("js-workers-1", 0, "running")],
+            "service": "js",
+            "status": {"restarts": 0, "conditions": [], "replicatedJobs": UNSTARTED},
+            "writes": 5,
+        },
+        id="new-jobset-creates-jobs-service-status",
+    ),
+    # Upstream creates a suspended JobSet's Jobs, suspended (Kueue then resumes the JobSet).
+    pytest.param(
+        Case(jobset={"suspend": True}),
+        {
+            "create": [("js-leader-0", 0, "suspended"), ("js-workers-0", 0, "suspended"),
+                       ("js-workers-1", 0, "suspended")],
+            "status": {"restarts": 0, "conditions": [("Suspended", "True", "SuspendedJobs")],
+                       "replicatedJobs": UNSTARTED},
+            "events": [("Normal", "SuspendedJobs", "jobset is suspended")],
+            "writes": 4,
+        },
+        id="new-suspended-jobs-created-suspended",
+    ),
+    pytest.param(
+        Case(jobset={"suspend": True}, jobs=ALL_ACTIVE, stored=ALL_ACTIVE_STATUS),
+        {
+            "patch": {"js-leader-0": {"spec": {"suspend": True}},
+                      "js-workers-0": {"spec": {"suspend": True}},
+                      "js-workers-1": {"spec": {"suspend": True}}},
+            "status": {"restarts": 0, "conditions": [("Suspended", "True", "SuspendedJobs")],
+                       "replicatedJobs": {"leader": {"active": 1}, "workers": {"active": 2}}},
+            "events": [("Normal", "SuspendedJobs", "jobset is suspended")],
+            "writes": 4,
+        },
+        id="suspend-running-no-creates",
+    ),
+    pytest.param(
+        Case(
+            jobset={"conditions": [SUSPENDED]},
+            jobs=tuple((n, i, {"suspended": True}) for n, i, _ in ALL_ACTIVE),
+            stored={"replicatedJobsStatus": _counts(leader={"suspended": 1},
+                                                    workers={"suspended": 2})},
+        ),
+        {
+            "patch": {"js-leader-0": {"spec": {"suspend": False}},
+                      "js-workers-0": {"spec": {"suspend": False}},
+                      "js-workers-1": {"spec": {"suspend": False}}},
+            "status": {"restarts": 0, "conditions": [("Suspended", "False", "ResumeJobs")],
+                       "replicatedJobs": {"leader": {"suspended": 1},
+                                          "workers": {"suspended": 2}}},
+            "events": [("Normal", "ResumeJobs", "jobset is resumed")],
+            "writes": 4,
+        },
+        id="resume",
+    ),
+    pytest.param(
+        Case(jobset={"replicated_jobs": [rjob("leader"),
+                                         rjob("workers", 2, depends_on=[("leader", "Ready")])]}),
+        {
+            "create": [("js-leader-0", 0, "running")],
+            "status": {"restarts": 0, "conditions": [], "replicatedJobs": UNSTARTED},
+            "writes": 2,
+        },
+        id="depends-on-not-met-only-first",
+    ),
+    pytest.param(
+        Case(
+            jobset={"replicated_jobs": [rjob("leader"),
+                                        rjob("workers", 2, depends_on=[("leader", "Ready")])]},
+            jobs=(("leader", 0, {"active": 1, "ready": 1}),),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1}, workers={})},
+        ),
+        {
+            "create": [("js-workers-0", 0, "running"), ("js-workers-1", 0, "running")],
+            "status": {"restarts": 0, "conditions": [],
+                       "replicatedJobs": {"leader": {"active": 1, "ready": 1}, "workers": {}}},
+            "writes": 3,
+        },
+        id="depends-on-met-rest-created",
+    ),
+    pytest.param(
+        Case(jobset={"startup_in_order": True}),
+        {
+            "create": [("js-leader-0", 0, "running")],
+            "status": {"restarts": 0,
+                       "conditions": [("StartupPolicyInProgress", "True",
+                                       "InOrderStartupPolicyInProgress")],
+                       "replicatedJobs": UNSTARTED},
+            "events": [("Normal", "InOrderStartupPolicyInProgress",
+                        "in order startup policy is in progress")],
+            "writes": 2,
+        },
+        id="in-order-first-replicated-job-only",
+    ),
+    # A lost Job is recreated (steady state otherwise).
+    pytest.param(
+        Case(jobs=ALL_ACTIVE[:2],
+             stored={"replicatedJobsStatus": _counts(leader={"active": 1},
+                                                     workers={"active": 1})}),
+        {"create": [("js-workers-1", 0, "running")], "writes": 1},
+        id="missing-job-recreated",
+    ),
+    # --- failing and restarting
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 2}},
+            jobs=(ALL_ACTIVE[0], ALL_ACTIVE[1], ("workers", 1, {"failed": FAIL})),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1},
+                                                    workers={"active": 2})},
+        ),
+        {
+            "status": {"restarts": 1, "restartsCountTowardsMax": 1, "conditions": [],
+                       "replicatedJobs": {"leader": {"active": 1},
+                                          "workers": {"active": 1, "failed": 1}}},
+            "events": [("Warning", "RestartJobSetFailurePolicyAction",
+                        "applying RestartJobSet failure policy action" + FIRST_FAILED)],
+            "writes": 1,
+        },
+        id="failed-job-restarts-counter-bumped-first",
+    ),
+    # The next pass: the old attempt's Jobs go (foreground); the new ones take the same names,
+    # so they are created only once the old ones are gone.
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 2}, "restarts": 1,
+                    "restarts_count_towards_max": 1},
+            jobs=(("leader", 0, {"active": 1, "restart_attempt": 0}),
+                  ("workers", 0, {"active": 1, "restart_attempt": 0}),
+                  ("workers", 1, {"failed": FAIL, "restart_attempt": 0})),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1},
+                                                    workers={"active": 1, "failed": 1})},
+        ),
+        {
+            "delete": ["js-leader-0", "js-workers-0", "js-workers-1"],
+            "status": {"restarts": 1, "restartsCountTowardsMax": 1, "conditions": [],
+                       "replicatedJobs": UNSTARTED},
+            "writes": 4,
+        },
+        id="restart-deletes-old-attempt",
+    ),
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 2}, "restarts": 1,
+                    "restarts_count_towards_max": 1},
+            jobs=(("workers", 1, {"restart_attempt": 0, "deleting": True}),),
+            stored={"replicatedJobsStatus": _counts(leader={}, workers={})},
+        ),
+        {"create": [("js-leader-0", 1, "running"), ("js-workers-0", 1, "running")],
+         "writes": 2},
+        id="recreate-creates-names-already-free",
+    ),
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 2, "restartStrategy": "BlockingRecreate"},
+                    "restarts": 1, "restarts_count_towards_max": 1},
+            jobs=(("workers", 1, {"restart_attempt": 0, "deleting": True}),),
+            stored={"replicatedJobsStatus": _counts(leader={}, workers={})},
+        ),
+        {"writes": 0},
+        id="blocking-recreate-waits-for-all-old-jobs",
+    ),
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 2}, "restarts": 1,
+                    "restarts_count_towards_max": 1},
+            stored={"replicatedJobsStatus": _counts(leader={}, workers={})},
+        ),
+        {"create": [("js-leader-0", 1, "running"), ("js-workers-0", 1, "running"),
+                    ("js-workers-1", 1, "running")],
+         "writes": 3},
+        id="old-attempt-gone-new-attempt-created",
+    ),
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 1}, "restarts": 1,
+                    "restarts_count_towards_max": 1},
+            jobs=(ALL_ACTIVE[0], ALL_ACTIVE[1], ("workers", 1, {"failed": FAIL})),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1},
+                                                    workers={"active": 2})},
+        ),
+        {
+            "status": {"restarts": 1, "restartsCountTowardsMax": 1, "terminalState": "Failed",
+                       "conditions": [("Failed", "True", "ReachedMaxRestarts")],
+                       "replicatedJobs": {"leader": {"active": 1},
+                                          "workers": {"active": 1, "failed": 1}}},
+            "events": [("Warning", "ReachedMaxRestarts",
+                        "jobset failed due to reaching max number of restarts" + FIRST_FAILED)],
+            "failed": True,
+            "writes": 1,
+        },
+        id="max-restarts-reached-fails",
+    ),
+    pytest.param(
+        Case(jobs=(ALL_ACTIVE[0], ALL_ACTIVE[1], ("workers", 1, {"failed": FAIL})),
+             stored=ALL_ACTIVE_STATUS),
+        {
+            "status": {"restarts": 0, "terminalState": "Failed",
+                       "conditions": [("Failed", "True", "FailedJobs")],
+                       "replicatedJobs": {"leader": {"active": 1},
+                                          "workers": {"active": 1, "failed": 1}}},
+            "events": [("Warning", "FailedJobs",
+                        "jobset failed due to one or more job failures" + FIRST_FAILED)],
+            "failed": True,
+            "writes": 1,
+        },
+        id="no-failure-policy-fails",
+    ),
+    # --- succeeding
+    pytest.param(
+        Case(jobset={"ttl": 60}, jobs=ALL_COMPLETE, stored=ALL_ACTIVE_STATUS),
+        {
+            "status": {"restarts": 0, "terminalState": "Completed",
+                       "conditions": [("Completed", "True", "AllJobsCompleted")],
+                       "replicatedJobs": {"leader": {"succeeded": 1},
+                                          "workers": {"succeeded": 2}}},
+            "events": [("Normal", "AllJobsCompleted", "jobset completed successfully")],
+            "requeue_after": 60.0,
+            "completed": True,
+            "writes": 1,
+        },
+        id="all-succeeded-completes",
+    ),
+    # successPolicy Any on workers: one worker done completes the JobSet; the pass that decides
+    # it deletes nothing...
+    pytest.param(
+        Case(
+            jobset={"success_policy": {"operator": "Any", "targetReplicatedJobs": ["workers"]}},
+            jobs=(ALL_ACTIVE[0], ("workers", 0, {"complete": True}), ALL_ACTIVE[2]),
+            stored=ALL_ACTIVE_STATUS,
+        ),
+        {
+            "status": {"restarts": 0, "terminalState": "Completed",
+                       "conditions": [("Completed", "True", "AllJobsCompleted")],
+                       "replicatedJobs": {"leader": {"active": 1},
+                                          "workers": {"active": 1, "succeeded": 1}}},
+            "events": [("Normal", "AllJobsCompleted", "jobset completed successfully")],
+            "completed": True,
+            "writes": 1,
+        },
+        id="success-policy-any-completes",
+    ),
+    # ... the next pass, with Completed stored, deletes the Jobs still running.
+    pytest.param(
+        Case(
+            jobset={"success_policy": {"operator": "Any", "targetReplicatedJobs": ["workers"]},
+                    "conditions": [COMPLETED], "terminal_state": "Completed"},
+            jobs=(ALL_ACTIVE[0], ("workers", 0, {"complete": True}), ALL_ACTIVE[2]),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1},
+                                                    workers={"active": 1, "succeeded": 1})},
+            now=at(5),
+        ),
+        {"delete": ["js-leader-0", "js-workers-1"], "writes": 2},
+        id="completed-stored-deletes-unfinished-jobs",
+    ),
+    pytest.param(
+        Case(jobset={"ttl": 60, "conditions": [COMPLETED], "terminal_state": "Completed"},
+             jobs=ALL_COMPLETE, stored={"replicatedJobsStatus": _counts(
+                 leader={"succeeded": 1}, workers={"succeeded": 2})}, now=at(10)),
+        {"requeue_after": 50.0, "writes": 0},
+        id="ttl-not-yet-requeue-for-the-rest",
+    ),
+    pytest.param(
+        Case(jobset={"ttl": 60, "conditions": [COMPLETED], "terminal_state": "Completed"},
+             jobs=ALL_COMPLETE, stored={"replicatedJobsStatus": _counts(
+                 leader={"succeeded": 1}, workers={"succeeded": 2})}, now=at(60)),
+        {"delete_jobset": True, "writes": 1},
+        id="ttl-expired-deletes-jobset",
+    ),
+    # --- scale-down (extension: replicas may be lowered)
+    pytest.param(
+        Case(jobset={"replicated_jobs": [rjob("leader"), rjob("workers", 1)]}, jobs=ALL_ACTIVE,
+             stored=ALL_ACTIVE_STATUS),
+        {
+            "delete": ["js-workers-1"],
+            "status": {"restarts": 0, "conditions": [],
+                       "replicatedJobs": {"leader": {"active": 1}, "workers": {"active": 1}}},
+            "writes": 2,
+        },
+        id="scale-down-deletes-beyond-replicas",
+    ),
+    # --- volumes
+    pytest.param(
+        Case(jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC}),
+        {
+            "create": [("js-leader-0", 0, "running")],
+            "status": {"restarts": 0,
+                       # Absent conditions are added only when True; VolumesReady is shown
+                       # while False too.
+                       "conditions": [("VolumesReady", "False", "ClaimsPending")],
+                       "replicatedJobs": UNSTARTED,
+                       # The claim this pass creates is counted as Pending already.
+                       "volumes": [{"name": "data", "scope": "JobSet", "claimName": "data-js",
+                                    "desired": 1, "existing": 1, "pending": 1}]},
+            "claims": {"add_finalizer": True, "create": ["data-js"]},
+            "writes": 4,
+        },
+        id="volumes-jobs-needing-a-missing-claim-wait",
+    ),
+    pytest.param(
+        Case(
+            jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC},
+            finalizers=(RETENTION_FINALIZER,),
+            jobs=(ALL_ACTIVE[0],),
+            claims=(_claim("Bound"),),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1}, workers={})},
+        ),
+        {
+            "create": [("js-workers-0", 0, "running"), ("js-workers-1", 0, "running")],
+            "mounts": {"js-workers-0": ["data-js"], "js-workers-1": ["data-js"]},
+            "status": {"restarts": 0,
+                       "conditions": [("VolumesReady", "True", "ClaimsBound")],
+                       "replicatedJobs": {"leader": {"active": 1}, "workers": {}},
+                       "volumes": [{"name": "data", "scope": "JobSet", "claimName": "data-js",
+                                    "desired": 1, "existing": 1, "bound": 1}]},
+            "writes": 3,
+        },
+        id="volumes-claim-bound-mounting-jobs-created",
+    ),
+    # A claim of that name that is not ours: never mounted; the Jobs needing it wait.
+    pytest.param(
+        Case(
+            jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC},
+            finalizers=(RETENTION_FINALIZER,),
+            jobs=(ALL_ACTIVE[0],),
+            claims=({"metadata": {"name": "data-js", "namespace": "default"},
+                     "spec": CLAIM_SPEC, "status": {"phase": "Bound"}},),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1}, workers={})},
+        ),
+        {
+            "status": {"restarts": 0,
+                       "conditions": [("VolumesReady", "False", "ClaimConflict"),
+                                      ("VolumeClaimConflict", "True", "ClaimConflict")],
+                       "replicatedJobs": {"leader": {"active": 1}, "workers": {}},
+                       "volumes": [{"name": "data", "scope": "JobSet", "claimName": "data-js",
+                                    "desired": 1, "conflicts": 1}]},
+            "events": [("Warning", "ClaimConflict",
+                        "data-js: claim data-js exists but was not made for JobSet js (it lacks "
+                        "the label jobset.sigs.k8s.io/jobset-name=js)")],
+            "writes": 1,
+        },
+        id="volumes-foreign-claim-conflict-jobs-wait",
+    ),
+    # Being deleted: children go with the garbage collector; claims follow retention (default
+    # whenDeleted: Delete), and the finalizer goes once the deletes were accepted.
+    pytest.param(
+        Case(jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC, "deleting": True},
+             finalizers=(RETENTION_FINALIZER,), jobs=ALL_ACTIVE, claims=(_claim("Bound"),)),
+        {"claims": {"delete": ["data-js"]}, "writes": 1},
+        id="deleting-claims-deleted-by-retention",
+    ),
+    pytest.param(
+        Case(jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC, "deleting": True},
+             finalizers=(RETENTION_FINALIZER,), jobs=ALL_ACTIVE,
+             claims=(_terminating(_claim("Bound")),)),
+        {"claims": {"remove_finalizer": True}, "writes": 1},
+        id="deleting-claims-going-finalizer-removed",
+    ),
+    pytest.param(
+        Case(jobset={"deleting": True}, jobs=ALL_ACTIVE, service=False),
+        {"writes": 0},
+        id="deleting-without-volumes-nothing",
+    ),
+    # --- steady states: nothing to write
+    pytest.param(
+        Case(jobs=ALL_ACTIVE, stored=ALL_ACTIVE_STATUS),
+        {"writes": 0},
+        id="steady-running",
+    ),
+    pytest.param(
+        Case(jobset={"suspend": True, "conditions": [SUSPENDED]},
+             jobs=tuple((n, i, {"suspended": True}) for n, i, _ in ALL_ACTIVE),
+             stored={"replicatedJobsStatus": _counts(leader={"suspended": 1},
+                                                     workers={"suspended": 2})}),
+        {"writes": 0},
+        id="steady-suspended",
+    ),
+    pytest.param(
+        Case(jobset={"conditions": [COMPLETED], "terminal_state": "Completed"},
+             jobs=ALL_COMPLETE, stored={"replicatedJobsStatus": _counts(
+                 leader={"succeeded": 1}, workers={"succeeded": 2})}, now=at(3600)),
+        {"writes": 0},
+        id="steady-completed-no-ttl",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "expected"), ROWS)
+def test_decide(case: Case, expected: Obj) -> None:
+    assert _summary(_run(case)) == expected
+
+
+def test_decide_is_pure() -> None:
+    """The same observed state gives the same plan, and decide changes none of its inputs."""
+    raw = make_jobset_obj(replicated_jobs=TWO, failure_policy={"maxRestarts": 2})
+    jobset = model.parse(raw)
+    jobs = [make_job(jobset, "workers", 1, failed=FAIL), make_job(jobset, "leader", 0)]
+    before = copy.deepcopy((raw, jobs))
+    first = _summary(decide(jobset, jobs, None, T0))
+    assert _summary(decide(jobset, jobs, None, T0)) == first
+    assert (raw, jobs) == before

@@ -1,0 +1,87 @@
+"""invalid: the SpecInvalid condition and Warning Event, written once per generation and message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.jobset import invalid
+from controller.jobset.decide import Event
+from controller.jobset.model import Obj
+from tests.unit.jobset_factories import T0, at
+
+MESSAGE = "spec.failurePolicy.rules[0]: '(unclosed' is not a valid regular expression"
+NOW = at(60)
+S_T0 = "2025-01-01T12:00:00Z"
+S_NOW = "2025-01-01T12:01:00Z"
+EVENT = Event("Warning", "InvalidSpec", MESSAGE)
+
+
+def _obj(generation: int = 2, status: Any = None) -> Obj:
+    obj: Obj = {
+        "metadata": {"name": "js", "namespace": "default", "generation": generation},
+        "spec": {},
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def _invalid(
+    message: str = MESSAGE, generation: int = 2, time: str = S_T0, status: str = "True"
+) -> Obj:
+    return {
+        "type": "SpecInvalid",
+        "status": status,
+        "lastTransitionTime": time,
+        "reason": "InvalidSpec",
+        "message": message,
+        "observedGeneration": generation,
+    }
+
+
+SUSPENDED: Obj = {
+    "type": "Suspended",
+    "status": "True",
+    "lastTransitionTime": S_T0,
+    "reason": "SuspendedJobs",
+    "message": "jobset is suspended",
+}
+
+ROWS = [
+    pytest.param(_obj(), {"conditions": [_invalid(time=S_NOW)]}, id="no-status-yet"),
+    # The rest of the status is kept, the condition appended.
+    pytest.param(_obj(status={"restarts": 1, "conditions": [SUSPENDED]}),
+                 {"restarts": 1, "conditions": [SUSPENDED, _invalid(time=S_NOW)]},
+                 id="beside-other-conditions"),
+    # Already reported for this generation: nothing to write (and no repeated Event).
+    pytest.param(_obj(status={"conditions": [_invalid()]}), None, id="already-reported"),
+    # Edited and still invalid: observedGeneration moves, the transition time stays.
+    pytest.param(_obj(generation=3, status={"conditions": [_invalid()]}),
+                 {"conditions": [_invalid(generation=3)]}, id="new-generation-still-invalid"),
+    pytest.param(_obj(status={"conditions": [_invalid(message="older reason")]}),
+                 {"conditions": [_invalid()]}, id="new-message"),
+    pytest.param(_obj(status={"conditions": [_invalid(status="False")]}),
+                 {"conditions": [_invalid(time=S_NOW)]}, id="was-false-transitions"),
+    # Garbage in the stored list is not written back.
+    pytest.param(_obj(status={"conditions": ["junk", SUSPENDED]}),
+                 {"conditions": [SUSPENDED, _invalid(time=S_NOW)]}, id="non-object-dropped"),
+    pytest.param({"metadata": {"name": "js"}}, {"conditions": [_invalid(generation=0,
+                 time=S_NOW)]}, id="no-generation"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("obj", "status"), ROWS)
+def test_report(obj: Obj, status: Obj | None) -> None:
+    report = invalid.report(obj, MESSAGE, NOW)
+    if status is None:
+        assert report is None
+    else:
+        assert report == invalid.InvalidReport(status=status, event=EVENT)
+
+
+def test_the_clock_is_the_callers() -> None:
+    report = invalid.report(_obj(), MESSAGE, T0)
+    assert report is not None
+    assert report.status["conditions"][0]["lastTransitionTime"] == S_T0
