@@ -38,6 +38,11 @@ class Config:
     retry_period: float
     metrics_bind_address: str
     health_probe_bind_address: str
+    metrics_secure: bool
+    metrics_cert_path: str
+    metrics_cert_name: str
+    metrics_cert_key: str
+    metrics_auth: bool
     log_level: str
     identity: str
     shutdown_timeout: float
@@ -111,6 +116,19 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     flag("--retry-period", "seconds between lease acquire/renew attempts", 2.0, type=float)
     flag("--metrics-bind-address", "host:port for /metrics; 0 disables", ":8080")
     flag("--health-probe-bind-address", "host:port for /healthz and /readyz; 0 disables", ":8081")
+    flag("--metrics-secure", "serve /metrics over HTTPS with the certificate in "
+         "--metrics-cert-path (re-read when it changes; no self-signed certificate is generated)",
+         False,
+         type=_bool)  # fmt: skip
+    flag("--metrics-cert-path", "directory holding the metrics serving certificate and key",
+         "")  # fmt: skip
+    flag("--metrics-cert-name", "certificate file (PEM, chain) in --metrics-cert-path", "tls.crt")
+    flag("--metrics-cert-key", "private key file (PEM) in --metrics-cert-path", "tls.key")
+    flag("--metrics-auth", "require a bearer token on /metrics, authenticated with a TokenReview "
+         "and authorized (get on the non-resource URL /metrics) with a SubjectAccessReview, as "
+         "upstream's secure metrics endpoint; answers cached (token 1 min, allowed 5 min, denied "
+         "30 s). Needs create on tokenreviews and subjectaccessreviews", False,
+         type=_bool)  # fmt: skip
     flag("--log-level", "debug, info, warning or error", "info")
     flag("--identity", "this replica's name in the Lease (default: hostname + random suffix)", "")
     flag("--status-progress-period", "seconds between status writes that only update progress "
@@ -171,6 +189,33 @@ def from_args(args: argparse.Namespace) -> Config:
         value = str(getattr(args, name))
         if value not in ("", "0") and not value.rpartition(":")[2].isdigit():
             raise ConfigError(f"--{name.replace('_', '-')} must be host:port or 0, got {value!r}")
+    metrics_secure, metrics_auth = (
+        value if isinstance(value, bool) else _bool(value)
+        for value in (args.metrics_secure, args.metrics_auth)
+    )
+    cert_dir = str(args.metrics_cert_path)
+    if metrics_secure:
+        if not cert_dir:
+            raise ConfigError(
+                "--metrics-secure needs --metrics-cert-path: a directory with the serving "
+                f"certificate ({args.metrics_cert_name}) and key ({args.metrics_cert_key}); "
+                "this controller does not generate a self-signed certificate"
+            )
+        for flag_name, file_name in (
+            ("--metrics-cert-name", args.metrics_cert_name),
+            ("--metrics-cert-key", args.metrics_cert_key),
+        ):
+            if not (Path(cert_dir) / str(file_name)).is_file():
+                raise ConfigError(
+                    f"--metrics-secure: {Path(cert_dir) / str(file_name)} does not exist or is "
+                    f"not a file (--metrics-cert-path, {flag_name})"
+                )
+        metrics_at = str(args.metrics_bind_address)
+        if metrics_at not in ("", "0") and metrics_at == str(args.health_probe_bind_address):
+            raise ConfigError(
+                "--metrics-secure needs a --metrics-bind-address other than "
+                "--health-probe-bind-address: health probes stay plain HTTP"
+            )
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     namespaces = tuple(n.strip() for n in str(args.namespaces).split(",") if n.strip())
     return Config(
@@ -189,6 +234,11 @@ def from_args(args: argparse.Namespace) -> Config:
         retry_period=retry,
         metrics_bind_address=str(args.metrics_bind_address),
         health_probe_bind_address=str(args.health_probe_bind_address),
+        metrics_secure=metrics_secure,
+        metrics_cert_path=cert_dir,
+        metrics_cert_name=str(args.metrics_cert_name),
+        metrics_cert_key=str(args.metrics_cert_key),
+        metrics_auth=metrics_auth,
         log_level=str(args.log_level),
         identity=identity,
         shutdown_timeout=float(args.shutdown_timeout),

@@ -16,7 +16,6 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter
 
 from controller.jobset import (
     api,
@@ -29,6 +28,7 @@ from controller.jobset import (
     volumes,
 )
 from controller.jobset.decide import Plan, decide
+from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.storage import ClaimPatch, StorageClasses, VolumePlan
 from controller.runtime.client import CLAIMS, JOBS, SERVICES, ApiError, KubeClient
@@ -42,40 +42,6 @@ log = structlog.get_logger("jobset")
 JOBSET_INDEX = "jobset"
 # Upstream creates and deletes child Jobs with at most this many requests in flight.
 MAX_PARALLELISM = 50
-
-
-class JobSetMetrics:
-    def __init__(self, registry: CollectorRegistry | None) -> None:
-        self.completed = Counter(
-            "jobset_completed_total",
-            "Number of JobSets that reached the Completed state",
-            ["jobset_name"],
-            registry=registry,
-        )
-        self.failed = Counter(
-            "jobset_failed_total",
-            "Number of JobSets that reached the Failed state",
-            ["jobset_name"],
-            registry=registry,
-        )
-        self.claims_created = Counter(
-            "jobset_volume_claims_created_total", "Claims created from templates", registry=registry
-        )
-        self.claims_deleted = Counter(
-            "jobset_volume_claims_deleted_total",
-            "Claims deleted by retention (completion, failure, scale-down, deletion)",
-            registry=registry,
-        )
-        self.claims_adopted = Counter(
-            "jobset_volume_claims_adopted_total",
-            "Retained claims adopted by a JobSet of the same name",
-            registry=registry,
-        )
-        self.claim_conflicts = Counter(
-            "jobset_volume_claims_conflicts_total",
-            "Reconciles that found a claim with a generated name that is not ours",
-            registry=registry,
-        )
 
 
 class JobSetReconciler:
@@ -392,9 +358,9 @@ class JobSetReconciler:
         for event in plan.events:
             self._event(jobset.raw, event.type, event.reason, event.message)
         if plan.completed:
-            self.metrics.completed.labels(jobset_name=key).inc()
+            self.metrics.jobset_completed(jobset.namespace, jobset.name)
         if plan.failed:
-            self.metrics.failed.labels(jobset_name=key).inc()
+            self.metrics.jobset_failed(jobset.namespace, jobset.name)
 
     async def _report_invalid(self, obj: Obj, message: str) -> None:
         found = invalid.report(obj, message, self._wall())

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
-
-from controller.jobset import api
-from controller.jobset.reconciler import JOBSET_INDEX, JobSetMetrics, JobSetReconciler
+from controller.jobset import api, metrics
+from controller.jobset.reconciler import JOBSET_INDEX, JobSetReconciler
 from controller.runtime.client import CLAIMS, JOBS, SERVICES, STORAGE_CLASSES
 from controller.runtime.informer import EventHandler
-from controller.runtime.manager import Cache, Manager
+from controller.runtime.manager import Manager
 from controller.runtime.store import Obj, by_label, object_key
 
 CONTROLLER = "jobset"
@@ -75,63 +70,8 @@ def setup(manager: Manager) -> JobSetReconciler:
         services,
         claims,
         storage_classes,
-        metrics=JobSetMetrics(manager.registry),
+        metrics=metrics.register(manager.registry, jobsets, claims),
         status_progress_period=manager.config.status_progress_period,
     )
-    manager.registry.register(ClaimPhases(claims))
-    manager.registry.register(JobSetView(jobsets))
     manager.controller(CONTROLLER, queue, reconciler.reconcile, object_label="jobset")
     return reconciler
-
-
-class ClaimPhases(Collector):
-    """``jobset_volume_claims{phase}``: claims made for JobSets, by phase (computed at scrape)."""
-
-    def __init__(self, claims: Cache) -> None:
-        self.claims = claims
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        counts = {"Pending": 0, "Bound": 0, "Lost": 0}
-        for claim in self.claims.items():
-            labels = (claim.get("metadata") or {}).get("labels") or {}
-            if labels.get(api.JOBSET_NAME):
-                phase = str((claim.get("status") or {}).get("phase") or "Pending")
-                counts[phase] = counts.get(phase, 0) + 1
-        family = GaugeMetricFamily(
-            "jobset_volume_claims", "Claims created for JobSets, by phase", labels=["phase"]
-        )
-        for phase, count in sorted(counts.items()):
-            family.add_metric([phase], count)
-        yield family
-
-
-class JobSetView(Collector):
-    """Per-JobSet restarts and terminal state, read from the cache at scrape time.
-
-    ``jobset_restarts{namespace,jobset}`` and ``jobset_terminal_state{namespace,jobset,state}``
-    (1 for Completed or Failed; absent while running). Cardinality is one series per JobSet.
-    """
-
-    def __init__(self, jobsets: Cache) -> None:
-        self.jobsets = jobsets
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        restarts = GaugeMetricFamily(
-            "jobset_restarts", "Restarts of each JobSet", labels=["namespace", "jobset"]
-        )
-        terminal = GaugeMetricFamily(
-            "jobset_terminal_state",
-            "1 for each JobSet that reached a terminal state (Completed or Failed)",
-            labels=["namespace", "jobset", "state"],
-        )
-        for obj in self.jobsets.items():
-            meta = obj.get("metadata") or {}
-            status = obj.get("status") or {}
-            ident = [str(meta.get("namespace", "")), str(meta.get("name", ""))]
-            count = status.get("restarts")
-            restarts.add_metric(ident, float(count) if isinstance(count, int) else 0.0)
-            state = status.get("terminalState")
-            if isinstance(state, str) and state:
-                terminal.add_metric([*ident, state], 1.0)
-        yield restarts
-        yield terminal

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -24,15 +25,16 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from controller.config import Config
 from controller.runtime.client import ClientMetrics, KubeClient, Resource
 from controller.runtime.controller import Controller, ControllerMetrics, Reconcile
 from controller.runtime.events import EventRecorder
-from controller.runtime.httpserver import OperatorServer
+from controller.runtime.httpserver import OperatorServer, TlsFiles
 from controller.runtime.informer import EventHandler, Informer
 from controller.runtime.leaderelection import LeaderElectionConfig, LeaderElector
+from controller.runtime.metricsauth import MetricsAuthorizer
 from controller.runtime.store import Indexer, Obj
 from controller.runtime.workqueue import WorkQueue, WorkqueueMetrics
 
@@ -106,6 +108,14 @@ class Cache:
             informer.resync()
 
 
+def standard_collectors(registry: CollectorRegistry) -> None:
+    """``process_*`` (CPU, memory, file descriptors, start time), ``python_info`` and
+    ``python_gc_*``: what Go's client exports as ``process_*`` / ``go_*`` by default."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+
+
 class Manager:
     def __init__(
         self, config: Config, api: ApiClient, *, registry: CollectorRegistry | None = None
@@ -113,6 +123,7 @@ class Manager:
         self.config = config
         self.api = api
         self.registry = registry or CollectorRegistry()
+        standard_collectors(self.registry)
         client_metrics = ClientMetrics(self.registry)
         self.elector: LeaderElector | None = None
         if config.leader_elect:
@@ -146,10 +157,24 @@ class Manager:
         self.recorder = EventRecorder(self.client, USER_AGENT, registry=self.registry)
         self.caches: list[Cache] = []
         self.controllers: list[Controller] = []
+        auth = None
+        if config.metrics_auth:
+            # Not fenced: the reviews are POSTs, and a standby's metrics are read too.
+            review_client = KubeClient(
+                api, qps=config.kube_api_qps, burst=config.kube_api_burst,
+                field_manager=USER_AGENT, metrics=client_metrics,
+            )  # fmt: skip
+            auth = MetricsAuthorizer(review_client)
+        tls = None
+        if config.metrics_secure:
+            folder = Path(config.metrics_cert_path)
+            tls = TlsFiles(folder / config.metrics_cert_name, folder / config.metrics_cert_key)
         self.server = OperatorServer(
             self.registry,
             metrics_address=config.address(config.metrics_bind_address),
             health_address=config.address(config.health_probe_bind_address),
+            tls=tls,
+            auth=auth,
         )
         self.server.readiness["informers-synced"] = self.caches_synced
 
@@ -213,7 +238,13 @@ class Manager:
         """Run until ``stop`` is set (exit 0) or leadership is lost (exit 1)."""
         async with self.server:
             for name, address in self.server.bound.items():
-                log.info("serving", endpoint=name, address=f"{address[0]}:{address[1]}")
+                details: dict[str, object] = {"address": f"{address[0]}:{address[1]}"}
+                if name == "metrics":
+                    details.update(scheme=self.server.scheme, auth=self.server.auth is not None)
+                log.info("serving", endpoint=name, **details)
+            if self.server.auth is not None and self.server.tls is None:
+                log.warning("--metrics-auth without --metrics-secure: tokens cross the network "
+                            "in clear text")  # fmt: skip
             background = [
                 asyncio.create_task(i.run(), name=f"informer-{i.resource.plural}")
                 for c in self.caches

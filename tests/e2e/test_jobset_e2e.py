@@ -66,12 +66,13 @@ async def test_jobset_runs_to_completion(
         job = pod["metadata"]["labels"]["job-name"]
         assert pod["spec"]["hostname"] == f"{job}-{index}"
     metrics = controller_process
-    assert metrics.sample("jobset_completed_total", jobset_name=f"{ns}/e2e") == 1.0
+    # Upstream's labels: jobset_name and namespace, on every per-JobSet series.
+    assert metrics.sample("jobset_completed_total", jobset_name="e2e", namespace=ns) == 1.0
     assert (
-        metrics.sample("jobset_terminal_state", namespace=ns, jobset="e2e", state="Completed")
+        metrics.sample("jobset_terminal_state", jobset_name="e2e", namespace=ns, state="Completed")
         == 1.0
     )
-    assert metrics.sample("jobset_restarts", namespace=ns, jobset="e2e") == 0.0
+    assert metrics.sample("jobset_restarts", jobset_name="e2e", namespace=ns) == 0.0
 
 
 @pytest.mark.usefixtures("controller_process")

@@ -49,3 +49,53 @@ def test_environment_variables_set_flags_and_flags_win(tmp_path: Path) -> None:
 def test_bad_values_are_named(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse(argv, env={})
+
+
+def test_secure_metrics_are_off_unless_asked_for() -> None:
+    config = parse([], env={})
+    assert (config.metrics_secure, config.metrics_auth) == (False, False)
+    assert (config.metrics_cert_name, config.metrics_cert_key) == ("tls.crt", "tls.key")
+
+
+def test_secure_metrics_flags_and_environment(tmp_path: Path) -> None:
+    (tmp_path / "serving.pem").write_text("cert")
+    (tmp_path / "tls.key").write_text("key")
+    env = {
+        "STATEFUL_JOBSET_METRICS_SECURE": "true",
+        "STATEFUL_JOBSET_METRICS_CERT_PATH": str(tmp_path),
+        "STATEFUL_JOBSET_METRICS_AUTH": "yes",
+    }
+    config = parse(["--metrics-cert-name=serving.pem"], env=env)
+    assert config.metrics_secure and config.metrics_auth
+    assert config.metrics_cert_path == str(tmp_path)
+    assert config.metrics_cert_name == "serving.pem"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--metrics-secure=true"], "--metrics-secure needs --metrics-cert-path"),
+        (["--metrics-secure=true", "--metrics-cert-path={dir}/none"], r"none/tls\.crt does not"),
+        (
+            ["--metrics-secure=true", "--metrics-cert-path={dir}", "--metrics-cert-key=k.pem"],
+            r"k\.pem does not exist",
+        ),
+        (
+            [
+                "--metrics-secure=true",
+                "--metrics-cert-path={dir}",
+                "--metrics-bind-address=:9000",
+                "--health-probe-bind-address=:9000",
+            ],
+            "health probes stay plain",
+        ),
+        (["--metrics-auth=maybe"], "invalid command line"),
+    ],
+)
+def test_bad_secure_metrics_settings_are_named(
+    tmp_path: Path, argv: list[str], message: str
+) -> None:
+    (tmp_path / "tls.crt").write_text("cert")
+    (tmp_path / "tls.key").write_text("key")
+    with pytest.raises(ConfigError, match=message):
+        parse([a.format(dir=tmp_path) for a in argv], env={})

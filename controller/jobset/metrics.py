@@ -1,0 +1,126 @@
+"""The JobSet controller's own metrics (the runtime's are in controller/runtime/).
+
+Every per-JobSet series is labelled ``jobset_name`` (the JobSet's name) and ``namespace`` (its
+namespace), the labels upstream JobSet puts on ``jobset_completed_total`` and
+``jobset_failed_total``: dashboards and alerts written for upstream work unchanged, and the
+gauges computed from the cache join with the counters on the same labels. Aggregate metrics
+(volume claims) carry no JobSet labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from controller.jobset import api
+from controller.runtime.manager import Cache
+
+# Upstream's label names (and order) for its two counters; every per-JobSet metric uses them.
+JOBSET_LABELS = ("jobset_name", "namespace")
+
+
+class JobSetMetrics:
+    """Counters that move when the reconciler stores a transition (so only on the leader)."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.completed = Counter(
+            "jobset_completed_total",
+            "Number of JobSets that reached the Completed state",
+            JOBSET_LABELS,
+            registry=registry,
+        )
+        self.failed = Counter(
+            "jobset_failed_total",
+            "Number of JobSets that reached the Failed state",
+            JOBSET_LABELS,
+            registry=registry,
+        )
+        self.claims_created = Counter(
+            "jobset_volume_claims_created_total", "Claims created from templates", registry=registry
+        )
+        self.claims_deleted = Counter(
+            "jobset_volume_claims_deleted_total",
+            "Claims deleted by retention (completion, failure, scale-down, deletion)",
+            registry=registry,
+        )
+        self.claims_adopted = Counter(
+            "jobset_volume_claims_adopted_total",
+            "Retained claims adopted by a JobSet of the same name",
+            registry=registry,
+        )
+        self.claim_conflicts = Counter(
+            "jobset_volume_claims_conflicts_total",
+            "Reconciles that found a claim with a generated name that is not ours",
+            registry=registry,
+        )
+
+    def jobset_completed(self, namespace: str, name: str) -> None:
+        self.completed.labels(jobset_name=name, namespace=namespace).inc()
+
+    def jobset_failed(self, namespace: str, name: str) -> None:
+        self.failed.labels(jobset_name=name, namespace=namespace).inc()
+
+
+class ClaimPhases(Collector):
+    """``jobset_volume_claims{phase}``: claims made for JobSets, by phase (computed at scrape)."""
+
+    def __init__(self, claims: Cache) -> None:
+        self.claims = claims
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        counts = {"Pending": 0, "Bound": 0, "Lost": 0}
+        for claim in self.claims.items():
+            labels = (claim.get("metadata") or {}).get("labels") or {}
+            if labels.get(api.JOBSET_NAME):
+                phase = str((claim.get("status") or {}).get("phase") or "Pending")
+                counts[phase] = counts.get(phase, 0) + 1
+        family = GaugeMetricFamily(
+            "jobset_volume_claims", "Claims created for JobSets, by phase", labels=["phase"]
+        )
+        for phase, count in sorted(counts.items()):
+            family.add_metric([phase], count)
+        yield family
+
+
+class JobSetView(Collector):
+    """Per-JobSet restarts and terminal state, read from the cache at scrape time.
+
+    ``jobset_restarts{jobset_name,namespace}`` and
+    ``jobset_terminal_state{jobset_name,namespace,state}`` (1 for Completed or Failed; absent
+    while running). Cardinality is one series per JobSet.
+    """
+
+    def __init__(self, jobsets: Cache) -> None:
+        self.jobsets = jobsets
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        restarts = GaugeMetricFamily(
+            "jobset_restarts", "Restarts of each JobSet (status.restarts)", labels=JOBSET_LABELS
+        )
+        terminal = GaugeMetricFamily(
+            "jobset_terminal_state",
+            "1 for each JobSet that reached a terminal state (Completed or Failed)",
+            labels=[*JOBSET_LABELS, "state"],
+        )
+        for obj in self.jobsets.items():
+            meta = obj.get("metadata") or {}
+            status = obj.get("status") or {}
+            ident = [str(meta.get("name", "")), str(meta.get("namespace", ""))]
+            count = status.get("restarts")
+            restarts.add_metric(ident, float(count) if isinstance(count, int) else 0.0)
+            state = status.get("terminalState")
+            if isinstance(state, str) and state:
+                terminal.add_metric([*ident, state], 1.0)
+        yield restarts
+        yield terminal
+
+
+def register(registry: CollectorRegistry, jobsets: Cache, claims: Cache) -> JobSetMetrics:
+    """Create the counters and register the scrape-time collectors on ``registry``."""
+    metrics = JobSetMetrics(registry)
+    registry.register(ClaimPhases(claims))
+    registry.register(JobSetView(jobsets))
+    return metrics
