@@ -82,6 +82,11 @@ def _rfc3339(now: datetime.datetime) -> str:
     return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _announced(conditions: list[Obj], kind: str) -> tuple[Any, ...] | None:
+    found = status.find_condition(conditions, kind)
+    return None if found is None else tuple(found.get(k) for k in ("status", "reason", "message"))
+
+
 class _Status:
     """The status being built, starting from what is stored."""
 
@@ -125,7 +130,9 @@ class _Status:
         )
         if after != before:
             self.value["conditions"] = after
-            if event_type:
+            # An Event announces what a reader sees change: the condition added, or its status,
+            # reason or message. A new observedGeneration alone (a spec edit) is no news.
+            if event_type and _announced(before, kind) != _announced(after, kind):
                 self.events.append(Event(event_type, reason, message))
 
     def changed(self) -> Obj | None:

@@ -603,6 +603,33 @@ ROWS = [
         {"writes": 0},
         id="steady-completed-no-ttl",
     ),
+    # --- a spec edit that changes no condition (generation 1 -> 2): the conditions' new
+    # observedGeneration is written, but nothing transitioned, so no Event is repeated
+    # (upstream emits an Event only when a condition is added or changes status).
+    pytest.param(
+        Case(jobset={"suspend": True, "conditions": [SUSPENDED], "generation": 2},
+             jobs=tuple((n, i, {"suspended": True}) for n, i, _ in ALL_ACTIVE),
+             stored={"replicatedJobsStatus": _counts(leader={"suspended": 1},
+                                                     workers={"suspended": 2})}),
+        {"status": {"restarts": 0, "conditions": [("Suspended", "True", "SuspendedJobs")],
+                    "replicatedJobs": {"leader": {"suspended": 1}, "workers": {"suspended": 2}}},
+         "writes": 1},
+        id="suspended-spec-edited-no-repeated-event",
+    ),
+    pytest.param(
+        Case(jobset={"startup_in_order": True, "generation": 2,
+                     "conditions": [_ours(api.STARTUP_POLICY_IN_PROGRESS,
+                                          api.REASON_IN_ORDER_IN_PROGRESS,
+                                          api.MESSAGE_IN_ORDER_IN_PROGRESS)]},
+             jobs=(ALL_ACTIVE[0],),
+             stored={"replicatedJobsStatus": _counts(leader={"active": 1}, workers={})}),
+        {"status": {"restarts": 0,
+                    "conditions": [("StartupPolicyInProgress", "True",
+                                    "InOrderStartupPolicyInProgress")],
+                    "replicatedJobs": {"leader": {"active": 1}, "workers": {}}},
+         "writes": 1},
+        id="in-order-spec-edited-no-repeated-event",
+    ),
 ]  # fmt: skip
 
 
@@ -620,3 +647,13 @@ def test_decide_is_pure() -> None:
     first = _summary(decide(jobset, jobs, None, T0))
     assert _summary(decide(jobset, jobs, None, T0)) == first
     assert (raw, jobs) == before
+
+
+def test_spec_edit_moves_observed_generation() -> None:
+    raw = make_jobset_obj(suspend=True, generation=2, conditions=[SUSPENDED])
+    jobset = model.parse(raw)
+    jobs = [make_job(jobset, n, i, suspended=True) for n, i, _ in ALL_ACTIVE]
+    plan = decide(jobset, jobs, SERVICE, at(30))
+    assert plan.status is not None
+    assert plan.status["conditions"] == [{**SUSPENDED, "observedGeneration": 2}]
+    assert plan.events == []
