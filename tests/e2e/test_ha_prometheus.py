@@ -114,16 +114,16 @@ async def test_ha_failover_and_prometheus_scraping(
     system_namespace, account = installed
     token = await mint_token(full_kube, system_namespace, account)
     folder = service_account_dir(tmp_path, full_kube, system_namespace, token)
-    replicas = {
-        name: _replica(full_kube, folder, name, tmp_path, full_namespace)
-        for name in ("replica-a", "replica-b")
-    }
-    prom_port, config = prometheus
-    prom = _start_prometheus(
-        prom_port, config, [f"127.0.0.1:{r.metrics_port}" for r in replicas.values()]
-    )
+    replicas: dict[str, Replica] = {}
+    prom: ManagedProcess | None = None
     admin = KubeClient(full_kube.api)
     try:
+        for name in ("replica-a", "replica-b"):
+            replicas[name] = _replica(full_kube, folder, name, tmp_path, full_namespace)
+        prom_port, config = prometheus
+        prom = _start_prometheus(
+            prom_port, config, [f"127.0.0.1:{r.metrics_port}" for r in replicas.values()]
+        )
 
         async def holder() -> str:
             lease = await admin.get(LEASES, LEASE_NAME, system_namespace)
@@ -198,6 +198,7 @@ async def test_ha_failover_and_prometheus_scraping(
         up = series('up{job="stateful-jobset"}')
         assert sorted(float(r["value"][1]) for r in up) == [0.0, 1.0]
     finally:
-        prom.kill()
+        if prom is not None:
+            prom.kill()
         for replica in replicas.values():
             replica.process.kill()

@@ -1223,12 +1223,14 @@ async def test_largest_accepted_replicas_are_planned_in_bounded_time(
             process.communicate(json.dumps(_with_identity(stored, namespace)).encode()), 10
         )
     except TimeoutError:
-        process.kill()
-        await process.wait()
         raise AssertionError(
             "the API server accepts a JobSet with replicas 2147483647 (and a Job-scope volume "
             "claim template), but planning it (parse + volumes.policies + decide) does not finish "
             "in 10 s: the controller would build every Job and claim in memory, synchronously, "
             "blocking its event loop"
         ) from None
+    finally:
+        if process.returncode is None:  # timed out, or the test was interrupted
+            process.kill()
+            await process.wait()
     assert process.returncode == 0, stderr.decode()[-2000:]

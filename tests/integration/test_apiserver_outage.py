@@ -56,11 +56,12 @@ async def test_standby_survives_an_api_server_outage_and_leads_afterwards(
     own_cluster: LocalCluster, client: KubeClient, tmp_path: Path
 ) -> None:
     lease = f"outage-{uuid.uuid4().hex[:6]}"
-    replicas: dict[str, Replica] = {
-        name: start_replica(own_cluster.kubeconfig, "default", name, tmp_path, lease_name=lease)
-        for name in ("replica-a", "replica-b")
-    }
+    replicas: dict[str, Replica] = {}
     try:
+        for name in ("replica-a", "replica-b"):
+            replicas[name] = start_replica(
+                own_cluster.kubeconfig, "default", name, tmp_path, lease_name=lease
+            )
         leader = await _wait_holder(client, lease, set(replicas))
         standby = next(r for name, r in replicas.items() if name != leader)
         # Down longer than the renew deadline (4 s): the leader must step down; the standby

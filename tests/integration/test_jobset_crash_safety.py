@@ -57,12 +57,14 @@ async def test_random_kills_converge_to_exactly_the_expected_jobs(
     counts: list[int] = []
     for n in range(KILLS):
         replica = _controller(kube, namespace, tmp_path, n)
-        before = await job_count()
-        # Kill it in the middle of its work: once it made progress, after a random moment
-        # (the client QPS limit keeps creation slow enough to interrupt).
-        await wait_for(job_count, before.__lt__, "the controller to make progress")
-        await asyncio.sleep(rng.uniform(0.0, 0.5))
-        replica.process.kill()
+        try:
+            before = await job_count()
+            # Kill it in the middle of its work: once it made progress, after a random moment
+            # (the client QPS limit keeps creation slow enough to interrupt).
+            await wait_for(job_count, before.__lt__, "the controller to make progress")
+            await asyncio.sleep(rng.uniform(0.0, 0.5))
+        finally:
+            replica.process.kill()
         counts.append(await job_count())
     assert 0 < counts[-1] < len(expected), (
         f"the kills did not interrupt the work: {counts} (seed {seed})"
@@ -126,10 +128,12 @@ async def test_random_kills_during_claim_create_and_delete_converge(
     async def kill_a_few(rounds: int, first: int) -> None:
         for n in range(first, first + rounds):
             replica = _controller(kube, namespace, tmp_path, n)
-            before = await live_claims()
-            await wait_for(live_claims, before.__ne__, "the controller to make progress")
-            await asyncio.sleep(rng.uniform(0.0, 0.4))
-            replica.process.kill()
+            try:
+                before = await live_claims()
+                await wait_for(live_claims, before.__ne__, "the controller to make progress")
+                await asyncio.sleep(rng.uniform(0.0, 0.4))
+            finally:
+                replica.process.kill()
 
     await kill_a_few(3, 0)
     expected = set().union(*(claims_of(n) for n in names))

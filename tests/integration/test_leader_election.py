@@ -38,13 +38,18 @@ async def client(kube: Kube) -> AsyncIterator[KubeClient]:
 def pair(
     kube: Kube, namespace: str, lease_name: str, tmp_path: Path
 ) -> Iterator[tuple[Replica, Replica]]:
-    replicas = tuple(
-        start_replica(kube.cluster.kubeconfig, namespace, name, tmp_path, lease_name=lease_name)
-        for name in ("replica-a", "replica-b")
-    )
-    yield replicas  # type: ignore[misc]
-    for replica in replicas:
-        replica.process.kill()
+    replicas: list[Replica] = []
+    try:
+        for name in ("replica-a", "replica-b"):
+            replicas.append(
+                start_replica(
+                    kube.cluster.kubeconfig, namespace, name, tmp_path, lease_name=lease_name
+                )
+            )
+        yield replicas[0], replicas[1]
+    finally:
+        for replica in replicas:
+            replica.process.kill()
 
 
 async def holder(client: KubeClient, namespace: str, lease_name: str) -> str:
