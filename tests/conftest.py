@@ -26,6 +26,7 @@ from localcluster.build import BuildError
 from localcluster.cluster import LocalCluster, Profile
 from localcluster.processes import LaunchError
 from tests.helpers import Kube, create_namespace
+from tests.support import leftovers
 
 TIERS = ("unit", "integration", "e2e")
 SEED_VARIABLE = "STATEFUL_JOBSET_TEST_SEED"
@@ -106,7 +107,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     counts: dict[str, Counter[str]] = {t: Counter() for t in TIERS}
     for outcome in ("passed", "failed", "error", "skipped"):
         for report in terminalreporter.stats.get(outcome, []):
-            if getattr(report, "when", "call") in ("call", "setup") and hasattr(report, "fspath"):
+            # Errors at teardown count too (a test that left a process running, say).
+            if getattr(report, "when", "call") != "collect" and hasattr(report, "fspath"):
                 if outcome == "passed" and report.when != "call":
                     continue
                 counts.setdefault(_tier(report), Counter())[outcome] += 1
@@ -118,8 +120,36 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
+# The session's control planes: their processes (kube-apiserver restarted by a test, too) outlive
+# any one test on purpose.
+_SESSION_CLUSTERS: list[LocalCluster] = []
+
+
+@pytest.fixture(autouse=True)
+def _stops_what_it_starts(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test (its fixtures included) stops every process it starts, also when it fails.
+
+    After each integration and e2e test, a child process of this one that was not there before
+    and is not part of a session control plane is killed, and the test errors naming it. A
+    ``ManagedProcess``'s own children go with it (PR_SET_PDEATHSIG). Unit tests are not checked:
+    what they start ends within the call (a Go build, a short subprocess).
+    """
+    if request.node.get_closest_marker("unit") is not None:
+        yield
+        return
+    before = leftovers.children()
+    yield
+    known = set(before) | {pid for c in _SESSION_CLUSTERS for pid in c.pids().values()}
+    killed = leftovers.kill_new(known)
+    if killed:
+        pytest.fail(
+            "left running by this test, killed now:\n  " + "\n  ".join(killed), pytrace=False
+        )
+
+
 def _start(tmp_path_factory: pytest.TempPathFactory, profile: Profile) -> LocalCluster:
     cluster = LocalCluster(tmp_path_factory.mktemp(f"cluster-{profile}"), profile=profile)
+    _SESSION_CLUSTERS.append(cluster)
     try:
         cluster.start()
     except (BuildError, LaunchError) as err:
