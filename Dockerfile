@@ -5,8 +5,8 @@
 # Two stages: the builder installs the locked *runtime* dependencies (no test or dev extras) and
 # the package into a virtualenv; the final image gets only that virtualenv, on the same base image
 # (so the venv's python symlink and shebangs stay valid), and runs as the non-root user 65532.
-# tests/unit/test_deploy_manifests.py checks these properties; tests/integration/
-# test_entrypoint_venv.py builds the same venv outside a container and runs the entrypoint.
+# tests/integration/test_entrypoint_venv.py carries these instructions out without a container
+# engine and runs the result as the Deployment does (read-only, as user 65532).
 ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS builder

@@ -1,9 +1,9 @@
-"""Deployment artefacts, checked as files: the Dockerfile, manifests/ and the alert rules.
+"""Deployment manifests, checked as files (kustomization, Deployment, RBAC).
 
-No cluster and no container engine: these tests read the files. What the RBAC must grant is
-derived from the controller's code (every API call it makes, every informer it starts, every
-ownerReference it sets), not from a list kept beside the manifests; tests/e2e/test_in_cluster.py
-runs the controller with exactly these roles.
+No cluster: these tests read the files. What the RBAC must grant is derived from the controller's
+code (every API call it makes, every informer it starts, every ownerReference it sets), not from a
+list kept beside the manifests; tests/e2e/test_in_cluster.py runs the controller with exactly these
+roles. The Dockerfile is not read here but carried out, by tests/integration/test_entrypoint_venv.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
-import re
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,6 @@ from tests.support.examples import SUPPORTED
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
-DOCKERFILE = REPO / "Dockerfile"
 ALERTS = MANIFESTS / "alerts" / "prometheus-rules.yaml"
 NAME_LABELS = {
     "app.kubernetes.io/name": "stateful-jobset",
@@ -52,21 +49,6 @@ Grant = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-def _stages() -> list[list[str]]:
-    """The Dockerfile's stages, each a list of instructions (continuations joined)."""
-    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
-    stages: list[list[str]] = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.upper().startswith("FROM "):
-            stages.append([])
-        if stages:
-            stages[-1].append(line)
-    return stages
 
 
 @functools.cache
@@ -243,49 +225,6 @@ def test_the_derivation_sees_the_calls_it_must() -> None:
         (api.GROUP, "jobsets/finalizers", "update"),  # blockOwnerDeletion on children
     ):
         assert grant in needed, grant
-
-
-# ---------------------------------------------------------------------------------- Dockerfile
-
-
-def test_dockerfile_is_multi_stage_from_python_311_slim() -> None:
-    stages = _stages()
-    assert len(stages) >= 2
-    args = {
-        m.group(1): m.group(2)
-        for m in re.finditer(r"^ARG (\w+)=(\S+)$", DOCKERFILE.read_text(), re.MULTILINE)
-    }
-    for stage in stages:
-        image = stage[0].split()[1]
-        image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], image)
-        assert image == "python:3.11-slim", stage[0]
-    builder = " ".join(stages[0])
-    assert "pip install --no-cache-dir -c requirements.lock ." in builder
-    assert "[test" not in builder and "[dev" not in builder and "-e " not in builder
-
-
-def test_dockerfile_final_stage_is_minimal_and_non_root() -> None:
-    final = _stages()[-1]
-    text = "\n".join(final)
-    users = [line.split()[1] for line in final if line.upper().startswith("USER ")]
-    assert users, "the final stage sets no USER"
-    user = users[-1].split(":")[0]
-    assert user not in ("root", "0") and (not user.isdigit() or int(user) == 65532), users
-    for forbidden in ("gcc", "build-essential", "apt-get install", "pip install", "[test", "[dev"):
-        assert forbidden not in text, f"final stage contains {forbidden!r}"
-    copies = [line for line in final if line.upper().startswith(("COPY", "ADD"))]
-    assert copies and all("--from=builder" in c and "/opt/venv" in c for c in copies), copies
-    assert any(re.match(r"ENV .*PATH=/opt/venv/bin:", line) for line in final)
-    assert re.search(r"PYTHONDONTWRITEBYTECODE=1", text)
-    assert re.search(r"PYTHONUNBUFFERED=1", text)
-    entrypoints = [line for line in final if line.upper().startswith("ENTRYPOINT")]
-    assert entrypoints == ['ENTRYPOINT ["python", "-m", "controller"]']
-
-
-def test_dockerfile_copies_only_what_the_build_needs() -> None:
-    builder = _stages()[0]
-    sources = {s for line in builder if line.startswith("COPY ") for s in shlex.split(line)[1:-1]}
-    assert sources == {"pyproject.toml", "requirements.lock", "README.md", "controller"}
 
 
 # --------------------------------------------------------------------------------- kustomization
