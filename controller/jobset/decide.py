@@ -236,10 +236,13 @@ def decide(
     claims: Mapping[str, Obj] | None = None,
     classes: StorageClasses | None = None,
     policies: tuple[volumes.VolumePolicy, ...] | None = None,
+    message_matches: failure.MessageMatches | None = None,
 ) -> Plan:
     """Raises ``InvalidJobSet`` when the volume policies cannot be acted on.
 
-    ``policies`` may be passed when the caller already normalised them (saves a second parse).
+    ``policies`` may be passed when the caller already normalised them (saves a second parse);
+    ``message_matches`` when the failure messages were matched already
+    (``failure.match_messages_in_thread``).
     """
     plan = Plan()
     claims = claims or {}
@@ -289,7 +292,7 @@ def decide(
     per_rjob = status.replicated_jobs_status(jobset, current)
     built.value["replicatedJobsStatus"] = per_rjob
     by_name = {s["name"]: s for s in per_rjob}
-    outcome = failure.evaluate(jobset, current)
+    outcome = failure.evaluate(jobset, current, message_matches)
     completes = outcome is None and success.evaluate(jobset, by_name)
     terminal = (
         api.TERMINAL_FAILED

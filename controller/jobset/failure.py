@@ -6,7 +6,8 @@ Upstream semantics:
   one that failed first is taken; the first rule that applies to any failed Job wins. A rule
   applies to a Job when the Job has a replicated-job label and that replicated job is targeted
   (empty = all), its ``Failed`` condition's reason is listed (empty = any) and its message
-  matches one of the patterns (regex search, empty = any).
+  matches one of the patterns (empty = any): Go's ``regexp.MatchString``, an unanchored search,
+  here by RE2 in Go's dialect (``messagepatterns``).
 - No rule applies: the default action ``RestartJobSet``, for the first failed Job overall.
 - ``FailJobSet`` fails the JobSet; ``RestartJobSet`` restarts it, counting towards
   ``maxRestarts`` (failing with ``ReachedMaxRestarts`` once ``restartsCountTowardsMax`` has
@@ -17,18 +18,26 @@ Upstream semantics:
 
 "First" is the earliest ``lastTransitionTime`` of the Job's Failed condition; we break ties by Job
 name (upstream by list order, which is arbitrary), so the decision does not depend on job order.
+
+Matching is the one costly part: RE2 is linear in the message, but every pattern of every rule
+meets every distinct failure message (up to the 10,000 Jobs of a JobSet), and a pattern built to
+defeat RE2's DFA costs time proportional to its program size times the message length. So each
+distinct message is matched once (``match_messages``), and the reconciler does that in a worker
+thread (``match_messages_in_thread``; RE2 releases the GIL) and hands the table to ``evaluate``:
+however long a tenant's patterns take, the event loop keeps renewing the lease and serving other
+JobSets. ``evaluate`` without a table matches inline (tests, the pure path).
 """
 
 from __future__ import annotations
 
 import datetime
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.jobset import api, children
+from controller.jobset import api, children, messagepatterns
 from controller.jobset.model import FailurePolicyRule, JobSet, Obj
 from controller.jobset.status import parse_time
+from controller.runtime.threads import run_in_daemon_thread
 
 DEFAULT_ACTION = api.RESTART_JOBSET
 EVENT_WARNING = "Warning"
@@ -81,15 +90,74 @@ def first_failed(jobs: Iterable[Obj]) -> Obj | None:
     return min(failed, key=_order_key) if failed else None
 
 
-def _pattern_matches(pattern: str, message: str) -> bool:
-    try:
-        return re.search(pattern, message) is not None
-    except re.error:
-        return False
+# A failure message → the indices of the policy's rules that have message patterns and one of
+# which matches it (rules without patterns match any message and are not listed).
+MessageMatches = Mapping[str, frozenset[int]]
+_Patterns = tuple[messagepatterns.Pattern | None, ...]
 
 
-def rule_applies(rule: FailurePolicyRule, job: Obj) -> bool:
-    """Whether ``rule`` applies to the failed ``job`` (reason, message and target all match)."""
+def _failure_message(job: Obj) -> str:
+    condition = children.failed_condition(job) or {}
+    message = condition.get("message")
+    return message if isinstance(message, str) else ""
+
+
+def _any_matches(patterns: _Patterns, text: bytes) -> bool:
+    return any(p is not None and p.search(text) for p in patterns)
+
+
+def _match(
+    rules: Sequence[tuple[int, _Patterns]], messages: Iterable[str]
+) -> dict[str, frozenset[int]]:
+    """The expensive part, on plain data (safe to run in another thread)."""
+    table: dict[str, frozenset[int]] = {}
+    for message in messages:
+        if message not in table:
+            text = messagepatterns.encode(message)
+            table[message] = frozenset(i for i, patterns in rules if _any_matches(patterns, text))
+    return table
+
+
+def _pattern_rules(jobset: JobSet) -> list[tuple[int, _Patterns]]:
+    policy = jobset.failure_policy
+    if policy is None:
+        return []
+    return [
+        (i, rule.message_patterns())
+        for i, rule in enumerate(policy.rules)
+        if rule.on_job_failure_message_patterns
+    ]
+
+
+def _current_failed(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:
+    return [job for job in children.current_jobs(jobset, jobs) if children.is_failed(job)]
+
+
+def match_messages(jobset: JobSet, jobs: Iterable[Obj]) -> dict[str, frozenset[int]]:
+    """Each distinct failure message of the current attempt's failed Jobs, matched once against
+    every rule's patterns ({} when no rule has patterns or no Job failed)."""
+    rules = _pattern_rules(jobset)
+    if not rules:
+        return {}
+    return _match(rules, (_failure_message(job) for job in _current_failed(jobset, jobs)))
+
+
+async def match_messages_in_thread(jobset: JobSet, jobs: Iterable[Obj]) -> MessageMatches:
+    """``match_messages``, with the matching in a daemon thread, off the event loop.
+
+    The messages are read here; the thread gets only strings and compiled patterns. Nothing to
+    match (the usual case: no failed Job, or no rule with patterns) costs no thread.
+    """
+    rules = _pattern_rules(jobset)
+    if not rules:
+        return {}
+    messages = sorted({_failure_message(job) for job in _current_failed(jobset, jobs)})
+    if not messages:
+        return {}
+    return await run_in_daemon_thread(_match, rules, messages)
+
+
+def _reason_and_target_apply(rule: FailurePolicyRule, job: Obj) -> bool:
     condition = children.failed_condition(job)
     if condition is None:
         return False
@@ -97,15 +165,32 @@ def rule_applies(rule: FailurePolicyRule, job: Obj) -> bool:
     reason = reason if isinstance(reason, str) else ""
     if rule.on_job_failure_reasons and reason not in rule.on_job_failure_reasons:
         return False
-    message = condition.get("message")
-    message = message if isinstance(message, str) else ""
-    patterns = rule.on_job_failure_message_patterns
-    if patterns and not any(_pattern_matches(p, message) for p in patterns):
-        return False
     parent = children.replicated_job_of(job)
     if parent is None:
         return False
     return not rule.target_replicated_jobs or parent in rule.target_replicated_jobs
+
+
+def rule_applies(rule: FailurePolicyRule, job: Obj) -> bool:
+    """Whether ``rule`` applies to the failed ``job`` (reason, message and target all match)."""
+    if not _reason_and_target_apply(rule, job):
+        return False
+    if not rule.on_job_failure_message_patterns:
+        return True
+    return _any_matches(rule.message_patterns(), messagepatterns.encode(_failure_message(job)))
+
+
+def _applies(rule: FailurePolicyRule, index: int, job: Obj, matches: MessageMatches) -> bool:
+    """``rule_applies``, with the message looked up in ``matches`` (matched here if absent)."""
+    if not _reason_and_target_apply(rule, job):
+        return False
+    if not rule.on_job_failure_message_patterns:
+        return True
+    message = _failure_message(job)
+    row = matches.get(message)
+    if row is None:
+        return _any_matches(rule.message_patterns(), messagepatterns.encode(message))
+    return index in row
 
 
 def _fail(
@@ -153,12 +238,17 @@ def _restart(
     )
 
 
-def evaluate(jobset: JobSet, jobs: Iterable[Obj]) -> FailureDecision | None:
+def evaluate(
+    jobset: JobSet, jobs: Iterable[Obj], matches: MessageMatches | None = None
+) -> FailureDecision | None:
     """The failure policy's decision, or None when no Job of the current attempt has failed.
 
     ``jobs`` may be all observed children; only failed Jobs of the current attempt are looked at.
+    ``matches``: the messages already matched (``match_messages_in_thread``); without it, or for
+    a message it lacks, matching happens here.
     """
-    failed = [job for job in children.current_jobs(jobset, jobs) if children.is_failed(job)]
+    jobs = list(jobs)
+    failed = _current_failed(jobset, jobs)
     first = first_failed(failed)
     if first is None:
         return None
@@ -173,9 +263,10 @@ def evaluate(jobset: JobSet, jobs: Iterable[Obj]) -> FailureDecision | None:
             api.MESSAGE_FAILED_JOBS,
         )
 
+    table = matches if matches is not None else match_messages(jobset, failed)
     action, rule_name, chosen = DEFAULT_ACTION, None, first
-    for rule in policy.rules:
-        matched = first_failed(job for job in failed if rule_applies(rule, job))
+    for index, rule in enumerate(policy.rules):
+        matched = first_failed(job for job in failed if _applies(rule, index, job, table))
         if matched is not None:
             action, rule_name, chosen = rule.action, rule.name, matched
             break

@@ -8,11 +8,10 @@ field, so the reconciler can report it as a condition and an Event instead of cr
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from controller.jobset import api
+from controller.jobset import api, messagepatterns
 
 Obj = dict[str, Any]
 DependencyStatus = Literal["Ready", "Complete"]
@@ -72,6 +71,16 @@ class FailurePolicyRule:
     on_job_failure_reasons: tuple[str, ...] = ()
     on_job_failure_message_patterns: tuple[str, ...] = ()
     target_replicated_jobs: tuple[str, ...] = ()
+    # The patterns compiled by ``parse`` (RE2); a rule built otherwise compiles them on first use.
+    compiled_patterns: tuple[messagepatterns.Pattern | None, ...] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    def message_patterns(self) -> tuple[messagepatterns.Pattern | None, ...]:
+        """The compiled patterns; None for one that is invalid (it never matches)."""
+        if self.compiled_patterns is not None:
+            return self.compiled_patterns
+        return messagepatterns.compile_all(self.on_job_failure_message_patterns)
 
 
 @dataclass(frozen=True)
@@ -266,6 +275,7 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
         return None
     obj = _dict(raw, "spec.failurePolicy")
     rules = []
+    program = 0  # RE2 instructions of all patterns so far
     for i, rule_raw in enumerate(_list(obj.get("rules"), "spec.failurePolicy.rules")):
         where = f"spec.failurePolicy.rules[{i}]"
         rule = _dict(rule_raw, where)
@@ -275,14 +285,22 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
         patterns = _strings(
             rule.get("onJobFailureMessagePatterns"), f"{where}.onJobFailureMessagePatterns"
         )
+        compiled = []
         for pattern in patterns:
             try:
-                re.compile(pattern)
-            except re.error as err:
+                compiled.append(messagepatterns.compile(pattern))
+            except messagepatterns.PatternError as err:
                 raise InvalidJobSet(
                     f"{where}.onJobFailureMessagePatterns: {pattern!r} is not a valid "
                     f"regular expression ({err})"
                 ) from err
+            program += compiled[-1].size
+            if program > messagepatterns.MAX_POLICY_PROGRAM:
+                raise InvalidJobSet(
+                    f"{where}.onJobFailureMessagePatterns: the failure policy's patterns "
+                    f"compile to more than {messagepatterns.MAX_POLICY_PROGRAM} RE2 "
+                    "instructions together; use fewer or simpler patterns"
+                )
         rules.append(
             FailurePolicyRule(
                 name=_str(rule.get("name"), f"{where}.name") or f"failurePolicyRule{i}",
@@ -294,6 +312,7 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
                 target_replicated_jobs=_strings(
                     rule.get("targetReplicatedJobs"), f"{where}.targetReplicatedJobs"
                 ),
+                compiled_patterns=tuple(compiled),
             )
         )
     return FailurePolicy(

@@ -20,6 +20,7 @@ import structlog
 from controller.jobset import (
     api,
     expectations,
+    failure,
     finalizers,
     invalid,
     pacing,
@@ -134,6 +135,8 @@ class JobSetReconciler:
             self._expected[key] = expectations.observe(
                 self._expected.get(key, {}), (j["metadata"]["name"] for j in jobs)
             )
+            # A tenant's failure-message patterns can take long on many messages: off the loop.
+            matches = await failure.match_messages_in_thread(jobset, jobs)
             service = self.services.get(namespace, jobset.subdomain)
             policies = volumes.policies(jobset)
             plan = decide(
@@ -144,6 +147,7 @@ class JobSetReconciler:
                 claims=self._claims(key, jobset, policies),
                 classes=self._classes(),
                 policies=policies,
+                message_matches=matches,
             )
         except InvalidJobSet as err:
             await self._report_invalid(obj, str(err))
