@@ -9,8 +9,8 @@ group ones, and the coordinator endpoint when a coordinator is set.
 
 from __future__ import annotations
 
-import copy
 import hashlib
+from collections.abc import Container
 from typing import Any
 
 from controller.jobset import api
@@ -99,17 +99,31 @@ def _merged(base: Any, extra: dict[str, str]) -> dict[str, str]:
     return merged
 
 
+def _copied(parent: Obj, key: str) -> Obj:
+    """``parent[key]`` replaced by a shallow copy of itself ({} when absent), returned."""
+    child = parent.get(key)
+    copied: Obj = dict(child) if isinstance(child, dict) else {}
+    parent[key] = copied
+    return copied
+
+
 def desired_job(jobset: JobSet, rjob: ReplicatedJob, index: int) -> Obj:
-    """The Job for replica ``index`` of ``rjob``, at the JobSet's current restart attempt."""
-    template = copy.deepcopy(rjob.template)
+    """The Job for replica ``index`` of ``rjob``, at the JobSet's current restart attempt.
+
+    Only the objects on the paths this function changes are copied; the rest (containers, volumes,
+    ...) is shared with ``rjob.template`` and with the other Jobs built from it, so the Job is
+    read-only (``volumes.mount`` copies what it changes). Deep-copying a large template for each of
+    up to 10,000 Jobs cost seconds of event-loop time per reconcile.
+    """
+    template = rjob.template
     ours = child_labels(jobset, rjob, index)
     metadata = template.get("metadata") or {}
-    spec: Obj = template["spec"]
-    pod_template: Obj = spec.setdefault("template", {})
-    pod_meta: Obj = pod_template.setdefault("metadata", {})
+    spec: Obj = dict(template["spec"])
+    pod_template = _copied(spec, "template")
+    pod_meta = _copied(pod_template, "metadata")
     pod_meta["labels"] = _merged(pod_meta.get("labels"), ours)
     pod_meta["annotations"] = _merged(pod_meta.get("annotations"), ours)
-    pod_spec: Obj = pod_template.setdefault("spec", {})
+    pod_spec = _copied(pod_template, "spec")
     if jobset.network.enable_dns_hostnames:
         # The Job controller names Indexed pods' hostnames <job>-<index>; with the subdomain
         # they resolve as <job>-<index>.<subdomain> through the headless Service.
@@ -129,13 +143,19 @@ def desired_job(jobset: JobSet, rjob: ReplicatedJob, index: int) -> Obj:
     }
 
 
-def desired_jobs(jobset: JobSet, allowed: frozenset[str] | None = None) -> list[Obj]:
-    """Every Job of the current attempt, in spec order (optionally only some replicated jobs)."""
+def desired_jobs(
+    jobset: JobSet,
+    allowed: frozenset[str] | None = None,
+    existing: Container[str] = frozenset(),
+) -> list[Obj]:
+    """Every Job of the current attempt, in spec order (optionally only some replicated jobs),
+    but those named in ``existing``: they are not built at all."""
     return [
         desired_job(jobset, rjob, index)
         for rjob in jobset.replicated_jobs
         if allowed is None or rjob.name in allowed
         for index in range(rjob.replicas)
+        if job_name(jobset.name, rjob.name, index) not in existing
     ]
 
 

@@ -178,10 +178,12 @@ def _mounted_jobs(
     allowed: frozenset[str],
     policies: tuple[volumes.VolumePolicy, ...],
     usable: set[str],
+    existing: set[str],
 ) -> list[Obj]:
-    """Desired Jobs with their claims mounted; a Job whose claims are not usable yet waits."""
+    """Desired Jobs not in ``existing``, with their claims mounted; a Job whose claims are not
+    usable yet waits."""
     result = []
-    for job in construct.desired_jobs(jobset, allowed):
+    for job in construct.desired_jobs(jobset, allowed, existing):
         if policies:
             labels = job["metadata"]["labels"]
             rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
@@ -355,11 +357,9 @@ def decide(
     )
     if not blocking:
         existing = {j["metadata"]["name"] for j in jobs}
-        plan.create_jobs = [
-            job
-            for job in _mounted_jobs(jobset, frozenset(gate.allowed), policies, vplan.usable)
-            if job["metadata"]["name"] not in existing
-        ]
+        plan.create_jobs = _mounted_jobs(
+            jobset, frozenset(gate.allowed), policies, vplan.usable, existing
+        )
     wanted_service = construct.desired_service(jobset)
     if wanted_service is not None and service is None:
         plan.create_service = wanted_service
