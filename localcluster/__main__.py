@@ -18,25 +18,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import FrameType
 
 from localcluster.build import BuildError, describe, ensure_binaries
 from localcluster.cluster import LocalCluster, Profile
-from localcluster.processes import LaunchError, pid_alive
+from localcluster.processes import LaunchError, StopSignal, pid_alive, stop_on_signals
 
 DEFAULT_STATE_DIR = Path(".cluster")
 
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-class _Stop(Exception):
-    """Raised from a signal handler to unwind into the cleanup path."""
-
-
-def _raise_stop(signum: int, frame: FrameType | None) -> None:
-    raise _Stop(signal.Signals(signum).name)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -52,8 +43,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / "launcher.pid").write_text(str(os.getpid()))
-    signal.signal(signal.SIGTERM, _raise_stop)
-    signal.signal(signal.SIGHUP, _raise_stop)
     profile: Profile = args.profile
     cluster = LocalCluster(state_dir, profile=profile, apiserver_port=args.apiserver_port)
     try:
@@ -68,7 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if not process.running():
                     _say(f"{process.name} exited; last lines:\n{process.log_tail()}")
                     return 1
-    except (KeyboardInterrupt, _Stop):
+    except (KeyboardInterrupt, StopSignal):
         _say("stopping the control plane ...")
         return 0
     finally:
@@ -115,15 +104,21 @@ def cmd_up(args: argparse.Namespace) -> int:
         )
     _say(f"starting in the background (launcher pid {launcher.pid}, log {log_path}) ...")
     shown = 0
-    while not (state_dir / "cluster.json").exists():
-        lines = log_path.read_text().splitlines()
-        for line in lines[shown:]:
-            _say(line)
-        shown = len(lines)
-        if launcher.poll() is not None:
-            _say(f"the launcher exited with code {launcher.returncode}; see {log_path}")
-            return 1
-        time.sleep(0.5)
+    try:
+        while not (state_dir / "cluster.json").exists():
+            lines = log_path.read_text().splitlines()
+            for line in lines[shown:]:
+                _say(line)
+            shown = len(lines)
+            if launcher.poll() is not None:
+                _say(f"the launcher exited with code {launcher.returncode}; see {log_path}")
+                return 1
+            time.sleep(0.5)
+    except (KeyboardInterrupt, StopSignal):
+        # Interrupted while it starts: it runs in a session of its own, so stop it here.
+        launcher.terminate()
+        launcher.wait()
+        raise
     for line in log_path.read_text().splitlines()[shown:]:
         _say(line)
     print(state_dir / "kubeconfig")
@@ -166,7 +161,6 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     from localcluster.smoke import run_smoke
 
     state_dir: Path = args.state_dir.resolve()
-    signal.signal(signal.SIGTERM, _raise_stop)
     with LocalCluster(state_dir, profile="full") as cluster:
         for line in cluster.describe():
             _say(line)
@@ -201,12 +195,13 @@ def main(argv: list[str] | None = None) -> int:
             "--apiserver-port", type=int, default=0, help="0 picks a free port (default)"
         )
     args = parser.parse_args(argv)
+    stop_on_signals()
     try:
         return int(args.func(args))
     except (BuildError, LaunchError) as err:
         _say(f"error: {err}")
         return 1
-    except (KeyboardInterrupt, _Stop):
+    except (KeyboardInterrupt, StopSignal):
         _say("interrupted; everything started has been stopped")
         return 130
 

@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 _PR_SET_PDEATHSIG = 1
 
@@ -27,8 +28,30 @@ class LaunchError(RuntimeError):
     """The control plane could not start; the message names what failed and how to fix it."""
 
 
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec.
+class StopSignal(Exception):
+    """SIGTERM or SIGHUP arrived (see :func:`stop_on_signals`)."""
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise StopSignal(signal.Signals(signum).name)
+
+
+def stop_on_signals() -> None:
+    """SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP :class:`StopSignal`, whatever was
+    inherited, so that a program unwinds into its cleanup (stopping what it started).
+
+    SIGINT explicitly too: a program started from a background job (``make test &`` in a script,
+    any ``&`` of a non-interactive shell) inherits SIGINT ignored, and Python then installs no
+    KeyboardInterrupt handler: Ctrl-C or ``kill -INT`` would do nothing and leave every process
+    of the control plane running.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGHUP, _raise_stop)
+
+
+def die_with_parent() -> None:
+    """``PR_SET_PDEATHSIG = SIGKILL``: a ``preexec_fn``, run in the child between fork and exec."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
@@ -83,7 +106,7 @@ class ManagedProcess:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=self.env,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
             except OSError as err:
                 raise LaunchError(f"could not start {self.name} ({self.argv[0]}): {err}") from err

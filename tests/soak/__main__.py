@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from localcluster.build import BuildError
-from localcluster.processes import LaunchError
+from localcluster.processes import LaunchError, StopSignal, stop_on_signals
 from tests.soak.engine import ROOT, Options, run_soak, summary_of
 
 
@@ -53,11 +53,15 @@ def main(argv: list[str]) -> int:
         rss_limit_mib=args.rss_limit_mib,
         seed=args.seed,
     )
+    stop_on_signals()
     try:
         report = run_soak(options)
     except (BuildError, LaunchError) as err:
         print(f"soak: the local control plane failed: {err}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, StopSignal) as why:
+        print(f"soak: stopped by {why or 'SIGINT'}; every process it started has been stopped")
+        return 130
     print(summary_of(report), flush=True)
     print(f"report: {args.report}")
     return 0 if report.ok else 1
