@@ -101,6 +101,7 @@ class ReloadingTls:
     def __init__(self, files: TlsFiles) -> None:
         self.files = files
         self._seen = self._signature()
+        self._refused: tuple[tuple[int, int, int], ...] | None = None
         # The first load must succeed: a missing or broken pair stops the process at start.
         self._current = self._load()
         self.context = self._load()
@@ -126,11 +127,12 @@ class ReloadingTls:
     def reload_if_changed(self) -> bool:
         """Load the files again if they changed since the last successful load."""
         signature = self._signature()
-        if signature is None or signature == self._seen:
+        if signature is None or signature in (self._seen, self._refused):
             return False
         try:
             self._current = self._load()
         except (OSError, ssl.SSLError) as err:
+            self._refused = signature  # reported once; tried again when the files change
             log.warning(
                 "cannot load the new metrics certificate; keeping the previous one",
                 cert=str(self.files.cert),

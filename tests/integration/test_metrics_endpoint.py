@@ -1,0 +1,380 @@
+"""/metrics against the real API server: token authentication and authorization (TokenReview,
+SubjectAccessReview), HTTPS, the caches, and the JobSet counters' labels.
+
+The controller's side of the reviews runs as a ServiceAccount holding only the review rules of
+the shipped ClusterRole (manifests/rbac/cluster-role.yaml); the scraper's side as a ServiceAccount
+bound to the shipped metrics-reader ClusterRole (manifests/components/secure-metrics/); a third
+ServiceAccount has no role at all.
+"""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+from kubernetes_asyncio.client import ApiClient, Configuration
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.jobset import api
+from controller.jobset.metrics import JobSetMetrics
+from controller.runtime.client import ClientMetrics, KubeClient, Resource
+from controller.runtime.httpserver import OperatorServer, TlsFiles, exposition
+from controller.runtime.manager import standard_collectors
+from controller.runtime.metricsauth import SUBJECT_ACCESS_REVIEWS, MetricsAuthorizer
+from localcluster import audit
+from tests.helpers import Kube, wait_for
+from tests.support.incluster import ROOT, mint_token
+from tests.support.jobsets import (
+    RunningController,
+    complete_job,
+    fail_job,
+    jobset,
+    replicated_job,
+    wait_condition,
+    wait_jobs,
+)
+from tests.support.replicas import start_replica, wait_until
+from tests.support.securemetrics import (
+    READER_ROLE,
+    controller_flags,
+    only,
+    render,
+    secure_args_and_mount,
+)
+
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
+)
+CONTROLLER_ROLE = ROOT / "manifests" / "rbac" / "cluster-role.yaml"
+REVIEW_GROUPS = {"authentication.k8s.io", "authorization.k8s.io"}
+
+
+@dataclass
+class Accounts:
+    namespace: str
+    tokens: dict[str, str]  # controller, scraper, stranger
+
+    def user(self, account: str) -> str:
+        return f"system:serviceaccount:{self.namespace}:{account}"
+
+
+def _rules(path: Path, keep: Any = lambda rule: True) -> list[dict[str, Any]]:
+    role = yaml.safe_load(path.read_text())
+    assert role["kind"] == "ClusterRole", path
+    return [rule for rule in role["rules"] if keep(rule)]
+
+
+async def _allowed(admin: KubeClient, user: str, attributes: dict[str, Any]) -> bool:
+    """What the API server's authorizer says now (RBAC changes reach it through an informer)."""
+    review = {
+        "apiVersion": SUBJECT_ACCESS_REVIEWS.api_version,
+        "kind": SUBJECT_ACCESS_REVIEWS.kind,
+        "spec": {"user": user, "groups": ["system:serviceaccounts"], **attributes},
+    }
+    answer = await admin.create(SUBJECT_ACCESS_REVIEWS, review)
+    return bool(answer["status"].get("allowed"))
+
+
+@pytest.fixture
+async def accounts(kube: Kube, namespace: str) -> AsyncIterator[Accounts]:
+    admin = KubeClient(kube.api)
+    suffix = uuid.uuid4().hex[:8]
+    review_rules = _rules(CONTROLLER_ROLE, lambda r: set(r.get("apiGroups", [])) <= REVIEW_GROUPS)
+    assert {r["resources"][0] for r in review_rules} == {"tokenreviews", "subjectaccessreviews"}
+    roles = {
+        f"metrics-auth-{suffix}": ("controller", review_rules),
+        f"metrics-reader-{suffix}": ("scraper", _rules(READER_ROLE)),
+    }
+    for account in ("controller", "scraper", "stranger"):
+        await admin.create(SERVICE_ACCOUNTS, {"metadata": {"name": account}}, namespace)
+    for name, (account, rules) in roles.items():
+        await admin.create(CLUSTER_ROLES, {"metadata": {"name": name}, "rules": rules})
+        await admin.create(
+            CLUSTER_ROLE_BINDINGS,
+            {
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": CLUSTER_ROLES.group, "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+            },
+        )
+    found = Accounts(namespace, {})
+    try:
+        for account, attributes in (
+            (
+                "controller",
+                {
+                    "resourceAttributes": {
+                        "group": "authentication.k8s.io",
+                        "resource": "tokenreviews",
+                        "verb": "create",
+                    }
+                },
+            ),
+            ("scraper", {"nonResourceAttributes": {"path": "/metrics", "verb": "get"}}),
+        ):
+            user = found.user(account)
+
+            async def allowed(user: str = user, attributes: dict[str, Any] = attributes) -> bool:
+                return await _allowed(admin, user, attributes)
+
+            await wait_for(
+                allowed, bool, f"the API server to authorize {user} by its new binding", seconds=30
+            )
+        for account in ("controller", "scraper", "stranger"):
+            found.tokens[account] = await mint_token(kube, namespace, account)
+        yield found
+    finally:
+        for name in roles:
+            await admin.delete(CLUSTER_ROLE_BINDINGS, name)
+            await admin.delete(CLUSTER_ROLES, name)
+
+
+def _api_client_as(kube: Kube, token: str) -> ApiClient:
+    configuration = Configuration()
+    configuration.host = kube.cluster.server
+    configuration.ssl_ca_cert = str(kube.cluster.pki.ca_cert)
+    configuration.api_key = {"BearerToken": f"Bearer {token}"}
+    return ApiClient(configuration)
+
+
+def _posts(registry: CollectorRegistry) -> float:
+    return sum(
+        s.value
+        for family in registry.collect()
+        for s in family.samples
+        if s.name == "rest_client_requests_total" and s.labels.get("method") == "POST"
+    )
+
+
+def _reviews_by(kube: Kube, user: str) -> Counter[str]:
+    """The reviews ``user`` created, from the API server's audit log, by resource."""
+    return Counter(
+        str(entry["objectRef"]["resource"])
+        for entry in audit.entries(kube.cluster.audit_log, user)
+        if entry.get("user", {}).get("username") == user
+        and entry.get("verb") == "create"
+        and entry.get("objectRef", {}).get("resource") in ("tokenreviews", "subjectaccessreviews")
+    )
+
+
+async def test_token_authentication_authorization_https_and_caches(
+    kube: Kube, accounts: Accounts
+) -> None:
+    registry = CollectorRegistry()
+    standard_collectors(registry)
+    JobSetMetrics(registry).jobset_completed("team-a", "train")
+    now = [1000.0]
+    client_registry = CollectorRegistry()
+    async with _api_client_as(kube, accounts.tokens["controller"]) as as_controller:
+        auth = MetricsAuthorizer(
+            KubeClient(as_controller, metrics=ClientMetrics(client_registry)),
+            clock=lambda: now[0],
+        )
+        server = OperatorServer(
+            registry,
+            metrics_address=("127.0.0.1", 0),
+            health_address=("127.0.0.1", 0),
+            # The API server's own serving certificate: valid for 127.0.0.1, signed by the CA.
+            tls=TlsFiles(kube.cluster.pki.serving_cert, kube.cluster.pki.serving_key),
+            auth=auth,
+        )
+        verify = ssl.create_default_context(cafile=str(kube.cluster.pki.ca_cert))
+        async with server, aiohttp.ClientSession() as session:
+            metrics_url = f"https://127.0.0.1:{server.bound['metrics'][1]}/metrics"
+
+            async def scrape(token: str | None) -> tuple[int, str]:
+                headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+                async with session.get(metrics_url, headers=headers, ssl=verify) as response:
+                    return response.status, await response.text()
+
+            status, body = await scrape(None)
+            assert status == 401, body
+            assert (await scrape("not-a-token"))[0] == 401
+            status, body = await scrape(accounts.tokens["stranger"])
+            assert status == 403, body
+            assert accounts.user("stranger") in body
+            status, body = await scrape(accounts.tokens["scraper"])
+            assert status == 200, body
+            samples = {s.name: s for f in text_string_to_metric_families(body) for s in f.samples}
+            assert samples["jobset_completed_total"].labels == {
+                "jobset_name": "train",
+                "namespace": "team-a",
+            }
+            assert "process_cpu_seconds_total" in samples
+            assert "python_info" in samples
+            # Health stays plain HTTP, without a token.
+            health = f"http://127.0.0.1:{server.bound['health'][1]}/healthz"
+            async with session.get(health) as response:
+                assert (response.status, await response.text()) == (200, "ok")
+
+            # So far: a TokenReview each for the bad token, the stranger and the scraper, a
+            # SubjectAccessReview each for the last two.
+            assert _posts(client_registry) == 5
+            for _ in range(5):
+                assert (await scrape(accounts.tokens["scraper"]))[0] == 200
+            for _ in range(3):
+                assert (await scrape(accounts.tokens["stranger"]))[0] == 403
+                assert (await scrape("not-a-token"))[0] == 401
+            assert _posts(client_registry) == 5, "cached answers must not reach the API server"
+
+            now[0] += 31  # a denial is kept 30 s, an authorization 5 min, a token review 1 min
+            assert (await scrape(accounts.tokens["stranger"]))[0] == 403
+            assert (await scrape(accounts.tokens["scraper"]))[0] == 200
+            assert _posts(client_registry) == 6  # the stranger's access, reviewed again
+            now[0] += 30
+            assert (await scrape(accounts.tokens["scraper"]))[0] == 200
+            assert (await scrape("not-a-token"))[0] == 401
+            assert _posts(client_registry) == 8  # two tokens reviewed again
+
+    # The API server's view of who asked: the controller's ServiceAccount, with the shipped
+    # role's rules only.
+    async def reviews() -> Counter[str]:
+        return _reviews_by(kube, accounts.user("controller"))
+
+    await wait_for(
+        reviews,
+        lambda seen: seen == Counter({"tokenreviews": 5, "subjectaccessreviews": 3}),
+        "the controller's reviews in the audit log",
+        seconds=15,
+    )
+
+
+async def test_without_the_review_rules_every_scrape_fails_closed(
+    kube: Kube, accounts: Accounts
+) -> None:
+    async with _api_client_as(kube, accounts.tokens["stranger"]) as as_stranger:
+        auth = MetricsAuthorizer(KubeClient(as_stranger))
+        decision = await auth.check(f"Bearer {accounts.tokens['scraper']}", "GET", "/metrics")
+    assert (decision.status, decision.message) == (500, "Authentication failed")
+
+
+def test_the_secure_metrics_component_renders_a_coherent_install(tmp_path: Path) -> None:
+    plain = render(tmp_path / "plain", "servicemonitor")
+    assert only(plain, "ServiceMonitor")["spec"]["endpoints"][0].get("scheme") is None
+    alone = render(tmp_path / "alone", "secure-metrics")  # no ServiceMonitor to patch: fine
+    assert not [o for o in alone if o["kind"] == "ServiceMonitor"]
+    objects = render(tmp_path / "both", "servicemonitor", "secure-metrics")
+    args, mount, secret = secure_args_and_mount(objects)
+    assert args == [
+        "--metrics-secure=true",
+        f"--metrics-cert-path={mount}",
+        "--metrics-auth=true",
+    ]
+    container = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "--metrics-bind-address=:8080" in container["args"]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "https-metrics": 8080,
+        "health": 8081,
+    }
+    assert container["readinessProbe"]["httpGet"]["port"] == "health"  # probes stay plain
+    service = only(objects, "Service")
+    assert [(p["name"], p["targetPort"]) for p in service["spec"]["ports"]] == [
+        ("https-metrics", "https-metrics")
+    ]
+    (endpoint,) = only(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["port"] == "https-metrics" and endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    meta = service["metadata"]
+    assert endpoint["tlsConfig"]["serverName"] == f"{meta['name']}.{meta['namespace']}.svc"
+    assert endpoint["tlsConfig"]["ca"]["secret"] == {"name": secret, "key": "ca.crt"}
+    roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterRole"}
+    reader = roles["stateful-jobset-metrics-reader"]
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    # The controller's own ClusterRole (base) holds the two review rules --metrics-auth needs.
+    controller_role = roles["stateful-jobset-controller"]
+    granted = {
+        (g, r, v)
+        for rule in controller_role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert ("authentication.k8s.io", "tokenreviews", "create") in granted
+    assert ("authorization.k8s.io", "subjectaccessreviews", "create") in granted
+
+
+async def test_the_controller_process_serves_secure_metrics_with_the_components_flags(
+    kube: Kube, namespace: str, accounts: Accounts, tmp_path: Path
+) -> None:
+    # The Secret, as the kubelet would mount it (here: the API server's serving certificate).
+    certs = tmp_path / "metrics-tls"
+    certs.mkdir()
+    shutil.copy(kube.cluster.pki.serving_cert, certs / "tls.crt")
+    shutil.copy(kube.cluster.pki.serving_key, certs / "tls.key")
+    extra = dict(a.split("=", 1) for a in controller_flags(tmp_path / "overlay", certs))
+    replica = start_replica(
+        kube.cluster.kubeconfig,
+        namespace,
+        "secure",
+        tmp_path,
+        lease_name=f"secure-{uuid.uuid4().hex[:6]}",
+        extra=extra,
+    )
+    verify = ssl.create_default_context(cafile=str(kube.cluster.pki.ca_cert))
+
+    def scrape(token: str | None) -> tuple[int, str]:
+        request = urllib.request.Request(f"https://127.0.0.1:{replica.metrics_port}/metrics")
+        if token is not None:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=15, context=verify) as response:
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as err:
+            return int(err.code), err.read().decode()
+        except OSError as err:
+            return 0, str(err)
+
+    try:
+        await wait_until(lambda: replica.get("/readyz")[0] == 200, "readiness (plain HTTP)")
+        assert scrape(None)[0] == 401
+        assert scrape(accounts.tokens["stranger"])[0] == 403
+        status, body = scrape(accounts.tokens["scraper"])
+        assert status == 200, body
+        assert "controller_runtime_reconcile_total" in body or "workqueue_depth" in body
+        assert "process_start_time_seconds" in body
+        serving = [line for line in replica.log_lines() if line.get("endpoint") == "metrics"]
+        assert serving and serving[0]["scheme"] == "https" and serving[0]["auth"] is True
+    finally:
+        replica.process.kill()
+
+
+async def test_completed_and_failed_counters_name_the_jobset_as_upstream(
+    client: KubeClient, controller: RunningController, namespace: str
+) -> None:
+    await client.create(api.JOBSETS, jobset("done", replicated_job("a", 1)), namespace)
+    await client.create(api.JOBSETS, jobset("broken", replicated_job("a", 1)), namespace)
+    (done,) = await wait_jobs(client, namespace, "done", 1)
+    (broken,) = await wait_jobs(client, namespace, "broken", 1)
+    await complete_job(client, namespace, done)
+    await fail_job(client, namespace, broken)
+    await wait_condition(client, namespace, "done", api.COMPLETED)
+    await wait_condition(client, namespace, "broken", api.FAILED)
+    text = exposition(controller.manager.registry).decode()
+    series = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name.startswith("jobset_") and s.labels
+    }
+    ident = (("jobset_name", "done"), ("namespace", namespace))
+    failed_ident = (("jobset_name", "broken"), ("namespace", namespace))
+    assert series[("jobset_completed_total", ident)] == 1.0
+    assert series[("jobset_failed_total", failed_ident)] == 1.0
+    assert series[("jobset_terminal_state", (*ident, ("state", "Completed")))] == 1.0
+    assert series[("jobset_terminal_state", (*failed_ident, ("state", "Failed")))] == 1.0
+    assert series[("jobset_restarts", ident)] == 0.0
+    assert ("jobset_completed_total", failed_ident) not in series
