@@ -8,14 +8,18 @@ it does well: kubeconfig / in-cluster configuration, authentication, TLS, the HT
 Added here, because kubernetes_asyncio has neither:
 - client-side rate limiting (QPS + burst token bucket, like client-go's default limiter);
 - ``rest_client_requests_total{code,method}`` (client-go's metric name);
-- a *write guard*: a callable consulted before every mutating request, so that a replica that is
-  no longer sure it holds the leader lease refuses to write (see leaderelection.py);
+- a *write guard*: a callable consulted for every mutating request, so that a replica that is no
+  longer sure it holds the leader lease refuses to write (see leaderelection.py). It is asked
+  when the request is made and again immediately before its first byte is sent, once the rate
+  limiter's token and a pooled connection are in hand: either wait can outlast the guard (seconds
+  under load), and only the last answer decides what the server sees;
 - a field manager on every write, so writes can be audited by replica.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -25,6 +29,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import aiohttp
+from aiohttp.connector import Connection
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -107,6 +112,40 @@ class WriteRefused(Exception):
     """The write guard said no (this replica is not, or no longer surely, the leader)."""
 
 
+# The write guard of the request this task is sending (None: not a write, or no guard). Set by
+# KubeClient around kubernetes_asyncio's call, read by _FencedRequest.send in the same task.
+_SENDING_GUARD: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "stateful_jobset_write_guard", default=None
+)
+
+
+class _FencedRequest(aiohttp.ClientRequest):
+    """aiohttp's request, asking the write guard once a connection is ready and before any byte
+    of the request is written: the last moment its answer can change what the server sees.
+
+    A refusal raises out of ``send``; aiohttp then closes the fresh connection (no leak).
+    """
+
+    async def send(self, conn: Connection) -> aiohttp.ClientResponse:
+        guard = _SENDING_GUARD.get()
+        if guard is not None and not guard():
+            raise WriteRefused(f"{self.method} {self.url.path} refused: not the leader")
+        return await super().send(conn)
+
+
+def _install_fence(api: ApiClient) -> None:
+    """Make the API client's HTTP session build fenced requests (idempotent).
+
+    kubernetes_asyncio creates its aiohttp session itself; ``_request_class`` is the session's
+    ``request_class`` argument (one of the attributes aiohttp lets a caller set).
+    """
+    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if not isinstance(session, aiohttp.ClientSession) or not hasattr(session, "_request_class"):
+        raise TypeError("cannot fence writes: the API client has no aiohttp session")
+    if not issubclass(session._request_class, _FencedRequest):
+        session._request_class = _FencedRequest
+
+
 class TokenBucket:
     """Client-side request limiter: ``qps`` tokens per second, at most ``burst`` saved up.
 
@@ -179,6 +218,12 @@ class KubeClient:
         self.field_manager = field_manager
         self.metrics = metrics
         self.write_guard = write_guard
+        if write_guard is not None:
+            _install_fence(api)
+
+    def _refuse_unless_allowed(self, method: str, path: str) -> None:
+        if method in _MUTATING and self.write_guard is not None and not self.write_guard():
+            raise WriteRefused(f"{method} {path} refused: not the leader")
 
     async def _send(
         self,
@@ -190,17 +235,20 @@ class KubeClient:
         content_type: str = "application/json",
         request_timeout: aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
-        if method in _MUTATING and self.write_guard is not None and not self.write_guard():
-            raise WriteRefused(f"{method} {path} refused: not the leader")
+        # Asked three times: no point waiting for a token when already refused; after the token
+        # wait; and, decisively, in _FencedRequest.send once a connection is ready.
+        self._refuse_unless_allowed(method, path)
         waiting_since = time.monotonic()
         await self.limiter.acquire()
         if self.metrics:
             self.metrics.rate_limiter_wait.labels(verb=method).observe(
                 time.monotonic() - waiting_since
             )
+        self._refuse_unless_allowed(method, path)
         query_params = [
             (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
         ]
+        sending = _SENDING_GUARD.set(self.write_guard if method in _MUTATING else None)
         try:
             response: aiohttp.ClientResponse = await self.api.call_api(
                 path,
@@ -213,10 +261,14 @@ class KubeClient:
                 _return_http_data_only=True,
                 _request_timeout=request_timeout,
             )
+        except WriteRefused:
+            raise  # nothing was sent
         except Exception:
             if self.metrics:
                 self.metrics.requests.labels(code="<error>", method=method).inc()
             raise
+        finally:
+            _SENDING_GUARD.reset(sending)
         if self.metrics:
             self.metrics.requests.labels(code=str(response.status), method=method).inc()
         if response.status >= 300:

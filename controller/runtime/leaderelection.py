@@ -1,10 +1,13 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease, with a write fence.
 
-Why our own and not kubernetes_asyncio's ``leaderelection`` package: that one renews on a fixed
-period but offers no way to ask "may I still write *now*?", and it measures lease expiry with the
-wall clock recorded in the Lease, which breaks under clock skew and after a process was frozen
-(SIGSTOP): on resume it believes it is still the leader until its next failed renewal, and keeps
-writing meanwhile. client-go's rules, which we follow:
+Why our own and not kubernetes_asyncio's ``leaderelection`` package: that one judges expiry as
+client-go does, from when *it* observed the record change (not from the times written in the
+Lease), but it reads those moments and its renew deadline from ``time.time()``, the wall clock,
+which NTP or an operator can step: forwards, and a standby takes over early while the leader
+still writes; backwards, and a leader keeps renewing past its deadline. And it has no write
+fence: nothing can ask "may I still write *now*?", so a leader frozen (SIGSTOP) past its lease
+goes on writing when it resumes, until its renew loop notices. client-go's rules, which we follow
+on the monotonic clock, plus the fence:
 
 - A candidate may take the lease only if it is free (no holder), or if the record it last observed
   has not changed for ``lease_duration`` *by the candidate's own monotonic clock*.
@@ -13,7 +16,9 @@ writing meanwhile. client-go's rules, which we follow:
 - Writes are fenced: the controller writes only while ``monotonic() < t_renew + renew_deadline``,
   where ``t_renew`` is when the last successful renewal was *sent*. Another candidate can take the
   lease only ``lease_duration`` (> renew_deadline) after it observed that renewal, which is after
-  it was sent, so the two replicas' write windows never overlap. After a freeze the fence is
+  it was sent, so the two replicas' write windows never overlap. The client asks ``is_leader``
+  immediately before each write is sent, after its waits for a rate-limiter token and a pooled
+  connection (client.py), so no wait carries a write past the fence. After a freeze the fence is
   already closed when the process resumes.
 - On graceful shutdown the leader releases the lease (empty holder, 1 s duration) so a standby
   takes over at once.
