@@ -10,105 +10,33 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import sys
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from controller.jobset import api
 from controller.runtime.client import JOBS, LEASES, KubeClient
 from localcluster.processes import ManagedProcess, free_port
 from tests.helpers import Kube, wait_for
-from tests.support.incluster import ROOT, mint_token, service_account_dir
+from tests.support.incluster import ROOT, mint_token, service_account_dir, start_in_cluster
 from tests.support.jobsets import wait_condition
+from tests.support.prometheus import query, start_prometheus
 from tests.support.replicas import Replica
 
 LEASE_NAME = "stateful-jobset-controller"
 
 
 def _replica(kube: Kube, folder: Path, identity: str, tmp: Path, namespace: str) -> Replica:
-    metrics, health = free_port(), free_port()
-    env = {
-        **os.environ,
-        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-        "KUBERNETES_SERVICE_PORT": kube.cluster.server.rsplit(":", 1)[1],
-        "KUBECONFIG": "",
-    }
-    argv = [
-        sys.executable,
-        "-m",
-        "controller",
-        f"--service-account-dir={folder}",
-        f"--namespaces={namespace}",
-        f"--identity={identity}",
-        f"--metrics-bind-address=127.0.0.1:{metrics}",
-        f"--health-probe-bind-address=127.0.0.1:{health}",
-        "--lease-duration=6",
-        "--renew-deadline=4",
-        "--retry-period=0.8",
-    ]
-    process = ManagedProcess(identity, argv, tmp / f"{identity}.log", env=env)
-    process.start()
-    return Replica(identity, process, metrics, health)
-
-
-@pytest.fixture
-def prometheus(tmp_path: Path) -> tuple[int, Path]:
-    """A free port and a config path for Debian's Prometheus server (started by the test)."""
-    if shutil.which("prometheus") is None:
-        pytest.fail("Debian's prometheus server is not installed (make test installs it)")
-    return free_port(), tmp_path / "prometheus.yml"
-
-
-def _start_prometheus(port: int, config: Path, targets: list[str]) -> ManagedProcess:
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "scrape_configs": [
-                    {"job_name": "stateful-jobset", "static_configs": [{"targets": targets}]}
-                ],
-            }
-        )
-    )
-    binary = shutil.which("prometheus")
-    assert binary is not None
-    process = ManagedProcess(
-        "prometheus",
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={config.parent / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        config.parent / "prometheus.log",
-    )
-    process.start()
-    return process
-
-
-def _query(port: int, expression: str) -> list[dict[str, Any]]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expression})
-    try:
-        with urllib.request.urlopen(url, timeout=3) as response:
-            body = json.loads(response.read())
-    except OSError:
-        return []
-    return list(body.get("data", {}).get("result", [])) if body.get("status") == "success" else []
+    short_lease = ("--lease-duration=6", "--renew-deadline=4", "--retry-period=0.8")
+    return start_in_cluster(kube, folder, namespace, identity, tmp, *short_lease)
 
 
 async def test_ha_failover_and_prometheus_scraping(
     full_kube: Kube,
     full_namespace: str,
     installed: tuple[str, str],
-    prometheus: tuple[int, Path],
     tmp_path: Path,
 ) -> None:
     system_namespace, account = installed
@@ -120,9 +48,12 @@ async def test_ha_failover_and_prometheus_scraping(
     try:
         for name in ("replica-a", "replica-b"):
             replicas[name] = _replica(full_kube, folder, name, tmp_path, full_namespace)
-        prom_port, config = prometheus
-        prom = _start_prometheus(
-            prom_port, config, [f"127.0.0.1:{r.metrics_port}" for r in replicas.values()]
+        prom_port = free_port()
+        targets = [f"127.0.0.1:{r.metrics_port}" for r in replicas.values()]
+        prom = start_prometheus(
+            prom_port,
+            tmp_path,
+            [{"job_name": "stateful-jobset", "static_configs": [{"targets": targets}]}],
         )
 
         async def holder() -> str:
@@ -175,7 +106,7 @@ async def test_ha_failover_and_prometheus_scraping(
 
         # Prometheus scrapes the survivor (the killed replica's target is down).
         def series(expression: str) -> list[dict[str, Any]]:
-            return _query(prom_port, expression)
+            return query(prom_port, expression)
 
         deadline = time.monotonic() + 60
         wanted = {

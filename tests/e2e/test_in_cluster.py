@@ -9,8 +9,6 @@ request's example to completion. A negative check proves the role is not broader
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,9 +17,8 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 
 from controller.jobset import api
 from controller.runtime.client import CLAIMS, CONFIG_MAPS, ApiError, KubeClient, Resource
-from localcluster.processes import ManagedProcess, free_port
 from tests.helpers import Kube
-from tests.support.incluster import ROOT, mint_token, service_account_dir
+from tests.support.incluster import ROOT, mint_token, service_account_dir, start_in_cluster
 from tests.support.jobsets import wait_condition
 from tests.support.replicas import Replica
 
@@ -35,28 +32,9 @@ async def test_in_cluster_controller_runs_example_01_with_manifest_rbac(
     system_namespace, account = installed
     token = await mint_token(full_kube, system_namespace, account)
     folder = service_account_dir(tmp_path, full_kube, system_namespace, token)
-    port = full_kube.cluster.server.rsplit(":", 1)[1]
-    metrics, health = free_port(), free_port()
-    env = {
-        **os.environ,
-        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-        "KUBERNETES_SERVICE_PORT": port,
-        "KUBECONFIG": "",
-    }
-    argv = [
-        sys.executable,
-        "-m",
-        "controller",
-        f"--service-account-dir={folder}",
-        f"--namespaces={full_namespace}",
-        "--identity=in-cluster",
-        f"--metrics-bind-address=127.0.0.1:{metrics}",
-        f"--health-probe-bind-address=127.0.0.1:{health}",
-    ]
-    process = ManagedProcess("in-cluster", argv, tmp_path / "in-cluster.log", env=env)
-    process.start()
-    replica = Replica("in-cluster", process, metrics, health)
+    replica: Replica | None = None
     try:
+        replica = start_in_cluster(full_kube, folder, full_namespace, "in-cluster", tmp_path)
         admin = KubeClient(full_kube.api)
         body = yaml.safe_load(
             (ROOT / "manifests" / "examples" / "seed-volume-policy.yaml").read_text()
@@ -71,7 +49,8 @@ async def test_in_cluster_controller_runs_example_01_with_manifest_rbac(
             "Forbidden" in str(line) or " 403" in str(line) for line in replica.log_lines()
         )
     finally:
-        process.kill()
+        if replica is not None:
+            replica.process.kill()
 
 
 async def test_the_role_is_not_broader_than_needed(

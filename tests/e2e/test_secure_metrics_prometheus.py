@@ -10,18 +10,11 @@ ClusterRole (the target is up) and with one of a ServiceAccount without it (the 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import shutil
-import sys
 import time
-import urllib.parse
-import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
 
-import pytest
 import yaml
 
 from controller.runtime.client import ApiError, KubeClient, Resource
@@ -29,7 +22,8 @@ from controller.runtime.metricsauth import SUBJECT_ACCESS_REVIEWS
 from localcluster import audit
 from localcluster.processes import ManagedProcess, free_port
 from tests.helpers import Kube, wait_for
-from tests.support.incluster import mint_token, service_account_dir
+from tests.support.incluster import mint_token, service_account_dir, start_in_cluster
+from tests.support.prometheus import query, start_prometheus
 from tests.support.replicas import Replica, wait_until
 from tests.support.securemetrics import READER_ROLE, controller_flags
 
@@ -40,25 +34,13 @@ CLUSTER_ROLE_BINDINGS = Resource(
 )
 
 
-def _query(port: int, expression: str) -> list[dict[str, Any]]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expression})
-    try:
-        with urllib.request.urlopen(url, timeout=3) as response:
-            body = json.loads(response.read())
-    except OSError:
-        return []
-    return list(body.get("data", {}).get("result", [])) if body.get("status") == "success" else []
-
-
-def _values(port: int, expression: str) -> dict[str, float]:
-    return {r["metric"].get("job", ""): float(r["value"][1]) for r in _query(port, expression)}
+def _by_job(port: int, expression: str) -> dict[str, float]:
+    return {r["metric"].get("job", ""): float(r["value"][1]) for r in query(port, expression)}
 
 
 async def test_prometheus_scrapes_secure_metrics_with_a_reader_token(
     full_kube: Kube, full_namespace: str, installed: tuple[str, str], tmp_path: Path
 ) -> None:
-    if shutil.which("prometheus") is None:
-        pytest.fail("Debian's prometheus server is not installed (make test installs it)")
     admin = KubeClient(full_kube.api)
     system_namespace, account = installed
     # The component's reader role, and a scraper account bound to it; another one is not.
@@ -118,66 +100,40 @@ async def test_prometheus_scrapes_secure_metrics_with_a_reader_token(
     certs.mkdir()
     shutil.copy(full_kube.cluster.pki.serving_cert, certs / "tls.crt")
     shutil.copy(full_kube.cluster.pki.serving_key, certs / "tls.key")
-    metrics, health, prom_port = free_port(), free_port(), free_port()
-    env = {
-        **os.environ,
-        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-        "KUBERNETES_SERVICE_PORT": full_kube.cluster.server.rsplit(":", 1)[1],
-        "KUBECONFIG": "",
-    }
-    argv = [
-        sys.executable,
-        "-m",
-        "controller",
-        f"--service-account-dir={folder}",
-        f"--namespaces={full_namespace}",
-        "--identity=secure-metrics",
-        f"--leader-election-id=secure-{uuid.uuid4().hex[:6]}",
-        f"--metrics-bind-address=127.0.0.1:{metrics}",
-        f"--health-probe-bind-address=127.0.0.1:{health}",
-        *controller_flags(tmp_path / "overlay", certs),
-    ]
-    config = tmp_path / "prometheus.yml"
     tls = {"ca_file": str(full_kube.cluster.pki.ca_cert)}
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "scrape_configs": [
-                    {
-                        "job_name": name,
-                        "scheme": "https",
-                        "authorization": {"credentials_file": str(tokens / name)},
-                        "tls_config": tls,
-                        "static_configs": [{"targets": [f"127.0.0.1:{metrics}"]}],
-                    }
-                    for name in ("prometheus", "nobody")
-                ],
-            }
-        )
-    )
-    process = ManagedProcess("secure-metrics", argv, tmp_path / "controller.log", env=env)
-    binary = shutil.which("prometheus")
-    assert binary is not None
-    prom = ManagedProcess(
-        "prometheus",
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-        ],
-        tmp_path / "prometheus.log",
-    )
+    replica: Replica | None = None
+    prom: ManagedProcess | None = None
+    prom_port = free_port()
     try:
-        process.start()
-        replica = Replica("secure-metrics", process, metrics, health)
-        await wait_until(lambda: replica.get("/readyz")[0] == 200, "readiness (plain HTTP)")
-        prom.start()
+        replica = start_in_cluster(
+            full_kube,
+            folder,
+            full_namespace,
+            "secure-metrics",
+            tmp_path,
+            f"--leader-election-id=secure-{uuid.uuid4().hex[:6]}",
+            *controller_flags(tmp_path / "overlay", certs),
+        )
+        ready = replica
+        await wait_until(lambda: ready.get("/readyz")[0] == 200, "readiness (plain HTTP)")
+        prom = start_prometheus(
+            prom_port,
+            tmp_path,
+            [
+                {
+                    "job_name": name,
+                    "scheme": "https",
+                    "authorization": {"credentials_file": str(tokens / name)},
+                    "tls_config": tls,
+                    "static_configs": [{"targets": [f"127.0.0.1:{replica.metrics_port}"]}],
+                }
+                for name in ("prometheus", "nobody")
+            ],
+        )
         deadline = time.monotonic() + 60
         up: dict[str, float] = {}
         while time.monotonic() < deadline:
-            up = _values(prom_port, "up")
+            up = _by_job(prom_port, "up")
             if up == {"prometheus": 1.0, "nobody": 0.0}:
                 break
             await asyncio.sleep(1)
@@ -188,8 +144,8 @@ async def test_prometheus_scrapes_secure_metrics_with_a_reader_token(
             "leader_election_master_status",
             "controller_runtime_max_concurrent_reconciles",
         ):
-            assert set(_values(prom_port, expression)) == {"prometheus"}, expression
-        assert not _query(prom_port, '{__name__=~".+_created"}')
+            assert set(_by_job(prom_port, expression)) == {"prometheus"}, expression
+        assert not query(prom_port, '{__name__=~".+_created"}')
         user = f"system:serviceaccount:{system_namespace}:{account}"
         reviews = {
             audit.write_key(e)
@@ -200,6 +156,8 @@ async def test_prometheus_scrapes_secure_metrics_with_a_reader_token(
         assert {"create tokenreviews", "create subjectaccessreviews"} <= reviews, reviews
         assert not [line for line in replica.log_lines() if line.get("level") == "error"]
     finally:
-        prom.kill()
-        process.kill()
+        if prom is not None:
+            prom.kill()
+        if replica is not None:
+            replica.process.kill()
         await admin.delete(CLUSTER_ROLE_BINDINGS, binding)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from localcluster.processes import ManagedProcess, free_port
 from tests.helpers import Kube
+from tests.support.replicas import Replica
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,3 +82,32 @@ def service_account_dir(tmp: Path, kube: Kube, namespace: str, token: str) -> Pa
     (folder / "ca.crt").write_bytes(kube.cluster.pki.ca_cert.read_bytes())
     (folder / "namespace").write_text(namespace)
     return folder
+
+
+def start_in_cluster(
+    kube: Kube, folder: Path, namespace: str, identity: str, log_dir: Path, *flags: str
+) -> Replica:
+    """``python -m controller`` as a pod runs it: no kubeconfig, only KUBERNETES_SERVICE_HOST/PORT
+    and the service-account ``folder``; watching ``namespace``, metrics and health on free
+    loopback ports, ``flags`` added. The caller kills it."""
+    metrics, health = free_port(), free_port()
+    env = {
+        **os.environ,
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": kube.cluster.server.rsplit(":", 1)[1],
+        "KUBECONFIG": "",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "controller",
+        f"--service-account-dir={folder}",
+        f"--namespaces={namespace}",
+        f"--identity={identity}",
+        f"--metrics-bind-address=127.0.0.1:{metrics}",
+        f"--health-probe-bind-address=127.0.0.1:{health}",
+        *flags,
+    ]
+    process = ManagedProcess(identity, argv, log_dir / f"{identity}.log", env=env)
+    process.start()
+    return Replica(identity, process, metrics, health)
