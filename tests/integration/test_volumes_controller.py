@@ -14,6 +14,7 @@ from tests.helpers import Kube, wait_for
 from tests.support.examples import EXAMPLES
 from tests.support.jobsets import (
     assert_no_writes_at_steady_state,
+    complete_job,
     condition,
     get_jobset,
     jobs_of,
@@ -43,6 +44,11 @@ def pod_volumes(job: Obj) -> dict[str, str]:
 @pytest.mark.usefixtures("controller")
 async def test_seed_example_claim_and_mounts(client: KubeClient, namespace: str) -> None:
     await client.create(api.JOBSETS, example("01-seed-volume-policy.yaml"), namespace)
+    # B depends on A's completion, and in this tier only the test completes Jobs.
+    first = await wait_jobs(client, namespace, "volume-sample", 2)
+    by_name = {j["metadata"]["name"]: j for j in first}
+    assert sorted(by_name) == ["volume-sample-a-0", "volume-sample-workers-0"]
+    await complete_job(client, namespace, by_name["volume-sample-a-0"])
     jobs = await wait_jobs(client, namespace, "volume-sample", 4)
     claim = await client.get(CLAIMS, "pretrained-model-volume-sample", namespace)
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
