@@ -1,16 +1,18 @@
-"""Helpers for tests against the real API server: waiting with clear messages, namespaces."""
+"""Helpers for tests against the real API server: waiting with clear messages, namespaces, and
+reading a controller's progress from its metrics."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import Metric
 
 from controller.runtime.client import ApiError
 from localcluster.cluster import LocalCluster
@@ -84,7 +86,8 @@ def current(read: Callable[[], T]) -> Callable[[], Awaitable[T]]:
 
 async def create_namespace(kube: Kube, *, wait_for_service_account: bool) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
-    await kube.core.create_namespace({"metadata": {"name": name}})
+    body: Any = {"metadata": {"name": name}}  # a plain dict where the stubs name V1Namespace
+    await kube.core.create_namespace(body)
     if wait_for_service_account:
         # Pods need the namespace's default ServiceAccount, made by kube-controller-manager.
         await wait_for(
@@ -93,3 +96,37 @@ async def create_namespace(kube: Kube, *, wait_for_service_account: bool) -> str
             f"the default ServiceAccount in namespace {name}",
         )
     return name
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One controller's work as its metrics tell it, at one instant (one scrape or collect).
+
+    ``idle``: nothing queued (``workqueue_depth`` 0, which counts a key added again while it is
+    being reconciled) and nothing being reconciled (``controller_runtime_active_workers`` 0).
+    A worker takes a key off the queue and marks itself active without yielding to the event loop,
+    and finishes the same way, so no key is between the two at any instant a scrape can see.
+    Delayed adds (requeue-after) are not in the queue yet and do not count."""
+
+    reconciles: float
+    writes: float
+    idle: bool
+
+
+def progress(families: Iterable[Metric], controller: str) -> Progress:
+    """``families``: ``registry.collect()`` in the same process, or a parsed ``/metrics`` text."""
+    reconciles = writes = depth = active = 0.0
+    for family in families:
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name == "controller_runtime_reconcile_total":
+                if labels.get("controller") == controller:
+                    reconciles += sample.value
+            elif sample.name == "workqueue_depth" and labels.get("name") == controller:
+                depth += sample.value
+            elif sample.name == "controller_runtime_active_workers":
+                if labels.get("controller") == controller:
+                    active += sample.value
+            elif sample.name == "rest_client_requests_total" and labels.get("method") != "GET":
+                writes += sample.value
+    return Progress(reconciles, writes, depth == 0 and active == 0)

@@ -9,7 +9,7 @@ import pytest
 from controller.runtime.client import KubeClient
 from tests.helpers import Kube
 from tests.support.crd import install_crd
-from tests.support.jobsets import running_controller
+from tests.support.jobsets import RunningController, running_controller
 
 
 @pytest.fixture
@@ -20,7 +20,9 @@ async def client(kube: Kube) -> AsyncIterator[KubeClient]:
 
 
 @pytest.fixture
-async def controller(kube: Kube, namespace: str, client: KubeClient) -> AsyncIterator[None]:
+async def controller(
+    kube: Kube, namespace: str, client: KubeClient
+) -> AsyncIterator[RunningController]:
     """The JobSet controller, in this event loop, watching the test's namespace."""
-    async with running_controller(kube, namespace):
-        yield
+    async with running_controller(kube, namespace) as running:
+        yield running

@@ -6,7 +6,6 @@ status (ready, complete, failed) itself and checks what the JobSet controller do
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from controller.jobset import api
 from controller.runtime.client import SERVICES, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import (
+    RunningController,
     assert_no_writes_at_steady_state,
     complete_job,
     condition,
@@ -25,6 +25,7 @@ from tests.support.jobsets import (
     ready_job,
     replicated_job,
     running_controller,
+    settled,
     wait_condition,
     wait_jobs,
 )
@@ -50,8 +51,9 @@ async def test_creates_jobs_and_service_then_completes(client: KubeClient, names
     assert statuses["a"]["succeeded"] == 2 and statuses["b"]["succeeded"] == 1
 
 
-@pytest.mark.usefixtures("controller")
-async def test_success_policy_any_on_a_target(client: KubeClient, namespace: str) -> None:
+async def test_success_policy_any_on_a_target(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
     body = jobset(
         "any",
         replicated_job("leader", 1),
@@ -63,7 +65,7 @@ async def test_success_policy_any_on_a_target(client: KubeClient, namespace: str
     await complete_job(
         client, namespace, next(j for j in jobs if j["metadata"]["name"] == "any-leader-0")
     )
-    await asyncio.sleep(1)
+    await settled(controller, client)  # the completed leader was seen and reconciled
     assert condition(await get_jobset(client, namespace, "any"), api.COMPLETED) is None
     await complete_job(
         client, namespace, next(j for j in jobs if j["metadata"]["name"] == "any-workers-1")
@@ -172,8 +174,9 @@ async def test_suspend_and_resume(client: KubeClient, namespace: str) -> None:
     )
 
 
-@pytest.mark.usefixtures("controller")
-async def test_startup_in_order(client: KubeClient, namespace: str) -> None:
+async def test_startup_in_order(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
     body = jobset(
         "ordered",
         replicated_job("first", 1),
@@ -183,7 +186,7 @@ async def test_startup_in_order(client: KubeClient, namespace: str) -> None:
     await create(client, namespace, body)
     first = await wait_jobs(client, namespace, "ordered", 1)
     await wait_condition(client, namespace, "ordered", api.STARTUP_POLICY_IN_PROGRESS)
-    await asyncio.sleep(1)
+    await settled(controller, client)
     assert len(await jobs_of(client, namespace, "ordered")) == 1
     await ready_job(client, namespace, first[0])
     second = await wait_jobs(client, namespace, "ordered", 3)
@@ -193,8 +196,9 @@ async def test_startup_in_order(client: KubeClient, namespace: str) -> None:
 
 
 @pytest.mark.parametrize("dependency", ["Ready", "Complete"])
-@pytest.mark.usefixtures("controller")
-async def test_depends_on(client: KubeClient, namespace: str, dependency: str) -> None:
+async def test_depends_on(
+    controller: RunningController, client: KubeClient, namespace: str, dependency: str
+) -> None:
     body = jobset(
         "deps",
         replicated_job("init", 1),
@@ -204,7 +208,7 @@ async def test_depends_on(client: KubeClient, namespace: str, dependency: str) -
     init = await wait_jobs(client, namespace, "deps", 1)
     await ready_job(client, namespace, init[0])
     if dependency == "Complete":
-        await asyncio.sleep(1)
+        await settled(controller, client)  # the ready init Job was seen and reconciled
         assert len(await jobs_of(client, namespace, "deps")) == 1, "Ready is not Complete"
         await complete_job(client, namespace, init[0])
     jobs = await wait_jobs(client, namespace, "deps", 3)
@@ -229,20 +233,19 @@ async def test_ttl_after_finished_deletes_the_jobset(client: KubeClient, namespa
     )
 
 
-@pytest.mark.usefixtures("controller")
 async def test_managed_by_another_controller_is_left_alone(
-    client: KubeClient, namespace: str
+    controller: RunningController, client: KubeClient, namespace: str
 ) -> None:
     await create(
         client, namespace, jobset("theirs", replicated_job("a", 1), managedBy="example.com/other")
     )
     await create(client, namespace, jobset("ours", replicated_job("a", 1)))
     await wait_jobs(client, namespace, "ours", 1)
-    await asyncio.sleep(1)
+    await settled(controller, client)  # both JobSets were seen and reconciled
     assert await jobs_of(client, namespace, "theirs") == []
-    assert "status" not in await get_jobset(client, namespace, "theirs") or not (
-        (await get_jobset(client, namespace, "theirs"))["status"].get("conditions")
-    )
+    theirs = await get_jobset(client, namespace, "theirs")
+    assert not theirs.get("status"), theirs["status"]
+    assert not theirs["metadata"].get("finalizers"), theirs["metadata"]["finalizers"]
 
 
 @pytest.mark.usefixtures("controller")
@@ -276,4 +279,4 @@ async def test_zero_writes_at_steady_state(kube: Kube, namespace: str, client: K
         await ready_job(client, namespace, jobs[0])
         await complete_job(client, namespace, jobs[2])
 
-        await assert_no_writes_at_steady_state(running)
+        await assert_no_writes_at_steady_state(running, client)

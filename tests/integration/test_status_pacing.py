@@ -7,7 +7,6 @@ milestone, which carries it. With period 0 every change is written, as upstream 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from controller.jobset import api
@@ -20,6 +19,7 @@ from tests.support.jobsets import (
     ready_job,
     replicated_job,
     running_controller,
+    settled,
     wait_condition,
     wait_jobs,
     writes,
@@ -29,15 +29,6 @@ from tests.support.jobsets import (
 def _counts(obj: dict[str, Any]) -> dict[str, int]:
     statuses = (obj.get("status") or {}).get("replicatedJobsStatus") or [{}]
     return {k: int(statuses[0].get(k) or 0) for k in ("active", "ready", "succeeded")}
-
-
-async def _cached_ready(running: Any, namespace: str, name: str) -> None:
-    """Wait until the controller's own cache has seen the Job's pods ready."""
-    await wait_for(
-        lambda: asyncio.sleep(0.1, running.reconciler.jobs.get(namespace, name)),
-        lambda job: job is not None and (job.get("status") or {}).get("ready") == 1,
-        f"the controller's cache to see {name} ready",
-    )
 
 
 async def test_counters_ride_on_the_next_milestone(
@@ -52,12 +43,11 @@ async def test_counters_ride_on_the_next_milestone(
             "the first status write",
         )
         assert _counts(first) == {"active": 0, "ready": 0, "succeeded": 0}
+        await settled(running, client)
+        before = writes(running.manager)
         for job in jobs:
             await ready_job(client, namespace, job)
-        for job in jobs:
-            await _cached_ready(running, namespace, job["metadata"]["name"])
-        before = writes(running.manager)
-        await asyncio.sleep(2)  # reconciles of the ready Jobs have run
+        await settled(running, client)  # the ready Jobs were seen and reconciled
         assert writes(running.manager) == before, "a counters-only change was written"
         held = await get_jobset(client, namespace, "paced")
         assert _counts(held) == {"active": 0, "ready": 0, "succeeded": 0}

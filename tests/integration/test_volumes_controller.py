@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -13,12 +12,14 @@ from controller.runtime.client import CLAIMS, JOBS, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.examples import EXAMPLES
 from tests.support.jobsets import (
+    RunningController,
     assert_no_writes_at_steady_state,
     complete_job,
     condition,
     get_jobset,
     jobs_of,
     running_controller,
+    settled,
     wait_condition,
     wait_jobs,
 )
@@ -111,7 +112,7 @@ async def test_retain_then_adopt_on_reapply(client: KubeClient, namespace: str) 
 
     async def adopted() -> bool:
         claim = await client.get(CLAIMS, "ckpt-resumable-workers-0", namespace)
-        return (
+        return bool(
             claim["metadata"]["annotations"].get(volumes.OWNER_UID_ANNOTATION)
             == second["metadata"]["uid"]
         )
@@ -125,9 +126,8 @@ async def test_retain_then_adopt_on_reapply(client: KubeClient, namespace: str) 
     assert pod_volumes(jobs[1])["ckpt"] == "ckpt-resumable-workers-1"
 
 
-@pytest.mark.usefixtures("controller")
 async def test_foreign_claim_is_a_conflict_until_removed(
-    client: KubeClient, namespace: str
+    controller: RunningController, client: KubeClient, namespace: str
 ) -> None:
     foreign = {
         "metadata": {"name": "initializer-trainjob-shared", "labels": {"owner": "someone-else"}},
@@ -138,7 +138,7 @@ async def test_foreign_claim_is_a_conflict_until_removed(
     conflicted = await wait_condition(client, namespace, "trainjob-shared", "VolumeClaimConflict")
     message = condition(conflicted, "VolumeClaimConflict")["message"]  # type: ignore[index]
     assert "initializer-trainjob-shared" in message
-    await asyncio.sleep(1)
+    await settled(controller, client)  # the conflict and what followed it were reconciled
     assert await jobs_of(client, namespace, "trainjob-shared") == []
     untouched = await client.get(CLAIMS, "initializer-trainjob-shared", namespace)
     assert untouched["metadata"]["labels"] == {"owner": "someone-else"}
@@ -159,7 +159,7 @@ async def test_zero_writes_at_steady_state_with_volumes(
     async with running_controller(kube, namespace) as running:
         await client.create(api.JOBSETS, example("03-per-job-checkpoints-retained.yaml"), namespace)
         await wait_jobs(client, namespace, "resumable", 2)
-        await assert_no_writes_at_steady_state(running)
+        await assert_no_writes_at_steady_state(running, client)
 
 
 @pytest.mark.usefixtures("controller")

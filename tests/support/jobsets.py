@@ -5,18 +5,23 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from controller import config as configmod
 from controller.jobset import api
 from controller.jobset.reconciler import JobSetReconciler
-from controller.jobset.setup import setup
+from controller.jobset.setup import CONTROLLER, setup
 from controller.runtime.client import JOBS, KubeClient
 from controller.runtime.manager import Manager, api_client_for
-from tests.helpers import Kube, wait_for
+from controller.runtime.store import object_key
+from tests.helpers import Kube, progress, wait_for
+from tests.support.replicas import Replica
 
 Obj = dict[str, Any]
 
@@ -307,42 +312,124 @@ async def ready_job(client: KubeClient, namespace: str, job: Obj) -> None:
 
 def writes(manager: Manager) -> float:
     """Mutating API requests made by this controller so far (from its own client metrics)."""
-    total = 0.0
-    for family in manager.registry.collect():
-        if family.name == "rest_client_requests":
-            total += sum(
-                s.value
-                for s in family.samples
-                if s.name.endswith("_total") and s.labels.get("method") != "GET"
-            )
-    return total
+    return progress(manager.registry.collect(), CONTROLLER).writes
 
 
 def reconciles(manager: Manager) -> float:
-    for family in manager.registry.collect():
-        if family.name == "controller_runtime_reconcile":
-            return sum(s.value for s in family.samples if s.name.endswith("_total"))
-    return 0.0
+    return progress(manager.registry.collect(), CONTROLLER).reconciles
 
 
-async def assert_no_writes_at_steady_state(running: RunningController) -> None:
-    """Wait until the controller stops writing, force a resync of every cache, and check that
-    reconciling everything again writes nothing."""
+def scheduled(running: RunningController) -> list[str]:
+    """Keys waiting for a delayed add (requeue-after or backoff) in the controller's queues."""
+    # The work queue has no public view of its delayed adds; this is a test's look inside.
+    return sorted(key for c in running.manager.controllers for key in c.queue._waiting)
 
-    async def settled() -> float:
+
+async def settled(
+    running: RunningController, client: KubeClient, *, quiet: bool = False, seconds: float = 60
+) -> None:
+    """Wait until the in-process controller has processed everything that happened so far.
+
+    Settled means, at one instant: each of its caches holds exactly what the API server listed
+    just before (the same objects at the same resourceVersions), its work queue is idle (nothing
+    queued, nothing being reconciled) and it made no write since before those lists. Informer
+    handlers enqueue as they update the cache, so every event up to the lists was delivered,
+    queued and reconciled, and what those reconciles wrote is already in the API server. A
+    negative assertion after this ("no Job was created") is about what the controller decided,
+    not about how long the test waited. Delayed requeues (status pacing, TTL) are not waited for,
+    unless ``quiet``: then nothing may be scheduled either, so nothing will happen until
+    something changes (a reconcile loop always has its next pass queued, running or scheduled).
+    """
+
+    async def unsettled() -> str:
+        """Why the controller is not settled yet; "" once it is."""
         before = writes(running.manager)
-        await asyncio.sleep(2)
-        return writes(running.manager) - before
+        listed = []
+        for cache in running.manager.caches:
+            for informer in cache.informers.values():
+                page = await client.list(
+                    informer.resource, informer.namespace, label_selector=informer.label_selector
+                )
+                versions = {object_key(o): o["metadata"]["resourceVersion"] for o in page["items"]}
+                listed.append((informer, versions))
+        # No await from here on: everything below is one instant of the controller.
+        for informer, versions in listed:
+            cached = {object_key(o): o["metadata"]["resourceVersion"] for o in informer.store}
+            if cached != versions:
+                behind = sorted(k for k in versions if cached.get(k) != versions[k])
+                extra = sorted(set(cached) - set(versions))
+                return f"{informer.resource.plural} cache differs: {behind + extra}"
+        now = progress(running.manager.registry.collect(), CONTROLLER)
+        if not now.idle:
+            return "the work queue is busy"
+        if now.writes != before:
+            return f"it wrote {now.writes - before:.0f} times meanwhile"
+        if quiet and scheduled(running):
+            return f"reconciles scheduled for {scheduled(running)}"
+        return ""
 
-    await wait_for(settled, lambda delta: delta == 0, "the controller to settle", seconds=60)
+    await wait_for(unsettled, lambda why: not why, "the controller to settle", seconds=seconds)
+
+
+def _marker(name: str) -> Obj:
+    """A JobSet our controller must leave alone (``managedBy`` another controller)."""
+    body = jobset(name, replicated_job("marker", 1), managedBy="example.com/settle-marker")
+    body["metadata"]["labels"] = {"tests.stateful-jobset/marker": "true"}
+    return body
+
+
+async def settled_process(
+    replica: Replica, client: KubeClient, namespace: str, seconds: float = 60
+) -> None:
+    """Wait until a JobSet controller running as a process has processed what happened so far.
+
+    A process's caches cannot be compared with the API server, so this writes a marker JobSet
+    (managed by another controller: ours only caches it) and waits until one scrape of the
+    process's metrics shows the marker in its JobSet cache (``jobset_restarts`` is computed from
+    that cache at scrape time) and an idle work queue, with no reconcile since the previous such
+    scrape. JobSet events reach the controller in order, so every JobSet event before the marker
+    was delivered and reconciled. Events of children (Jobs, claims) are not ordered with the
+    marker; what the controller does about them before they arrive is not covered. The marker is
+    deleted again.
+    """
+    name = f"settle-{uuid.uuid4().hex[:8]}"
+    await client.create(api.JOBSETS, _marker(name), namespace)
+    last: list[float] = []
+
+    async def unsettled() -> str:
+        families = list(text_string_to_metric_families(replica.metrics_text()))
+        seen = any(
+            s.labels.get("namespace") == namespace and name in s.labels.values()
+            for f in families
+            if f.name == "jobset_restarts"
+            for s in f.samples
+        )
+        now = progress(families, CONTROLLER)
+        previous, last[:] = last[:], [now.reconciles]
+        if not seen:
+            return f"the marker JobSet {name} is not in its cache"
+        if not now.idle:
+            return "the work queue is busy"
+        if previous != [now.reconciles]:
+            return "it reconciled since the last look"
+        return ""
+
+    try:
+        await wait_for(
+            unsettled, lambda why: not why, f"{replica.identity} to settle", seconds=seconds
+        )
+    finally:
+        await client.delete(api.JOBSETS, name, namespace)
+
+
+async def assert_no_writes_at_steady_state(running: RunningController, client: KubeClient) -> None:
+    """Let the controller settle, force a resync of every cache, and check that reconciling
+    everything again writes nothing."""
+    await settled(running, client)
     before = writes(running.manager)
     reconciles_before = reconciles(running.manager)
     for cache in running.manager.caches:
         cache.resync()
-    await wait_for(
-        lambda: asyncio.sleep(0.5, reconciles(running.manager)),
-        lambda n: n > reconciles_before,
-        "the resync to be reconciled",
-    )
-    await asyncio.sleep(2)
+    await settled(running, client)
+    assert reconciles(running.manager) > reconciles_before, "the resync was not reconciled"
     assert writes(running.manager) == before, "a reconcile at steady state wrote something"
