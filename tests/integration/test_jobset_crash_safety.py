@@ -1,8 +1,9 @@
 """Crash safety: kill -9 the controller at random points while JobSets are being created.
 
-After every kill a new controller process starts from nothing but the API server's state. The
-end state must be exactly the expected Jobs: every one present once, at restart attempt 0, owned
-by its JobSet, and nothing else.
+After every kill a new controller process starts from nothing but the API server's state. Once
+the last one has settled (every JobSet event reconciled), the end state must be exactly the
+expected Jobs, at restart attempt 0, owned by their JobSet, and nothing else; and the audit log
+must show each Job created by exactly one successful request over all the replicas, none deleted.
 
 The moments of the kills are drawn from the ``rng`` fixture: the run's seed (printed in the
 header, and in every assertion message here) repeats the same draws with
@@ -13,17 +14,36 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 from pathlib import Path
 
 from controller.jobset import api
 from controller.runtime.client import CLAIMS, JOBS, KubeClient
+from controller.runtime.manager import USER_AGENT
+from localcluster import audit
 from tests.helpers import Kube, wait_for
 from tests.support.crd import install_crd
-from tests.support.jobsets import Obj, jobset, replicated_job
+from tests.support.jobsets import Obj, jobset, replicated_job, settled_process
 from tests.support.replicas import Replica, start_replica
 
 JOBSETS = 12
 KILLS = 4
+
+
+def _job_writes(kube: Kube, namespace: str, verb: str) -> dict[str, int]:
+    """Successful ``verb`` requests on Jobs of ``namespace`` by the controller, per Job name."""
+    counts: Counter[str] = Counter()
+    for entry in audit.entries(kube.cluster.audit_log, namespace):
+        ref = entry.get("objectRef") or {}
+        if (
+            entry.get("verb") == verb
+            and ref.get("resource") == "jobs"
+            and ref.get("namespace") == namespace
+            and str(entry.get("userAgent", "")).startswith(f"{USER_AGENT}/")
+            and 200 <= int((entry.get("responseStatus") or {}).get("code") or 0) < 300
+        ):
+            counts[str(ref.get("name"))] += 1
+    return dict(counts)
 
 
 def _controller(kube: Kube, namespace: str, tmp_path: Path, n: int) -> Replica:
@@ -80,11 +100,17 @@ async def test_random_kills_converge_to_exactly_the_expected_jobs(
         await wait_for(
             names, lambda found: set(found) == expected, "every expected Job", seconds=120
         )
-        await asyncio.sleep(2)  # anything extra would show up now
+        # Every JobSet event was reconciled by the survivor: anything extra would exist now.
+        await settled_process(survivor, client, namespace)
         jobs = (await client.list(JOBS, namespace))["items"]
-        found = [j["metadata"]["name"] for j in jobs]
-        assert sorted(found) == sorted(expected), f"missing or unexpected Jobs (seed {seed})"
-        assert len(found) == len(set(found))
+        found = sorted(j["metadata"]["name"] for j in jobs)
+        assert found == sorted(expected), f"missing or unexpected Jobs (seed {seed})"
+        # Present once is not enough (a name is unique in a namespace anyway): each Job was
+        # created by exactly one successful request over all the replicas, and none deleted.
+        creates = _job_writes(kube, namespace, "create")
+        assert creates == dict.fromkeys(expected, 1), f"Jobs created more than once: {creates}"
+        deletes = _job_writes(kube, namespace, "delete")
+        assert deletes == {}, f"Jobs deleted (seed {seed}): {deletes}"
         for job in jobs:
             owners = job["metadata"]["ownerReferences"]
             assert len(owners) == 1 and owners[0]["kind"] == "JobSet"
