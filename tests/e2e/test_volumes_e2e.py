@@ -32,6 +32,7 @@ from tests.support.jobsets import (
     jobs_of,
     jobset,
     replicated_job,
+    settled_process,
     wait_condition,
     with_pod_annotations,
 )
@@ -427,7 +428,7 @@ async def test_wait_for_first_consumer_claim_binds_once_a_pod_is_scheduled(
         "VolumesReady to say the claim waits for its first consumer",
     )
     assert (condition(waiting, storage.VOLUMES_READY) or {}).get("status") == "True"
-    await asyncio.sleep(2)
+    await settled_process(controller.replicas[-1], client, ns)
     claim = await client.get(CLAIMS, claim_name, ns)
     assert phase(claim) == "Pending", claim.get("status")
     assert volumes.SELECTED_NODE_ANNOTATION not in (claim["metadata"].get("annotations") or {})
@@ -891,7 +892,7 @@ async def test_foreign_claim_is_a_conflict_until_it_is_deleted(
         event_type="Warning",
         contains=claim_name,
     )
-    await asyncio.sleep(2)
+    await settled_process(controller.replicas[-1], client, ns)
     assert await jobs_of(client, ns, name) == [], "no Job may mount a foreign claim"
     assert await pods_of(client, ns, name) == []
     untouched = await client.get(CLAIMS, claim_name, ns)
