@@ -3,7 +3,7 @@
 No cluster: these tests read the files. What the RBAC must grant is derived from the controller's
 code (every API call it makes, every informer it starts, every ownerReference it sets), not from a
 list kept beside the manifests; tests/e2e/test_in_cluster.py runs the controller with exactly these
-roles. The Dockerfile is not read here but carried out, by tests/integration/test_entrypoint_venv.py.
+roles. The Dockerfile is not read here but carried out (tests/integration/test_entrypoint_venv.py).
 """
 
 from __future__ import annotations
