@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from controller.jobset import api
 from controller.runtime.client import CLAIMS, JOBS, KubeClient
@@ -59,6 +61,25 @@ def _controller(kube: Kube, namespace: str, tmp_path: Path, n: int) -> Replica:
     )
 
 
+async def _kill_after_progress(
+    kube: Kube,
+    namespace: str,
+    tmp_path: Path,
+    n: int,
+    observe: Callable[[], Awaitable[Any]],
+    pause: float,
+) -> None:
+    """Start replica ``n``, and kill -9 it ``pause`` seconds after ``observe`` shows it made
+    progress (the replica is killed whatever happens meanwhile)."""
+    replica = _controller(kube, namespace, tmp_path, n)
+    try:
+        before = await observe()
+        await wait_for(observe, before.__ne__, "the controller to make progress")
+        await asyncio.sleep(pause)
+    finally:
+        replica.process.kill()
+
+
 async def test_random_kills_converge_to_exactly_the_expected_jobs(
     kube: Kube, namespace: str, tmp_path: Path, rng: random.Random, seed: int
 ) -> None:
@@ -76,15 +97,11 @@ async def test_random_kills_converge_to_exactly_the_expected_jobs(
 
     counts: list[int] = []
     for n in range(KILLS):
-        replica = _controller(kube, namespace, tmp_path, n)
-        try:
-            before = await job_count()
-            # Kill it in the middle of its work: once it made progress, after a random moment
-            # (the client QPS limit keeps creation slow enough to interrupt).
-            await wait_for(job_count, before.__lt__, "the controller to make progress")
-            await asyncio.sleep(rng.uniform(0.0, 0.5))
-        finally:
-            replica.process.kill()
+        # Kill it in the middle of its work: once it made progress, after a random moment
+        # (the client QPS limit keeps creation slow enough to interrupt).
+        await _kill_after_progress(
+            kube, namespace, tmp_path, n, job_count, pause=rng.uniform(0.0, 0.5)
+        )
         counts.append(await job_count())
     assert 0 < counts[-1] < len(expected), (
         f"the kills did not interrupt the work: {counts} (seed {seed})"
@@ -153,13 +170,9 @@ async def test_random_kills_during_claim_create_and_delete_converge(
 
     async def kill_a_few(rounds: int, first: int) -> None:
         for n in range(first, first + rounds):
-            replica = _controller(kube, namespace, tmp_path, n)
-            try:
-                before = await live_claims()
-                await wait_for(live_claims, before.__ne__, "the controller to make progress")
-                await asyncio.sleep(rng.uniform(0.0, 0.4))
-            finally:
-                replica.process.kill()
+            await _kill_after_progress(
+                kube, namespace, tmp_path, n, live_claims, pause=rng.uniform(0.0, 0.4)
+            )
 
     await kill_a_few(3, 0)
     expected = set().union(*(claims_of(n) for n in names))
