@@ -183,13 +183,15 @@ def _mounted_jobs(
     """Desired Jobs not in ``existing``, with their claims mounted; a Job whose claims are not
     usable yet waits."""
     result = []
+    claims = volumes.JobClaims(jobset, policies)
     for job in construct.desired_jobs(jobset, allowed, existing):
         if policies:
             labels = job["metadata"]["labels"]
             rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
-            if volumes.missing_claims(jobset, policies, rjob, index, usable):
-                continue
-            job = volumes.mount(job, jobset, policies, rjob, index)
+            wanted = claims.for_job(rjob, index)
+            if not all(map(usable.__contains__, wanted.values())):
+                continue  # a claim it needs is not usable yet
+            job = volumes.mount(job, jobset, policies, rjob, index, wanted)
         result.append(job)
     return result
 

@@ -17,6 +17,7 @@ policies raise ``InvalidJobSet`` naming the field; nothing else is raised for ba
 
 from __future__ import annotations
 
+import collections
 import copy
 import decimal
 import functools
@@ -373,26 +374,13 @@ def _request_policy(raw: Any, where: str) -> VolumePolicy:
 # ----------------------------------------------------------------------------- pod templates
 
 
-def _pod_spec(rjob: ReplicatedJob) -> Obj:
-    return _d(_d(_d(rjob.template.get("spec")).get("template")).get("spec"))
-
-
 def mounted_names(rjob: ReplicatedJob) -> frozenset[str]:
     """Names of every volumeMount of the replicated job's containers and initContainers."""
-    pod = _pod_spec(rjob)
-    names = set()
-    for kind in ("containers", "initContainers"):
-        for container in _l(pod.get(kind)):
-            for mount_ in _l(_d(container).get("volumeMounts")):
-                name = _d(mount_).get("name")
-                if isinstance(name, str):
-                    names.add(name)
-    return frozenset(names)
+    return rjob.mount_names
 
 
 def _volume_names(rjob: ReplicatedJob) -> frozenset[str]:
-    names = (_d(v).get("name") for v in _l(_pod_spec(rjob).get("volumes")))
-    return frozenset(n for n in names if isinstance(n, str))
+    return rjob.volume_names
 
 
 def targeted(policy: VolumePolicy, jobset: JobSet) -> tuple[str, ...]:
@@ -465,8 +453,8 @@ def _templates_field(policy: VolumePolicy, index: int) -> str:
 
 
 def _validate(jobset: JobSet, found: list[VolumePolicy]) -> None:
-    names = [t.name for p in found for t in p.templates]
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    names = collections.Counter(t.name for p in found for t in p.templates)
+    repeated = sorted(n for n, count in names.items() if count > 1)
     if repeated:
         raise InvalidJobSet(
             "spec: volume claim template names must be unique across volumeClaimPolicies and "
@@ -616,19 +604,65 @@ def desired_claims(jobset: JobSet, policies: Iterable[VolumePolicy]) -> list[Des
     ]
 
 
+class JobClaims:
+    """Pod volume name → claim name for each child Job, under one set of policies.
+
+    A JobSet-scope claim is the same for every Job of a replicated job, so that part is worked out
+    once per replicated job and copied; only Job-scope names are made per Job. (Worked out per
+    Job, a pod mounting 800 JobSet-scope templates cost 8 s per reconcile for 10,000 Jobs.)
+    """
+
+    def __init__(self, jobset: JobSet, policies: Iterable[VolumePolicy]) -> None:
+        self.jobset = jobset
+        self.policies = tuple(policies)
+        # Per replicated job: (template, JobSet-scope claim or None for a Job-scope one) in
+        # policy order, and the JobSet-scope part alone when that is all there is.
+        self._by_rjob: dict[str, tuple[tuple[tuple[str, str | None], ...], dict[str, str]]] = {}
+
+    def _plan(self, rjob_name: str) -> tuple[tuple[tuple[str, str | None], ...], dict[str, str]]:
+        found = self._by_rjob.get(rjob_name)
+        if found is not None:
+            return found
+        order: list[tuple[str, str | None]] = []
+        rjob = self.jobset.replicated_job(rjob_name)
+        for policy in self.policies:
+            if rjob is None:
+                break
+            # ``rjob_name in targeted(policy, jobset)``, without looking at every replicated job.
+            if policy.targets is not None:
+                if rjob_name not in policy.targets:
+                    continue
+            elif not any(t.name in rjob.mount_names for t in policy.templates):
+                continue
+            for template in policy.templates:
+                if policy.scope == "JobSet":
+                    order.append(
+                        (template.name, claim_name(template.name, self.jobset.name, "JobSet"))
+                    )
+                else:
+                    claim_name(template.name, self.jobset.name, policy.scope, rjob_name, 0)  # Pod
+                    order.append((template.name, None))
+        shared = {t: c for t, c in order if c is not None}
+        self._by_rjob[rjob_name] = found = (tuple(order), shared)
+        return found
+
+    def for_job(self, rjob_name: str, job_index: int) -> dict[str, str]:
+        """Pod volume name → claim name, in policy order."""
+        order, shared = self._plan(rjob_name)
+        if len(shared) == len(order):
+            return dict(shared)
+        name = self.jobset.name
+        return {
+            t: c if c is not None else claim_name(t, name, "Job", rjob_name, job_index)
+            for t, c in order
+        }
+
+
 def claims_for_job(
     jobset: JobSet, policies: Iterable[VolumePolicy], rjob_name: str, job_index: int
 ) -> dict[str, str]:
     """Pod volume name → claim name, for the Job ``job_index`` of replicated job ``rjob_name``."""
-    result: dict[str, str] = {}
-    for policy in policies:
-        if rjob_name not in targeted(policy, jobset):
-            continue
-        for template in policy.templates:
-            result[template.name] = claim_name(
-                template.name, jobset.name, policy.scope, rjob_name, job_index
-            )
-    return result
+    return JobClaims(jobset, policies).for_job(rjob_name, job_index)
 
 
 def mount(
@@ -637,6 +671,7 @@ def mount(
     policies: Iterable[VolumePolicy],
     rjob_name: str,
     job_index: int,
+    wanted: Mapping[str, str] | None = None,
 ) -> Obj:
     """A copy of ``job`` whose pod template has a claim volume for every template it gets.
 
@@ -644,17 +679,24 @@ def mount(
     (a deep copy of a large template per Job cost seconds per reconcile at 10,000 Jobs).
     """
     result = dict(job)
-    wanted = claims_for_job(jobset, policies, rjob_name, job_index)
+    if wanted is None:
+        wanted = claims_for_job(jobset, policies, rjob_name, job_index)
     if not wanted:
         return result
     spec = result["spec"] = dict(_d(result.get("spec")))
     template = spec["template"] = dict(_d(spec.get("template")))
     pod = template["spec"] = dict(_d(template.get("spec")))
     volumes = list(_l(pod.get("volumes")))
+    # Position of each named volume (the first, as a linear search would find), looked up once
+    # per claim: a search per claim was quadratic, minutes for 10,000 pods of 800 claims each.
+    position: dict[Any, int] = {}
+    for i, v in enumerate(volumes):
+        position.setdefault(_d(v).get("name"), i)
     for name, claim in wanted.items():
         volume = {"name": name, "persistentVolumeClaim": {"claimName": claim}}
-        at = next((i for i, v in enumerate(volumes) if _d(v).get("name") == name), None)
+        at = position.get(name)
         if at is None:
+            position[name] = len(volumes)
             volumes.append(volume)
         else:
             volumes[at] = volume  # admission forbids a volume of this name; ours wins anyway
