@@ -146,10 +146,11 @@ async def match_messages_in_thread(jobset: JobSet, jobs: Iterable[Obj]) -> Messa
     """``match_messages``, with the matching in a daemon thread, off the event loop.
 
     The messages are read here; the thread gets only strings and compiled patterns. Nothing to
-    match (the usual case: no failed Job, or no rule with patterns) costs no thread.
+    match (the usual case: no failed Job, no rule with patterns, or a finished or deleted JobSet,
+    whose failure policy is not evaluated) costs no thread.
     """
     rules = _pattern_rules(jobset)
-    if not rules:
+    if not rules or jobset.finished or jobset.deleting:
         return {}
     messages = sorted({_failure_message(job) for job in _current_failed(jobset, jobs)})
     if not messages:

@@ -286,3 +286,10 @@ async def test_nothing_to_match_costs_no_thread() -> None:
     assert await failure.match_messages_in_thread(js, healthy) == {}
     plain = make_jobset(replicated_jobs=[rjob("workers", 2)], failure_policy={"maxRestarts": 1})
     assert await failure.match_messages_in_thread(plain, jobs) == {}
+    assert await failure.match_messages_in_thread(js, jobs) != {}
+    finished = make_jobset(
+        replicated_jobs=[rjob("workers", 2)],
+        failure_policy=js.raw["spec"]["failurePolicy"],
+        terminal_state=api.TERMINAL_FAILED,
+    )
+    assert await failure.match_messages_in_thread(finished, jobs) == {}
