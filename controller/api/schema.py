@@ -52,6 +52,12 @@ MAX_MESSAGE_PATTERNS = 16
 MAX_VOLUME_CLAIM_POLICIES = 50
 MAX_TEMPLATES_PER_POLICY = 16
 MAX_CLAIM_RESOURCES = 16  # keys of a claim template's resources.requests / limits
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+MAX_ACCESS_MODES = len(ACCESS_MODES)  # more would repeat one
+MAX_CLAIM_LABELS = 32  # labels, and annotations, of a claim template
+MAX_LABEL_VALUE = 63  # Kubernetes' own limit for a label value
+MAX_LABEL_KEY = 317  # Kubernetes' own limit: a DNS subdomain prefix (253), '/', a name (63)
+MAX_ANNOTATIONS_SIZE = 256 * 1024  # Kubernetes' limit for all annotations, keys and values
 MAX_QUANTITY = 64  # a quantity written as a string, e.g. "1000Gi"
 MAX_NAME = 63  # replicated job, template, volume, container and volumeMount names
 MAX_OBJECT_NAME = 253
@@ -65,6 +71,8 @@ FAILURE_REASONS = (
     "MaxFailedIndexesExceeded",
     "PodFailurePolicy",
 )
+# A label value (Kubernetes' IsValidLabelValue; its length is bounded by the schema's maxLength).
+LABEL_VALUE_REGEX = r"^([A-Za-z0-9]([-\w.]*[A-Za-z0-9])?)?$"
 RULE_NAME_REGEX = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 DEFAULT_RULE_NAME_PREFIX = "failurePolicyRule"
 # Pod template fields that may change while the JobSet is (or is being) suspended, so that a
@@ -141,7 +149,8 @@ def _q(text: str) -> str:
 
 def _attach(node: Schema, rules: Iterable[Rule], registry: list[Rule]) -> Schema:
     for rule in rules:
-        registry.append(rule)
+        if rule not in registry:  # a schema used twice (claim templates) registers its rules once
+            registry.append(rule)
         node.setdefault("x-kubernetes-validations", []).append(rule.render())
     return node
 
@@ -642,7 +651,136 @@ class Builder:
                     "message": "must be a Kubernetes quantity, e.g. 10Gi or 500M",
                 }
             ]
-        return template
+        template["properties"]["spec"]["properties"]["accessModes"]["maxItems"] = MAX_ACCESS_MODES
+        for key in ("labels", "annotations"):
+            metadata["properties"][key]["maxProperties"] = MAX_CLAIM_LABELS
+        label_value = metadata["properties"]["labels"]["additionalProperties"]
+        label_value["maxLength"] = MAX_LABEL_VALUE
+        # On each value rather than on the map: the cost estimator bounds a value looked up in a
+        # map by the request size, not by its maxLength.
+        self.attach(
+            label_value,
+            Rule(
+                id="template-label-values",
+                where="volume claim templates: each metadata.labels value",
+                rule=f"self.matches({_q(LABEL_VALUE_REGEX)})",
+                message="metadata.labels values of a volume claim template must be empty or "
+                "letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+                detail="self",
+                protects="claims Kubernetes would refuse (label value syntax; at most 63 "
+                "characters is the schema's maxLength)",
+            ),
+        )
+        return self.attach(template, *self.claim_rules())
+
+    @staticmethod
+    def claim_rules() -> list[Rule]:
+        """What Kubernetes' validation of a PersistentVolumeClaim would refuse in the claims made
+        from a template (ValidatePersistentVolumeClaimSpec and the metadata checks): refused here
+        so that the JobSet is not admitted to fail later at every claim create."""
+        where = "volume claim templates"
+        modes = "self.spec.accessModes"
+        has_modes = f"has(self.spec) && has({modes})"
+        allowed = "[" + ", ".join(_q(m) for m in ACCESS_MODES) + "]"
+        requests = "self.spec.resources.requests"
+        has_storage = (
+            f"has(self.spec) && has(self.spec.resources) && has({requests}) && "
+            f"'storage' in {requests}"
+        )
+        storage = "string(s)"
+        labels = "self.metadata.labels"
+        annotations = "self.metadata.annotations"
+        bad_key = "format.qualifiedName().validate(k).hasValue()"
+        bad_annotation = "format.qualifiedName().validate(k.lowerAscii()).hasValue()"
+        name = "self.metadata.name"
+        return [
+            Rule(
+                id="template-access-modes-required",
+                where=where,
+                rule=f"{has_modes} && size({modes}) > 0",
+                message="a volume claim template must list at least one access mode in "
+                "spec.accessModes",
+                detail=name,
+                field_path=".spec.accessModes",
+                reason="FieldValueRequired",
+                protects="claims Kubernetes would refuse (at least 1 access mode is required)",
+            ),
+            Rule(
+                id="template-access-modes-valid",
+                where=where,
+                rule=f"!({has_modes}) || {modes}.all(m, m in {allowed})",
+                message="spec.accessModes of a volume claim template may contain only "
+                + ", ".join(ACCESS_MODES),
+                detail=name,
+                field_path=".spec.accessModes",
+                protects="claims Kubernetes would refuse (an unsupported access mode)",
+            ),
+            Rule(
+                id="template-read-write-once-pod-alone",
+                where=where,
+                rule=f"!({has_modes}) || !('ReadWriteOncePod' in {modes}) || "
+                f"{modes}.all(m, m == 'ReadWriteOncePod' || !(m in {allowed}))",
+                message="spec.accessModes of a volume claim template cannot combine "
+                "ReadWriteOncePod with other access modes",
+                detail=name,
+                field_path=".spec.accessModes",
+                protects="claims Kubernetes would refuse (ReadWriteOncePod only alone)",
+            ),
+            Rule(
+                id="template-storage-required",
+                where=where,
+                rule=has_storage,
+                message="a volume claim template must request storage in "
+                "spec.resources.requests.storage",
+                detail=name,
+                field_path=".spec.resources",
+                reason="FieldValueRequired",
+                protects="claims Kubernetes would refuse (the storage request is required)",
+            ),
+            Rule(
+                id="template-storage-positive",
+                where=where,
+                rule=f"!({has_storage}) || [{requests}.storage].all(s, !isQuantity({storage}) || "
+                f"quantity({storage}).isGreaterThan(quantity('0')))",
+                message="spec.resources.requests.storage of a volume claim template must be "
+                "greater than zero",
+                detail=name,
+                field_path=".spec.resources.requests",
+                protects="claims Kubernetes would refuse (a storage request of 0 or less)",
+            ),
+            Rule(
+                id="template-label-keys",
+                where=where,
+                rule=f"!has({labels}) || {labels}.all(k, !{bad_key})",
+                message="metadata.labels keys of a volume claim template must be qualified names: "
+                "an optional DNS subdomain prefix and '/', then at most 63 letters, digits, "
+                "'-', '_' or '.', starting and ending with a letter or digit",
+                detail=f"{labels}.filter(k, {bad_key})[0]",
+                field_path=".metadata.labels",
+                protects="claims Kubernetes would refuse (label syntax)",
+            ),
+            Rule(
+                id="template-annotation-keys",
+                where=where,
+                rule=f"!has({annotations}) || {annotations}.all(k, !{bad_annotation})",
+                message="metadata.annotations keys of a volume claim template must be qualified "
+                "names (as label keys, but letters of either case)",
+                detail=f"{annotations}.filter(k, {bad_annotation})[0]",
+                field_path=".metadata.annotations",
+                protects="claims Kubernetes would refuse (annotation key syntax)",
+            ),
+            Rule(
+                id="template-annotations-size",
+                where=where,
+                rule=f"!has({annotations}) || {annotations}.map(k, size(k) + "
+                f"size({annotations}[k])).sum() <= {MAX_ANNOTATIONS_SIZE}",
+                message="metadata.annotations of a volume claim template must not exceed "
+                f"{MAX_ANNOTATIONS_SIZE} bytes in all (keys and values)",
+                detail=name,
+                field_path=".metadata.annotations",
+                protects="claims Kubernetes would refuse (annotations too large)",
+            ),
+        ]
 
     def template_rules(self, where: str, prefix: str, path: str) -> list[Rule]:
         """Rules on one policy's templates, the list at ``self.<path>``."""
@@ -1035,9 +1173,15 @@ class Builder:
         )
         vp_targets = collect("self", "volumePolicy.replicatedJobs", "x", "x.name")
         all_targets = f"({vcp_targets} + {vp_targets})"
-        bad_mount = f"(m.name in tn) && !{gets_template('r', 'm.name')}"
+        # A replicated job that does not get a template may still mount a pod volume of that
+        # name which it defines itself (vs: the names of its own volumes).
+        bad_mount = f"(m.name in tn) && !(m.name in vs) && !{gets_template('r', 'm.name')}"
         bad_volume = f"(v.name in tn) && {gets_template('r', 'v.name')}"
-        mounts_ok = all_mounts("r", "m", f"!({bad_mount})")
+        own_volumes = (
+            f"({pod_ok('r')} && {present('r', POD + '.volumes')} ? "
+            f"r.{POD}.volumes.transformMapEntry(i, v, {{v.name: true}}) : {{}})"
+        )
+        mounts_ok = f"[{own_volumes}].all(vs, {all_mounts('r', 'm', f'!({bad_mount})')})"
         volumes_ok = guarded_all("r", POD + ".volumes", "v", f"!({bad_volume})")
         return [
             Rule(
@@ -1071,9 +1215,10 @@ class Builder:
                 where="spec",
                 rule=f"!{MAPS_SAFE} || !{HAS_RJ} || {with_sets(f'{RJ}.all(r, {mounts_ok})')}",
                 message="a replicated job that a volume claim policy does not target must not "
-                "mount its templates",
+                "mount its templates, unless its pod template defines a volume of that name itself",
                 detail=with_sets_value(f"{RJ}.map(r, !{mounts_ok}, r.name)[0]"),
-                protects="pods that would mount a volume they do not get, and never start",
+                protects="pods that would mount a volume they do not get, and never start (a "
+                "volume the pod template defines itself is its own: allowed)",
             ),
             Rule(
                 id="template-volume-name-free",
@@ -1332,7 +1477,100 @@ class Builder:
                 field_path=".spec",
                 protects="claims the API server would refuse",
             ),
+            self.claim_collision_rule(),
         ]
+
+    @staticmethod
+    def claim_collision_rule() -> Rule:
+        """Two templates whose claims could have the same name.
+
+        Claim names are ``T-J`` (scope JobSet) and ``T-J-r-i`` (scope Job), for template T, JobSet
+        J, replicated job r (lower case, replicas >= 1) and job index i. Two claims of one
+        template never share a name (the index follows the last '-', and r differs), nor do two
+        JobSet-scope claims (template names are unique). What remains (docs/api.md,
+        ``claim-names-unique``):
+
+        (A) ``T1-J-r1-i == T2-J-r2-i`` for Job-scope T1, T2 (the same index on both sides: it
+            follows the last '-'): T2 = T1-X and r1 = V + r2 with ``J-V == X-J-``. Every such
+            V, prefixed with ``J-``, is collected from the pairs of replicated jobs (``ks``); each
+            split of a Job-scope template T2 at a '-' whose left part T1 is a Job-scope template
+            is looked up there with ``X-J-``.
+        (B) ``T1-J == T2-J-r2-i`` for JobSet-scope T1, Job-scope T2: then i is the last
+            '-'-separated part of J (digits, i < r2's replicas), T1 = T2-Y and ``Y-J ==
+            J-r2-i``: every ``J-r2-i`` is collected (``bs``) and each split of T1 whose left part
+            is a Job-scope template is looked up there with ``Y-J``.
+
+        Whether the policies target r1 and r2 is not looked at (it would multiply the cost by
+        the number of replicated jobs): names that could collide are refused.
+        """
+        js = "self.metadata.name"
+        # [self].map(x, ...x.spec...): from [self.spec] the cost estimator loses the bounds.
+        spec_names = (
+            "[self].map(x, has(x.spec.volumeClaimPolicies), x.spec.volumeClaimPolicies.map(p, "
+        )
+        job_scope = spec_names + (
+            "has(p.templates) && p.scope == 'Job', p.templates.map(t, t.metadata.name))"
+            ".flatten()).flatten()"
+        )
+        jobset_scope = (
+            spec_names + "has(p.templates) && p.scope == 'JobSet', p.templates.map(t, "
+            "t.metadata.name)).flatten()).flatten() + [self].map(x, has(x.spec.volumePolicy) && "
+            "has(x.spec.volumePolicy.volumeClaimTemplates), "
+            "x.spec.volumePolicy.volumeClaimTemplates.map(t, t.metadata.name)).flatten()"
+        )
+        live = "self.spec.replicatedJobs.map(r, r.replicas > 0, r.name.lowerAscii())"
+        prefixes = (
+            f"[{live}].map(l, l.map(a, l.map(b, a != b && a.endsWith('-' + b), "
+            f"{js} + '-' + a.substring(0, size(a) - size(b)))).flatten())[0].distinct()"
+        )
+        last = f"{js}.substring({js}.lastIndexOf('-') + 1)"
+        index_ok = f"{js}.lastIndexOf('-') > 0 && {last}.matches('^(0|[1-9][0-9]{{0,4}})$')"
+        ends = (
+            f"self.spec.replicatedJobs.map(r, {index_ok} && int({last}) < r.replicas, "
+            f"{js} + '-' + r.name.lowerAscii() + '-' + {last}).distinct()"
+        )
+
+        def split_found(key: str) -> str:
+            """CEL: template name ``t`` splits at a '-' into a Job-scope template (left,
+            ``t.substring(0, k)``) and a rest (``t.substring(k + 1)``) for which ``key`` holds."""
+            return (
+                f"lists.range({MAX_NAME - 1}).exists(k, k > 0 && k + 1 < size(t) && "
+                f"t.charAt(k) == '-' && t.substring(0, k) in jt && {key})"
+            )
+
+        a_found = split_found(f"(t.substring(k + 1) + '-' + {js} + '-') in ks")
+        b_found = split_found(f"(t.substring(k + 1) + '-' + {js}) in bs")
+        # Positions in job_scope + jobset_scope of the templates that collide with a shorter one.
+        found = (
+            f"(jtl + jsl).transformList(i, t, (i < size(jtl) && {a_found}) || "
+            f"(i >= size(jtl) && {b_found}), i)"
+        )
+
+        def bound(body: str) -> str:
+            """``body`` with the template names and the sets it looks names up in, each made
+            once. (A string made inside would lose its size bound: only positions come out.)"""
+            return (
+                f"[{job_scope}].map(jtl, [{jobset_scope}].map(jsl, "
+                "[jtl.transformMapEntry(i, n, {n: true})].map(jt, "
+                f"[{prefixes}.transformMapEntry(i, n, {{n: true}})].map(ks, "
+                f"[{ends}.transformMapEntry(i, n, {{n: true}})].map(bs, {body})[0])[0])[0])[0])[0]"
+            )
+
+        unique = f"[{job_scope}].all(jtl, size(jtl.distinct()) == size(jtl))"
+        guard = f"!has(self.spec.replicatedJobs) || !({unique}) || "
+        return Rule(
+            id="claim-names-unique",
+            where="(root)",
+            rule=f"{guard}size({bound(found)}) == 0",
+            message="two volume claim templates could make claims of the same name "
+            "(<template>-<jobSet>-<replicatedJob>-<jobIndex> for scope Job, "
+            "<template>-<jobSet> for scope JobSet, the replicated job name in lower case): "
+            "rename a template or a replicated job",
+            detail=f"'template ' + ({job_scope} + {jobset_scope})[{bound(found)}[0]]",
+            field_path=".spec",
+            protects="claims that two templates would share, which makes the JobSet "
+            "SpecInvalid (checked on every update too: raising replicas can make a collision)",
+        )
 
     # ------------------------------------------------------------ status
 

@@ -489,7 +489,13 @@ def _validate(jobset: JobSet, found: list[VolumePolicy]) -> None:
                         f"{rjob.name!r} defines a volume named {template.name!r}, which the "
                         f"volume claim template of {policy.where} provides; remove it"
                     )
-                if rjob.name not in chosen and template.name in mounted_names(rjob):
+                # Not targeted: its pods must not mount the name, unless they define a volume of
+                # that name themselves (then they mount their own volume, and start).
+                if (
+                    rjob.name not in chosen
+                    and template.name in mounted_names(rjob)
+                    and template.name not in _volume_names(rjob)
+                ):
                     raise InvalidJobSet(
                         f"{where}: replicated job {rjob.name!r} mounts {template.name!r}, but "
                         f"{_targets_field(policy)} does not include it (its pods would never "

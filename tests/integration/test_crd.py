@@ -265,6 +265,299 @@ def _volume_policy(js: Obj) -> None:
     }
 
 
+def _template(index: int, change: Callable[[Obj], None]) -> Mutation:
+    """Change the first template of volume claim policy ``index``."""
+
+    def mutate(js: Obj) -> None:
+        change(policy(js, index)["templates"][0])
+
+    return mutate
+
+
+def _modes(*modes: str) -> Mutation:
+    return _template(1, lambda t: t["spec"].update(accessModes=list(modes)))
+
+
+def _storage_request(value: Any) -> Mutation:
+    return _template(1, lambda t: t["spec"]["resources"]["requests"].update(storage=value))
+
+
+def _meta(key: str, value: Obj) -> Mutation:
+    return _template(1, lambda t: t["metadata"].update({key: value}))
+
+
+TEMPLATE_MESSAGES = {
+    "modes-required": "a volume claim template must list at least one access mode in "
+    "spec.accessModes: ckpt",
+    "modes-valid": "spec.accessModes of a volume claim template may contain only ReadWriteOnce, "
+    "ReadOnlyMany, ReadWriteMany, ReadWriteOncePod: ckpt",
+    "rwop": "spec.accessModes of a volume claim template cannot combine ReadWriteOncePod with "
+    "other access modes: ckpt",
+    "storage-required": "a volume claim template must request storage in "
+    "spec.resources.requests.storage: ckpt",
+    "storage-positive": "spec.resources.requests.storage of a volume claim template must be "
+    "greater than zero: ckpt",
+    "label-keys": "metadata.labels keys of a volume claim template must be qualified names: an "
+    "optional DNS subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.', "
+    "starting and ending with a letter or digit",
+    "label-values": "metadata.labels values of a volume claim template must be empty or letters, "
+    "digits, '-', '_' or '.', starting and ending with a letter or digit",
+    "annotation-keys": "metadata.annotations keys of a volume claim template must be qualified "
+    "names (as label keys, but letters of either case)",
+    "annotations-size": "metadata.annotations of a volume claim template must not exceed 262144 "
+    "bytes in all (keys and values): ckpt",
+}
+
+# What Kubernetes refuses in a PersistentVolumeClaim (ValidatePersistentVolumeClaimSpec, label and
+# annotation syntax), refused in the claim templates of both spellings; "" = accepted.
+CLAIM_TEMPLATE_CASES: list[tuple[str, Mutation, str]] = [
+    ("template-access-modes-required", _modes(), TEMPLATE_MESSAGES["modes-required"]),
+    (
+        "template-access-modes-required-absent",
+        _template(1, lambda t: t["spec"].pop("accessModes")),
+        "spec.volumeClaimPolicies[1].templates[0].spec.accessModes: Required value: "
+        + TEMPLATE_MESSAGES["modes-required"],
+    ),
+    (
+        "template-access-modes-required-no-spec",
+        _template(1, lambda t: t.pop("spec")),
+        TEMPLATE_MESSAGES["modes-required"],
+    ),
+    (
+        "template-access-modes-valid",
+        _modes("ReadWriteOnce", "ReadWriteSometimes"),
+        "spec.volumeClaimPolicies[1].templates[0].spec.accessModes: Invalid value: "
+        + TEMPLATE_MESSAGES["modes-valid"],
+    ),
+    (
+        "template-access-modes-valid-all-four",
+        _modes("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadOnlyMany"),
+        "",
+    ),
+    (
+        "template-access-modes-bounded",
+        _modes(*["ReadWriteOnce"] * 5),
+        "spec.volumeClaimPolicies[1].templates[0].spec.accessModes: Too many: 5: must have at "
+        "most 4 items",
+    ),
+    (
+        "template-read-write-once-pod-alone",
+        _modes("ReadWriteOnce", "ReadWriteOncePod"),
+        (TEMPLATE_MESSAGES["rwop"]),
+    ),
+    ("template-read-write-once-pod-alone-accepted", _modes("ReadWriteOncePod"), ""),
+    (
+        "template-read-write-once-pod-alone-twice",
+        _modes("ReadWriteOncePod", "ReadWriteOncePod"),
+        "",
+    ),
+    (
+        "template-read-write-once-pod-alone-volume-policy",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"]["volumeClaimTemplates"][0]["spec"].update(
+                accessModes=["ReadWriteOncePod", "ReadWriteMany"]
+            ),
+        ),
+        "spec.volumePolicy.volumeClaimTemplates[0].spec.accessModes: Invalid value: "
+        "spec.accessModes of a volume claim template cannot combine ReadWriteOncePod with other "
+        "access modes: data",
+    ),
+    (
+        "template-storage-required",
+        _template(1, lambda t: t["spec"]["resources"].update(requests={"cpu": "1"})),
+        "spec.volumeClaimPolicies[1].templates[0].spec.resources: Required value: "
+        + TEMPLATE_MESSAGES["storage-required"],
+    ),
+    (
+        "template-storage-required-no-resources",
+        _template(1, lambda t: t["spec"].pop("resources")),
+        TEMPLATE_MESSAGES["storage-required"],
+    ),
+    (
+        "template-storage-required-volume-policy",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"]["volumeClaimTemplates"][0]["spec"].pop("resources"),
+        ),
+        "spec.volumePolicy.volumeClaimTemplates[0].spec.resources: Required value: a volume "
+        "claim template must request storage in spec.resources.requests.storage: data",
+    ),
+    (
+        "template-storage-positive",
+        _storage_request("0"),
+        "spec.volumeClaimPolicies[1].templates[0].spec.resources.requests: Invalid value: "
+        + TEMPLATE_MESSAGES["storage-positive"],
+    ),
+    (
+        "template-storage-positive-zero-int",
+        _storage_request(0),
+        (TEMPLATE_MESSAGES["storage-positive"]),
+    ),
+    (
+        "template-storage-positive-zero-gi",
+        _storage_request("0Gi"),
+        (TEMPLATE_MESSAGES["storage-positive"]),
+    ),
+    (
+        "template-storage-positive-negative",
+        _storage_request("-1Gi"),
+        (TEMPLATE_MESSAGES["storage-positive"]),
+    ),
+    ("template-storage-positive-one-byte", _storage_request("1"), ""),
+    ("template-storage-positive-milli", _storage_request("1m"), ""),
+    (
+        "template-label-keys",
+        _meta("labels", {"tier": "hot", "bad key": "x"}),
+        "spec.volumeClaimPolicies[1].templates[0].metadata.labels: Invalid value: "
+        + TEMPLATE_MESSAGES["label-keys"]
+        + ": bad key",
+    ),
+    (
+        "template-label-keys-prefix",
+        _meta("labels", {"Example.com/tier": "hot"}),
+        TEMPLATE_MESSAGES["label-keys"] + ": Example.com/tier",
+    ),
+    (
+        "template-label-keys-name-length",
+        _meta("labels", {"example.com/" + "n" * 64: "x"}),
+        TEMPLATE_MESSAGES["label-keys"] + ": example.com/" + "n" * 64,
+    ),
+    (
+        "template-label-keys-accepted",
+        _meta("labels", {"example.com/Tier_1.a": "Hot_1.b", "app": "", "a" * 63: "b" * 63}),
+        "",
+    ),
+    (
+        "template-label-values",
+        _meta("labels", {"tier": "hot!"}),
+        "spec.volumeClaimPolicies[1].templates[0].metadata.labels[tier]: Invalid value: "
+        '"hot!": ' + TEMPLATE_MESSAGES["label-values"] + ": hot!",
+    ),
+    (
+        "template-label-values-edge",
+        _meta("labels", {"tier": "-hot"}),
+        TEMPLATE_MESSAGES["label-values"] + ": -hot",
+    ),
+    (
+        "template-label-values-length",
+        _meta("labels", {"tier": "v" * 64}),
+        "spec.volumeClaimPolicies[1].templates[0].metadata.labels.tier: Too long: may not be "
+        "more than 63 bytes",
+    ),
+    (
+        "template-labels-bounded",
+        _meta("labels", {f"l{i}": "x" for i in range(33)}),
+        "spec.volumeClaimPolicies[1].templates[0].metadata.labels: Too many: 33: must have at "
+        "most 32 items",
+    ),
+    (
+        "template-label-keys-volume-policy",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"]["volumeClaimTemplates"][0]["metadata"].update(
+                labels={"/x": "y"}
+            ),
+        ),
+        "spec.volumePolicy.volumeClaimTemplates[0].metadata.labels: Invalid value: "
+        + TEMPLATE_MESSAGES["label-keys"]
+        + ": /x",
+    ),
+    (
+        "template-annotation-keys",
+        _meta("annotations", {"note": "x", "a note": "x"}),
+        "spec.volumeClaimPolicies[1].templates[0].metadata.annotations: Invalid value: "
+        + TEMPLATE_MESSAGES["annotation-keys"]
+        + ": a note",
+    ),
+    (
+        "template-annotation-keys-accepted",
+        _meta("annotations", {"Example.COM/Note": "any value: at all!", "X_y.Z": ""}),
+        "",
+    ),
+    (
+        "template-annotations-size",
+        _meta("annotations", {"a": "x" * (256 * 1024)}),
+        "spec.volumeClaimPolicies[1].templates[0].metadata.annotations: Invalid value: "
+        + TEMPLATE_MESSAGES["annotations-size"],
+    ),
+    ("template-annotations-size-at-limit", _meta("annotations", {"a": "x" * (256 * 1024 - 1)}), ""),
+]
+
+
+def _job_scope_collision(replicas: int, rjob_name: str = "train-workers") -> Mutation:
+    """Job-scope templates ckpt and ckpt-train (JobSet train): replicated job workers' claim of
+    ckpt-train and replicated job train-workers' claim of ckpt are both
+    ckpt-train-train-workers-<jobIndex> once train-workers has a Job."""
+
+    def mutate(js: Obj) -> None:
+        policy(js, 1)["templates"].append(pvc("ckpt-train"))
+        policy(js, 1)["targetReplicatedJobs"].append(rjob_name)
+        container(js, 1)["volumeMounts"].append({"name": "ckpt-train", "mountPath": "/c2"})
+        spec(js)["replicatedJobs"].append(
+            rjob(rjob_name, replicas=replicas, mounts=("ckpt", "ckpt-train"))
+        )
+
+    return mutate
+
+
+def _jobset_scope_collision(name: str, replicas: int) -> Mutation:
+    """JobSet-scope template ckpt-<name>-w and Job-scope template ckpt of replicated job w-run:
+    with the JobSet named run-<i>, ckpt-run-<i>-w-run-<i> is both the shared claim and the claim
+    of Job <i> of w-run (there when replicas > <i>)."""
+
+    def mutate(js: Obj) -> None:
+        js["metadata"]["name"] = name
+        shared = f"ckpt-{name}-w"
+        policy(js, 0)["templates"].append(pvc(shared))
+        container(js, 0)["volumeMounts"].append({"name": shared, "mountPath": "/shared"})
+        policy(js, 1)["targetReplicatedJobs"].append("w-run")
+        spec(js)["replicatedJobs"].append(rjob("w-run", replicas=replicas, mounts=("ckpt",)))
+
+    return mutate
+
+
+CLAIM_COLLISION = (
+    "two volume claim templates could make claims of the same name "
+    "(<template>-<jobSet>-<replicatedJob>-<jobIndex> for scope Job, <template>-<jobSet> for scope "
+    "JobSet, the replicated job name in lower case): rename a template or a replicated job"
+)
+
+CLAIM_COLLISION_CASES: list[tuple[str, Mutation, str]] = [
+    (
+        "claim-names-unique",
+        _job_scope_collision(1),
+        f"spec: Invalid value: {CLAIM_COLLISION}: template ckpt-train",
+    ),
+    (
+        "claim-names-unique-upper-case",
+        _job_scope_collision(3, "Train-Workers"),
+        f"{CLAIM_COLLISION}: template ckpt-train",
+    ),
+    # the same names, but train-workers has no Job: no claim of ckpt for it
+    ("claim-names-unique-no-replicas", _job_scope_collision(0), ""),
+    (
+        "claim-names-unique-jobset-scope",
+        _jobset_scope_collision("run-0", 1),
+        f"{CLAIM_COLLISION}: template ckpt-run-0-w",
+    ),
+    # run-1: the claim of Job 1 of w-run would collide, but w-run has only Job 0
+    ("claim-names-unique-jobset-scope-index-beyond", _jobset_scope_collision("run-1", 1), ""),
+    (
+        # template names that extend each other are fine when no replicated job name completes
+        # them: ckpt-train-workers-<i> and ckpt-meta-train-workers-<i>, data-train and
+        # data-x-train
+        "claim-names-unique-prefixes-allowed",
+        _all(
+            _add_template(1, pvc("ckpt-meta")),
+            _add_mount(1, "ckpt-meta"),
+            _add_template(0, pvc("data-x")),
+            _add_mount(0, "data-x"),
+        ),
+        "",
+    ),
+]
+
 CREATE_CASES: list[tuple[str, Mutation, str]] = [
     (
         "replicated-jobs-required",
@@ -567,7 +860,7 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         "untargeted-mount",
         _add_mount(0, "ckpt"),
         "a replicated job that a volume claim policy does not target must not mount its "
-        "templates: init",
+        "templates, unless its pod template defines a volume of that name itself: init",
     ),
     (
         "untargeted-mount-volume-policy",
@@ -576,7 +869,7 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
             lambda js: spec(js)["volumePolicy"].update(replicatedJobs=[{"name": "workers"}]),
         ),
         "a replicated job that a volume claim policy does not target must not mount its "
-        "templates: init",
+        "templates, unless its pod template defines a volume of that name itself: init",
     ),
     (
         "template-volume-name-free",
@@ -594,13 +887,23 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         "the same name: init",
     ),
     (
-        "untargeted-own-volume-allowed",
+        # init is not targeted by ckpt's policy and defines its own volume "ckpt": its pods
+        # start (the volume is theirs), so mounting it is allowed
+        "untargeted-mount-own-volume-allowed",
         _all(
             lambda js: pod(js, 0).update(volumes=[{"name": "ckpt", "emptyDir": {}}]),
             _add_mount(0, "ckpt"),
         ),
+        "",
+    ),
+    (
+        "untargeted-mount-other-volume",
+        _all(
+            lambda js: pod(js, 0).update(volumes=[{"name": "cache", "emptyDir": {}}]),
+            _add_mount(0, "ckpt"),
+        ),
         "a replicated job that a volume claim policy does not target must not mount its "
-        "templates",  # defining its own volume does not make the mount allowed
+        "templates, unless its pod template defines a volume of that name itself: init",
     ),
     (
         "pod-scope-unsupported",
@@ -618,6 +921,8 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         "claim names (<template>-<jobSet>, or <template>-<jobSet>-<replicatedJob>-<jobIndex> "
         "for scope Job) must be at most 253 characters",
     ),
+    *CLAIM_TEMPLATE_CASES,
+    *CLAIM_COLLISION_CASES,
     (
         "volume-targets-set",
         _set(lambda js: policy(js, 1), "targetReplicatedJobs", ["workers", "workers"]),
@@ -930,6 +1235,24 @@ UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
             {"example.com/iops": "100"}
         ),
         "spec.volumeClaimPolicies is immutable",
+    ),
+    (
+        "claim-names-unique-replicas-raised",
+        _job_scope_collision(0),
+        _replicas(2, 1),
+        f"spec: Invalid value: {CLAIM_COLLISION}: template ckpt-train",
+    ),
+    (
+        "claim-names-unique-replicas-raised-jobset-scope",
+        _jobset_scope_collision("run-1", 1),
+        _replicas(2, 2),
+        f"{CLAIM_COLLISION}: template ckpt-run-1-w",
+    ),
+    (
+        "claim-names-unique-replicas-raised-elsewhere",
+        _jobset_scope_collision("run-1", 1),
+        _replicas(1, 4),
+        "",
     ),
     (
         "volume-policy-storage-raised",

@@ -605,6 +605,20 @@ def test_invalid_policies(vcp: Any, vp: Any, rjobs: list[Obj] | None, message: s
     assert message in str(err.value)
 
 
+def test_untargeted_replicated_job_may_mount_its_own_volume_of_a_template_name() -> None:
+    """Its pods mount the volume their template defines (an emptyDir here), so they start: the
+    replicated job is not given the claim, and the JobSet is valid (issue 12, item 9)."""
+    js = make(
+        [{"templates": [tpl("data")], "targetReplicatedJobs": ["leader"]}],
+        None,
+        [mounting("leader", 1, ("data",)), mounting("workers", 2, ("data",), volumes_=("data",))],
+    )
+    found = volumes.policies(js)
+    assert volumes.targeted(found[0], js) == ("leader",)
+    assert volumes.claims_for_job(js, found, "workers", 1) == {}
+    assert volumes.claims_for_job(js, found, "leader", 0) == {"data": "data-js"}
+
+
 def test_claim_name_too_long() -> None:
     js = make([{"templates": [tpl(LONG)]}], rjobs=[mounting("w", 1, (LONG,))], name="j" * 190)
     with pytest.raises(InvalidJobSet, match="at most 253 characters"):
