@@ -150,7 +150,7 @@ class JobSetReconciler:
                 message_matches=matches,
             )
         except InvalidJobSet as err:
-            await self._report_invalid(obj, str(err))
+            await self._report_invalid(key, obj, str(err))
             return Result()  # nothing to retry until the object changes
         now = time.monotonic()
         self._expected[key] = expectations.live(self._expected.get(key, {}), now)
@@ -366,17 +366,20 @@ class JobSetReconciler:
         if plan.failed:
             self.metrics.jobset_failed(jobset.namespace, jobset.name)
 
-    async def _report_invalid(self, obj: Obj, message: str) -> None:
+    async def _report_invalid(self, key: str, obj: Obj, message: str) -> None:
         found = invalid.report(obj, message, self._wall())
         if found is None:
             return  # already reported for this generation
         body = dict(obj)
         body["status"] = found.status
         log.warning("invalid JobSet", error=message)
-        self._event(obj, found.event.type, found.event.reason, found.event.message)
-        await self.client.replace(
+        # A 409 (stale cache) requeues the key; the Event follows the stored status, as all do,
+        # so a retried write cannot send it twice.
+        updated = await self.client.replace(
             api.JOBSETS, body, obj["metadata"].get("namespace"), subresource="status"
         )
+        self._remember(key, updated)
+        self._event(obj, found.event.type, found.event.reason, found.event.message)
 
     def _event(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
         subject = dict(obj)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api
-from controller.runtime.client import SERVICES, KubeClient
+from controller.runtime.client import EVENTS, SERVICES, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import (
     RunningController,
@@ -261,6 +261,20 @@ async def test_invalid_regex_is_a_condition_and_event_not_a_crash(
     invalid = await wait_condition(client, namespace, "broken", api.SPEC_INVALID)
     assert "not a valid regular expression" in condition(invalid, api.SPEC_INVALID)["message"]  # type: ignore[index]
     assert await jobs_of(client, namespace, "broken") == []
+
+    async def invalid_events() -> list[Any]:
+        listed = (await client.list(EVENTS, namespace))["items"]
+        return [
+            e
+            for e in listed
+            if e["involvedObject"].get("name") == "broken"
+            and e.get("reason") == api.REASON_SPEC_INVALID
+        ]
+
+    # The Warning Event follows the stored condition (one Event, not one per retry).
+    events = await wait_for(invalid_events, bool, "the SpecInvalid Event")
+    assert [(e["type"], e.get("count", 1)) for e in events] == [("Warning", 1)], events
+    assert "not a valid regular expression" in events[0]["message"]
     # The controller keeps serving other JobSets.
     await create(client, namespace, jobset("fine", replicated_job("a", 1)))
     await wait_jobs(client, namespace, "fine", 1)
