@@ -8,7 +8,9 @@ with no difference.
 
 from __future__ import annotations
 
-import time
+import asyncio
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -101,11 +103,12 @@ def test_dialect_is_gos(pattern: str, message: str, go: bool | None) -> None:
 )
 def test_backtracking_patterns_are_linear(pattern: str, message: str) -> None:
     """Python's re needs 13 s for ``(a+)+$`` on 27 characters and minutes for the first on the
-    43-character backoff message; RE2 answers for 86,000-100,000 characters in milliseconds."""
+    43-character backoff message; RE2 answers for 86,000-100,000 characters (pytest-timeout is
+    the backstop; the time is measured in bench/bench_reconcile_cost.py). RE2 matches in time
+    bounded by its program's size times the message's length, and these programs are small."""
     compiled = messagepatterns.compile(pattern)
-    started = time.perf_counter()
     assert compiled.search(message) is False
-    assert time.perf_counter() - started < 1.0
+    assert 0 < compiled.size <= 64
 
 
 def _js(patterns: list[str], **rule: Any) -> Any:
@@ -126,9 +129,7 @@ def test_failure_policy_with_backtracking_patterns_decides_at_once() -> None:
         make_job(js, "workers", 0, failed=("BackoffLimitExceeded", BACKOFF_MESSAGE, at(0))),
         make_job(js, "workers", 1, failed=("PodFailurePolicy", "a" * 26 + "!", at(1))),
     ]
-    started = time.perf_counter()
     decision = failure.evaluate(js, jobs)
-    assert time.perf_counter() - started < 1.0
     assert decision is not None
     assert (decision.action, decision.rule) == (api.RESTART_JOBSET, None)
 
@@ -164,8 +165,8 @@ def test_parse_refuses_patterns_too_large_together() -> None:
 
 def test_parse_of_the_most_expensive_policy_is_bounded() -> None:
     """32 rules x 16 distinct patterns, each too large to compile: the parser stops at the first,
-    and patterns that fit stop at the policy's budget; compiling is cached by pattern."""
-    messagepatterns._compiled.cache_clear()
+    and patterns that fit stop at the policy's budget; compiling is cached by pattern. Counted
+    as RE2 compilations (the cache's misses), not timed."""
     worst = {
         "rules": [
             {
@@ -184,11 +185,21 @@ def test_parse_of_the_most_expensive_policy_is_bounded() -> None:
             for r in range(32)
         ]
     }
-    for policy in (worst, fitting):
-        started = time.perf_counter()
+    fitting_sources = [p for rule in fitting["rules"] for p in rule["onJobFailureMessagePatterns"]]
+    sizes = [messagepatterns.compile(source).size for source in fitting_sources]
+    # The parser compiles patterns in order until their sizes add up beyond the budget.
+    within = next(
+        k for k in range(len(sizes)) if sum(sizes[: k + 1]) > messagepatterns.MAX_POLICY_PROGRAM
+    )
+    for policy, compiles in ((worst, 1), (fitting, within + 1)):
+        messagepatterns._compiled.cache_clear()
         with pytest.raises(InvalidJobSet):
             make_jobset(replicated_jobs=[rjob("w")], failure_policy=policy)
-        assert time.perf_counter() - started < 1.0
+        assert messagepatterns._compiled.cache_info().misses == compiles
+        with pytest.raises(InvalidJobSet):  # parsed again: nothing is compiled again
+            make_jobset(replicated_jobs=[rjob("w")], failure_policy=policy)
+        assert messagepatterns._compiled.cache_info().misses == compiles
+    assert within < 16 * 32
 
 
 def test_compiled_once_and_cached() -> None:
@@ -236,48 +247,62 @@ def _hostile_jobs(count: int) -> tuple[Any, list[Any]]:
     return js, jobs
 
 
-async def _largest_gap_while(work: Any) -> tuple[float, float, Any]:
-    """Run ``work`` (a coroutine) next to a 5 ms heartbeat; (largest gap, duration, result)."""
-    import asyncio
+class Gate:
+    """Makes the matching thread wait until a coroutine on the event loop has run after the
+    thread started: it returns only if the loop made progress while the matching was under way.
 
-    gaps: list[float] = []
-    done = asyncio.Event()
+    A thread-side timeout turns "matched on the loop" (which would deadlock: the loop cannot run
+    the coroutine while it is busy matching) into a failure instead of a hang.
+    """
 
-    async def heartbeat() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
+    TIMEOUT = 60.0  # seconds; only reached when the test fails
 
-    beat = asyncio.create_task(heartbeat())
-    await asyncio.sleep(0.02)
-    started = time.perf_counter()
-    result = await work
-    duration = time.perf_counter() - started
-    done.set()
-    await beat
-    return max(gaps), duration, result
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.entered: asyncio.Future[None] = loop.create_future()
+        self.opened = threading.Event()
+        self.threads: list[int] = []
+
+    def wrap(self, real: Callable[..., Any]) -> Callable[..., Any]:
+        def gated(*args: Any) -> Any:
+            self.threads.append(threading.get_ident())
+            self.loop.call_soon_threadsafe(self.entered.set_result, None)
+            if not self.opened.wait(self.TIMEOUT):
+                raise AssertionError("the event loop did not run while the messages were matched")
+            return real(*args)
+
+        return gated
+
+    async def open_when_entered(self) -> None:
+        await self.entered
+        self.opened.set()
 
 
-async def test_matching_runs_off_the_event_loop() -> None:
-    js, jobs = _hostile_jobs(500)
-
-    async def inline() -> Any:
-        return failure.evaluate(js, jobs)
-
-    # The hazard: matched on the loop, the whole evaluation is one gap in the heartbeat.
-    gap, duration, inline_decision = await _largest_gap_while(inline())
-    assert duration > 0.3, "the workload must be costly for this test to mean anything"
-    assert gap > 0.8 * duration
-
-    # The reconciler's way: matched in a thread, the loop keeps beating.
-    gap, duration, table = await _largest_gap_while(failure.match_messages_in_thread(js, jobs))
-    assert duration > 0.3
-    assert gap < 0.25, f"the event loop stalled {gap:.3f} s while matching took {duration:.3f} s"
+async def test_matching_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reconciler matches failure messages in a thread: while it matches, the event loop
+    runs other coroutines (here, the one that lets the matching continue)."""
+    js, jobs = _hostile_jobs(100)
+    loop = asyncio.get_running_loop()
+    gate = Gate(loop)
+    monkeypatch.setattr(failure, "_match", gate.wrap(failure._match))
+    opener = asyncio.create_task(gate.open_when_entered())
+    table = await failure.match_messages_in_thread(js, jobs)
+    await opener
+    assert gate.threads != [] and threading.get_ident() not in gate.threads
     assert len(table) == len(jobs)  # one entry per distinct message
-    assert failure.evaluate(js, jobs, table) == inline_decision
+    assert failure.evaluate(js, jobs, table) == failure.evaluate(js, jobs)
+
+
+async def test_the_gate_detects_matching_on_the_loop() -> None:
+    """The control for the test above: the same gate, entered on the event loop itself, is never
+    opened, because the coroutine that would open it cannot run meanwhile."""
+    gate = Gate(asyncio.get_running_loop())
+    gate.TIMEOUT = 0.05  # the outcome does not depend on it: the loop is blocked by construction
+    opener = asyncio.create_task(gate.open_when_entered())
+    with pytest.raises(AssertionError, match="did not run"):
+        gate.wrap(lambda: None)()
+    await opener  # once the loop is free, the opener runs
+    assert gate.opened.is_set()
 
 
 async def test_nothing_to_match_costs_no_thread() -> None:
