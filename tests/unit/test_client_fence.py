@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
@@ -74,6 +75,27 @@ async def server() -> AsyncIterator[tuple[Recorder, str]]:
         await test_server.close()
 
 
+def _queued_for_a_connection(api: ApiClient) -> asyncio.Event:
+    """An event set when a request of ``api`` starts waiting for a pooled connection.
+
+    aiohttp's ``on_connection_queued_start`` trace signal fires in the connector when a request
+    finds the pool full and queues for a slot. kubernetes_asyncio builds its session without trace
+    configs; ``ClientSession.trace_configs`` is that session's list, read at every request.
+    """
+    queued = asyncio.Event()
+
+    async def on_queued(*_: object) -> None:
+        queued.set()
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_queued_start.append(on_queued)
+    trace.freeze()
+    session = api.rest_client.pool_manager
+    assert isinstance(session, aiohttp.ClientSession)
+    session.trace_configs.append(trace)
+    return queued
+
+
 def _api(url: str, pool: int = 4) -> ApiClient:
     configuration = Configuration()
     configuration.host = url
@@ -111,13 +133,14 @@ async def test_write_refused_when_the_fence_closes_while_waiting_for_a_connectio
     fence = Fence()
     async with _api(url, pool=1) as api:
         client = KubeClient(api, write_guard=fence)
+        queued = _queued_for_a_connection(api)
         # A read holds the pool's only connection (as a watch would).
         read = asyncio.create_task(client.get(CONFIG_MAPS, "hold", "ns"))
         await recorder.holding.wait()
+        assert not queued.is_set()  # the read got the connection without queueing
         write = asyncio.create_task(client.create(CONFIG_MAPS, CONFIG_MAP, "ns"))
-        while fence.asked == 0:  # passed the checks before waiting
-            await asyncio.sleep(0.001)
-        await asyncio.sleep(0.05)  # and now waits for the connection
+        await queued.wait()  # the write passed the checks before waiting, and now waits
+        assert fence.asked == 2  # before and after the limiter; not yet at sending
         assert not write.done()
         fence.open = False
         recorder.hold.set()

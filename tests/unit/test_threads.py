@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 
@@ -28,25 +27,43 @@ async def test_exception_reaches_the_caller() -> None:
 
 
 async def test_loop_keeps_running_and_cancel_drops_the_result() -> None:
-    started = threading.Event()
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []  # what the loop reports: a failed callback lands here
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: errors.append(context))
+    try:
+        await _block_then_cancel(loop)
+    finally:
+        loop.set_exception_handler(previous)
+    assert errors == []
+
+
+async def _block_then_cancel(loop: asyncio.AbstractEventLoop) -> None:
+    entered: asyncio.Future[threading.Thread] = loop.create_future()
     release = threading.Event()
 
     def block() -> str:
-        started.set()
-        release.wait(5)
-        return "late"
+        loop.call_soon_threadsafe(entered.set_result, threading.current_thread())
+        # Only a coroutine on the loop sets it: returning True proves the loop ran meanwhile.
+        return "late" if release.wait(60) else "the loop never ran"
 
     task = asyncio.create_task(run_in_daemon_thread(block))
-    while not started.is_set():
-        await asyncio.sleep(0.001)
-    ticks = 0
-    deadline = time.monotonic() + 0.05
-    while time.monotonic() < deadline:  # the loop is free while the thread blocks
-        await asyncio.sleep(0.001)
-        ticks += 1
-    assert ticks > 5
+    thread = await entered  # the thread is blocked in block() and the loop still runs this
+    release.set()
+    assert await task == "late"
+
+    # Cancelled while the thread blocks: the caller gets CancelledError, the late result is
+    # delivered to a cancelled future and dropped without an error on the loop.
+    entered = loop.create_future()
+    release.clear()
+    task = asyncio.create_task(run_in_daemon_thread(block))
+    thread = await entered
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     release.set()
-    await asyncio.sleep(0.05)  # the thread delivers to a cancelled future: ignored, no error
+    # When join returns, the thread has queued its delivery; asyncio.to_thread resumes this
+    # coroutine through the same ready queue, after that delivery ran.
+    await asyncio.to_thread(thread.join)
+    await asyncio.sleep(0)
+    assert not thread.is_alive()
