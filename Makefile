@@ -20,7 +20,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries tools demo smoke bench bench-scale soak test test-unit test-integration test-e2e cluster-up cluster-down \
+.PHONY: help venv binaries tools demo smoke bench bench-reconcile bench-scale soak test test-unit test-integration test-e2e cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run
 
 help: ## list the targets
@@ -77,11 +77,15 @@ lint: venv tools ## ruff, ruff format, mypy --strict, shellcheck, yamllint
 	shellcheck .ci/run
 	$(VENV)/bin/yamllint -c .yamllint.yaml manifests localcluster/kwok .yamllint.yaml
 
-bench: binaries ## run every benchmark (work queue, informer, failover, scale); results in bench/results/
+bench: binaries ## run every benchmark (work queue, informer, failover, reconcile cost, scale); results in bench/results/
 	$(PY) bench/bench_workqueue.py
 	$(PY) bench/bench_informer.py
 	$(PY) bench/bench_failover.py
+	$(MAKE) bench-reconcile
 	$(MAKE) bench-scale
+
+bench-reconcile: $(STAMP) ## one reconcile's planning time at admission's limits, event-loop stall (under a minute)
+	$(PY) bench/bench_reconcile_cost.py
 
 SIZES ?= 100 500 1000
 bench-scale: binaries ## scale benchmark (SIZES='100 500 1000', about an hour) and its plot in docs/
