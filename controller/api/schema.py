@@ -1491,14 +1491,13 @@ class Builder:
         ``claim-names-unique``):
 
         (A) ``T1-J-r1-i == T2-J-r2-i`` for Job-scope T1, T2 (the same index on both sides: it
-            follows the last '-'): T2 = T1-X and r1 = V + r2 with ``J-V == X-J-``. Every such
-            V, prefixed with ``J-``, is collected from the pairs of replicated jobs (``ks``); each
-            split of a Job-scope template T2 at a '-' whose left part T1 is a Job-scope template
-            is looked up there with ``X-J-``.
+            follows the last '-'): T2 = T1-X and r1 = V + r2 with ``J-V == X-J-``. Every such X
+            is worked out from the pairs of replicated jobs (``xs``), then each Job-scope
+            template T2 that is a Job-scope template, '-' and such an X collides.
         (B) ``T1-J == T2-J-r2-i`` for JobSet-scope T1, Job-scope T2: then i is the last
             '-'-separated part of J (digits, i < r2's replicas), T1 = T2-Y and ``Y-J ==
-            J-r2-i``: every ``J-r2-i`` is collected (``bs``) and each split of T1 whose left part
-            is a Job-scope template is looked up there with ``Y-J``.
+            J-r2-i``: every such Y is worked out from the replicated jobs (``ys``), then each
+            JobSet-scope template that is a Job-scope template, '-' and such a Y collides.
 
         Whether the policies target r1 and r2 is not looked at (it would multiply the cost by
         the number of replicated jobs): names that could collide are refused.
@@ -1519,45 +1518,54 @@ class Builder:
             "x.spec.volumePolicy.volumeClaimTemplates.map(t, t.metadata.name)).flatten()"
         )
         live = "self.spec.replicatedJobs.map(r, r.replicas > 0, r.name.lowerAscii())"
-        prefixes = (
+        # (A) J-V for each pair r1 = V + r2; the X of those that end with -J- (J-V == X-J-).
+        job_v = (
             f"[{live}].map(l, l.map(a, l.map(b, a != b && a.endsWith('-' + b), "
-            f"{js} + '-' + a.substring(0, size(a) - size(b)))).flatten())[0].distinct()"
+            f"{js} + '-' + a.substring(0, size(a) - size(b)))).flatten())[0]"
         )
+        xs = (
+            f"{job_v}.filter(v, v.endsWith('-' + {js} + '-') && size(v) > size({js}) + 2)"
+            f".map(v, v.substring(0, size(v) - size({js}) - 2)).distinct()"
+        )
+        # (B) J-r2-i for each r2 with replicas > i; the Y of those that end with -J (Y-J == J-r2-i).
         last = f"{js}.substring({js}.lastIndexOf('-') + 1)"
         index_ok = f"{js}.lastIndexOf('-') > 0 && {last}.matches('^(0|[1-9][0-9]{{0,4}})$')"
-        ends = (
+        job_r_i = (
             f"self.spec.replicatedJobs.map(r, {index_ok} && int({last}) < r.replicas, "
-            f"{js} + '-' + r.name.lowerAscii() + '-' + {last}).distinct()"
+            f"{js} + '-' + r.name.lowerAscii() + '-' + {last})"
+        )
+        ys = (
+            f"{job_r_i}.filter(e, e.endsWith('-' + {js}) && size(e) > size({js}) + 1)"
+            f".map(e, e.substring(0, size(e) - size({js}) - 1)).distinct()"
         )
 
-        def split_found(key: str) -> str:
-            """CEL: template name ``t`` splits at a '-' into a Job-scope template (left,
-            ``t.substring(0, k)``) and a rest (``t.substring(k + 1)``) for which ``key`` holds."""
+        def extends(rests: str) -> str:
+            """CEL: template name ``t`` is a Job-scope template, '-' and one of ``rests``. The
+            rests are few (none unless a replicated job's name holds the JobSet's name), so this
+            costs next to nothing for most JobSets, whatever their template names."""
             return (
-                f"lists.range({MAX_NAME - 1}).exists(k, k > 0 && k + 1 < size(t) && "
-                f"t.charAt(k) == '-' && t.substring(0, k) in jt && {key})"
+                f"{rests}.exists(x, size(t) > size(x) + 1 && t.endsWith('-' + x) && "
+                "t.substring(0, size(t) - size(x) - 1) in jtl)"
             )
 
-        a_found = split_found(f"(t.substring(k + 1) + '-' + {js} + '-') in ks")
-        b_found = split_found(f"(t.substring(k + 1) + '-' + {js}) in bs")
         # Positions in job_scope + jobset_scope of the templates that collide with a shorter one.
         found = (
-            f"(jtl + jsl).transformList(i, t, (i < size(jtl) && {a_found}) || "
-            f"(i >= size(jtl) && {b_found}), i)"
+            f"(jtl + jsl).transformList(i, t, (i < size(jtl) && {extends('xs')}) || "
+            f"(i >= size(jtl) && {extends('ys')}), i)"
         )
 
         def bound(body: str) -> str:
-            """``body`` with the template names and the sets it looks names up in, each made
-            once. (A string made inside would lose its size bound: only positions come out.)"""
+            """``body`` with the template names and the rests, each made once. (A string made
+            inside would lose its size bound: only positions come out.) Job-scope names are
+            looked up in a list, not a set: a set needs unique keys, and checking that costs the
+            square of the number of templates; a lookup happens only for a name that ends with
+            one of the rests."""
             return (
                 f"[{job_scope}].map(jtl, [{jobset_scope}].map(jsl, "
-                "[jtl.transformMapEntry(i, n, {n: true})].map(jt, "
-                f"[{prefixes}.transformMapEntry(i, n, {{n: true}})].map(ks, "
-                f"[{ends}.transformMapEntry(i, n, {{n: true}})].map(bs, {body})[0])[0])[0])[0])[0]"
+                f"[{xs}].map(xs, [{ys}].map(ys, {body})[0])[0])[0])[0]"
             )
 
-        unique = f"[{job_scope}].all(jtl, size(jtl.distinct()) == size(jtl))"
-        guard = f"!has(self.spec.replicatedJobs) || !({unique}) || "
+        guard = "!has(self.spec.replicatedJobs) || "
         return Rule(
             id="claim-names-unique",
             where="(root)",

@@ -653,6 +653,65 @@ def unknown_target(draw: st.DrawFn, js: Obj) -> str | None:
     return REJECTED  # also "not targeted" when the list was implicit
 
 
+def bad_claim_template(draw: st.DrawFn, js: Obj) -> str | None:
+    """What Kubernetes would refuse in a claim made from the template (issue 12, item 10)."""
+    template = draw(st.sampled_from(_policies(js)))["templates"][0]
+    choice = draw(
+        st.sampled_from(["modes", "mode", "rwop", "storage", "zero", "key", "value", "annotation"])
+    )
+    if choice == "modes":
+        template["spec"]["accessModes"] = []
+        return "a volume claim template must list at least one access mode in spec.accessModes"
+    if choice == "mode":
+        template["spec"]["accessModes"] = ["ReadWriteOnce", "WriteMany"]
+        return "spec.accessModes of a volume claim template may contain only"
+    if choice == "rwop":
+        template["spec"]["accessModes"] = ["ReadWriteOncePod", "ReadOnlyMany"]
+        return "cannot combine ReadWriteOncePod with other access modes"
+    if choice == "storage":
+        template["spec"]["resources"]["requests"] = {}
+        return "a volume claim template must request storage in spec.resources.requests.storage"
+    if choice == "zero":
+        template["spec"]["resources"]["requests"]["storage"] = draw(
+            st.sampled_from(["0", "0Gi", "-5M", 0])
+        )
+        return "spec.resources.requests.storage of a volume claim template must be greater than"
+    if choice == "key":
+        template["metadata"]["labels"] = {draw(st.sampled_from(["a b", "-x", "a/b/c"])): "v"}
+        return "metadata.labels keys of a volume claim template must be qualified names"
+    if choice == "value":
+        template["metadata"]["labels"] = {"tier": draw(st.sampled_from(["hot!", "-x", "a b"]))}
+        return "metadata.labels values of a volume claim template must be empty or letters"
+    template["metadata"]["annotations"] = {"a b": ""}
+    return "metadata.annotations keys of a volume claim template must be qualified names"
+
+
+def untargeted_own_volume(draw: st.DrawFn, js: Obj) -> str | None:
+    """A replicated job that a policy does not target mounts its own volume of a template's name:
+    allowed (issue 12, item 9), by admission and by the controller."""
+    policy = draw(st.sampled_from(_policies(js)))
+    name = policy["templates"][0]["metadata"]["name"]
+    rjobs = _rjobs(js)
+    if "targetReplicatedJobs" not in policy:
+        policy["targetReplicatedJobs"] = [
+            r["name"]
+            for r in rjobs
+            if any(m["name"] == name for m in container(r).get("volumeMounts", []))
+        ]
+    outside = [r for r in rjobs if r["name"] not in policy["targetReplicatedJobs"]]
+    if not outside:
+        outside = [copy.deepcopy(rjobs[0]) | {"name": "outsider"}]
+        outside[0].pop("dependsOn", None)
+        container(outside[0])["volumeMounts"] = []
+        rjobs.append(outside[0])
+    chosen = draw(st.sampled_from(outside))
+    mount(chosen, name)
+    volumes_ = pod_spec(chosen).setdefault("volumes", [])
+    if all(v["name"] != name for v in volumes_):
+        volumes_.append({"name": name, "emptyDir": {}})
+    return None
+
+
 def template_without_name(draw: st.DrawFn, js: Obj) -> str | None:
     draw(st.sampled_from(_policies(js)))["templates"][0]["metadata"] = {"labels": {"a": "b"}}
     return "Required value"
@@ -706,6 +765,8 @@ CREATE_MUTATIONS: tuple[Mutation, ...] = (
     template_namespace,
     unmounted_template,
     untargeted_mount,
+    untargeted_own_volume,
+    bad_claim_template,
     unknown_target,
     template_without_name,
     odd_quantity,

@@ -1415,3 +1415,74 @@ async def test_unknown_fields_are_pruned(kube: Kube, jobsets: str) -> None:
     template = s["volumeClaimPolicies"][0]["templates"][0]
     assert "status" not in template
     assert template["metadata"] == {"name": "data"}
+
+
+# ------------------------------------------------------------------ (f) the CEL runtime budget
+
+
+def _largest_volume_spec(count: int) -> Obj:
+    """A JobSet where the volume rules do much work: ``count`` Job-scope templates (16 per
+    policy) whose names split at every other character into shorter templates' names, 32
+    replicated jobs whose names extend each other, labels and annotations."""
+    # a, j-a, j-j-a, ...: with the JobSet j, every pair of these makes a suffix that a template
+    # name could end with to collide (claim-names-unique), 24 of them
+    rjob_names = ["j-" * i + "a" for i in range(25)] + [f"b{i}" for i in range(7)]
+    rjobs = [rjob(name, mounts=()) for name in rjob_names]
+    names: list[str] = []
+    stem = 0
+    while len(names) < count:
+        base_name = f"t{stem:02d}"
+        for length in range(len(base_name), 64, 2):
+            name = (base_name + "-a" * 32)[:length]
+            if not name.endswith("-") and name not in names and len(names) < count:
+                names.append(name)
+        stem += 1
+    # Every label and annotation on every template would pass the API server's 3 MiB request limit.
+    full = 60
+    templates = [
+        {
+            "metadata": {
+                "name": name,
+                "labels": {f"example.com/l{i}": "v" * 63 for i in range(32 if n < full else 2)},
+                "annotations": {f"a{i}": "x" * 20 for i in range(32 if n < full else 2)},
+            },
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        for n, name in enumerate(names)
+    ]
+    mounts = [{"name": name, "mountPath": f"/m/{name}"} for name in names]
+    first = rjobs[0]["template"]["spec"]["template"]["spec"]
+    first["containers"] = [
+        {"name": f"c{i}", "image": "busybox", "volumeMounts": mounts[i * 64 : (i + 1) * 64]}
+        for i in range((count + 63) // 64)
+    ]
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "j"},
+        "spec": {
+            "replicatedJobs": rjobs,
+            "volumeClaimPolicies": [
+                {
+                    "scope": "Job",
+                    "templates": templates[i * 16 : (i + 1) * 16],
+                    "targetReplicatedJobs": rjob_names,
+                }
+                for i in range((count + 15) // 16)
+            ],
+        },
+    }
+
+
+async def test_large_volume_spec_fits_the_cel_runtime_budget(kube: Kube, jobsets: str) -> None:
+    """The API server stops a rule that costs more than 1M at run time and refuses the object with
+    a cost error instead of a rule's message. Estimated costs do not bound the real ones (the
+    estimator takes a flattened list to be as long as its outer list), so the rules are run on a
+    large JobSet: 300 Job-scope templates whose names extend each other, targeting 32 replicated
+    jobs whose names make 24 suffixes for claim-names-unique to try. (Beyond about 300 such
+    templates, untargeted-mount, which predates claim-names-unique, runs out of budget.)"""
+    response = await create(kube, jobsets, _largest_volume_spec(300), dry_run=True)
+    assert response.get("kind") == "JobSet", response.get("message")
