@@ -804,6 +804,15 @@ def conflict_reason(existing: Obj, desired: DesiredClaim, jobset: JobSet) -> str
             f"claim {desired.name} exists but was not made for JobSet {jobset.name} "
             f"(it lacks the label {api.JOBSET_NAME}={jobset.name})"
         )
+    if not _annotations(existing).get(RETAINED_FROM_ANNOTATION):
+        # Labels are copied by charts and `-o yaml` round trips: only the annotation that Retain
+        # writes proves the claim was this controller's, kept from an earlier JobSet of the name.
+        return (
+            f"claim {desired.name} carries the label {api.JOBSET_NAME}={jobset.name} but was "
+            f"neither made by this JobSet nor retained from an earlier one (it lacks the "
+            f"annotation {RETAINED_FROM_ANNOTATION} that retention writes); a copied label is "
+            f"no proof of ownership"
+        )
     foreign = _foreign_controller(existing, jobset)
     if foreign is not None:
         return f"claim {desired.name} is controlled by {foreign.get('kind')} {foreign.get('name')}"
@@ -817,7 +826,8 @@ def conflict_reason(existing: Obj, desired: DesiredClaim, jobset: JobSet) -> str
 
 
 def classify(existing: Obj, desired: DesiredClaim, jobset: JobSet) -> Classification:
-    """owned: ours already; adoptable: retained from an earlier JobSet of this name and fits."""
+    """owned: ours already; adoptable: retained from an earlier JobSet of this name (the
+    annotation Retain writes, not just the name label), controlled by no one else, and fits."""
     if _owned(existing, jobset):
         return "owned"
     return "conflict" if conflict_reason(existing, desired, jobset) else "adoptable"

@@ -153,6 +153,43 @@ async def test_foreign_claim_is_a_conflict_until_removed(
     assert claim["metadata"]["labels"][api.JOBSET_NAME] == "trainjob-shared"
 
 
+async def test_copied_name_label_is_no_proof_of_ownership(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """A claim with the generated name and the JobSet's name label, but that this controller
+    never made or retained (the label copied by a chart or an ``-o yaml`` round trip), is a
+    conflict: never mounted, changed or deleted, also when the JobSet (whenDeleted: Delete) goes.
+    It used to be adopted ("retained from an earlier JobSet") and then deleted with the JobSet."""
+    name, claim_name = "trainjob-shared", "initializer-trainjob-shared"
+    copied = {
+        "metadata": {"name": claim_name, "labels": {api.JOBSET_NAME: name}},
+        # Everything the template asks for: only the proof of ownership is missing.
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "5Gi"}}},
+    }
+    await client.create(CLAIMS, copied, namespace)
+    await client.create(api.JOBSETS, example("02-upstream-shared-initializer.yaml"), namespace)
+    conflicted = await wait_condition(client, namespace, name, "VolumeClaimConflict")
+    message = condition(conflicted, "VolumeClaimConflict")["message"]  # type: ignore[index]
+    assert claim_name in message and volumes.RETAINED_FROM_ANNOTATION in message, message
+    await settled(controller, client)
+    assert await jobs_of(client, namespace, name) == []
+    untouched = await client.get(CLAIMS, claim_name, namespace)
+    assert untouched["metadata"]["labels"] == {api.JOBSET_NAME: name}
+    assert not untouched["metadata"].get("ownerReferences")
+    assert volumes.OWNER_UID_ANNOTATION not in (untouched["metadata"].get("annotations") or {})
+
+    await client.delete(api.JOBSETS, name, namespace)
+
+    async def jobset_gone() -> bool:
+        listed = (await client.list(api.JOBSETS, namespace))["items"]
+        return not any(j["metadata"]["name"] == name for j in listed)
+
+    await wait_for(jobset_gone, bool, "the JobSet to be deleted (its finalizer removed)")
+    kept = await client.get(CLAIMS, claim_name, namespace)
+    assert not kept["metadata"].get("deletionTimestamp"), "a claim it never owned was deleted"
+    assert kept["metadata"]["uid"] == untouched["metadata"]["uid"]
+
+
 async def test_zero_writes_at_steady_state_with_volumes(
     kube: Kube, namespace: str, client: KubeClient
 ) -> None:

@@ -916,6 +916,10 @@ def test_compatible_tolerates_garbage() -> None:
     )
 
 
+# What Retain writes on a claim it keeps: the uid of the JobSet it was retained from.
+RETAINED: Obj = {RETAINED_FROM_ANNOTATION: "uid-old"}
+
+
 def bug_1307_claim(js: JobSet) -> Obj:
     """A claim retained from an earlier JobSet of this name, bound by the binder."""
     spec: Obj = copy.deepcopy(BASE)
@@ -953,9 +957,19 @@ def test_bug_1307_retained_bound_claim_is_adopted() -> None:
     [
         (claim("data-js"), "owned", ""),
         (claim("data-js", spec={"accessModes": ["ReadWriteMany"]}), "owned", ""),
-        (claim("data-js", uid="uid-old"), "adoptable", ""),
-        (claim("data-js", uid=None), "adoptable", ""),
-        (claim("data-js", uid="uid-old", refs=[owner("uid-old")]), "adoptable", ""),
+        (claim("data-js", uid="uid-old", annotations=RETAINED), "adoptable", ""),
+        (claim("data-js", uid=None, annotations=RETAINED), "adoptable", ""),
+        (
+            claim("data-js", uid="uid-old", refs=[owner("uid-old")], annotations=RETAINED),
+            "adoptable",
+            "",
+        ),
+        # The name label alone (copied by a chart or an `-o yaml` round trip) proves nothing.
+        (claim("data-js", uid=None), "conflict", "no proof of ownership"),
+        (claim("data-js", uid="uid-old"), "conflict", "no proof of ownership"),
+        (claim("data-js", uid="uid-old", refs=[owner("uid-old")]), "conflict", "no proof"),
+        (claim("data-js", annotations={RETAINED_FROM_ANNOTATION: ""}), "owned", ""),
+        (claim("data-js", uid=None, annotations={RETAINED_FROM_ANNOTATION: ""}), "conflict", "no"),
         (claim("data-js", jobset=None), "conflict", "lacks the label"),
         (claim("data-js", jobset="other"), "conflict", "not made for JobSet js"),
         ({"metadata": {"name": "data-js"}}, "conflict", "lacks the label"),
@@ -965,12 +979,18 @@ def test_bug_1307_retained_bound_claim_is_adopted() -> None:
                 "data-js",
                 uid="uid-old",
                 refs=[{"kind": "StatefulSet", "name": "db", "uid": "u", "controller": True}],
+                annotations=RETAINED,
             ),
             "conflict",
             "controlled by StatefulSet db",
         ),
         (
-            claim("data-js", uid="uid-old", spec={"accessModes": ["ReadWriteMany"]}),
+            claim(
+                "data-js",
+                uid="uid-old",
+                spec={"accessModes": ["ReadWriteMany"]},
+                annotations=RETAINED,
+            ),
             "conflict",
             "does not match template data: access modes",
         ),
@@ -1279,7 +1299,7 @@ def test_volume_status_counts() -> None:
         ckpt(0, phase="Bound"),
         ckpt(1, phase="Pending"),
         ckpt(2, phase="Lost"),
-        ckpt(3, uid="uid-old"),  # adoptable: not counted as existing yet
+        ckpt(3, uid="uid-old", annotations=RETAINED),  # adoptable: not counted as existing yet
         ckpt(7),  # not desired
         claim("data-js", jobset="someone-else"),
     ]
@@ -1364,7 +1384,7 @@ def bound_all(js: JobSet) -> list[Obj]:
             "ckpt-js-workers-0",
         ),
         (
-            lambda cs: [ckpt(0, uid="uid-old"), *cs[1:]],
+            lambda cs: [ckpt(0, uid="uid-old", annotations=RETAINED), *cs[1:]],
             False,
             "ClaimsNotCreated",
             "ckpt-js-workers-0",
