@@ -321,8 +321,7 @@ def reconciles(manager: Manager) -> float:
 
 def scheduled(running: RunningController) -> list[str]:
     """Keys waiting for a delayed add (requeue-after or backoff) in the controller's queues."""
-    # The work queue has no public view of its delayed adds; this is a test's look inside.
-    return sorted(key for c in running.manager.controllers for key in c.queue._waiting)
+    return sorted(key for c in running.manager.controllers for key in c.queue.delayed())
 
 
 async def settled(

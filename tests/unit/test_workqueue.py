@@ -329,6 +329,18 @@ async def test_add_after_wakes_a_waiting_getter() -> None:
     assert getter.result() == "a"
 
 
+async def test_delayed_lists_the_keys_waiting_for_their_add() -> None:
+    queue, clock = fake_queue()
+    queue.add_after("a", 1.0)
+    queue.add_after("b", 2.0)
+    queue.add("c")
+    assert sorted(queue.delayed()) == ["a", "b"]
+    clock.advance(1.0)
+    await settle()
+    assert queue.delayed() == ["b"]
+    assert await drain_ready(queue) == ["c", "a"]
+
+
 async def test_delayed_key_already_queued_is_not_duplicated() -> None:
     queue, clock = fake_queue()
     queue.add_after("a", 1.0)
