@@ -623,17 +623,17 @@ def unmounted_template(draw: st.DrawFn, js: Obj) -> str | None:
     return "every volume claim template must be mounted by a replicated job it targets"
 
 
-def untargeted_mount(draw: st.DrawFn, js: Obj) -> str | None:
+def _untargeted(draw: st.DrawFn, js: Obj) -> tuple[Obj, str]:
+    """A replicated job that a policy does not target (one is added when all are), mounting the
+    policy's first template by name; and that name."""
     policy = draw(st.sampled_from(_policies(js)))
+    name = policy["templates"][0]["metadata"]["name"]
     rjobs = _rjobs(js)
     if "targetReplicatedJobs" not in policy:
         policy["targetReplicatedJobs"] = [
             r["name"]
             for r in rjobs
-            if any(
-                m["name"] == policy["templates"][0]["metadata"]["name"]
-                for m in container(r).get("volumeMounts", [])
-            )
+            if any(m["name"] == name for m in container(r).get("volumeMounts", []))
         ]
     outside = [r for r in rjobs if r["name"] not in policy["targetReplicatedJobs"]]
     if not outside:
@@ -641,7 +641,13 @@ def untargeted_mount(draw: st.DrawFn, js: Obj) -> str | None:
         outside[0].pop("dependsOn", None)
         container(outside[0])["volumeMounts"] = []
         rjobs.append(outside[0])
-    mount(draw(st.sampled_from(outside)), policy["templates"][0]["metadata"]["name"])
+    chosen = draw(st.sampled_from(outside))
+    mount(chosen, name)
+    return chosen, name
+
+
+def untargeted_mount(draw: st.DrawFn, js: Obj) -> str | None:
+    _untargeted(draw, js)
     return (
         "a replicated job that a volume claim policy does not target must not mount its templates"
     )
@@ -689,23 +695,7 @@ def bad_claim_template(draw: st.DrawFn, js: Obj) -> str | None:
 def untargeted_own_volume(draw: st.DrawFn, js: Obj) -> str | None:
     """A replicated job that a policy does not target mounts its own volume of a template's name:
     allowed (issue 12, item 9), by admission and by the controller."""
-    policy = draw(st.sampled_from(_policies(js)))
-    name = policy["templates"][0]["metadata"]["name"]
-    rjobs = _rjobs(js)
-    if "targetReplicatedJobs" not in policy:
-        policy["targetReplicatedJobs"] = [
-            r["name"]
-            for r in rjobs
-            if any(m["name"] == name for m in container(r).get("volumeMounts", []))
-        ]
-    outside = [r for r in rjobs if r["name"] not in policy["targetReplicatedJobs"]]
-    if not outside:
-        outside = [copy.deepcopy(rjobs[0]) | {"name": "outsider"}]
-        outside[0].pop("dependsOn", None)
-        container(outside[0])["volumeMounts"] = []
-        rjobs.append(outside[0])
-    chosen = draw(st.sampled_from(outside))
-    mount(chosen, name)
+    chosen, name = _untargeted(draw, js)
     volumes_ = pod_spec(chosen).setdefault("volumes", [])
     if all(v["name"] != name for v in volumes_):
         volumes_.append({"name": name, "emptyDir": {}})
