@@ -153,8 +153,7 @@ def _released_claims(jobset: JobSet, policies: tuple[volumes.VolumePolicy, ...])
     return {
         claim.name
         for claim in volumes.desired_claims(jobset, policies)
-        if (state == api.TERMINAL_COMPLETED and claim.policy.retention.when_completed == "Delete")
-        or (state == api.TERMINAL_FAILED and claim.policy.retention.when_failed == "Delete")
+        if volumes.released_by(claim.policy.retention, state)
     }
 
 

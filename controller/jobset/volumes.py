@@ -53,6 +53,8 @@ REASON_WAITING_FOR_FIRST_CONSUMER = "WaitingForFirstConsumer"
 REASON_CLAIM_CONFLICT = "ClaimConflict"
 REASON_CLAIMS_MISSING = "ClaimsNotCreated"
 REASON_CLAIMS_LOST = "ClaimsLost"
+# The JobSet finished and its retention (whenCompleted/whenFailed: Delete) released the claims.
+REASON_CLAIMS_RELEASED = "ClaimsReleased"
 REASON_CLAIMS_PENDING = "ClaimsPending"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -987,8 +989,7 @@ def claims_to_delete(
         retention = policy.retention
         if (
             (deleting and retention.when_deleted == "Delete")
-            or (terminal_state == api.TERMINAL_COMPLETED and retention.when_completed == "Delete")
-            or (terminal_state == api.TERMINAL_FAILED and retention.when_failed == "Delete")
+            or released_by(retention, terminal_state)
             or (retention.when_scaled == "Delete" and _scaled_away(claim, policy, jobset))
         ):
             result.append(_name(claim))
@@ -1086,6 +1087,13 @@ def volume_status(
     return list(entries.values())
 
 
+def released_by(retention: Retention, terminal_state: str) -> bool:
+    """Whether ``retention`` deletes claims once the JobSet reached ``terminal_state``."""
+    return (terminal_state == api.TERMINAL_COMPLETED and retention.when_completed == "Delete") or (
+        terminal_state == api.TERMINAL_FAILED and retention.when_failed == "Delete"
+    )
+
+
 def volumes_ready(
     jobset: JobSet,
     policies: Iterable[VolumePolicy],
@@ -1095,15 +1103,21 @@ def volumes_ready(
     """The VolumesReady condition: (ready, reason, message).
 
     Ready when every desired claim is this JobSet's and Bound, or Pending only because its
-    WaitForFirstConsumer storage class binds once a pod is scheduled.
+    WaitForFirstConsumer storage class binds once a pod is scheduled. Once the stored terminal
+    state's retention deleted claims (whenCompleted/whenFailed: Delete), those are released, not
+    missing: nothing will create them again.
     """
     desired = desired_claims(jobset, policies)
     if not desired:
         return True, REASON_NO_VOLUMES, "the JobSet needs no volume claims"
     by_name = {_name(c): c for c in existing_claims}
-    conflicts, missing, lost, pending, waiting = [], [], [], [], []
+    state = jobset.status.terminal_state
+    conflicts, missing, lost, pending, waiting, released = [], [], [], [], [], []
     for claim in desired:
         found = by_name.get(claim.name)
+        if released_by(claim.policy.retention, state) and (found is None or _terminating(found)):
+            released.append(claim.name)
+            continue
         if found is None:
             missing.append(claim.name)
             continue
@@ -1135,6 +1149,15 @@ def volumes_ready(
             False,
             REASON_CLAIMS_LOST,
             (f"{len(lost)} of {total} claims lost their persistent volume: {_listing(lost)}"),
+        )
+    if released and not missing:
+        return (
+            False,
+            REASON_CLAIMS_RELEASED,
+            (
+                f"{len(released)} of {total} claims were released by the retention policy once "
+                f"the JobSet was {state}: {_listing(released)}"
+            ),
         )
     if missing:
         return (

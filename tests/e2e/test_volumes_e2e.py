@@ -498,6 +498,19 @@ async def test_job_scope_retained_claims_are_adopted_by_a_reapplied_jobset(
     # too, or pvc-protection would keep it); the JobSet object stays.
     await wait_gone(client, CLAIMS, "dataset-resumable", ns)
     await wait_event(full_kube, ns, name, storage.REASON_CLAIM_DELETED, contains="dataset")
+
+    def volumes_ready(obj: Obj) -> Obj:
+        found: list[Obj] = (obj.get("status") or {}).get("conditions") or []
+        return next((c for c in found if c.get("type") == "VolumesReady"), {})
+
+    # The status says what happened: released by retention, not "not created yet".
+    released = await wait_for(
+        lambda: get_jobset(client, ns, name),
+        lambda obj: volumes_ready(obj).get("reason") == volumes.REASON_CLAIMS_RELEASED,
+        "VolumesReady to report the released claim",
+    )
+    assert volumes_ready(released)["status"] == "False"
+    assert "dataset-resumable" in volumes_ready(released)["message"]
     still = await get_jobset(client, ns, name)
     assert still["metadata"]["uid"] == first_uid
     assert not still["metadata"].get("deletionTimestamp")

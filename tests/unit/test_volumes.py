@@ -1406,6 +1406,43 @@ def test_volumes_ready(change: Any, ready: bool, reason: str, fragment: str) -> 
     assert fragment in result[2]
 
 
+@pytest.mark.parametrize(
+    ("state", "when", "claims", "reason", "fragment"),
+    [
+        # Completed and whenCompleted: Delete deleted the Job-scope claims: released, not missing.
+        ("Completed", {"whenCompleted": "Delete"}, "data", "ClaimsReleased", "4 of 5 claims"),
+        # Being deleted (pvc-protection keeps them while pods use them): released too.
+        ("Completed", {"whenCompleted": "Delete"}, "deleting", "ClaimsReleased", "once the JobSet"),
+        ("Failed", {"whenFailed": "Delete"}, "data", "ClaimsReleased", "was Failed"),
+        # Retention did not ask for it: a missing claim is missing.
+        ("Failed", {"whenCompleted": "Delete"}, "data", "ClaimsNotCreated", "4 of 5"),
+        ("", {"whenCompleted": "Delete"}, "data", "ClaimsNotCreated", "4 of 5"),
+        # A claim missing for another reason is reported first.
+        ("Completed", {"whenCompleted": "Delete"}, "none", "ClaimsNotCreated", "1 of 5"),
+    ],
+)
+def test_volumes_ready_after_retention_released_claims(
+    state: str, when: Obj, claims: str, reason: str, fragment: str
+) -> None:
+    js = make(
+        [
+            {"templates": [tpl("ckpt")], "scope": "Job", "retentionPolicy": when},
+            {"templates": [tpl("data", storageClassName="wffc")]},
+        ],
+        rjobs=[mounting("workers", 4, ("ckpt", "data"))],
+        terminal_state=state or None,
+    )
+    existing = {
+        "data": [claim("data-js", spec={"storageClassName": "wffc"})],
+        "deleting": [ckpt(i, deleting=True) for i in range(4)]
+        + [claim("data-js", spec={"storageClassName": "wffc"})],
+        "none": [],
+    }[claims]
+    ready, got, message = volumes.volumes_ready(js, volumes.policies(js), existing, {"wffc"})
+    assert (ready, got) == (False, reason), message
+    assert fragment in message
+
+
 def test_volumes_ready_lists_a_few_names() -> None:
     js = make(
         [{"templates": [tpl("ckpt")], "scope": "Job"}], rjobs=[mounting("workers", 9, ("ckpt",))]
