@@ -27,17 +27,15 @@ from controller.jobset import (
     failure,
     startup,
     status,
-    storage,
     success,
     suspend,
     ttl,
     volumes,
 )
 from controller.jobset.model import JobSet
-from controller.jobset.storage import StorageClasses, VolumePlan
+from controller.jobset.volumes import ClaimView, StorageClasses, VolumeModel, VolumePlan
 
 Obj = dict[str, Any]
-EXPANSION_BLOCKED = "VolumeExpansionBlocked"
 
 
 @dataclass(frozen=True)
@@ -147,16 +145,6 @@ class _Status:
         return result
 
 
-def _released_claims(jobset: JobSet, policies: tuple[volumes.VolumePolicy, ...]) -> set[str]:
-    """Claims whose retention says Delete for the terminal state the JobSet reached."""
-    state = jobset.status.terminal_state
-    return {
-        claim.name
-        for claim in volumes.desired_claims(jobset, policies)
-        if volumes.released_by(claim.policy.retention, state)
-    }
-
-
 def _claims_mounted(job: Obj) -> set[str]:
     pod_spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
     return {
@@ -175,59 +163,40 @@ def _beyond_replicas(jobset: JobSet, job: Obj) -> bool:
 def _mounted_jobs(
     jobset: JobSet,
     allowed: frozenset[str],
-    policies: tuple[volumes.VolumePolicy, ...],
-    usable: set[str],
+    model: VolumeModel,
+    mountable: set[str],
     existing: set[str],
 ) -> list[Obj]:
     """Desired Jobs not in ``existing``, with their claims mounted; a Job whose claims are not
-    usable yet waits."""
+    mountable yet waits."""
     result = []
-    claims = volumes.JobClaims(jobset, policies)
     for job in construct.desired_jobs(jobset, allowed, existing):
-        if policies:
+        if model.policies:
             labels = job["metadata"]["labels"]
             rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
-            wanted = claims.for_job(rjob, index)
-            if not all(map(usable.__contains__, wanted.values())):
-                continue  # a claim it needs is not usable yet
-            job = volumes.mount(job, jobset, policies, rjob, index, wanted)
+            wanted = model.job_claims.for_job(rjob, index)
+            if not all(map(mountable.__contains__, wanted.values())):
+                continue  # a claim it needs is not mountable yet
+            job = volumes.mount(job, jobset, model.policies, rjob, index, wanted)
         result.append(job)
     return result
 
 
-def _volume_status(
-    built: _Status, policies: tuple[volumes.VolumePolicy, ...], vplan: VolumePlan
-) -> None:
-    if not policies:
+def _volume_status(built: _Status, model: VolumeModel, vplan: VolumePlan) -> None:
+    if not model.policies:
         return
-    built.value["volumes"] = {"templates": vplan.status}
-    ready, reason, message = vplan.ready
-    built.condition(
-        storage.VOLUMES_READY,
-        "True" if ready else "False",
-        reason,
-        message,
-        None,
-        add_when_false=True,  # "not ready yet" is worth showing from the start
-    )
-    if vplan.conflicts:
-        text = "; ".join(f"{name}: {why}" for name, why in sorted(vplan.conflicts.items()))
+    built.value["volumes"] = volumes.volumes_status(model, vplan)
+    for found in volumes.conditions(model, vplan):
         built.condition(
-            storage.VOLUME_CLAIM_CONFLICT, "True", storage.REASON_CLAIM_CONFLICT, text, "Warning"
+            found.type,
+            found.status,
+            found.reason,
+            found.message,
+            found.event_type,
+            add_when_false=found.type == volumes.VOLUMES_READY,  # "not ready yet" is news
         )
-    else:
-        built.condition(
-            storage.VOLUME_CLAIM_CONFLICT, "False", "NoConflict", "no conflicting claims", None
-        )
-    if vplan.expansion_blocked:
-        text = "; ".join(why for _, why in sorted(vplan.expansion_blocked.items()))
-        built.condition(
-            EXPANSION_BLOCKED, "True", storage.REASON_EXPANSION_NOT_SUPPORTED, text, "Warning"
-        )
-    else:
-        built.condition(
-            EXPANSION_BLOCKED, "False", "NoExpansionPending", "no blocked expansion", None
-        )
+    for message in vplan.replaced.values():
+        built.events.append(Event("Warning", volumes.REASON_CLAIM_REPLACED, message))
 
 
 def decide(
@@ -236,26 +205,26 @@ def decide(
     service: Obj | None,
     now: datetime.datetime,
     *,
-    claims: Mapping[str, Obj] | None = None,
+    claims: Mapping[str, ClaimView] | None = None,
     classes: StorageClasses | None = None,
-    policies: tuple[volumes.VolumePolicy, ...] | None = None,
+    model: VolumeModel | None = None,
     message_matches: failure.MessageMatches | None = None,
 ) -> Plan:
     """Raises ``InvalidJobSet`` when the volume policies cannot be acted on.
 
-    ``policies`` may be passed when the caller already normalised them (saves a second parse);
-    ``message_matches`` when the failure messages were matched already
+    ``model`` may be passed when the caller already read the JobSet's volumes (saves a second
+    parse); ``message_matches`` when the failure messages were matched already
     (``failure.match_messages_in_thread``).
     """
     plan = Plan()
     claims = claims or {}
     classes = classes or StorageClasses()
-    if policies is None:
-        policies = volumes.policies(jobset)
+    if model is None:
+        model = volumes.model(jobset)
     if jobset.deleting:
         # Children go with garbage collection; claims follow their retention policy.
-        plan.volume = storage.plan(
-            jobset, policies, claims, classes, terminal_state=jobset.status.terminal_state
+        plan.volume = volumes.plan(
+            model, claims, classes, terminal_state=jobset.status.terminal_state
         )
         return plan
     built = _Status(jobset, now)
@@ -272,19 +241,19 @@ def decide(
         plan.delete_jobs.extend(
             j["metadata"]["name"] for j in current if not children.is_finished(j)
         )
-        plan.volume = storage.plan(
-            jobset, policies, claims, classes, terminal_state=jobset.status.terminal_state
+        plan.volume = volumes.plan(
+            model, claims, classes, terminal_state=jobset.status.terminal_state
         )
         # Retention on completion/failure releases storage: the finished Jobs' pods still use
         # the claims (pvc-protection would keep them forever), so those Jobs go too. The JobSet
         # and its status stay.
-        released = _released_claims(jobset, policies)
+        released = volumes.released_claims(model)
         plan.delete_jobs.extend(
             j["metadata"]["name"]
             for j in current
             if children.is_finished(j) and released & _claims_mounted(j)
         )
-        _volume_status(built, policies, plan.volume)
+        _volume_status(built, model, plan.volume)
         plan.status = built.changed()
         plan.events = built.events
         decision = ttl.ttl_decision(jobset, ttl.finished_at(jobset), now)
@@ -304,8 +273,8 @@ def decide(
         if completes
         else ""
     )
-    plan.volume = vplan = storage.plan(jobset, policies, claims, classes, terminal_state=terminal)
-    _volume_status(built, policies, vplan)
+    plan.volume = vplan = volumes.plan(model, claims, classes, terminal_state=terminal)
+    _volume_status(built, model, vplan)
 
     if outcome is not None:
         if outcome.fails_jobset:
@@ -359,7 +328,7 @@ def decide(
     if not blocking:
         existing = {j["metadata"]["name"] for j in jobs}
         plan.create_jobs = _mounted_jobs(
-            jobset, frozenset(gate.allowed), policies, vplan.usable, existing
+            jobset, frozenset(gate.allowed), model, vplan.mountable, existing
         )
     wanted_service = construct.desired_service(jobset)
     if wanted_service is not None and service is None:

@@ -25,13 +25,19 @@ from controller.jobset import (
     invalid,
     pacing,
     preflight,
-    storage,
     volumes,
 )
 from controller.jobset.decide import Plan, decide
 from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import InvalidJobSet, JobSet, parse
-from controller.jobset.storage import ClaimPatch, StorageClasses, VolumePlan
+from controller.jobset.volumes import (
+    ClaimPatch,
+    ClaimView,
+    DesiredClaim,
+    StorageClasses,
+    VolumeModel,
+    VolumePlan,
+)
 from controller.runtime.client import CLAIMS, JOBS, SERVICES, ApiError, KubeClient
 from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
@@ -89,19 +95,17 @@ class JobSetReconciler:
                 owned.append(job)
         return owned
 
-    def _claims(
-        self, key: str, jobset: JobSet, policies: tuple[volumes.VolumePolicy, ...]
-    ) -> dict[str, Obj]:
+    def _claims(self, key: str, jobset: JobSet, model: VolumeModel) -> dict[str, ClaimView]:
         """Claims this JobSet may care about: those labelled with its name, and any claim
         (labelled or not: a conflict is exactly an unlabelled one) with a name it wants."""
-        if self.claims is None or not policies:
+        if self.claims is None or not model.policies:
             return {}
         found = {c["metadata"]["name"]: c for c in self.claims.by_index(JOBSET_INDEX, key)}
-        for desired in volumes.desired_claims(jobset, policies):
+        for desired in model.desired:
             claim = self.claims.get(jobset.namespace, desired.name)
             if claim is not None:
                 found[desired.name] = claim
-        return found
+        return volumes.views(found.values())
 
     def _classes(self) -> StorageClasses:
         if self.storage_classes is None:
@@ -138,15 +142,15 @@ class JobSetReconciler:
             # A tenant's failure-message patterns can take long on many messages: off the loop.
             matches = await failure.match_messages_in_thread(jobset, jobs)
             service = self.services.get(namespace, jobset.subdomain)
-            policies = volumes.policies(jobset)
+            model = volumes.model(jobset)
             plan = decide(
                 jobset,
                 jobs,
                 service,
                 self._wall(),
-                claims=self._claims(key, jobset, policies),
+                claims=self._claims(key, jobset, model),
                 classes=self._classes(),
-                policies=policies,
+                model=model,
                 message_matches=matches,
             )
         except InvalidJobSet as err:
@@ -190,7 +194,13 @@ class JobSetReconciler:
         vplan = plan.volume
         latest = jobset.raw  # the JobSet as last written by us in this pass
         if vplan is not None:
-            latest = await self._apply_volumes(key, jobset, vplan) or latest
+            updated, created = await self._apply_volumes(key, jobset, vplan)
+            latest = updated or latest
+            if created:
+                # The status remembers the claims it created, by uid (from the responses), in
+                # the same write that reports them: their pods mount them only once it is stored.
+                base = plan.status if plan.status is not None else dict(jobset.status.raw)
+                plan.status = volumes.with_created_claims(base, vplan.record, created)
         if plan.create_service is not None:
             try:
                 await self.client.create(SERVICES, plan.create_service, ns)
@@ -246,20 +256,50 @@ class JobSetReconciler:
         if errors:
             raise errors[0]
 
-    async def _apply_volumes(self, key: str, jobset: JobSet, vplan: VolumePlan) -> Obj | None:
-        """Claim writes; returns the JobSet if this pass changed it (the finalizer)."""
+    async def _apply_volumes(
+        self, key: str, jobset: JobSet, vplan: VolumePlan
+    ) -> tuple[Obj | None, dict[volumes.Slot, str]]:
+        """Claim writes; returns the JobSet if this pass changed it (the finalizer), and the uids
+        of the claims it created."""
         updated = None
         if vplan.add_finalizer:
             # Before any claim exists, so retention runs whatever happens next.
             updated = await self._add_finalizer(jobset)
             if updated is not None:
                 self._remember(key, updated)
-        await self._parallel([self._create_claim(jobset, claim) for claim in vplan.create])
+        created: dict[volumes.Slot, str] = {}
+
+        async def create(claim: DesiredClaim) -> None:
+            uid = await self._create_claim(jobset, claim)
+            if uid:
+                created[claim.slot] = uid
+
+        try:
+            await self._parallel([create(claim) for claim in vplan.create])
+        except ApiError:
+            if not created:
+                raise
+            # Some claims were created: their uids must reach the status before the error goes
+            # back to the queue, or a later pass could not tell them from copies.
+            await self._write_created(key, jobset, vplan, created)
+            raise
         await self._parallel([self._patch_claim(jobset, change) for change in vplan.patch])
         await self._parallel([self._delete_claim(jobset, name) for name in vplan.delete])
         if vplan.conflicts:
             self.metrics.claim_conflicts.inc(len(vplan.conflicts))
-        return updated
+        return updated, created
+
+    async def _write_created(
+        self, key: str, jobset: JobSet, vplan: VolumePlan, created: dict[volumes.Slot, str]
+    ) -> None:
+        """Only the uid record of the claims just created, when the pass cannot go on."""
+        status = volumes.with_created_claims(dict(jobset.status.raw), vplan.record, created)
+        body = dict(jobset.raw)
+        body["status"] = status
+        updated = await self.client.replace(
+            api.JOBSETS, body, jobset.namespace, subresource="status"
+        )
+        self._remember(key, updated)
 
     def _remember(self, key: str, written: Obj) -> None:
         """Our newest write of this JobSet: until the cache shows it, the cache is stale."""
@@ -288,20 +328,23 @@ class JobSetReconciler:
                 raise
         log.info("volume retention done; finalizer removed")
 
-    async def _create_claim(self, jobset: JobSet, claim: Obj) -> None:
-        name = claim["metadata"]["name"]
+    async def _create_claim(self, jobset: JobSet, claim: DesiredClaim) -> str | None:
+        """Creates the claim; returns its uid (None when it existed already)."""
+        name = claim.name
         try:
-            await self.client.create(CLAIMS, claim, jobset.namespace)
+            created = await self.client.create(CLAIMS, claim.object, jobset.namespace)
         except ApiError as err:
             if err.already_exists:
-                return  # the next pass classifies it (ours from a lost response, or a conflict)
+                return None  # the next pass classifies it (ours from a lost response, or not)
             self._event(
-                jobset.raw, "Warning", storage.REASON_CLAIM_CREATION_FAILED,
+                jobset.raw, "Warning", volumes.REASON_CLAIM_CREATION_FAILED,
                 f"could not create claim {name}: {err.message}",
             )  # fmt: skip
             raise
         self.metrics.claims_created.inc()
-        self._event(jobset.raw, "Normal", storage.REASON_CLAIM_CREATED, f"created claim {name}")
+        self._event(jobset.raw, "Normal", volumes.REASON_CLAIM_CREATED, f"created claim {name}")
+        uid = (created.get("metadata") or {}).get("uid") if isinstance(created, dict) else None
+        return uid if isinstance(uid, str) else None
 
     async def _patch_claim(self, jobset: JobSet, change: ClaimPatch) -> None:
         try:
@@ -312,7 +355,7 @@ class JobSetReconciler:
             self._event(jobset.raw, "Warning", change.reason + "Failed",
                         f"{change.message}: {err.message}")  # fmt: skip
             raise
-        if change.reason == storage.REASON_CLAIM_ADOPTED:
+        if change.reason == volumes.REASON_CLAIM_ADOPTED:
             self.metrics.claims_adopted.inc()
         self._event(jobset.raw, "Normal", change.reason, change.message)
 
@@ -324,7 +367,7 @@ class JobSetReconciler:
                 return
             raise
         self.metrics.claims_deleted.inc()
-        self._event(jobset.raw, "Normal", storage.REASON_CLAIM_DELETED, f"deleted claim {name}")
+        self._event(jobset.raw, "Normal", volumes.REASON_CLAIM_DELETED, f"deleted claim {name}")
 
     async def _create_job(self, key: str, jobset: JobSet, job: Obj) -> None:
         name = job["metadata"]["name"]

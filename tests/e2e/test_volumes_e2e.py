@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.jobset import api, storage, volumes
-from controller.jobset.decide import EXPANSION_BLOCKED
+from controller.jobset import api, volumes
+from controller.jobset.volumes import EXPANSION_BLOCKED
 from controller.runtime.client import CLAIMS, PODS, ApiError, KubeClient, Resource
 from tests.helpers import Kube, wait_for
 from tests.support.crd import install_crd
@@ -387,7 +387,7 @@ async def test_seed_example_claim_binds_is_mounted_and_jobset_completes(
         lambda: get_jobset(client, ns, name),
         lambda obj: (
             template_status(obj, "pretrained-model").get("bound") == 1
-            and (condition(obj, storage.VOLUMES_READY) or {}).get("status") == "True"
+            and (condition(obj, volumes.VOLUMES_READY) or {}).get("status") == "True"
         ),
         "status.volumes to report the claim Bound and VolumesReady=True",
     )
@@ -396,11 +396,11 @@ async def test_seed_example_claim_binds_is_mounted_and_jobset_completes(
     assert entry["scope"] == "JobSet"
     assert (entry["desired"], entry["existing"], entry["bound"]) == (1, 1, 1)
     assert (entry["pending"], entry["lost"], entry["conflicts"]) == (0, 0, 0)
-    ready_condition = condition(ready, storage.VOLUMES_READY)
+    ready_condition = condition(ready, volumes.VOLUMES_READY)
     assert ready_condition is not None
     assert ready_condition["reason"] == volumes.REASON_CLAIMS_BOUND
     await wait_event(
-        full_kube, ns, name, storage.REASON_CLAIM_CREATED, contains=claim_name, seconds=10
+        full_kube, ns, name, volumes.REASON_CLAIM_CREATED, contains=claim_name, seconds=10
     )
     controller.assert_clean()
 
@@ -422,12 +422,12 @@ async def test_wait_for_first_consumer_claim_binds_once_a_pod_is_scheduled(
     waiting = await wait_for(
         lambda: get_jobset(client, ns, name),
         lambda obj: (
-            (condition(obj, storage.VOLUMES_READY) or {}).get("reason")
+            (condition(obj, volumes.VOLUMES_READY) or {}).get("reason")
             == volumes.REASON_WAITING_FOR_FIRST_CONSUMER
         ),
         "VolumesReady to say the claim waits for its first consumer",
     )
-    assert (condition(waiting, storage.VOLUMES_READY) or {}).get("status") == "True"
+    assert (condition(waiting, volumes.VOLUMES_READY) or {}).get("status") == "True"
     await settled_process(controller.replicas[-1], client, ns)
     claim = await client.get(CLAIMS, claim_name, ns)
     assert phase(claim) == "Pending", claim.get("status")
@@ -497,7 +497,7 @@ async def test_job_scope_retained_claims_are_adopted_by_a_reapplied_jobset(
     # whenCompleted: Delete releases the dataset claim (the finished Jobs that mounted it go
     # too, or pvc-protection would keep it); the JobSet object stays.
     await wait_gone(client, CLAIMS, "dataset-resumable", ns)
-    await wait_event(full_kube, ns, name, storage.REASON_CLAIM_DELETED, contains="dataset")
+    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_DELETED, contains="dataset")
 
     def volumes_ready(obj: Obj) -> Obj:
         found: list[Obj] = (obj.get("status") or {}).get("conditions") or []
@@ -529,7 +529,7 @@ async def test_job_scope_retained_claims_are_adopted_by_a_reapplied_jobset(
         assert meta["labels"][api.JOBSET_NAME] == name
         assert meta["uid"] == claims[claim_name]["metadata"]["uid"]
         assert phase(kept) == "Bound"
-    await wait_event(full_kube, ns, name, storage.REASON_CLAIM_RETAINED, contains=ckpt[0])
+    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_RETAINED, contains=ckpt[0])
     await wait_for(
         lambda: jobs_of(client, ns, name), lambda jobs: not jobs, "the old Jobs to be gone"
     )
@@ -547,7 +547,7 @@ async def test_job_scope_retained_claims_are_adopted_by_a_reapplied_jobset(
         lambda found: all(a.get(volumes.OWNER_UID_ANNOTATION) == second_uid for a in found),
         "the retained claims to be adopted by the new JobSet",
     )
-    await wait_event(full_kube, ns, name, storage.REASON_CLAIM_ADOPTED, contains=ckpt[0])
+    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_ADOPTED, contains=ckpt[0])
     jobs = await wait_live_jobs(client, ns, name, 2)
     for job in jobs:
         assert job["metadata"]["ownerReferences"][0]["uid"] == second_uid
@@ -584,7 +584,7 @@ async def test_deleting_the_jobset_deletes_its_claims(
     await client.delete(api.JOBSETS, name, ns)
     await wait_gone(client, api.JOBSETS, name, ns)  # only once the finalizer was removed
     await wait_gone(client, CLAIMS, claim_name, ns)
-    await wait_event(full_kube, ns, name, storage.REASON_CLAIM_DELETED, contains=claim_name)
+    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_DELETED, contains=claim_name)
     await wait_for(
         lambda: jobs_of(client, ns, name), lambda jobs: not jobs, "the Jobs to be collected"
     )
@@ -658,7 +658,7 @@ async def test_failed_jobset_deletes_claims_with_when_failed_delete(
         lambda claim: claim is None or bool(claim["metadata"].get("deletionTimestamp")),
         f"the controller to delete claim {claim_name} (whenFailed: Delete)",
     )
-    await wait_event(full_kube, ns, name, storage.REASON_CLAIM_DELETED, contains=claim_name)
+    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_DELETED, contains=claim_name)
     still = await get_jobset(client, ns, name)
     assert not still["metadata"].get("deletionTimestamp"), "the JobSet object stays"
     # Storage is released only when the claim is really gone: pvc-protection keeps a deleted
@@ -780,7 +780,7 @@ async def test_raising_the_storage_request_expands_the_claim(
     assert quantity(expanded["spec"]["resources"]["requests"]["storage"]) == quantity("2Gi")
     volume = await client.get(VOLUMES, expanded["spec"]["volumeName"])
     assert quantity(volume["spec"]["capacity"]["storage"]) == quantity("2Gi")
-    await wait_event(full_kube, ns, name, storage.REASON_CLAIM_EXPANDED, contains=claim_name)
+    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_EXPANDED, contains=claim_name)
 
     done = await wait_jobset(client, ns, name, api.COMPLETED)
     blocked = condition(done, EXPANSION_BLOCKED)
@@ -804,12 +804,12 @@ async def test_raising_the_storage_request_on_a_fixed_class_is_reported(
     assert claim_name in message and "fixed" in message, message
     assert (condition(blocked, EXPANSION_BLOCKED) or {}).get(
         "reason"
-    ) == storage.REASON_EXPANSION_NOT_SUPPORTED
+    ) == volumes.REASON_EXPANSION_NOT_SUPPORTED
     await wait_event(
         full_kube,
         ns,
         name,
-        storage.REASON_EXPANSION_NOT_SUPPORTED,
+        volumes.REASON_EXPANSION_NOT_SUPPORTED,
         event_type="Warning",
         contains=claim_name,
     )
@@ -859,7 +859,7 @@ async def test_claim_creation_refused_by_quota_recovers_when_raised(
         full_kube,
         ns,
         name,
-        storage.REASON_CLAIM_CREATION_FAILED,
+        volumes.REASON_CLAIM_CREATION_FAILED,
         event_type="Warning",
         contains="exceeded quota",
     )
@@ -871,7 +871,7 @@ async def test_claim_creation_refused_by_quota_recovers_when_raised(
     await wait_claim_phase(client, ns, claim_name)
     done = await wait_jobset(client, ns, name, api.COMPLETED)
     assert done["status"]["terminalState"] == "Completed"
-    await wait_event(full_kube, ns, name, storage.REASON_CLAIM_CREATED, contains=claim_name)
+    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_CREATED, contains=claim_name)
     controller.assert_clean("exceeded quota")
 
 
@@ -892,16 +892,16 @@ async def test_foreign_claim_is_a_conflict_until_it_is_deleted(
     foreign = await wait_claim_phase(client, ns, claim_name)
 
     await client.create(api.JOBSETS, example("02-upstream-shared-initializer.yaml"), ns)
-    conflicted = await wait_jobset(client, ns, name, storage.VOLUME_CLAIM_CONFLICT)
-    message = (condition(conflicted, storage.VOLUME_CLAIM_CONFLICT) or {}).get("message", "")
+    conflicted = await wait_jobset(client, ns, name, volumes.VOLUME_CLAIM_CONFLICT)
+    message = (condition(conflicted, volumes.VOLUME_CLAIM_CONFLICT) or {}).get("message", "")
     assert claim_name in message, message
-    ready = condition(conflicted, storage.VOLUMES_READY) or {}
+    ready = condition(conflicted, volumes.VOLUMES_READY) or {}
     assert ready.get("status") != "True", ready
     await wait_event(
         full_kube,
         ns,
         name,
-        storage.REASON_CLAIM_CONFLICT,
+        volumes.REASON_CLAIM_CONFLICT,
         event_type="Warning",
         contains=claim_name,
     )
@@ -926,7 +926,7 @@ async def test_foreign_claim_is_a_conflict_until_it_is_deleted(
         "the JobSet's own claim to replace the foreign one",
     )
     done = await wait_jobset(client, ns, name, api.COMPLETED)
-    cleared = condition(done, storage.VOLUME_CLAIM_CONFLICT) or {}
+    cleared = condition(done, volumes.VOLUME_CLAIM_CONFLICT) or {}
     assert cleared.get("status") == "False", cleared
     for job in await jobs_of(client, ns, name):
         assert job_claims(job) == {"initializer": claim_name}

@@ -1,0 +1,455 @@
+"""The claim lifecycle: what each desired claim is now, and the writes that move it on (pure).
+
+Every desired claim is in one state, each reached only with a stated justification:
+
+- ``Missing``: no claim of the name exists and none was ever recorded: create it (not once the
+  JobSet is finishing).
+- ``Adoptable``: a claim of the name was retained from an earlier JobSet of this name (proof:
+  the retained-from-uid annotation, see ownership.py): adopt it and record its uid.
+- ``Conflict``: a claim of the name that is not this JobSet's and cannot be adopted: never
+  mounted, changed or deleted; the Jobs that need it wait.
+- ``Pending`` / ``WaitingForFirstConsumer`` / ``Bound``: the JobSet's own claim (created or
+  adopted, its uid recorded in the status). Mounted only once its uid is in the *stored* record,
+  so a claim is never written to by pods before the JobSet remembers it.
+- ``Deleting``: the JobSet's claim is being deleted and was never recorded (its retention deleted
+  it, or it never got a uid in the record): created again once it is gone.
+- ``Terminating``: a recorded claim is being deleted by someone else (pvc-protection keeps it
+  while pods use it). It becomes ``Lost``.
+- ``Lost``: a recorded claim is gone, its name now belongs to another object (another uid), or
+  its persistent volume is lost. Its data is gone: it is **not** recreated, the Jobs that mount
+  it wait, and a Warning says so, until the user accepts an empty replacement with the JobSet's
+  annotation ``jobset.sigs.k8s.io/replace-lost-claims: <claim>@<uid prefix>`` (one-shot: the
+  uid prefix names that loss only).
+- ``Released``: the JobSet finished and ``whenCompleted``/``whenFailed: Delete`` deleted it.
+
+Retention (``whenDeleted``, ``whenCompleted``, ``whenFailed``, ``whenScaled``) deletes only claims
+the JobSet owns; the retention finalizer is removed last.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from controller.jobset import api
+from controller.jobset.model import JobSet
+from controller.jobset.volumes import ownership
+from controller.jobset.volumes.desired import DesiredClaim, Slot
+from controller.jobset.volumes.model import (
+    CLAIM_SCOPE_LABEL,
+    CLAIM_TEMPLATE_LABEL,
+    FINALIZER,
+    REPLACE_LOST_ANNOTATION,
+    Obj,
+    Retention,
+    VolumePolicy,
+    storage_of,
+)
+from controller.jobset.volumes.observed import ClaimView, StorageClasses
+from controller.jobset.volumes.quantity import quantity
+from controller.jobset.volumes.record import ClaimRecord, uid_prefix
+from controller.jobset.volumes.spec import VolumeModel
+
+REASON_CLAIM_CREATED = "ClaimCreated"
+REASON_CLAIM_ADOPTED = "ClaimAdopted"
+REASON_CLAIM_EXPANDED = "ClaimExpanded"
+REASON_CLAIM_UPDATED = "ClaimUpdated"
+REASON_CLAIM_RETAINED = "ClaimRetained"
+REASON_CLAIM_DELETED = "ClaimDeleted"
+REASON_CLAIM_REPLACED = "LostClaimReplaced"
+REASON_CLAIM_CREATION_FAILED = "ClaimCreationFailed"
+REASON_EXPANSION_NOT_SUPPORTED = "VolumeExpansionNotSupported"
+
+
+class ClaimState(enum.StrEnum):
+    MISSING = "Missing"
+    ADOPTABLE = "Adoptable"
+    CONFLICT = "Conflict"
+    PENDING = "Pending"
+    WAITING = "WaitingForFirstConsumer"
+    BOUND = "Bound"
+    DELETING = "Deleting"
+    TERMINATING = "Terminating"
+    LOST = "Lost"
+    RELEASED = "Released"
+
+
+_IN_USE = frozenset({ClaimState.PENDING, ClaimState.WAITING, ClaimState.BOUND})
+
+
+@dataclass(frozen=True)
+class ClaimLifecycle:
+    desired: DesiredClaim
+    state: ClaimState
+    claim: ClaimView | None = None
+    # The uid prefix the stored record has for this claim's slot (None: never recorded).
+    recorded: str | None = None
+    why: str = ""  # for Conflict and Lost: what happened, for messages
+
+    @property
+    def name(self) -> str:
+        return self.desired.name
+
+    @property
+    def mountable(self) -> bool:
+        """Pods may use it: the JobSet's own claim, alive, and remembered in the stored status."""
+        return (
+            self.state in _IN_USE
+            and self.claim is not None
+            and self.recorded == uid_prefix(self.claim.uid)
+        )
+
+    @property
+    def volume_lost(self) -> bool:
+        """Lost because its persistent volume is: the claim itself is still there, the same one."""
+        return (
+            self.state is ClaimState.LOST
+            and self.claim is not None
+            and self.recorded == uid_prefix(self.claim.uid)
+        )
+
+    @property
+    def replacement_key(self) -> str:
+        """The opt-in entry that accepts an empty replacement of this Lost claim."""
+        return f"{self.name}@{self.recorded}"
+
+
+def released_by(retention: Retention, terminal_state: str) -> bool:
+    """Whether ``retention`` deletes claims once the JobSet reached ``terminal_state``."""
+    return (terminal_state == api.TERMINAL_COMPLETED and retention.when_completed == "Delete") or (
+        terminal_state == api.TERMINAL_FAILED and retention.when_failed == "Delete"
+    )
+
+
+def _waits_for_consumer(claim: ClaimView, classes: StorageClasses) -> bool:
+    return (
+        claim.phase == "Pending"
+        and not claim.node_selected
+        and claim.storage_class is not None
+        and claim.storage_class in classes.wait_for_first_consumer
+    )
+
+
+def state_of(
+    model: VolumeModel,
+    desired: DesiredClaim,
+    claim: ClaimView | None,
+    classes: StorageClasses,
+) -> ClaimLifecycle:
+    """The lifecycle state of one desired claim, from what exists and what the JobSet recorded."""
+    jobset = model.jobset
+    recorded = model.record.get(desired.slot)
+    at = ClaimLifecycle(desired, ClaimState.MISSING, claim, recorded)
+    if released_by(desired.policy.retention, jobset.status.terminal_state) and (
+        claim is None or claim.terminating
+    ):
+        return replace(at, state=ClaimState.RELEASED)
+    if claim is None:
+        if recorded is not None:
+            return replace(at, state=ClaimState.LOST, why="deleted")
+        return at
+    if recorded is not None and recorded != uid_prefix(claim.uid):
+        return replace(
+            at,
+            state=ClaimState.LOST,
+            why=f"deleted; the name now belongs to another claim (uid {uid_prefix(claim.uid)})",
+        )
+    reason = ownership.conflict_reason(claim, desired, jobset)
+    if reason:
+        return replace(at, state=ClaimState.CONFLICT, why=reason)
+    if not ownership.owned(claim, jobset):
+        return replace(at, state=ClaimState.ADOPTABLE)
+    if claim.terminating:
+        return replace(
+            at,
+            state=ClaimState.DELETING if recorded is None else ClaimState.TERMINATING,
+            why="being deleted",
+        )
+    if claim.phase == "Lost":
+        return replace(at, state=ClaimState.LOST, why="its persistent volume is lost")
+    if claim.phase == "Bound":
+        return replace(at, state=ClaimState.BOUND)
+    if _waits_for_consumer(claim, classes):
+        return replace(at, state=ClaimState.WAITING)
+    return replace(at, state=ClaimState.PENDING)
+
+
+def lifecycle(
+    model: VolumeModel, claims: Mapping[str, ClaimView], classes: StorageClasses
+) -> list[ClaimLifecycle]:
+    """The state of every desired claim, in the order of ``model.desired``."""
+    return [state_of(model, d, claims.get(d.name), classes) for d in model.desired]
+
+
+# ----------------------------------------------------------------------------- retention
+
+
+def slot_of(claim: ClaimView) -> Slot | None:
+    """Where one of our claims sits in the model, from the labels we gave it."""
+    template = claim.labels.get(CLAIM_TEMPLATE_LABEL)
+    if not template:
+        return None
+    if claim.labels.get(CLAIM_SCOPE_LABEL) != "Job":
+        return (template, None, None)
+    rjob, index = claim.labels.get(api.REPLICATED_JOB_NAME), claim.labels.get(api.JOB_INDEX)
+    if not rjob or index is None or not index.isdigit():
+        return None
+    return (template, rjob, int(index))
+
+
+def _policy_of(claim: ClaimView, found: Iterable[VolumePolicy]) -> VolumePolicy | None:
+    template = claim.labels.get(CLAIM_TEMPLATE_LABEL)
+    return next((p for p in found if any(t.name == template for t in p.templates)), None)
+
+
+def _scaled_away(claim: ClaimView, policy: VolumePolicy, jobset: JobSet) -> bool:
+    slot = slot_of(claim)
+    if policy.scope != "Job" or slot is None or slot[1] is None or slot[2] is None:
+        return False
+    rjob = jobset.replicated_job(slot[1])
+    return slot[2] >= (rjob.replicas if rjob is not None else 0)
+
+
+def claims_to_delete(
+    jobset: JobSet,
+    policies: Iterable[VolumePolicy],
+    claims: Iterable[ClaimView],
+    *,
+    deleting: bool,
+    terminal_state: str,
+) -> list[ClaimView]:
+    """Owned claims whose retention says Delete now (claims already being deleted are left out)."""
+    found = tuple(policies)
+    result = []
+    for claim in claims:
+        if claim.terminating or not ownership.owned(claim, jobset):
+            continue
+        policy = _policy_of(claim, found)
+        if policy is None:
+            continue
+        retention = policy.retention
+        if (
+            (deleting and retention.when_deleted == "Delete")
+            or released_by(retention, terminal_state)
+            or (retention.when_scaled == "Delete" and _scaled_away(claim, policy, jobset))
+        ):
+            result.append(claim)
+    return result
+
+
+def claims_to_retain(
+    jobset: JobSet,
+    policies: Iterable[VolumePolicy],
+    claims: Iterable[ClaimView],
+    *,
+    terminal_state: str = "",
+) -> list[ClaimView]:
+    """Owned claims of ``whenDeleted: Retain`` policies that still need ``retain_patch`` while
+    the JobSet is being deleted; claims that ``claims_to_delete`` deletes are left out."""
+    found = tuple(policies)
+    listed = list(claims)
+    dropped = {
+        c.name
+        for c in claims_to_delete(
+            jobset, found, listed, deleting=True, terminal_state=terminal_state
+        )
+    }
+    result = []
+    for claim in listed:
+        if claim.name in dropped or not ownership.owned(claim, jobset):
+            continue
+        policy = _policy_of(claim, found)
+        if policy is None or policy.retention.when_deleted != "Retain":
+            continue
+        has_ref = any(r.get("uid") == jobset.uid for r in claim.owner_references)
+        if has_ref or claim.retained_from != jobset.uid:
+            result.append(claim)
+    return result
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class ClaimPatch:
+    name: str
+    patch: Obj
+    reason: str  # the Event reason once the patch succeeded
+    message: str
+
+
+@dataclass
+class VolumePlan:
+    create: list[DesiredClaim] = field(default_factory=list)
+    patch: list[ClaimPatch] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+    add_finalizer: bool = False
+    remove_finalizer: bool = False
+    # Every desired claim's state after this pass (claims it creates count as Pending).
+    claims: list[ClaimLifecycle] = field(default_factory=list)
+    mountable: set[str] = field(default_factory=set)
+    conflicts: dict[str, str] = field(default_factory=dict)  # claim name -> why
+    expansion_blocked: dict[str, str] = field(default_factory=dict)  # claim name -> why
+    # The uid record after this pass; the reconciler adds the uids of the claims it creates.
+    record: ClaimRecord = field(default_factory=ClaimRecord)
+    # Lost claims replaced by an empty one, as the JobSet's annotation accepted: claim → message.
+    replaced: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def writes(self) -> int:
+        return (
+            len(self.create)
+            + len(self.patch)
+            + len(self.delete)
+            + int(self.add_finalizer)
+            + int(self.remove_finalizer)
+        )
+
+
+def _grows(claim: ClaimView, desired: DesiredClaim) -> bool:
+    wanted = quantity(storage_of(desired.template.spec))
+    return wanted is not None and claim.storage is not None and wanted > claim.storage
+
+
+def _update(
+    result: VolumePlan, claim: ClaimView, desired: DesiredClaim, classes: StorageClasses
+) -> None:
+    patch = ownership.update_patch(claim, desired)
+    if patch is None:
+        return
+    name = desired.name
+    wanted = storage_of(desired.template.spec)
+    if _grows(claim, desired):
+        storage_class = claim.storage_class or ""
+        if storage_class not in classes.expandable:
+            result.expansion_blocked[name] = (
+                f"claim {name} cannot grow to {wanted}: its storage class "
+                f"{storage_class or '(none)'} does not allow volume expansion"
+            )
+            trimmed = {k: v for k, v in patch.items() if k != "spec"}
+            if trimmed:
+                result.patch.append(
+                    ClaimPatch(name, trimmed, REASON_CLAIM_UPDATED, f"updated claim {name}")
+                )
+            return
+        result.patch.append(
+            ClaimPatch(
+                name,
+                patch,
+                REASON_CLAIM_EXPANDED,
+                f"expanding claim {name} from {claim.storage_text} to {wanted}",
+            )
+        )
+        return
+    result.patch.append(ClaimPatch(name, patch, REASON_CLAIM_UPDATED, f"updated claim {name}"))
+
+
+def _deletion_plan(model: VolumeModel, claims: Mapping[str, ClaimView]) -> VolumePlan:
+    jobset = model.jobset
+    result = VolumePlan()
+    if FINALIZER not in jobset.finalizers:
+        return result
+    terminal_state = jobset.status.terminal_state
+    existing = list(claims.values())
+    result.delete = [
+        c.name
+        for c in claims_to_delete(
+            jobset, model.policies, existing, deleting=True, terminal_state=terminal_state
+        )
+    ]
+    for claim in claims_to_retain(jobset, model.policies, existing, terminal_state=terminal_state):
+        result.patch.append(
+            ClaimPatch(
+                claim.name,
+                ownership.retain_patch(claim, jobset),
+                REASON_CLAIM_RETAINED,
+                f"retained claim {claim.name} (whenDeleted: Retain); a JobSet named "
+                f"{jobset.name} can adopt it",
+            )
+        )
+    # Deletes accepted (pvc-protection may keep a claim until its pods are gone) and retention
+    # recorded: the finalizer can go. Otherwise the next pass checks again.
+    result.remove_finalizer = not result.delete and not result.patch
+    return result
+
+
+def plan(
+    model: VolumeModel,
+    claims: Mapping[str, ClaimView],
+    classes: StorageClasses,
+    *,
+    terminal_state: str,
+) -> VolumePlan:
+    """The volume writes for this pass. ``terminal_state`` is the state after this pass (no claim
+    is created for a JobSet that is finishing); deletions follow the stored terminal state."""
+    jobset = model.jobset
+    if not model.policies:
+        result = VolumePlan()
+        if jobset.deleting and FINALIZER in jobset.finalizers:
+            result.remove_finalizer = True  # policies cannot go away, but never block deletion
+        return result
+    if jobset.deleting:
+        return _deletion_plan(model, claims)
+
+    result = VolumePlan(add_finalizer=FINALIZER not in jobset.finalizers)
+    finished = bool(terminal_state)
+    states = lifecycle(model, claims, classes)
+    record: dict[Slot, str] = {}
+    forget: list[Slot] = []
+    after: list[ClaimLifecycle] = []
+    for at in states:
+        desired, claim = at.desired, at.claim
+        if at.state is ClaimState.LOST and (at.name, at.recorded) in model.accepted_losses:
+            # The user accepted exactly this loss: forget the old claim, start an empty one.
+            forget.append(desired.slot)
+            result.replaced[at.name] = (
+                f"replacing lost claim {at.name} (uid {at.recorded}, {at.why}) with an empty "
+                f"claim, as the annotation {REPLACE_LOST_ANNOTATION} accepts"
+            )
+            if claim is None:
+                result.create.append(desired)
+                at = replace(at, state=ClaimState.PENDING, recorded=None)
+            elif ownership.owned(claim, jobset) and not claim.terminating:
+                record[desired.slot] = uid_prefix(claim.uid)
+                at = replace(at, state=ClaimState.PENDING, recorded=None)
+            after.append(at)
+            continue
+        if at.state is ClaimState.MISSING and not finished:
+            result.create.append(desired)
+            at = replace(at, state=ClaimState.PENDING)
+        elif at.state is ClaimState.CONFLICT:
+            result.conflicts[at.name] = at.why
+        elif at.state is ClaimState.ADOPTABLE and claim is not None:
+            result.patch.append(
+                ClaimPatch(
+                    at.name,
+                    ownership.adoption_patch(claim, desired, jobset),
+                    REASON_CLAIM_ADOPTED,
+                    f"adopted claim {at.name}, retained from an earlier JobSet {jobset.name}",
+                )
+            )
+            record[desired.slot] = uid_prefix(claim.uid)
+        elif at.state in _IN_USE and claim is not None:
+            if at.recorded is None:
+                record[desired.slot] = uid_prefix(claim.uid)  # ours, not yet remembered
+            _update(result, claim, desired, classes)
+        if at.mountable:
+            result.mountable.add(at.name)
+        after.append(at)
+
+    # Retention acts on a terminal state only once it is stored, one pass later: a leader that
+    # dies between deleting claims and writing the status must not have deleted them for a
+    # completion (or failure) nobody recorded. Found by the chaos soak.
+    deleted = claims_to_delete(
+        jobset,
+        model.policies,
+        claims.values(),
+        deleting=False,
+        terminal_state=jobset.status.terminal_state,
+    )
+    result.delete = [c.name for c in deleted]
+    forget.extend(s for s in map(slot_of, deleted) if s is not None)
+    result.record = model.record.changed(record, forget)
+    result.claims = after
+    return result

@@ -1,0 +1,85 @@
+"""The volume model's data: names of the labels and annotations it writes, and the parsed policies.
+
+Everything here is plain frozen data. ``spec`` parses a JobSet into it (once per reconcile),
+``desired`` turns it into claims and pod volumes, ``observed`` views the claims that exist,
+``ownership`` says which of them are this JobSet's, ``lifecycle`` plans the writes and
+``status`` reports the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from controller.jobset import api
+
+Obj = dict[str, Any]
+Scope = Literal["JobSet", "Job", "Pod"]
+Keep = Literal["Retain", "Delete"]
+
+# Labels on the claims we create (besides api.JOBSET_NAME, and for Job scope
+# api.REPLICATED_JOB_NAME and api.JOB_INDEX).
+CLAIM_TEMPLATE_LABEL = "jobset.sigs.k8s.io/volume-template"
+CLAIM_SCOPE_LABEL = "jobset.sigs.k8s.io/volume-scope"
+# The uid of the JobSet instance that currently owns the claim.
+OWNER_UID_ANNOTATION = "jobset.sigs.k8s.io/jobset-uid"
+# Set when a JobSet with ``whenDeleted: Retain`` went away: the uid it was retained from. The only
+# proof (besides the owner uid) that a claim was this controller's: labels are copied by charts.
+RETAINED_FROM_ANNOTATION = "jobset.sigs.k8s.io/retained-from-uid"
+# On the JobSet: the explicit, one-shot acceptance of an empty replacement for Lost claims,
+# ``<claim name>@<uid prefix of the lost claim>`` separated by commas (lifecycle.py).
+REPLACE_LOST_ANNOTATION = "jobset.sigs.k8s.io/replace-lost-claims"
+FINALIZER = "jobset.x-k8s.io/volume-retention"
+# Set by the scheduler on a WaitForFirstConsumer claim once a pod using it was placed.
+SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
+
+# Claims one JobSet may ask for, as many as child Jobs (api.MAX_CHILD_JOBS): every reconcile lists
+# every desired claim several times; 10,000 claims and Jobs plan in 1.5-2.5 s on a 2-core machine.
+MAX_CLAIMS = api.MAX_CHILD_JOBS
+
+
+@dataclass(frozen=True)
+class Retention:
+    when_deleted: Keep = "Delete"
+    when_completed: Keep = "Retain"
+    when_failed: Keep = "Retain"
+    when_scaled: Keep = "Retain"
+
+
+@dataclass(frozen=True)
+class ClaimTemplate:
+    name: str
+    labels: dict[str, str] = field(hash=False)
+    annotations: dict[str, str] = field(hash=False)
+    spec: Obj = field(hash=False)  # PersistentVolumeClaimSpec; never mutate
+
+
+@dataclass(frozen=True)
+class VolumePolicy:
+    templates: tuple[ClaimTemplate, ...]
+    retention: Retention
+    targets: tuple[str, ...] | None  # None: every replicated job that mounts a template's name
+    scope: Scope
+    where: str = ""  # the field it came from, for messages: spec.volumeClaimPolicies[0], ...
+
+
+def as_dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def storage_of(spec: Any) -> Any:
+    """``spec.resources.requests.storage`` of a claim spec, as written (None when absent)."""
+    return as_dict(as_dict(as_dict(spec).get("resources")).get("requests")).get("storage")
+
+
+_SHOWN = 5  # names listed in a message before "and N more"
+
+
+def listing(names: list[str]) -> str:
+    shown = ", ".join(names[:_SHOWN])
+    more = len(names) - _SHOWN
+    return shown if more <= 0 else f"{shown} and {more} more"

@@ -1,0 +1,100 @@
+"""Typed, frozen views of what exists: claims and storage classes, read once per reconcile."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from controller.jobset import api
+from controller.jobset.volumes.model import (
+    OWNER_UID_ANNOTATION,
+    RETAINED_FROM_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
+    Obj,
+    as_dict,
+    as_list,
+    storage_of,
+)
+from controller.jobset.volumes.quantity import quantity
+
+
+def _strings(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in as_dict(value).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    """A PersistentVolumeClaim as the volume logic sees it; ``raw`` is the cached object."""
+
+    name: str
+    uid: str
+    phase: str  # Pending | Bound | Lost | "" (not reported yet)
+    labels: Mapping[str, str] = field(hash=False)
+    annotations: Mapping[str, str] = field(hash=False)
+    owner_references: tuple[Obj, ...] = field(hash=False)
+    storage: Decimal | None  # the storage request, as a number
+    storage_text: str | None  # ... as written
+    storage_class: str | None  # spec.storageClassName; None when not set
+    terminating: bool
+    spec: Obj = field(hash=False, repr=False)
+    raw: Obj = field(hash=False, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, obj: Obj) -> ClaimView:
+        meta = as_dict(obj.get("metadata"))
+        spec = as_dict(obj.get("spec"))
+        storage = storage_of(spec)
+        storage_class = spec.get("storageClassName")
+        phase = as_dict(obj.get("status")).get("phase")
+        return cls(
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            phase=phase if isinstance(phase, str) else "",
+            labels=_strings(meta.get("labels")),
+            annotations=_strings(meta.get("annotations")),
+            owner_references=tuple(
+                r for r in as_list(meta.get("ownerReferences")) if isinstance(r, dict)
+            ),
+            storage=quantity(storage),
+            storage_text=None if storage is None else str(storage),
+            storage_class=storage_class if isinstance(storage_class, str) else None,
+            terminating=bool(meta.get("deletionTimestamp")),
+            spec=spec,
+            raw=obj,
+        )
+
+    @property
+    def jobset_name(self) -> str | None:
+        return self.labels.get(api.JOBSET_NAME)
+
+    @property
+    def owner_uid(self) -> str | None:
+        """The JobSet instance the claim was made for or adopted by (our annotation)."""
+        return self.annotations.get(OWNER_UID_ANNOTATION)
+
+    @property
+    def retained_from(self) -> str | None:
+        return self.annotations.get(RETAINED_FROM_ANNOTATION)
+
+    @property
+    def node_selected(self) -> bool:
+        return SELECTED_NODE_ANNOTATION in self.annotations
+
+
+def views(claims: Iterable[Obj]) -> dict[str, ClaimView]:
+    """Claim name → view."""
+    result = {}
+    for obj in claims:
+        view = ClaimView.of(obj)
+        result[view.name] = view
+    return result
+
+
+@dataclass(frozen=True)
+class StorageClasses:
+    """What the controller needs to know of StorageClasses (from its cache)."""
+
+    wait_for_first_consumer: frozenset[str] = frozenset()
+    expandable: frozenset[str] = frozenset()

@@ -1,0 +1,233 @@
+"""Which existing claims are this JobSet's, which it may adopt, and the patches that say so (pure).
+
+A claim is **owned** when it carries this JobSet's name label and its uid in the owner-uid
+annotation (only this controller writes that). It is **adoptable** only with proof that this
+controller kept it from an earlier JobSet of the same name: the retained-from-uid annotation that
+Retain writes, no other controller's ownerReference, and a spec that satisfies the template.
+Anything else with the generated name is a **conflict**: never mounted, changed or deleted. A
+copied name label is no proof: charts and ``-o yaml`` round trips copy labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from controller.jobset import api
+from controller.jobset.model import JobSet
+from controller.jobset.volumes.desired import DesiredClaim
+from controller.jobset.volumes.model import (
+    OWNER_UID_ANNOTATION,
+    RETAINED_FROM_ANNOTATION,
+    Obj,
+    as_dict,
+    as_list,
+    storage_of,
+)
+from controller.jobset.volumes.observed import ClaimView
+from controller.jobset.volumes.quantity import quantity
+
+Classification = Literal["owned", "adoptable", "conflict"]
+
+
+def _is_jobset_ref(ref: Mapping[str, Any], name: str) -> bool:
+    group = str(ref.get("apiVersion") or "").split("/")[0]
+    return ref.get("kind") == api.KIND and group == api.GROUP and ref.get("name") == name
+
+
+def _foreign_controller(claim: ClaimView, jobset: JobSet) -> Obj | None:
+    """A controller ownerReference to something other than a JobSet of this name."""
+    for ref in claim.owner_references:
+        if ref.get("controller") is True and not _is_jobset_ref(ref, jobset.name):
+            return ref
+    return None
+
+
+def _semantic(value: Any) -> Any:
+    """Drop empty values so that ``{}``, ``[]``, ``""`` and missing compare equal."""
+    if isinstance(value, dict):
+        cleaned = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in cleaned.items() if v not in (None, "", [], {})}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
+
+
+def compatible(existing_spec: Obj, template_spec: Obj) -> tuple[bool, str]:
+    """Whether an existing claim satisfies the template: only what the template sets counts."""
+    have = as_dict(existing_spec)
+    want = as_dict(template_spec)
+    modes = as_list(want.get("accessModes"))
+    if modes:
+        have_modes = as_list(have.get("accessModes"))
+        if set(map(str, modes)) != set(map(str, have_modes)):
+            return False, (
+                f"access modes {sorted(map(str, have_modes))} differ from the template's "
+                f"{sorted(map(str, modes))}"
+            )
+    wanted_storage = storage_of(want)
+    wanted_q = quantity(wanted_storage)
+    if wanted_q is not None:
+        have_storage = storage_of(have)
+        have_q = quantity(have_storage)
+        if have_q is None:
+            return (
+                False,
+                f"the claim has no storage request; the template asks for {wanted_storage}",
+            )
+        if wanted_q > have_q:
+            return False, (
+                f"the claim requests {have_storage} of storage, less than the template's "
+                f"{wanted_storage}"
+            )
+    if want.get("storageClassName") is not None:
+        mine = want.get("storageClassName") or ""
+        theirs = have.get("storageClassName") or ""
+        if mine != theirs:
+            return False, f"storage class {theirs!r} differs from the template's {mine!r}"
+    if want.get("volumeMode"):
+        mine = want["volumeMode"]
+        theirs = have.get("volumeMode") or "Filesystem"
+        if mine != theirs:
+            return False, f"volume mode {theirs!r} differs from the template's {mine!r}"
+    if _semantic(want.get("selector")) and _semantic(want.get("selector")) != _semantic(
+        have.get("selector")
+    ):
+        return False, "the claim's selector differs from the template's"
+    for key in ("dataSource", "dataSourceRef"):
+        source = _semantic(want.get(key))
+        if source and any(
+            _semantic(as_dict(have.get(key)).get(k)) != v for k, v in as_dict(source).items()
+        ):
+            return False, f"the claim's {key} differs from the template's"
+    return True, ""
+
+
+def owned(claim: ClaimView, jobset: JobSet) -> bool:
+    return claim.jobset_name == jobset.name and claim.owner_uid == jobset.uid
+
+
+def conflict_reason(claim: ClaimView, desired: DesiredClaim, jobset: JobSet) -> str:
+    """Why ``claim`` cannot be used for ``desired``; "" when it can (owned or adoptable)."""
+    if owned(claim, jobset):
+        return ""
+    if claim.jobset_name != jobset.name:
+        return (
+            f"claim {desired.name} exists but was not made for JobSet {jobset.name} "
+            f"(it lacks the label {api.JOBSET_NAME}={jobset.name})"
+        )
+    if not claim.retained_from:
+        # Labels are copied by charts and `-o yaml` round trips: only the annotation that Retain
+        # writes proves the claim was this controller's, kept from an earlier JobSet of the name.
+        return (
+            f"claim {desired.name} carries the label {api.JOBSET_NAME}={jobset.name} but was "
+            f"neither made by this JobSet nor retained from an earlier one (it lacks the "
+            f"annotation {RETAINED_FROM_ANNOTATION} that retention writes); a copied label is "
+            f"no proof of ownership"
+        )
+    foreign = _foreign_controller(claim, jobset)
+    if foreign is not None:
+        return f"claim {desired.name} is controlled by {foreign.get('kind')} {foreign.get('name')}"
+    ok, why = compatible(claim.spec, desired.template.spec)
+    if not ok:
+        return (
+            f"claim {desired.name} (retained from an earlier JobSet {jobset.name}) does not "
+            f"match template {desired.template.name}: {why}"
+        )
+    return ""
+
+
+def classify(claim: ClaimView, desired: DesiredClaim, jobset: JobSet) -> Classification:
+    """owned: ours already; adoptable: retained from an earlier JobSet of this name (the
+    annotation Retain writes, not just the name label), controlled by no one else, and fits."""
+    if owned(claim, jobset):
+        return "owned"
+    return "conflict" if conflict_reason(claim, desired, jobset) else "adoptable"
+
+
+def _owner(name: str, uid: str) -> Obj:
+    return {
+        "apiVersion": api.API_VERSION,
+        "kind": api.KIND,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _refs_with_owner(claim: ClaimView, owner: Obj, want: bool) -> list[Obj]:
+    """The ownerReferences without stale JobSet ones of this name; ``owner`` iff ``want``."""
+    uid = owner.get("uid")
+    kept = [
+        r
+        for r in claim.owner_references
+        if not _is_jobset_ref(r, str(owner.get("name"))) or (want and r.get("uid") == uid)
+    ]
+    if want and not any(r.get("uid") == uid for r in kept):
+        kept.append(owner)
+    return kept
+
+
+def adoption_patch(claim: ClaimView, desired: DesiredClaim, jobset: JobSet) -> Obj:
+    """Merge patch making a retained claim this JobSet's (labels, owner uid, ownerReference)."""
+    desired_meta = desired.metadata
+    labels = {
+        k: v for k, v in as_dict(desired_meta.get("labels")).items() if claim.labels.get(k) != v
+    }
+    annotations: dict[str, Any] = {
+        k: v
+        for k, v in as_dict(desired_meta.get("annotations")).items()
+        if claim.annotations.get(k) != v
+    }
+    annotations[OWNER_UID_ANNOTATION] = jobset.uid
+    annotations[RETAINED_FROM_ANNOTATION] = None
+    metadata: Obj = {"annotations": annotations}
+    if labels:
+        metadata["labels"] = labels
+    want = desired.policy.retention.when_deleted == "Delete"
+    refs = _refs_with_owner(claim, jobset.owner_reference(), want)
+    if refs != list(claim.owner_references):
+        metadata["ownerReferences"] = refs
+    return {"metadata": metadata}
+
+
+def retain_patch(claim: ClaimView, jobset: JobSet) -> Obj:
+    """Merge patch keeping a claim after its JobSet is gone: no ownerReference, note the uid."""
+    refs = [r for r in claim.owner_references if r.get("uid") != jobset.uid]
+    return {
+        "metadata": {
+            "annotations": {RETAINED_FROM_ANNOTATION: jobset.uid},
+            "ownerReferences": refs or None,
+        }
+    }
+
+
+def update_patch(claim: ClaimView, desired: DesiredClaim) -> Obj | None:
+    """Merge patch bringing an owned claim to the desired one; None when nothing differs.
+
+    Storage is only ever raised; labels and annotations are added or changed, never removed;
+    the ownerReference is present exactly while the policy deletes claims with the JobSet.
+    """
+    metadata: Obj = {}
+    desired_meta = desired.metadata
+    for key, current in (("labels", claim.labels), ("annotations", claim.annotations)):
+        changed = {k: v for k, v in as_dict(desired_meta.get(key)).items() if current.get(k) != v}
+        if changed:
+            metadata[key] = changed
+    owner = _owner(
+        str(as_dict(desired_meta.get("labels")).get(api.JOBSET_NAME, "")),
+        str(as_dict(desired_meta.get("annotations")).get(OWNER_UID_ANNOTATION, "")),
+    )
+    want = desired.policy.retention.when_deleted == "Delete"
+    refs = _refs_with_owner(claim, owner, want)
+    if refs != list(claim.owner_references):
+        metadata["ownerReferences"] = refs or None
+    patch: Obj = {}
+    if metadata:
+        patch["metadata"] = metadata
+    wanted = storage_of(desired.template.spec)
+    wanted_q = quantity(wanted)
+    if wanted_q is not None and claim.storage is not None and wanted_q > claim.storage:
+        patch["spec"] = {"resources": {"requests": {"storage": str(wanted)}}}
+    return patch or None

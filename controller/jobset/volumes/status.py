@@ -1,0 +1,257 @@
+"""What the JobSet's status says about its claims: counts, the uid record, conditions (pure).
+
+Everything here is read off the lifecycle (lifecycle.py): the status reports each desired claim's
+state, so it can say no more and no less than the controller knows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from controller.jobset.volumes.desired import Slot
+from controller.jobset.volumes.lifecycle import ClaimLifecycle, ClaimState, VolumePlan, released_by
+from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, Obj, as_dict, listing
+from controller.jobset.volumes.record import ClaimRecord, uid_prefix
+from controller.jobset.volumes.spec import VolumeModel
+
+VOLUMES_READY = "VolumesReady"
+VOLUME_CLAIM_CONFLICT = "VolumeClaimConflict"
+EXPANSION_BLOCKED = "VolumeExpansionBlocked"
+
+# VolumesReady reasons.
+REASON_NO_VOLUMES = "NoVolumeClaims"
+REASON_CLAIMS_BOUND = "ClaimsBound"
+REASON_WAITING_FOR_FIRST_CONSUMER = "WaitingForFirstConsumer"
+REASON_CLAIM_CONFLICT = "ClaimConflict"
+REASON_CLAIMS_MISSING = "ClaimsNotCreated"
+REASON_CLAIMS_LOST = "ClaimsLost"
+# A claim the JobSet had is being deleted by someone else: it will be Lost.
+REASON_CLAIMS_TERMINATING = "ClaimsTerminating"
+# The JobSet finished and its retention (whenCompleted/whenFailed: Delete) released the claims.
+REASON_CLAIMS_RELEASED = "ClaimsReleased"
+REASON_CLAIMS_PENDING = "ClaimsPending"
+# Other conditions' reasons.
+REASON_NO_CONFLICT = "NoConflict"
+REASON_NO_EXPANSION_PENDING = "NoExpansionPending"
+REASON_EXPANSION_NOT_SUPPORTED = "VolumeExpansionNotSupported"
+
+# Lost claims listed in the command that accepts their replacement; beyond it the message says
+# where to find the rest (status.volumes.claimUIDs).
+_COMMAND_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False"
+    reason: str
+    message: str
+    event_type: str | None  # the Event announcing a change to it, if any
+
+
+_OURS = frozenset(
+    {
+        ClaimState.PENDING,
+        ClaimState.WAITING,
+        ClaimState.BOUND,
+        ClaimState.DELETING,
+        ClaimState.TERMINATING,
+    }
+)
+
+
+def template_counts(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> list[Obj]:
+    """Per template: scope and counts of claims desired / existing (the JobSet's) / Bound /
+    Pending / Lost / in conflict. ``claimName`` is given for JobSet scope only."""
+    entries: dict[str, Obj] = {}
+    for policy in model.policies:
+        for template in policy.templates:
+            entry: Obj = {
+                "name": template.name,
+                "scope": policy.scope,
+                "desired": 0,
+                "existing": 0,
+                "bound": 0,
+                "pending": 0,
+                "lost": 0,
+                "conflicts": 0,
+            }
+            if policy.scope == "JobSet":
+                entry["claimName"] = model.slot_name((template.name, None, None))
+            entries[template.name] = entry
+    for at in claims:
+        entry = entries[at.desired.template.name]
+        entry["desired"] += 1
+        state = at.state
+        if state is ClaimState.CONFLICT:
+            entry["conflicts"] += 1
+        elif state is ClaimState.LOST:
+            entry["lost"] += 1
+            # A claim whose volume is lost still exists, and is still the JobSet's.
+            entry["existing"] += int(at.volume_lost)
+        elif state in _OURS:
+            entry["existing"] += 1
+            if state is ClaimState.BOUND:
+                entry["bound"] += 1
+            elif state in (ClaimState.PENDING, ClaimState.WAITING):
+                entry["pending"] += 1
+    return list(entries.values())
+
+
+def volumes_status(model: VolumeModel, vplan: VolumePlan) -> Obj:
+    """``status.volumes``: the counts per template and the uid record."""
+    result: Obj = {"templates": template_counts(model, vplan.claims)}
+    record = vplan.record.render()
+    if record:
+        result["claimUIDs"] = record
+    return result
+
+
+def _by_state(claims: Iterable[ClaimLifecycle]) -> dict[ClaimState, list[ClaimLifecycle]]:
+    found: dict[ClaimState, list[ClaimLifecycle]] = {}
+    for at in claims:
+        found.setdefault(at.state, []).append(at)
+    return found
+
+
+def _lost_message(lost: list[ClaimLifecycle], total: int, jobset: str) -> str:
+    described = [f"{at.name} ({at.why})" for at in lost]
+    text = (
+        f"{len(lost)} of {total} claims this JobSet had are lost, with their data: "
+        f"{listing(described)}. The Jobs that mount them wait; they are not replaced by empty "
+        "claims unless you accept it"
+    )
+    replaceable = [at for at in lost if not at.volume_lost]
+    if not replaceable:
+        return text + " (a claim whose volume is lost must be deleted first)"
+    value = ",".join(at.replacement_key for at in replaceable[:_COMMAND_LIMIT])
+    more = len(replaceable) - _COMMAND_LIMIT
+    text += f": kubectl annotate jobset {jobset} {REPLACE_LOST_ANNOTATION}={value} --overwrite"
+    if more > 0:
+        text += (
+            f" (and {more} more, as <claim>@<uid prefix>; the prefixes are in "
+            "status.volumes.claimUIDs)"
+        )
+    return text
+
+
+def volumes_ready(model: VolumeModel, claims: list[ClaimLifecycle]) -> Condition:
+    """The VolumesReady condition.
+
+    Ready when every desired claim is this JobSet's and Bound, or Pending only because its
+    WaitForFirstConsumer storage class binds once a pod is scheduled.
+    """
+    total = len(claims)
+    if not total:
+        return Condition(
+            VOLUMES_READY, "True", REASON_NO_VOLUMES, "the JobSet needs no volume claims", None
+        )
+    by = _by_state(claims)
+
+    def names(*states: ClaimState) -> list[str]:
+        return [at.name for s in states for at in by.get(s, [])]
+
+    def not_ready(reason: str, message: str, event_type: str | None = None) -> Condition:
+        return Condition(VOLUMES_READY, "False", reason, message, event_type)
+
+    if conflicts := names(ClaimState.CONFLICT):
+        return not_ready(
+            REASON_CLAIM_CONFLICT,
+            f"{len(conflicts)} of {total} claims exist but are not this JobSet's and cannot be "
+            f"adopted: {listing(conflicts)}",
+        )
+    if lost := by.get(ClaimState.LOST):
+        return not_ready(
+            REASON_CLAIMS_LOST, _lost_message(lost, total, model.jobset.name), "Warning"
+        )
+    if terminating := names(ClaimState.TERMINATING):
+        return not_ready(
+            REASON_CLAIMS_TERMINATING,
+            f"{len(terminating)} of {total} claims this JobSet had are being deleted, not by "
+            f"this controller: {listing(terminating)}. Kubernetes keeps each until the pods "
+            "using it stop; then it is lost, and not replaced by an empty claim",
+            "Warning",
+        )
+    missing = names(ClaimState.MISSING, ClaimState.ADOPTABLE, ClaimState.DELETING)
+    if (released := names(ClaimState.RELEASED)) and not missing:
+        return not_ready(
+            REASON_CLAIMS_RELEASED,
+            f"{len(released)} of {total} claims were released by the retention policy once "
+            f"the JobSet was {model.jobset.status.terminal_state}: {listing(released)}",
+        )
+    if missing:
+        return not_ready(
+            REASON_CLAIMS_MISSING,
+            f"{len(missing)} of {total} claims are not created (or adopted) yet: "
+            f"{listing(missing)}",
+        )
+    if pending := names(ClaimState.PENDING):
+        return not_ready(
+            REASON_CLAIMS_PENDING,
+            f"{len(pending)} of {total} claims are waiting for a volume to be provisioned or "
+            f"bound: {listing(pending)}",
+        )
+    if waiting := names(ClaimState.WAITING):
+        return Condition(
+            VOLUMES_READY,
+            "True",
+            REASON_WAITING_FOR_FIRST_CONSUMER,
+            f"all {total} claims exist; {len(waiting)} bind when their first pod is scheduled "
+            f"(WaitForFirstConsumer): {listing(waiting)}",
+            None,
+        )
+    return Condition(
+        VOLUMES_READY, "True", REASON_CLAIMS_BOUND, f"all {total} claims are bound", None
+    )
+
+
+def conditions(model: VolumeModel, vplan: VolumePlan) -> list[Condition]:
+    """The volume conditions of the JobSet after this pass; () for a JobSet without volumes."""
+    if not model.policies:
+        return []
+    result = [volumes_ready(model, vplan.claims)]
+    if vplan.conflicts:
+        text = "; ".join(f"{name}: {why}" for name, why in sorted(vplan.conflicts.items()))
+        result.append(
+            Condition(VOLUME_CLAIM_CONFLICT, "True", REASON_CLAIM_CONFLICT, text, "Warning")
+        )
+    else:
+        result.append(
+            Condition(
+                VOLUME_CLAIM_CONFLICT, "False", REASON_NO_CONFLICT, "no conflicting claims", None
+            )
+        )
+    if vplan.expansion_blocked:
+        text = "; ".join(why for _, why in sorted(vplan.expansion_blocked.items()))
+        result.append(
+            Condition(EXPANSION_BLOCKED, "True", REASON_EXPANSION_NOT_SUPPORTED, text, "Warning")
+        )
+    else:
+        result.append(
+            Condition(
+                EXPANSION_BLOCKED,
+                "False",
+                REASON_NO_EXPANSION_PENDING,
+                "no blocked expansion",
+                None,
+            )
+        )
+    return result
+
+
+def released_claims(model: VolumeModel) -> set[str]:
+    """Claims whose retention says Delete for the terminal state the JobSet reached."""
+    state = model.jobset.status.terminal_state
+    return {c.name for c in model.desired if released_by(c.policy.retention, state)}
+
+
+def with_created_claims(status: Obj, record: ClaimRecord, created: Mapping[Slot, str]) -> Obj:
+    """``status`` whose uid record also has the claims created in this pass (uids from the API
+    server's responses: the plan could not know them)."""
+    prefixes = {slot: uid_prefix(uid) for slot, uid in created.items()}
+    result = dict(status)
+    volumes = dict(as_dict(result.get("volumes")))
+    volumes["claimUIDs"] = record.changed(prefixes).render()
+    result["volumes"] = volumes
+    return result
