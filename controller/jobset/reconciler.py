@@ -281,7 +281,7 @@ class JobSetReconciler:
                 raise
             # Some claims were created: their uids must reach the status before the error goes
             # back to the queue, or a later pass could not tell them from copies.
-            await self._write_created(key, jobset, vplan, created)
+            await self._write_created(key, jobset, updated or jobset.raw, vplan, created)
             raise
         await self._parallel([self._patch_claim(jobset, change) for change in vplan.patch])
         await self._parallel([self._delete_claim(jobset, name) for name in vplan.delete])
@@ -290,11 +290,16 @@ class JobSetReconciler:
         return updated, created
 
     async def _write_created(
-        self, key: str, jobset: JobSet, vplan: VolumePlan, created: dict[volumes.Slot, str]
+        self,
+        key: str,
+        jobset: JobSet,
+        latest: Obj,
+        vplan: VolumePlan,
+        created: dict[volumes.Slot, str],
     ) -> None:
         """Only the uid record of the claims just created, when the pass cannot go on."""
         status = volumes.with_created_claims(dict(jobset.status.raw), vplan.record, created)
-        body = dict(jobset.raw)
+        body = dict(latest)
         body["status"] = status
         updated = await self.client.replace(
             api.JOBSETS, body, jobset.namespace, subresource="status"
