@@ -9,23 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
-import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from decimal import Decimal
-from pathlib import Path
 from typing import Any
-
-import pytest
-import yaml
 
 from controller.jobset import api, volumes
 from controller.jobset.volumes import EXPANSION_BLOCKED
-from controller.runtime.client import CLAIMS, PODS, ApiError, KubeClient, Resource
+from controller.runtime.client import CLAIMS, PODS, KubeClient
 from tests.helpers import Kube, wait_for
-from tests.support.crd import install_crd
-from tests.support.examples import EXAMPLES
 from tests.support.jobsets import (
     condition,
     get_jobset,
@@ -33,302 +22,37 @@ from tests.support.jobsets import (
     jobset,
     replicated_job,
     settled_process,
-    wait_condition,
     with_pod_annotations,
 )
-from tests.support.replicas import Replica, start_replica
+from tests.support.volumes_e2e import (
+    EXIT_CODE,
+    QUOTAS,
+    RUN_DURATION,
+    VOLUMES,
+    ControllerProcesses,
+    capacity,
+    claim_template,
+    example,
+    find,
+    growing_jobset,
+    job_claims,
+    mounting,
+    phase,
+    pod_claims,
+    pods_of,
+    quantity,
+    raise_storage,
+    template_status,
+    wait_claim_phase,
+    wait_event,
+    wait_exists,
+    wait_gone,
+    wait_jobset,
+    wait_live_jobs,
+    wait_running_pods,
+)
 
 Obj = dict[str, Any]
-
-VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
-QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
-RUN_DURATION = "localcluster.test/run-duration"
-EXIT_CODE = "localcluster.test/exit-code"
-# Every ApiError the reconciler raises is logged with its traceback ("reconcile failed; will
-# retry with backoff"). A 409 on a status write (optimistic concurrency: the cache was stale) is
-# the documented, expected way of retrying; anything else must be allowed by the test.
-EXPECTED_ERRORS = (": 409 Conflict:",)
-
-
-# ----------------------------------------------------------------------------- the controller
-
-
-@dataclass
-class ControllerProcesses:
-    """The controller for one namespace; each ``start`` is a new replica (a new identity)."""
-
-    kubeconfig: Path
-    namespace: str
-    log_dir: Path
-    lease: str
-    replicas: list[Replica] = field(default_factory=list)
-
-    def start(self) -> Replica:
-        replica = start_replica(
-            self.kubeconfig,
-            self.namespace,
-            f"jobset-controller-{len(self.replicas)}",
-            self.log_dir,
-            lease_name=self.lease,
-            module="controller",
-        )
-        self.replicas.append(replica)
-        return replica
-
-    def kill(self) -> None:
-        """kill -9 the current replica."""
-        self.replicas[-1].process.kill()
-
-    def unexpected_errors(self, *allowed: str) -> list[str]:
-        """Tracebacks in every replica's log whose exception is not one of ``allowed``."""
-        found = []
-        for replica in self.replicas:
-            text = replica.process.log_path.read_text(errors="replace")
-            for line in replica.log_lines():
-                exception = str(line.get("exception") or "")
-                if not exception:
-                    continue
-                last = exception.strip().splitlines()[-1]
-                if not any(a in last for a in (*EXPECTED_ERRORS, *allowed)):
-                    found.append(f"{replica.identity}: {line.get('msg')}: {last}")
-            # Tracebacks outside the JSON log lines (a crash, the standard logging module).
-            for raw in text.splitlines():
-                if "Traceback" in raw and not raw.startswith("{"):
-                    found.append(f"{replica.identity}: {raw}")
-        return found
-
-    def assert_clean(self, *allowed: str) -> None:
-        errors = self.unexpected_errors(*allowed)
-        logs = ", ".join(str(r.process.log_path) for r in self.replicas)
-        assert not errors, f"unexpected errors in the controller log ({logs}):\n" + "\n".join(
-            errors
-        )
-
-
-@pytest.fixture
-async def client(full_kube: Kube) -> AsyncIterator[KubeClient]:
-    await install_crd(full_kube)
-    yield KubeClient(full_kube.api)
-
-
-@pytest.fixture
-async def controller(
-    full_kube: Kube, full_namespace: str, client: KubeClient, tmp_path: Path
-) -> AsyncIterator[ControllerProcesses]:
-    processes = ControllerProcesses(
-        full_kube.cluster.kubeconfig,
-        full_namespace,
-        tmp_path,
-        f"jobset-volumes-{uuid.uuid4().hex[:6]}",
-    )
-    processes.start()
-    yield processes
-    for replica in processes.replicas:
-        replica.process.kill()
-    # Without the controller the retention finalizer would keep the namespace Terminating.
-    for js in (await client.list(api.JOBSETS, full_namespace))["items"]:
-        if js["metadata"].get("finalizers"):
-            try:
-                await client.patch(
-                    api.JOBSETS,
-                    js["metadata"]["name"],
-                    {"metadata": {"finalizers": None}},
-                    full_namespace,
-                )
-            except ApiError as err:
-                if not err.not_found:
-                    raise
-
-
-# ----------------------------------------------------------------------------- helpers
-
-
-def example(name: str) -> Obj:
-    loaded: Obj = yaml.safe_load((EXAMPLES / name).read_text())
-    return loaded
-
-
-def quantity(value: Any) -> Decimal:
-    return volumes.parse_quantity(str(value))
-
-
-def pod_claims(pod_spec: Obj) -> dict[str, str]:
-    """Pod volume name -> claim name of a pod spec's claim volumes."""
-    return {
-        v["name"]: v["persistentVolumeClaim"]["claimName"]
-        for v in pod_spec.get("volumes") or []
-        if "persistentVolumeClaim" in v
-    }
-
-
-def job_claims(job: Obj) -> dict[str, str]:
-    return pod_claims(job["spec"]["template"]["spec"])
-
-
-def phase(obj: Obj | None) -> str:
-    return str(((obj or {}).get("status") or {}).get("phase") or "")
-
-
-def mounting(rjob: Obj, volume: str, path: str = "/data") -> Obj:
-    for container in rjob["template"]["spec"]["template"]["spec"]["containers"]:
-        container.setdefault("volumeMounts", []).append({"name": volume, "mountPath": path})
-    return rjob
-
-
-def claim_template(name: str, storage: str = "1Gi", storage_class: str | None = None) -> Obj:
-    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}
-    if storage_class is not None:
-        spec["storageClassName"] = storage_class
-    return {"metadata": {"name": name}, "spec": spec}
-
-
-async def find(
-    kube: KubeClient, resource: Resource, name: str, namespace: str | None
-) -> Obj | None:
-    """The object, or None when it does not exist."""
-    try:
-        return await kube.get(resource, name, namespace)
-    except ApiError as err:
-        if err.not_found:
-            return None
-        raise
-
-
-async def wait_exists(
-    kube: KubeClient, resource: Resource, name: str, namespace: str | None, seconds: float = 60
-) -> Obj:
-    found = await wait_for(
-        lambda: find(kube, resource, name, namespace),
-        lambda obj: obj is not None,
-        f"{resource.kind} {name} to exist",
-        seconds=seconds,
-    )
-    assert found is not None
-    return found
-
-
-async def wait_gone(
-    kube: KubeClient, resource: Resource, name: str, namespace: str | None, seconds: float = 60
-) -> None:
-    await wait_for(
-        lambda: find(kube, resource, name, namespace),
-        lambda obj: obj is None,
-        f"{resource.kind} {name} to be gone",
-        seconds=seconds,
-    )
-
-
-async def wait_claim_phase(
-    kube: KubeClient, namespace: str, name: str, wanted: str = "Bound", seconds: float = 60
-) -> Obj:
-    found = await wait_for(
-        lambda: find(kube, CLAIMS, name, namespace),
-        lambda obj: phase(obj) == wanted,
-        f"claim {name} to be {wanted}",
-        seconds=seconds,
-    )
-    assert found is not None
-    return found
-
-
-# The JobSet once a condition holds; e2e runs are slower, so a longer default timeout.
-wait_jobset = functools.partial(wait_condition, seconds=90)
-
-
-async def pods_of(kube: KubeClient, namespace: str, name: str, extra: str = "") -> list[Obj]:
-    selector = f"{api.JOBSET_NAME}={name}" + (f",{extra}" if extra else "")
-    listed = await kube.list(PODS, namespace, label_selector=selector)
-    return sorted(listed["items"], key=lambda p: p["metadata"]["name"])
-
-
-async def wait_running_pods(
-    kube: KubeClient, namespace: str, name: str, count: int, extra: str = ""
-) -> list[Obj]:
-    async def running() -> list[Obj]:
-        return [p for p in await pods_of(kube, namespace, name, extra) if phase(p) == "Running"]
-
-    return await wait_for(
-        running, lambda pods: len(pods) == count, f"{count} running pods of JobSet {name}"
-    )
-
-
-async def live_jobs(
-    kube: KubeClient, namespace: str, name: str, attempt: int | None = None
-) -> list[Obj]:
-    return [
-        j
-        for j in await jobs_of(kube, namespace, name)
-        if not j["metadata"].get("deletionTimestamp")
-        and (attempt is None or j["metadata"]["labels"].get(api.RESTART_ATTEMPT) == str(attempt))
-    ]
-
-
-async def wait_live_jobs(
-    kube: KubeClient, namespace: str, name: str, count: int, attempt: int | None = None
-) -> list[Obj]:
-    what = f"{count} Jobs of JobSet {name}" + ("" if attempt is None else f" (attempt {attempt})")
-    return await wait_for(
-        lambda: live_jobs(kube, namespace, name, attempt),
-        lambda jobs: len(jobs) == count,
-        what,
-        seconds=60,
-    )
-
-
-@dataclass(frozen=True)
-class Recorded:
-    type: str
-    reason: str
-    message: str
-    count: int
-
-
-async def events_of(kube: Kube, namespace: str, name: str) -> list[Recorded]:
-    """core/v1 Events about the JobSet ``name``."""
-    listed = await kube.core.list_namespaced_event(
-        namespace, field_selector=f"involvedObject.kind={api.KIND},involvedObject.name={name}"
-    )
-    return [
-        Recorded(e.type or "", e.reason or "", e.message or "", int(e.count or 1))
-        for e in listed.items
-    ]
-
-
-async def wait_event(
-    kube: Kube,
-    namespace: str,
-    name: str,
-    reason: str,
-    *,
-    event_type: str = "Normal",
-    contains: str = "",
-    seconds: float = 60,
-) -> Recorded:
-    def match(events: list[Recorded]) -> Recorded | None:
-        return next(
-            (
-                e
-                for e in events
-                if e.reason == reason and e.type == event_type and contains in e.message
-            ),
-            None,
-        )
-
-    events = await wait_for(
-        lambda: events_of(kube, namespace, name),
-        lambda found: match(found) is not None,
-        f"a {event_type} Event {reason} on JobSet {name}"
-        + (f" mentioning {contains!r}" if contains else ""),
-        seconds=seconds,
-    )
-    found = match(events)
-    assert found is not None
-    return found
-
-
-def template_status(obj: Obj, template: str) -> Obj:
-    entries = ((obj.get("status") or {}).get("volumes") or {}).get("templates") or []
-    return next((dict(e) for e in entries if e.get("name") == template), {})
 
 
 # ----------------------------------------------------------------------------- 1. example 01
@@ -733,47 +457,20 @@ async def test_restarted_jobs_mount_the_same_job_scope_claims(
 # ----------------------------------------------------------------------------- 7. expansion
 
 
-def _growing_jobset(name: str, storage_class: str) -> Obj:
-    trainer = mounting(
-        with_pod_annotations(replicated_job("trainer", 1), **{RUN_DURATION: "8s"}), "data"
-    )
-    return jobset(
-        name,
-        trainer,
-        volumeClaimPolicies=[{"templates": [claim_template("data", "1Gi", storage_class)]}],
-    )
-
-
-async def _raise_storage(kube: KubeClient, namespace: str, name: str, value: str) -> None:
-    path = "/spec/volumeClaimPolicies/0/templates/0/spec/resources/requests/storage"
-    await kube.patch(
-        api.JOBSETS,
-        name,
-        [{"op": "replace", "path": path, "value": value}],
-        namespace,
-        patch_type="json",
-    )
-
-
-def _capacity(claim: Obj | None) -> Decimal:
-    value = (((claim or {}).get("status") or {}).get("capacity") or {}).get("storage")
-    return quantity(value) if value is not None else Decimal(0)
-
-
 async def test_raising_the_storage_request_expands_the_claim(
     controller: ControllerProcesses, client: KubeClient, full_kube: Kube, full_namespace: str
 ) -> None:
     ns = full_namespace
     name, claim_name = "grow", "data-grow"
-    await client.create(api.JOBSETS, _growing_jobset(name, "expandable"), ns)
+    await client.create(api.JOBSETS, growing_jobset(name, "expandable"), ns)
     bound = await wait_claim_phase(client, ns, claim_name)
-    assert _capacity(bound) == quantity("1Gi")
+    assert capacity(bound) == quantity("1Gi")
     await wait_running_pods(client, ns, name, 1)
 
-    await _raise_storage(client, ns, name, "2Gi")
+    await raise_storage(client, ns, name, "2Gi")
     expanded = await wait_for(
         lambda: find(client, CLAIMS, claim_name, ns),
-        lambda claim: _capacity(claim) == quantity("2Gi"),
+        lambda claim: capacity(claim) == quantity("2Gi"),
         f"claim {claim_name} to report a capacity of 2Gi",
     )
     assert expanded is not None
@@ -794,11 +491,11 @@ async def test_raising_the_storage_request_on_a_fixed_class_is_reported(
 ) -> None:
     ns = full_namespace
     name, claim_name = "stuck", "data-stuck"
-    await client.create(api.JOBSETS, _growing_jobset(name, "fixed"), ns)
+    await client.create(api.JOBSETS, growing_jobset(name, "fixed"), ns)
     await wait_claim_phase(client, ns, claim_name)
     pods = await wait_running_pods(client, ns, name, 1)
 
-    await _raise_storage(client, ns, name, "2Gi")
+    await raise_storage(client, ns, name, "2Gi")
     blocked = await wait_jobset(client, ns, name, EXPANSION_BLOCKED)
     message = (condition(blocked, EXPANSION_BLOCKED) or {}).get("message", "")
     assert claim_name in message and "fixed" in message, message
@@ -818,7 +515,7 @@ async def test_raising_the_storage_request_on_a_fixed_class_is_reported(
     assert done["status"].get("restarts", 0) == 0
     claim = await client.get(CLAIMS, claim_name, ns)
     assert quantity(claim["spec"]["resources"]["requests"]["storage"]) == quantity("1Gi")
-    assert _capacity(claim) == quantity("1Gi")
+    assert capacity(claim) == quantity("1Gi")
     assert phase(claim) == "Bound"
     after = await pods_of(client, ns, name)
     assert [p["metadata"]["uid"] for p in after] == [pods[0]["metadata"]["uid"]], (
