@@ -99,6 +99,7 @@ def _storage_classes() -> list[dict[str, object]]:
         storage_class("standard", "Immediate", False, default=True),
         storage_class("wffc", "WaitForFirstConsumer", False),
         storage_class("expandable", "Immediate", True),
+        storage_class("wffc-expandable", "WaitForFirstConsumer", True),
         storage_class("fixed", "Immediate", False),
     ]
 
