@@ -127,25 +127,22 @@ async def test_a_pending_claim_grows_once_bound_and_does_not_wedge_the_jobset(
 
 
 def _reusing(name: str, data: str, scratch: str) -> Obj:
-    """Two retained templates: ``data`` on a class that expands, ``scratch`` on one that cannot."""
+    """Two retained templates: ``data`` (mounted by the trainer) on a class that expands,
+    ``scratch`` (mounted by the helper) on one that cannot."""
     trainer = mounting(
         with_pod_annotations(replicated_job("trainer", 1), **{RUN_DURATION: "3s"}), "data"
     )
     helper = mounting(
         with_pod_annotations(replicated_job("helper", 1), **{RUN_DURATION: "3s"}), "scratch"
     )
+    retain = {"whenDeleted": "Retain"}
     return jobset(
         name,
         trainer,
         helper,
         volumeClaimPolicies=[
-            {
-                "templates": [
-                    claim_template("data", data, "expandable"),
-                    claim_template("scratch", scratch, "fixed"),
-                ],
-                "retentionPolicy": {"whenDeleted": "Retain"},
-            }
+            {"templates": [claim_template("data", data, "expandable")], "retentionPolicy": retain},
+            {"templates": [claim_template("scratch", scratch, "fixed")], "retentionPolicy": retain},
         ],
     )
 
@@ -167,6 +164,10 @@ async def test_a_retained_claim_smaller_than_the_template_is_adopted_and_expande
     for claim_name in (data, scratch):
         kept = await client.get(CLAIMS, claim_name, ns)
         assert kept["metadata"]["annotations"][volumes.RETAINED_FROM_ANNOTATION] == first_uid
+    # The garbage collector takes the old Jobs, whose names the new JobSet's Jobs reuse.
+    await wait_for(
+        lambda: jobs_of(client, ns, name), lambda jobs: not jobs, "the old Jobs to be gone"
+    )
 
     await client.create(api.JOBSETS, _reusing(name, "2Gi", "2Gi"), ns)
     second_uid = (await get_jobset(client, ns, name))["metadata"]["uid"]

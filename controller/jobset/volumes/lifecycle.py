@@ -31,6 +31,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from controller.jobset import api
 from controller.jobset.model import JobSet
@@ -155,7 +156,7 @@ def state_of(
             state=ClaimState.LOST,
             why=f"deleted; the name now belongs to another claim (uid {uid_prefix(claim.uid)})",
         )
-    reason = ownership.conflict_reason(claim, desired, jobset)
+    reason = ownership.conflict_reason(claim, desired, jobset, classes.expandable)
     if reason:
         return replace(at, state=ClaimState.CONFLICT, why=reason)
     if not ownership.owned(claim, jobset):
@@ -291,6 +292,8 @@ class VolumePlan:
     mountable: set[str] = field(default_factory=set)
     conflicts: dict[str, str] = field(default_factory=dict)  # claim name -> why
     expansion_blocked: dict[str, str] = field(default_factory=dict)  # claim name -> why
+    # Growth that waits for the claim to be Bound (Kubernetes resizes only Bound claims).
+    expansion_deferred: dict[str, str] = field(default_factory=dict)  # claim name -> message
     # The uid record after this pass; the reconciler adds the uids of the claims it creates.
     record: ClaimRecord = field(default_factory=ClaimRecord)
     # Lost claims replaced by an empty one, as the JobSet's annotation accepted: claim → message.
@@ -307,9 +310,23 @@ class VolumePlan:
         )
 
 
-def _grows(claim: ClaimView, desired: DesiredClaim) -> bool:
+Growth = Literal["none", "expand", "unsupported", "unbound"]
+
+
+def growth(claim: ClaimView, desired: DesiredClaim, classes: StorageClasses) -> Growth:
+    """What becomes of a storage request the template raised above the claim's.
+
+    ``unsupported``: the claim's class does not allow expansion (reported, never written).
+    ``unbound``: the API server refuses (422) to resize a claim that is not Bound, so a PATCH
+    would fail on every pass; the claim keeps its size (it is never deleted to change it) and
+    grows in the first pass that sees it Bound. ``expand``: patch the request now.
+    """
     wanted = quantity(storage_of(desired.template.spec))
-    return wanted is not None and claim.storage is not None and wanted > claim.storage
+    if wanted is None or claim.storage is None or wanted <= claim.storage:
+        return "none"
+    if (claim.storage_class or "") not in classes.expandable:
+        return "unsupported"
+    return "expand" if claim.phase == "Bound" else "unbound"
 
 
 def _update(
@@ -320,29 +337,25 @@ def _update(
         return
     name = desired.name
     wanted = storage_of(desired.template.spec)
-    if _grows(claim, desired):
-        storage_class = claim.storage_class or ""
-        if storage_class not in classes.expandable:
-            result.expansion_blocked[name] = (
-                f"claim {name} cannot grow to {wanted}: its storage class "
-                f"{storage_class or '(none)'} does not allow volume expansion"
-            )
-            trimmed = {k: v for k, v in patch.items() if k != "spec"}
-            if trimmed:
-                result.patch.append(
-                    ClaimPatch(name, trimmed, REASON_CLAIM_UPDATED, f"updated claim {name}")
-                )
-            return
-        result.patch.append(
-            ClaimPatch(
-                name,
-                patch,
-                REASON_CLAIM_EXPANDED,
-                f"expanding claim {name} from {claim.storage_text} to {wanted}",
-            )
-        )
+    grows = growth(claim, desired, classes)
+    if grows == "expand":
+        message = f"expanding claim {name} from {claim.storage_text} to {wanted}"
+        result.patch.append(ClaimPatch(name, patch, REASON_CLAIM_EXPANDED, message))
         return
-    result.patch.append(ClaimPatch(name, patch, REASON_CLAIM_UPDATED, f"updated claim {name}"))
+    if grows == "unsupported":
+        result.expansion_blocked[name] = (
+            f"claim {name} cannot grow to {wanted}: its storage class "
+            f"{claim.storage_class or '(none)'} does not allow volume expansion"
+        )
+    elif grows == "unbound":
+        result.expansion_deferred[name] = (
+            f"claim {name} grows from {claim.storage_text} to {wanted} once it is bound "
+            "(Kubernetes resizes only Bound claims)"
+        )
+    trimmed = {k: v for k, v in patch.items() if k != "spec"}  # the rest of the update goes out
+    if trimmed:
+        message = f"updated claim {name}"
+        result.patch.append(ClaimPatch(name, trimmed, REASON_CLAIM_UPDATED, message))
 
 
 def _deletion_plan(model: VolumeModel, claims: Mapping[str, ClaimView]) -> VolumePlan:

@@ -10,7 +10,7 @@ copied name label is no proof: charts and ``-o yaml`` round trips copy labels.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from controller.jobset import api
@@ -53,8 +53,14 @@ def _semantic(value: Any) -> Any:
     return value
 
 
-def compatible(existing_spec: Obj, template_spec: Obj) -> tuple[bool, str]:
-    """Whether an existing claim satisfies the template: only what the template sets counts."""
+def compatible(
+    existing_spec: Obj, template_spec: Obj, expandable: Collection[str] = frozenset()
+) -> tuple[bool, str]:
+    """Whether an existing claim satisfies the template: only what the template sets counts.
+
+    A claim smaller than the template fits when its storage class is one of ``expandable``
+    (classes that allow volume expansion): it is expanded once it is the JobSet's and Bound.
+    """
     have = as_dict(existing_spec)
     want = as_dict(template_spec)
     modes = as_list(want.get("accessModes"))
@@ -75,10 +81,13 @@ def compatible(existing_spec: Obj, template_spec: Obj) -> tuple[bool, str]:
                 False,
                 f"the claim has no storage request; the template asks for {wanted_storage}",
             )
-        if wanted_q > have_q:
+        storage_class = have.get("storageClassName")
+        grows = isinstance(storage_class, str) and storage_class in expandable
+        if wanted_q > have_q and not grows:
             return False, (
                 f"the claim requests {have_storage} of storage, less than the template's "
-                f"{wanted_storage}"
+                f"{wanted_storage}, and its storage class {storage_class or '(none)'} does not "
+                "allow volume expansion"
             )
     if want.get("storageClassName") is not None:
         mine = want.get("storageClassName") or ""
@@ -107,7 +116,12 @@ def owned(claim: ClaimView, jobset: JobSet) -> bool:
     return claim.jobset_name == jobset.name and claim.owner_uid == jobset.uid
 
 
-def conflict_reason(claim: ClaimView, desired: DesiredClaim, jobset: JobSet) -> str:
+def conflict_reason(
+    claim: ClaimView,
+    desired: DesiredClaim,
+    jobset: JobSet,
+    expandable: Collection[str] = frozenset(),
+) -> str:
     """Why ``claim`` cannot be used for ``desired``; "" when it can (owned or adoptable)."""
     if owned(claim, jobset):
         return ""
@@ -128,7 +142,7 @@ def conflict_reason(claim: ClaimView, desired: DesiredClaim, jobset: JobSet) -> 
     foreign = _foreign_controller(claim, jobset)
     if foreign is not None:
         return f"claim {desired.name} is controlled by {foreign.get('kind')} {foreign.get('name')}"
-    ok, why = compatible(claim.spec, desired.template.spec)
+    ok, why = compatible(claim.spec, desired.template.spec, expandable)
     if not ok:
         return (
             f"claim {desired.name} (retained from an earlier JobSet {jobset.name}) does not "
@@ -137,12 +151,17 @@ def conflict_reason(claim: ClaimView, desired: DesiredClaim, jobset: JobSet) -> 
     return ""
 
 
-def classify(claim: ClaimView, desired: DesiredClaim, jobset: JobSet) -> Classification:
+def classify(
+    claim: ClaimView,
+    desired: DesiredClaim,
+    jobset: JobSet,
+    expandable: Collection[str] = frozenset(),
+) -> Classification:
     """owned: ours already; adoptable: retained from an earlier JobSet of this name (the
     annotation Retain writes, not just the name label), controlled by no one else, and fits."""
     if owned(claim, jobset):
         return "owned"
-    return "conflict" if conflict_reason(claim, desired, jobset) else "adoptable"
+    return "conflict" if conflict_reason(claim, desired, jobset, expandable) else "adoptable"
 
 
 def _owner(name: str, uid: str) -> Obj:

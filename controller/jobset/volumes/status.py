@@ -35,6 +35,8 @@ REASON_CLAIMS_PENDING = "ClaimsPending"
 REASON_NO_CONFLICT = "NoConflict"
 REASON_NO_EXPANSION_PENDING = "NoExpansionPending"
 REASON_EXPANSION_NOT_SUPPORTED = "VolumeExpansionNotSupported"
+# A raised storage request waits for the claim to be Bound (then it is expanded).
+REASON_CLAIM_NOT_BOUND = "ClaimNotBound"
 
 # Lost claims listed in the command that accepts their replacement; beyond it the message says
 # where to find the rest (status.volumes.claimUIDs).
@@ -222,11 +224,16 @@ def conditions(model: VolumeModel, vplan: VolumePlan) -> list[Condition]:
                 VOLUME_CLAIM_CONFLICT, "False", REASON_NO_CONFLICT, "no conflicting claims", None
             )
         )
-    if vplan.expansion_blocked:
-        text = "; ".join(why for _, why in sorted(vplan.expansion_blocked.items()))
-        result.append(
-            Condition(EXPANSION_BLOCKED, "True", REASON_EXPANSION_NOT_SUPPORTED, text, "Warning")
-        )
+    if vplan.expansion_blocked or vplan.expansion_deferred:
+        # A class that cannot expand is the news (a Warning); growth that waits for binding
+        # happens by itself.
+        why = {**vplan.expansion_deferred, **vplan.expansion_blocked}
+        text = "; ".join(message for _, message in sorted(why.items()))
+        if vplan.expansion_blocked:
+            reason, event_type = REASON_EXPANSION_NOT_SUPPORTED, "Warning"
+        else:
+            reason, event_type = REASON_CLAIM_NOT_BOUND, "Normal"
+        result.append(Condition(EXPANSION_BLOCKED, "True", reason, text, event_type))
     else:
         result.append(
             Condition(
