@@ -18,6 +18,7 @@ __all__ = ["client", "controller", "installed"]
 
 @pytest.fixture
 async def client(full_kube: Kube) -> AsyncIterator[KubeClient]:
+    """An API client on the full control plane, which has the JobSet CRD."""
     await install_crd(full_kube)
     yield KubeClient(full_kube.api)
 

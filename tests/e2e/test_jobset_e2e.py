@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,6 @@ import pytest
 from controller.jobset import api
 from controller.runtime.client import PODS, KubeClient
 from tests.helpers import Kube, wait_for
-from tests.support.crd import install_crd
 from tests.support.jobsets import (
     condition,
     get_jobset,
@@ -23,12 +22,6 @@ from tests.support.jobsets import (
     with_pod_annotations,
 )
 from tests.support.replicas import Replica, start_replica
-
-
-@pytest.fixture
-async def client(full_kube: Kube) -> AsyncIterator[KubeClient]:
-    await install_crd(full_kube)
-    yield KubeClient(full_kube.api)
 
 
 @pytest.fixture

@@ -12,16 +12,12 @@ status write can happen; at the default pace the benchmark reports how many do.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-
-import pytest
 
 from controller.jobset import api
 from controller.runtime.client import CONFIG_MAPS, KubeClient
 from controller.runtime.manager import USER_AGENT
 from localcluster import audit
 from tests.helpers import Kube, wait_for
-from tests.support.crd import install_crd
 from tests.support.jobsets import (
     SCALE_JOBSET_MINIMUM_WRITES,
     running_controller,
@@ -37,12 +33,6 @@ async def _audited(kube: Kube, namespace: str, name: str) -> bool:
         and (entry.get("objectRef") or {}).get("name") == name
         for entry in audit.entries(kube.cluster.audit_log, name)
     )
-
-
-@pytest.fixture
-async def client(full_kube: Kube) -> AsyncIterator[KubeClient]:
-    await install_crd(full_kube)
-    yield KubeClient(full_kube.api)
 
 
 async def test_a_jobset_costs_exactly_the_derived_minimum_of_writes(
