@@ -1,0 +1,178 @@
+"""desired: which replicated jobs a policy targets, the claims a JobSet needs (names, objects,
+slots), each Job's claims (``JobClaims``) and the pod volumes that mount them."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from controller.jobset import construct, volumes
+from controller.jobset.model import Obj
+from controller.jobset.volumes import JobClaims, Retention, VolumePolicy
+from tests.unit.volumes.factories import make, mounting, only, owner, tpl
+
+# ----------------------------------------------------------------------------- targets
+
+
+def test_targeted_explicit_in_spec_order_and_implicit() -> None:
+    rjobs = [mounting("a", 1, ("x",)), mounting("b", 1, ("y",)), mounting("c", 1, ("x", "y"))]
+    js = make(
+        [
+            {"templates": [tpl("x")], "targetReplicatedJobs": ["c", "a"]},
+            {"templates": [tpl("y")]},
+        ],
+        rjobs=rjobs,
+    )
+    explicit, implicit = volumes.policies(js)
+    assert volumes.targeted(explicit, js) == ("a", "c")
+    assert volumes.targeted(implicit, js) == ("b", "c")
+    stray = VolumePolicy((), Retention(), ("ghost", "b"), "JobSet")
+    assert volumes.targeted(stray, js) == ("b",)
+
+
+def test_mounted_names_include_init_containers() -> None:
+    js = make(
+        [{"templates": [tpl("data")]}],
+        rjobs=[mounting("workers", 1, ("data", "logs"), init_mounts=("seed",))],
+    )
+    assert volumes.mounted_names(js.replicated_jobs[0]) == {"data", "logs", "seed"}
+
+
+# ----------------------------------------------------------------------------- desired claims
+
+
+def test_implicit_target_gets_every_template_of_the_policy() -> None:
+    rjobs = [mounting("a", 1, ("x",)), mounting("b", 1, ("y",))]
+    js = make([{"templates": [tpl("x"), tpl("y")], "scope": "Job"}], rjobs=rjobs)
+    model = volumes.model(js)
+    assert model.job_claims.for_job("a", 0) == {"x": "x-js-a-0", "y": "y-js-a-0"}
+    assert len(model.desired) == 4
+
+
+def test_job_scope_one_claim_per_job_and_none_for_zero_replicas() -> None:
+    rjobs = [mounting("a", 3, ("x",)), mounting("b", 0, ("x",))]
+    js = make([{"templates": [tpl("x")], "scope": "Job"}], rjobs=rjobs)
+    desired = volumes.model(js).desired
+    assert [(c.name, c.replicated_job, c.job_index, c.slot) for c in desired] == [
+        ("x-js-a-0", "a", 0, ("x", "a", 0)),
+        ("x-js-a-1", "a", 1, ("x", "a", 1)),
+        ("x-js-a-2", "a", 2, ("x", "a", 2)),
+    ]
+
+
+def test_desired_claims_of_the_model_and_of_the_function_agree() -> None:
+    js = make(
+        [{"templates": [tpl("ckpt")], "scope": "Job"}, {"templates": [tpl("data")]}],
+        rjobs=[mounting("workers", 2, ("ckpt", "data"))],
+    )
+    model = volumes.model(js)
+    assert volumes.desired_claims(js, model.policies) == model.desired
+    assert [c.name for c in model.desired] == ["ckpt-js-workers-0", "ckpt-js-workers-1", "data-js"]
+
+
+def test_owner_reference_only_when_deleted_with_the_jobset() -> None:
+    spec = {"templates": [tpl("data")], "retentionPolicy": {"whenDeleted": "Retain"}}
+    assert "ownerReferences" not in only(make([spec])).object["metadata"]
+    assert only(make([{"templates": [tpl("data")]}])).object["metadata"]["ownerReferences"] == [
+        owner()
+    ]
+
+
+def test_the_object_is_built_once_and_is_the_claims_own() -> None:
+    desired = only(make([{"templates": [tpl("data")]}]))
+    assert desired.object is desired.object
+    assert desired.object["metadata"] == desired.metadata
+    assert desired.object["metadata"] is not desired.metadata
+    assert desired.object["spec"] is not desired.template.spec
+
+
+# ----------------------------------------------------------------------------- each Job's claims
+
+
+@pytest.mark.parametrize(
+    ("rjob_name", "index", "expected"),
+    [
+        pytest.param("workers", 0, {"ckpt": "ckpt-js-workers-0", "data": "data-js"}, id="w0"),
+        pytest.param("workers", 1, {"ckpt": "ckpt-js-workers-1", "data": "data-js"}, id="w1"),
+        # Only the JobSet-scope template targets the leader: the shared part alone.
+        pytest.param("leader", 0, {"data": "data-js"}, id="leader"),
+        pytest.param("idle", 0, {}, id="mounts-nothing"),
+        pytest.param("ghost", 0, {}, id="not-a-replicated-job"),
+    ],
+)
+def test_job_claims(rjob_name: str, index: int, expected: dict[str, str]) -> None:
+    js = make(
+        [
+            {"templates": [tpl("ckpt")], "scope": "Job", "targetReplicatedJobs": ["workers"]},
+            {"templates": [tpl("data")]},
+        ],
+        rjobs=[
+            mounting("leader", 1, ("data",)),
+            mounting("workers", 2, ("ckpt", "data")),
+            mounting("idle", 1),
+        ],
+    )
+    model = volumes.model(js)
+    claims = JobClaims(js, model.policies)
+    assert claims.for_job(rjob_name, index) == expected
+    assert claims.for_job(rjob_name, index) == expected  # worked out once, the same again
+    assert list(claims.for_job(rjob_name, index)) == list(expected)  # in policy order
+    assert volumes.claims_for_job(js, model.policies, rjob_name, index) == expected
+    assert model.job_claims.for_job(rjob_name, index) == expected
+
+
+# ----------------------------------------------------------------------------- mounting
+
+
+def test_mount_adds_volume_keeps_users_and_does_not_mutate() -> None:
+    rjobs = [mounting("workers", 1, ("data", "scratch"), volumes_=("scratch",))]
+    js = make([{"templates": [tpl("data")]}], rjobs=rjobs)
+    policies = volumes.policies(js)
+    job = construct.desired_job(js, js.replicated_jobs[0], 0)
+    before = copy.deepcopy(job)
+    mounted = volumes.mount(job, js, policies, "workers", 0)
+    assert job == before
+    assert mounted["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-js"}},
+    ]
+    assert volumes.mount(mounted, js, policies, "workers", 0) == mounted
+
+
+def test_mount_the_claims_given() -> None:
+    js = make([{"templates": [tpl("data")]}])
+    job = construct.desired_job(js, js.replicated_jobs[0], 1)
+    wanted = {"data": "elsewhere"}
+    mounted = volumes.mount(job, js, volumes.policies(js), "workers", 1, wanted)
+    assert mounted["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "elsewhere"}}
+    ]
+
+
+def test_mount_replaces_a_same_named_volume_in_place() -> None:
+    js = make([{"templates": [tpl("data")]}])
+    job = {"spec": {"template": {"spec": {"volumes": [{"name": "data", "emptyDir": {}}, "junk"]}}}}
+    mounted = volumes.mount(job, js, volumes.policies(js), "workers", 0)
+    assert mounted["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-js"}},
+        "junk",
+    ]
+
+
+@pytest.mark.parametrize("job", [{}, {"spec": None}, {"spec": {"template": []}}])
+def test_mount_partial_job(job: Obj) -> None:
+    js = make([{"templates": [tpl("data")]}])
+    mounted = volumes.mount(job, js, volumes.policies(js), "workers", 0)
+    assert mounted["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-js"}}
+    ]
+
+
+def test_mount_untargeted_is_an_equal_copy() -> None:
+    rjobs = [mounting("workers", 1, ("data",)), mounting("other", 1)]
+    js = make([{"templates": [tpl("data")]}], rjobs=rjobs)
+    job = construct.desired_job(js, js.replicated_jobs[1], 0)
+    mounted = volumes.mount(job, js, volumes.policies(js), "other", 0)
+    assert mounted == job
+    assert mounted is not job

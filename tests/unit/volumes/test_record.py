@@ -1,0 +1,187 @@
+"""record: the uid prefixes of the claims a JobSet had, kept in ``status.volumes.claimUIDs``:
+the stored form (render), reading it back (parse, ignoring what is malformed), changing it
+(``changed``), and the acceptances of Lost claims read from the JobSet's annotation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.jobset import volumes
+from controller.jobset.model import Obj
+from controller.jobset.volumes import REPLACE_LOST_ANNOTATION, ClaimRecord, Slot
+from controller.jobset.volumes.record import accepted_losses
+
+A, B, C = "aaaaaaaa", "bbbbbbbb", "cccccccc"
+
+# ----------------------------------------------------------------------------- the stored form
+
+FORMS = [
+    pytest.param({}, [], id="empty"),
+    pytest.param({("data", None, None): A}, [{"template": "data", "uids": A}], id="jobset-scope"),
+    pytest.param(
+        {("ckpt", "workers", 0): A, ("ckpt", "workers", 1): B},
+        [{"template": "ckpt", "replicatedJob": "workers", "uids": f"{A},{B}"}],
+        id="job-scope-by-index",
+    ),
+    # Indexes without a claim (not created yet, or forgotten) are empty places.
+    pytest.param(
+        {("ckpt", "workers", 2): C, ("ckpt", "workers", 0): A},
+        [{"template": "ckpt", "replicatedJob": "workers", "uids": f"{A},,{C}"}],
+        id="job-scope-gaps",
+    ),
+    # Sorted by template, then replicated job (JobSet scope first).
+    pytest.param(
+        {
+            ("logs", "workers", 0): C,
+            ("ckpt", "workers", 0): A,
+            ("ckpt", "leader", 0): B,
+            ("ckpt", None, None): C,
+        },
+        [
+            {"template": "ckpt", "uids": C},
+            {"template": "ckpt", "replicatedJob": "leader", "uids": B},
+            {"template": "ckpt", "replicatedJob": "workers", "uids": A},
+            {"template": "logs", "replicatedJob": "workers", "uids": C},
+        ],
+        id="sorted",
+    ),
+]
+
+
+@pytest.mark.parametrize(("uids", "stored"), FORMS)
+def test_render(uids: dict[Slot, str], stored: list[Obj]) -> None:
+    assert ClaimRecord(uids).render() == stored
+
+
+@pytest.mark.parametrize(("uids", "stored"), FORMS)
+def test_parse(uids: dict[Slot, str], stored: list[Obj]) -> None:
+    assert volumes.parse_record({"claimUIDs": stored}) == ClaimRecord(uids)
+
+
+slots = st.one_of(
+    st.tuples(st.sampled_from(["ckpt", "data", "a-b"]), st.none(), st.none()),
+    st.tuples(
+        st.sampled_from(["ckpt", "data", "a-b"]),
+        st.sampled_from(["workers", "leader", "A"]),
+        st.integers(0, 40),
+    ),
+)
+prefixes = st.text(alphabet="0123456789abcdef", min_size=1, max_size=8)
+
+
+@given(st.dictionaries(slots, prefixes, max_size=30))
+def test_round_trip(uids: dict[Slot, str]) -> None:
+    record = ClaimRecord(uids)
+    assert volumes.parse_record({"claimUIDs": record.render()}) == record
+    assert volumes.parse_record({"claimUIDs": record.render()}).render() == record.render()
+
+
+# A record that cannot be read proves nothing: the entry is skipped, never raised on.
+MALFORMED = [
+    pytest.param(None, {}, id="no-volumes"),
+    pytest.param("junk", {}, id="volumes-not-a-map"),
+    pytest.param({"claimUIDs": "a"}, {}, id="not-a-list"),
+    pytest.param({"claimUIDs": [7, None, "x", []]}, {}, id="entries-not-maps"),
+    pytest.param({"claimUIDs": [{"uids": A}]}, {}, id="no-template"),
+    pytest.param({"claimUIDs": [{"template": "", "uids": A}]}, {}, id="empty-template"),
+    pytest.param({"claimUIDs": [{"template": 3, "uids": A}]}, {}, id="template-not-a-string"),
+    pytest.param({"claimUIDs": [{"template": "data"}]}, {}, id="no-uids"),
+    pytest.param({"claimUIDs": [{"template": "data", "uids": 12345678}]}, {}, id="uids-number"),
+    pytest.param({"claimUIDs": [{"template": "data", "uids": ""}]}, {}, id="jobset-scope-empty"),
+    # One claim per JobSet-scope template: a list there is not one.
+    pytest.param({"claimUIDs": [{"template": "data", "uids": f"{A},{B}"}]}, {}, id="jobset-list"),
+    pytest.param(
+        {"claimUIDs": [{"template": "ckpt", "replicatedJob": "", "uids": A}]}, {},
+        id="empty-replicated-job",
+    ),
+    pytest.param(
+        {"claimUIDs": [{"template": "ckpt", "replicatedJob": 1, "uids": A}]}, {},
+        id="replicated-job-not-a-string",
+    ),
+    pytest.param(
+        {"claimUIDs": [{"template": "ckpt", "replicatedJob": "w", "uids": ",,"}]}, {},
+        id="job-scope-all-empty",
+    ),
+    # The good entries of a record with bad ones are kept.
+    pytest.param(
+        {"claimUIDs": [{"template": 3}, {"template": "data", "uids": A}, "x",
+                       {"template": "ckpt", "replicatedJob": "w", "uids": f",{B}"}]},
+        {("data", None, None): A, ("ckpt", "w", 1): B},
+        id="good-among-bad",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("stored", "expected"), MALFORMED)
+def test_malformed_input_is_ignored(stored: Any, expected: dict[Slot, str]) -> None:
+    assert volumes.parse_record(stored) == ClaimRecord(expected)
+
+
+# ----------------------------------------------------------------------------- changing it
+
+
+@pytest.mark.parametrize(
+    ("add", "drop", "expected"),
+    [
+        pytest.param({}, [], {("data", None, None): A, ("ckpt", "w", 0): B}, id="nothing"),
+        pytest.param(
+            {("ckpt", "w", 1): C}, [],
+            {("data", None, None): A, ("ckpt", "w", 0): B, ("ckpt", "w", 1): C}, id="add",
+        ),
+        pytest.param({("ckpt", "w", 0): C}, [], {("data", None, None): A, ("ckpt", "w", 0): C},
+                     id="replace"),
+        pytest.param({}, [("ckpt", "w", 0)], {("data", None, None): A}, id="forget"),
+        pytest.param({}, [("ckpt", "w", 9)], {("data", None, None): A, ("ckpt", "w", 0): B},
+                     id="forget-unknown"),
+        # Forgetting the lost claim and recording its replacement in one pass: the new one wins.
+        pytest.param(
+            {("ckpt", "w", 0): C}, [("ckpt", "w", 0)],
+            {("data", None, None): A, ("ckpt", "w", 0): C}, id="add-wins-over-drop",
+        ),
+    ],
+)  # fmt: skip
+def test_changed(add: dict[Slot, str], drop: list[Slot], expected: dict[Slot, str]) -> None:
+    before = {("data", None, None): A, ("ckpt", "w", 0): B}
+    record = ClaimRecord(dict(before))
+    after = record.changed(add, drop)
+    assert after == ClaimRecord(expected)
+    assert record == ClaimRecord(before)  # a new record; this one is unchanged
+    if after == record:
+        assert after is record  # nothing changed: the same record, no new status to write
+
+
+def test_get_and_uid_prefix() -> None:
+    record = ClaimRecord({("data", None, None): A})
+    assert record.get(("data", None, None)) == A
+    assert record.get(("ckpt", "w", 0)) is None
+    assert volumes.uid_prefix("3f9c1a27-0b1e-4c8a-9d2f-6e5b4a3c2d1e") == "3f9c1a27"
+    assert volumes.uid_prefix("") == ""
+
+
+# ----------------------------------------------------------------------------- accepted losses
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param(None, set(), id="absent"),
+        pytest.param(7, set(), id="not-a-string"),
+        pytest.param("", set(), id="empty"),
+        pytest.param(f"data-js@{A}", {("data-js", A)}, id="one"),
+        pytest.param(f"data-js@{A},ckpt-js-w-0@{B}", {("data-js", A), ("ckpt-js-w-0", B)},
+                     id="two"),
+        pytest.param(f" data-js@{A} ,, ", {("data-js", A)}, id="spaces-and-empty-items"),
+        pytest.param(f"data-js@{A}-1234-5678", {("data-js", A)}, id="whole-uid-cut-to-prefix"),
+        # The name alone would accept every later loss of it too: not an acceptance.
+        pytest.param("data-js", set(), id="name-only"),
+        pytest.param("data-js@", set(), id="no-prefix"),
+        pytest.param(f"@{A}", set(), id="no-name"),
+    ],
+)  # fmt: skip
+def test_accepted_losses(value: Any, expected: set[tuple[str, str]]) -> None:
+    annotations = {} if value is None else {REPLACE_LOST_ANNOTATION: value}
+    assert accepted_losses(annotations, REPLACE_LOST_ANNOTATION) == frozenset(expected)

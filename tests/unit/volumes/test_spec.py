@@ -1,0 +1,857 @@
+"""spec (and quantity): both spellings of the volume claim policies parsed into one model,
+validated with messages naming the field; claim names; the example manifests; property tests over
+random valid JobSets (claims, mounts, ownership and the uid record agree)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.jobset import api, construct, volumes
+from controller.jobset.model import InvalidJobSet, Obj, parse
+from controller.jobset.volumes import (
+    CLAIM_SCOPE_LABEL,
+    CLAIM_TEMPLATE_LABEL,
+    OWNER_UID_ANNOTATION,
+    REPLACE_LOST_ANNOTATION,
+    ClaimRecord,
+    ClaimState,
+    ClaimTemplate,
+    Retention,
+    StorageClasses,
+)
+from tests.support.examples import EXAMPLES
+from tests.unit.jobset_factories import make_jobset, make_jobset_obj
+from tests.unit.volumes.factories import (
+    claim,
+    created,
+    make,
+    mounting,
+    only,
+    owner,
+    tpl,
+    uid_of,
+    views,
+)
+
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+# ----------------------------------------------------------------------------- the examples
+
+
+def load(file: str) -> Obj:
+    obj: Obj = yaml.safe_load((EXAMPLES / file).read_text())
+    obj["metadata"].update(namespace="ml", uid="uid-ex")
+    return obj
+
+
+def request_spelling(obj: Obj) -> Obj:
+    """JobSet-scope volumeClaimPolicies rewritten as the original request's volumePolicy."""
+    obj = copy.deepcopy(obj)
+    spec = obj["spec"]
+    policies = spec.pop("volumeClaimPolicies")
+    keep = [p for p in policies if p.get("scope", "JobSet") != "JobSet"]
+    (shared,) = [p for p in policies if p.get("scope", "JobSet") == "JobSet"]
+    request: Obj = {"volumeClaimTemplates": shared["templates"]}
+    if "retentionPolicy" in shared:
+        request["retentionPolicy"] = shared["retentionPolicy"]
+    if "targetReplicatedJobs" in shared:
+        request["replicatedJobs"] = [{"name": n} for n in shared["targetReplicatedJobs"]]
+    spec["volumePolicy"] = request
+    if keep:  # Job scope has no spelling in volumePolicy: both spellings side by side
+        spec["volumeClaimPolicies"] = keep
+    return obj
+
+
+def upstream_spelling(obj: Obj) -> Obj:
+    obj = copy.deepcopy(obj)
+    spec = obj["spec"]
+    request = spec.pop("volumePolicy")
+    policy: Obj = {"templates": request["volumeClaimTemplates"]}
+    if "replicatedJobs" in request:
+        policy["targetReplicatedJobs"] = [r["name"] for r in request["replicatedJobs"]]
+    if "retentionPolicy" in request:
+        policy["retentionPolicy"] = request["retentionPolicy"]
+    spec["volumeClaimPolicies"] = [policy]
+    return obj
+
+
+EXPECTED = {
+    "01-seed-volume-policy.yaml": (
+        {"pretrained-model-volume-sample"},
+        {"A": {"pretrained-model"}, "B": {"pretrained-model"}, "workers": set()},
+    ),
+    "02-upstream-shared-initializer.yaml": (
+        {"initializer-trainjob-shared"},
+        {"model-initializer": {"initializer"}, "node": {"initializer"}},
+    ),
+    "03-per-job-checkpoints-retained.yaml": (
+        {"ckpt-resumable-workers-0", "ckpt-resumable-workers-1", "dataset-resumable"},
+        {"workers": {"ckpt", "dataset"}},
+    ),
+}
+
+
+def both_spellings(file: str) -> list[Obj]:
+    original = load(file)
+    if "volumePolicy" in original["spec"]:
+        return [original, upstream_spelling(original)]
+    return [original, request_spelling(original)]
+
+
+@pytest.mark.parametrize("spelling", [0, 1], ids=["as-written", "other-spelling"])
+@pytest.mark.parametrize("file", sorted(EXPECTED))
+def test_examples_give_the_expected_claims_and_mounts(file: str, spelling: int) -> None:
+    js = parse(both_spellings(file)[spelling])
+    model = volumes.model(js)
+    claims, mounts = EXPECTED[file]
+    assert {c.name for c in model.desired} == claims
+    assert len(model.desired) == len(claims)
+    for r in js.replicated_jobs:
+        for index in range(r.replicas):
+            job = volumes.mount(
+                construct.desired_job(js, r, index), js, model.policies, r.name, index
+            )
+            pod_volumes = job["spec"]["template"]["spec"].get("volumes", [])
+            assert {v["name"] for v in pod_volumes} == mounts[r.name]
+            for v in pod_volumes:
+                assert v["persistentVolumeClaim"]["claimName"] in claims
+
+
+def test_example_01_claim_object() -> None:
+    js = parse(load("01-seed-volume-policy.yaml"))
+    desired = only(js)
+    assert desired.object == {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "pretrained-model-volume-sample",
+            "namespace": "ml",
+            "labels": {
+                api.JOBSET_NAME: "volume-sample",
+                CLAIM_TEMPLATE_LABEL: "pretrained-model",
+                CLAIM_SCOPE_LABEL: "JobSet",
+            },
+            "annotations": {OWNER_UID_ANNOTATION: "uid-ex"},
+            "ownerReferences": [js.owner_reference()],
+        },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "my-storage-class",
+            "resources": {"requests": {"storage": "1000Gi"}},
+        },
+    }
+    assert desired.policy.targets == ("A", "B")
+    assert volumes.targeted(desired.policy, js) == ("A", "B")
+
+
+def test_example_02_template_labels_copied() -> None:
+    desired = only(parse(load("02-upstream-shared-initializer.yaml")))
+    assert desired.template.labels == {"content-type": "model"}
+    assert desired.object["metadata"]["labels"]["content-type"] == "model"
+    assert desired.policy.targets is None
+
+
+def test_example_03_job_scope_claims_retained_and_labelled() -> None:
+    js = parse(load("03-per-job-checkpoints-retained.yaml"))
+    model = volumes.model(js)
+    policies = model.policies
+    assert [p.scope for p in policies] == ["Job", "JobSet"]
+    assert policies[0].retention == Retention(when_deleted="Retain")
+    assert policies[1].retention == Retention(when_completed="Delete")
+    by_name = {c.name: c for c in model.desired}
+    ckpt = by_name["ckpt-resumable-workers-1"]
+    assert (ckpt.replicated_job, ckpt.job_index) == ("workers", 1)
+    assert ckpt.slot == ("ckpt", "workers", 1)
+    assert by_name["dataset-resumable"].slot == ("dataset", None, None)
+    assert "ownerReferences" not in ckpt.object["metadata"]
+    assert ckpt.object["metadata"]["labels"] == {
+        api.JOBSET_NAME: "resumable",
+        CLAIM_TEMPLATE_LABEL: "ckpt",
+        CLAIM_SCOPE_LABEL: "Job",
+        api.REPLICATED_JOB_NAME: "workers",
+        api.JOB_INDEX: "1",
+    }
+    assert by_name["dataset-resumable"].object["metadata"]["ownerReferences"] == [
+        js.owner_reference()
+    ]
+    assert model.job_claims.for_job("workers", 1) == {
+        "ckpt": "ckpt-resumable-workers-1",
+        "dataset": "dataset-resumable",
+    }
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def test_no_policies() -> None:
+    js = make_jobset()
+    model = volumes.model(js)
+    assert volumes.policies(js) == () == model.policies
+    assert model.desired == []
+    assert model.job_claims.for_job("workers", 0) == {}
+
+
+def test_defaults() -> None:
+    (policy,) = volumes.policies(make([{"templates": [tpl("data")]}]))
+    assert policy.scope == "JobSet"
+    assert policy.targets is None
+    assert policy.retention == Retention("Delete", "Retain", "Retain", "Retain")
+    assert policy.where == "spec.volumeClaimPolicies[0]"
+    assert policy.templates == (ClaimTemplate("data", {}, {}, tpl("data")["spec"]),)
+
+
+def test_all_retention_fields_and_empty_scope() -> None:
+    retention = {
+        "whenDeleted": "Retain",
+        "whenCompleted": "Delete",
+        "whenFailed": "Delete",
+        "whenScaled": "Delete",
+    }
+    (policy,) = volumes.policies(
+        make([{"templates": [tpl("data")], "retentionPolicy": retention, "scope": ""}])
+    )
+    assert policy.retention == Retention("Retain", "Delete", "Delete", "Delete")
+    assert policy.scope == "JobSet"
+
+
+def test_request_spelling_defaults() -> None:
+    (policy,) = volumes.policies(make(vp={"volumeClaimTemplates": [tpl("data")]}))
+    assert (policy.scope, policy.targets, policy.where) == ("JobSet", None, "spec.volumePolicy")
+
+
+def test_both_spellings_together() -> None:
+    js = make(
+        [{"templates": [tpl("ckpt")], "scope": "Job"}],
+        {"volumeClaimTemplates": [tpl("data")], "replicatedJobs": [{"name": "workers"}]},
+        rjobs=[mounting("workers", 2, ("data", "ckpt"))],
+    )
+    names = [c.name for c in volumes.model(js).desired]
+    assert names == ["ckpt-js-workers-0", "ckpt-js-workers-1", "data-js"]
+
+
+def test_template_spec_is_a_copy() -> None:
+    js = make([{"templates": [tpl("data")]}])
+    desired = only(js)
+    desired.object["spec"]["accessModes"].append("ReadWriteMany")
+    assert desired.template.spec["accessModes"] == ["ReadWriteOnce"]
+    assert js.raw["spec"]["volumeClaimPolicies"][0]["templates"][0]["spec"]["accessModes"] == [
+        "ReadWriteOnce"
+    ]
+
+
+def test_init_container_mount_counts() -> None:
+    js = make([{"templates": [tpl("data")]}], rjobs=[mounting("w", 1, init_mounts=("data",))])
+    (policy,) = volumes.policies(js)
+    assert volumes.targeted(policy, js) == ("w",)
+
+
+def test_template_without_spec_and_metadata_extras() -> None:
+    js = make(
+        [
+            {
+                "templates": [
+                    {
+                        "metadata": {
+                            "name": "data",
+                            "namespace": "",
+                            "labels": {"a": "1", api.JOBSET_NAME: "spoof"},
+                            "annotations": {"note": "x"},
+                        }
+                    }
+                ]
+            }
+        ]
+    )
+    desired = only(js)
+    assert desired.object["spec"] == {}
+    assert desired.object["metadata"]["labels"][api.JOBSET_NAME] == "js"  # ours win
+    assert desired.object["metadata"]["labels"]["a"] == "1"
+    assert desired.object["metadata"]["annotations"] == {
+        "note": "x",
+        OWNER_UID_ANNOTATION: "uid-js",
+    }
+
+
+def test_policy_without_templates_is_harmless() -> None:
+    js = make([{"targetReplicatedJobs": ["workers"]}])
+    model = volumes.model(js)
+    (policy,) = model.policies
+    assert policy.templates == ()
+    assert model.desired == []
+    assert model.job_claims.for_job("workers", 0) == {}
+
+
+LONG = "a" * 63
+
+
+@pytest.mark.parametrize(
+    ("vcp", "vp", "rjobs", "message"),
+    [
+        ({"x": 1}, None, None, "spec.volumeClaimPolicies must be a list"),
+        (["x"], None, None, "spec.volumeClaimPolicies[0] must be an object"),
+        ([{"templates": "x"}], None, None, "spec.volumeClaimPolicies[0].templates must be a list"),
+        ([{"templates": ["x"]}], None, None, "spec.volumeClaimPolicies[0].templates[0] must be"),
+        (
+            [{"templates": [{"metadata": "x"}]}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].templates[0].metadata must be an object",
+        ),
+        (
+            [{"templates": [{"spec": {}}]}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].templates[0].metadata.name is required",
+        ),
+        (
+            [{"templates": [tpl("Data")]}],
+            None,
+            None,
+            "templates[0].metadata.name 'Data' must be a DNS-1123 label",
+        ),
+        (
+            [{"templates": [tpl(LONG + "b")]}],
+            None,
+            None,
+            "must be a DNS-1123 label",
+        ),
+        (
+            [{"templates": [{"metadata": {"name": "data", "namespace": "other"}}]}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].templates[0].metadata.namespace must not be set",
+        ),
+        (
+            [{"templates": [{"metadata": {"name": "data"}, "spec": []}]}],
+            None,
+            None,
+            "templates[0].spec must be an object",
+        ),
+        (
+            [{"templates": [tpl("data", "ten gigs")]}],
+            None,
+            None,
+            "templates[0].spec.resources.requests.storage: 'ten gigs' is not a valid quantity",
+        ),
+        (
+            [{"templates": [{"metadata": {"name": "data", "labels": []}}]}],
+            None,
+            None,
+            "templates[0].metadata.labels must be an object",
+        ),
+        (
+            [{"templates": [{"metadata": {"name": "data", "annotations": {"a": 1}}}]}],
+            None,
+            None,
+            "templates[0].metadata.annotations.a must be a string",
+        ),
+        (
+            [{"templates": [tpl("data")], "retentionPolicy": "x"}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].retentionPolicy must be an object",
+        ),
+        (
+            [{"templates": [tpl("data")], "retentionPolicy": {"whenDeleted": "Keep"}}],
+            None,
+            None,
+            "retentionPolicy.whenDeleted must be Retain or Delete, got 'Keep'",
+        ),
+        (
+            [{"templates": [tpl("data")], "retentionPolicy": {"whenScaled": "Never"}}],
+            None,
+            None,
+            "retentionPolicy.whenScaled must be Retain or Delete",
+        ),
+        (
+            [{"templates": [tpl("data")], "targetReplicatedJobs": "workers"}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].targetReplicatedJobs must be a list",
+        ),
+        (
+            [{"templates": [tpl("data")], "targetReplicatedJobs": [3]}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].targetReplicatedJobs[0] must be a replicated job name",
+        ),
+        (
+            [{"templates": [tpl("data")], "scope": "Pod"}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].scope: Pod scope is not supported yet",
+        ),
+        (
+            [{"templates": [tpl("data")], "scope": "Node"}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].scope must be JobSet, Job or Pod, got 'Node'",
+        ),
+        (None, "x", None, "spec.volumePolicy must be an object"),
+        (
+            None,
+            {"volumeClaimTemplates": [tpl("data")], "replicatedJobs": "workers"},
+            None,
+            "spec.volumePolicy.replicatedJobs must be a list",
+        ),
+        (
+            None,
+            {"volumeClaimTemplates": [tpl("data")], "replicatedJobs": [{}]},
+            None,
+            "spec.volumePolicy.replicatedJobs[0].name is required",
+        ),
+        (
+            None,
+            {"volumeClaimTemplates": [{"metadata": {}}]},
+            None,
+            "spec.volumePolicy.volumeClaimTemplates[0].metadata.name is required",
+        ),
+        (
+            [{"templates": [tpl("data")]}],
+            {"volumeClaimTemplates": [tpl("data")]},
+            None,
+            "template names must be unique across volumeClaimPolicies and volumePolicy, "
+            "repeated: data",
+        ),
+        (
+            [{"templates": [tpl("data"), tpl("data")]}],
+            None,
+            None,
+            "repeated: data",
+        ),
+        (
+            [{"templates": [tpl("data")], "targetReplicatedJobs": ["workers", "ghost"]}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].targetReplicatedJobs: 'ghost' is not a replicated job",
+        ),
+        (
+            None,
+            {"volumeClaimTemplates": [tpl("data")], "replicatedJobs": [{"name": "ghost"}]},
+            None,
+            "spec.volumePolicy.replicatedJobs: 'ghost' is not a replicated job",
+        ),
+        (
+            [{"templates": [tpl("data"), tpl("unused")]}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].templates[1]: volume claim template 'unused' is not "
+            "mounted by any replicated job it targets",
+        ),
+        (
+            None,
+            {"volumeClaimTemplates": [tpl("other")]},
+            None,
+            "spec.volumePolicy.volumeClaimTemplates[0]: volume claim template 'other' is not "
+            "mounted",
+        ),
+        (
+            [{"templates": [tpl("data")], "targetReplicatedJobs": []}],
+            None,
+            None,
+            "'data' is not mounted by any replicated job it targets",
+        ),
+        (
+            [{"templates": [tpl("data")], "targetReplicatedJobs": ["leader"]}],
+            None,
+            [mounting("leader", 1, ("data",)), mounting("workers", 1, ("data",))],
+            "spec.replicatedJobs[1]: replicated job 'workers' mounts 'data', but "
+            "spec.volumeClaimPolicies[0].targetReplicatedJobs does not include it",
+        ),
+        (
+            None,
+            {"volumeClaimTemplates": [tpl("data")], "replicatedJobs": [{"name": "leader"}]},
+            [mounting("leader", 1, ("data",)), mounting("workers", 1, ("data",))],
+            "spec.volumePolicy.replicatedJobs does not include it",
+        ),
+        (
+            [{"templates": [tpl("data")]}],
+            None,
+            [mounting("workers", 1, ("data",), volumes_=("data",))],
+            "spec.replicatedJobs[0].template.spec.template.spec.volumes: replicated job "
+            "'workers' defines a volume named 'data'",
+        ),
+        (
+            [{"templates": [tpl("data")], "scope": "Job"}],
+            None,
+            [mounting("W_1", 1, ("data",))],
+            "claim name 'data-js-w_1-0' must be a DNS-1123 subdomain",
+        ),
+        (
+            [{"templates": [tpl("data")], "scope": "Job"}],
+            None,
+            [mounting("A", 1, ("data",)), mounting("a", 1, ("data",))],
+            "claim name 'data-js-a-0' of template 'data' collides",
+        ),
+    ],
+)
+def test_invalid_policies(vcp: Any, vp: Any, rjobs: list[Obj] | None, message: str) -> None:
+    js = make(vcp, vp, rjobs)
+    with pytest.raises(InvalidJobSet) as err:
+        volumes.policies(js)
+    assert message in str(err.value)
+    with pytest.raises(InvalidJobSet) as again:
+        volumes.model(js)  # the model is built from the validated policies only
+    assert str(again.value) == str(err.value)
+
+
+def test_untargeted_replicated_job_may_mount_its_own_volume_of_a_template_name() -> None:
+    """Its pods mount the volume their template defines (an emptyDir here), so they start: the
+    replicated job is not given the claim, and the JobSet is valid (issue 12, item 9)."""
+    js = make(
+        [{"templates": [tpl("data")], "targetReplicatedJobs": ["leader"]}],
+        None,
+        [mounting("leader", 1, ("data",)), mounting("workers", 2, ("data",), volumes_=("data",))],
+    )
+    model = volumes.model(js)
+    assert volumes.targeted(model.policies[0], js) == ("leader",)
+    assert model.job_claims.for_job("workers", 1) == {}
+    assert model.job_claims.for_job("leader", 0) == {"data": "data-js"}
+
+
+def test_claim_name_too_long() -> None:
+    js = make([{"templates": [tpl(LONG)]}], rjobs=[mounting("w", 1, (LONG,))], name="j" * 190)
+    with pytest.raises(InvalidJobSet, match="at most 253 characters"):
+        volumes.policies(js)
+    ok = make([{"templates": [tpl(LONG)]}], rjobs=[mounting("w", 1, (LONG,))], name="j" * 189)
+    assert len(only(ok).name) == 253
+
+
+def test_job_scope_name_length_checks_last_index() -> None:
+    spec = [{"templates": [tpl("d")], "scope": "Job"}]
+    # d-<jobset>-w-9 is 253 characters; index 10 makes it 254.
+    name = "j" * (253 - len("d--w-9"))
+    assert volumes.policies(make(spec, rjobs=[mounting("w", 10, ("d",))], name=name))
+    with pytest.raises(InvalidJobSet, match=r"claim name .* must be a DNS-1123 subdomain"):
+        volumes.policies(make(spec, rjobs=[mounting("w", 11, ("d",))], name=name))
+
+
+def test_claim_count() -> None:
+    js = make(
+        [{"templates": [tpl("ckpt"), tpl("logs")], "scope": "Job"}, {"templates": [tpl("data")]}],
+        rjobs=[mounting("workers", 3, ("ckpt", "logs", "data")), mounting("idle", 2)],
+    )
+    model = volumes.model(js)
+    assert volumes.claim_count(js, model.policies) == 2 * 3 + 1 == len(model.desired)
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+@pytest.mark.parametrize(
+    ("annotation", "accepted"),
+    [
+        pytest.param(None, frozenset(), id="none"),
+        # Read as record.accepted_losses reads it (tabled in test_record).
+        pytest.param(" data-js@1a2b3c4d ,x", {("data-js", "1a2b3c4d")}, id="one"),
+    ],
+)
+def test_model_reads_the_accepted_losses(annotation: str | None, accepted: Any) -> None:
+    notes = {} if annotation is None else {REPLACE_LOST_ANNOTATION: annotation}
+    assert volumes.model(
+        make([{"templates": [tpl("data")]}], annotations=notes)
+    ).accepted_losses == (frozenset(accepted))
+
+
+def test_model_reads_the_stored_record() -> None:
+    raw = make_jobset_obj(
+        replicated_jobs=[mounting("workers", 2, ("data", "ckpt"))],
+        spec={
+            "volumeClaimPolicies": [
+                {"templates": [tpl("ckpt")], "scope": "Job"},
+                {"templates": [tpl("data")]},
+            ]
+        },
+    )
+    raw["status"]["volumes"] = {
+        "templates": [],
+        "claimUIDs": [
+            {"template": "ckpt", "replicatedJob": "workers", "uids": "aaaaaaaa,bbbbbbbb"},
+            {"template": "data", "uids": "cccccccc"},
+        ],
+    }
+    model = volumes.model(parse(raw))
+    assert model.record == ClaimRecord(
+        {
+            ("ckpt", "workers", 0): "aaaaaaaa",
+            ("ckpt", "workers", 1): "bbbbbbbb",
+            ("data", None, None): "cccccccc",
+        }
+    )
+    assert model.slot_name(("ckpt", "workers", 1)) == "ckpt-js-workers-1"
+    assert model.slot_name(("data", None, None)) == "data-js"
+    assert [d.slot for d in model.desired] == [
+        ("ckpt", "workers", 0),
+        ("ckpt", "workers", 1),
+        ("data", None, None),
+    ]
+    assert model.desired is model.desired  # built once, whatever asks for it
+    assert volumes.model(make([{"templates": [tpl("data")]}])).record == ClaimRecord()
+
+
+# ----------------------------------------------------------------------------- names
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("data", "js", "JobSet"), "data-js"),
+        (("data", "js", "JobSet", "workers", 3), "data-js"),
+        (("data", "js", "Job", "workers", 3), "data-js-workers-3"),
+        (("model", "volume-sample", "Job", "A", 0), "model-volume-sample-a-0"),
+    ],
+)
+def test_claim_name(args: tuple[Any, ...], expected: str) -> None:
+    assert volumes.claim_name(*args) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("data", "js", "Job"), "needs a replicated job and index"),
+        (("data", "js", "Job", "w"), "needs a replicated job and index"),
+        (("data", "js", "Pod", "w", 0), "Pod scope is not supported yet"),
+    ],
+)
+def test_claim_name_errors(args: tuple[Any, ...], message: str) -> None:
+    with pytest.raises(InvalidJobSet, match=message):
+        volumes.claim_name(*args)
+
+
+def test_claims_and_policies_are_frozen_values() -> None:
+    # Computed twice from equal specs: distinct objects, equal as values, one element in a set
+    # (hashable although templates hold dicts); a different retention is a different value.
+    desired = only(make([{"templates": [tpl("data")]}]))
+    again = only(make([{"templates": [tpl("data")]}]))
+    assert desired is not again and desired.policy is not again.policy
+    assert desired == again and hash(desired) == hash(again)
+    assert {desired, again} == {desired} and {desired.policy, again.policy} == {desired.policy}
+    retained = only(
+        make([{"templates": [tpl("data")], "retentionPolicy": {"whenScaled": "Delete"}}])
+    )
+    assert retained != desired and retained.policy != desired.policy
+    assert len({desired, retained}) == 2
+    with pytest.raises(AttributeError):
+        desired.name = "other"  # type: ignore[misc]
+
+
+# ----------------------------------------------------------------------------- quantities
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("0", Decimal(0)),
+        ("10", Decimal(10)),
+        ("1.5", Decimal("1.5")),
+        (".5", Decimal("0.5")),
+        ("5.", Decimal(5)),
+        ("+3", Decimal(3)),
+        ("-3", Decimal(-3)),
+        ("1Ki", Decimal(1024)),
+        ("1Mi", Decimal(2**20)),
+        ("10Gi", Decimal(10 * 2**30)),
+        ("1.5Gi", Decimal(3 * 2**29)),
+        ("1Ti", Decimal(2**40)),
+        ("1Pi", Decimal(2**50)),
+        ("1Ei", Decimal(2**60)),
+        ("1k", Decimal(1000)),
+        ("1M", Decimal(10**6)),
+        ("1G", Decimal(10**9)),
+        ("2T", Decimal(2 * 10**12)),
+        ("1P", Decimal(10**15)),
+        ("1E", Decimal(10**18)),
+        ("250m", Decimal("0.25")),
+        ("5u", Decimal("0.000005")),
+        ("7n", Decimal("0.000000007")),
+        ("1e3", Decimal(1000)),
+        ("1E3", Decimal(1000)),
+        ("1.5e-3", Decimal("0.0015")),
+        ("2e+2", Decimal(200)),
+        # Kubernetes accepts any int32 exponent (admission's isQuantity agrees).
+        ("1e1000", Decimal("1e1000")),
+    ],
+)
+def test_parse_quantity(text: str, value: Decimal) -> None:
+    assert volumes.parse_quantity(text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "Gi", "1 Gi", "1gi", "1KI", "1e", "1.2.3", "--1", "1Gi ", "abc", "1e2147483648", "1Zi"],
+)
+def test_parse_quantity_rejects(text: str) -> None:
+    with pytest.raises(InvalidJobSet, match="quantity"):
+        volumes.parse_quantity(text)
+
+
+def test_parse_quantity_rejects_non_strings() -> None:
+    with pytest.raises(InvalidJobSet):
+        volumes.parse_quantity(5)  # type: ignore[arg-type]
+
+
+def test_numeric_storage_in_template_is_accepted() -> None:
+    js = make([{"templates": [tpl("data", 1073741824)]}])  # type: ignore[arg-type]
+    desired = only(js)
+    assert volumes.compatible(claim("data-js")["spec"], desired.template.spec) == (True, "")
+
+
+# ----------------------------------------------------------------------------- properties
+
+RJOB_NAMES = ["leader", "workers", "A", "node-x", "eval"]
+TEMPLATE_NAMES = ["data", "ckpt", "model", "scratch-1", "logs", "cache"]
+
+
+@st.composite
+def valid_jobsets(draw: st.DrawFn) -> Obj:
+    names = draw(st.lists(st.sampled_from(RJOB_NAMES), min_size=1, max_size=4, unique=True))
+    replicas = {n: draw(st.integers(0, 3)) for n in names}
+    templates = draw(st.lists(st.sampled_from(TEMPLATE_NAMES), max_size=6, unique=True))
+    count = draw(st.integers(0, min(3, len(templates))))
+    groups: list[list[str]] = [[] for _ in range(count)]
+    for i, template in enumerate(templates[: max(count, 0) * 2]):
+        if count:
+            groups[i % count].append(template)
+    mounts: dict[str, set[str]] = {n: set() for n in names}
+    policies: list[Obj] = []
+    request: Obj | None = None
+    for group in groups:
+        if not group:
+            continue
+        explicit = draw(st.booleans())
+        targets = (
+            draw(st.lists(st.sampled_from(names), min_size=1, unique=True)) if explicit else None
+        )
+        eligible = targets if targets is not None else names
+        for template in group:
+            for user in draw(st.lists(st.sampled_from(eligible), min_size=1, unique=True)):
+                mounts[user].add(template)
+        retention = draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "whenDeleted": st.sampled_from(["Delete", "Retain"]),
+                    "whenScaled": st.sampled_from(["Delete", "Retain"]),
+                },
+            )
+        )
+        scope = draw(st.sampled_from(["JobSet", "Job"]))
+        if scope == "JobSet" and request is None and draw(st.booleans()):
+            request = {"volumeClaimTemplates": [tpl(t) for t in group]}
+            if targets is not None:
+                request["replicatedJobs"] = [{"name": n} for n in targets]
+            if retention:
+                request["retentionPolicy"] = retention
+            continue
+        policy: Obj = {"templates": [tpl(t) for t in group], "scope": scope}
+        if targets is not None:
+            policy["targetReplicatedJobs"] = targets
+        if retention:
+            policy["retentionPolicy"] = retention
+        policies.append(policy)
+    rjobs = [
+        mounting(
+            n,
+            replicas[n],
+            (*sorted(mounts[n]), "own"),
+            volumes_=("own",),
+        )
+        for n in names
+    ]
+    spec: Obj = {}
+    if policies:
+        spec["volumeClaimPolicies"] = policies
+    if request is not None:
+        spec["volumePolicy"] = request
+    name = draw(st.sampled_from(["js", "train-7", "a" * 40]))
+    return make_jobset_obj(name=name, replicated_jobs=rjobs, spec=spec)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(valid_jobsets(), st.sampled_from(["", "Pending", "Bound"]))
+def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
+    js = parse(obj)
+    model = volumes.model(js)
+    policies = model.policies
+    desired = model.desired
+    names = [c.name for c in desired]
+    assert len(names) == len(set(names))
+    for name in names:
+        assert len(name) <= 253 and DNS_SUBDOMAIN.match(name)
+    by_name = {c.name: c for c in desired}
+    # Every desired claim, as the API server returns it once created.
+    existing = [created(c, phase or None) for c in desired]
+    found = views(existing)
+    for claim_ in desired:
+        view = found[claim_.name]
+        assert volumes.update_patch(view, claim_) is None
+        assert volumes.classify(view, claim_, js) == "owned"
+        assert volumes.compatible(claim_.object["spec"], claim_.template.spec) == (True, "")
+        has_ref = "ownerReferences" in claim_.object["metadata"]
+        assert has_ref is (claim_.policy.retention.when_deleted == "Delete")
+        assert (owner(js.uid, js.name) in claim_.object["metadata"].get("ownerReferences", [])) is (
+            has_ref
+        )
+    in_use = {"": ClaimState.PENDING, "Pending": ClaimState.PENDING, "Bound": ClaimState.BOUND}
+    # Not recorded yet: ours, but not mountable; the pass records every one of them ...
+    states = volumes.lifecycle(model, found, StorageClasses())
+    assert [(s.name, s.state, s.mountable) for s in states] == [
+        (n, in_use[phase], False) for n in names
+    ]
+    first = volumes.plan(model, found, StorageClasses(), terminal_state="")
+    assert (first.create, first.patch, first.delete, first.mountable) == ([], [], [], set())
+    assert first.record.uids == {c.slot: volumes.uid_prefix(uid_of(c.name)) for c in desired}
+    assert volumes.parse_record({"claimUIDs": first.record.render()}) == first.record
+    # ... and once that record is stored, every one is mountable and the pass writes no claim.
+    raw = copy.deepcopy(js.raw)
+    raw["status"]["volumes"] = volumes.volumes_status(model, first)
+    stored = volumes.model(parse(raw))
+    second = volumes.plan(stored, found, StorageClasses(), terminal_state="")
+    assert second.mountable == set(names)
+    assert (second.create, second.patch, second.delete) == ([], [], [])
+    assert second.record == stored.record
+    assert (
+        volumes.claims_to_delete(js, policies, found.values(), deleting=False, terminal_state="")
+        == []
+    )
+    mounted_claims: set[str] = set()
+    for r in js.replicated_jobs:
+        for index in range(r.replicas):
+            job = construct.desired_job(js, r, index)
+            mounted = volumes.mount(job, js, policies, r.name, index)
+            assert volumes.mount(mounted, js, policies, r.name, index) == mounted
+            pod_volumes = mounted["spec"]["template"]["spec"]["volumes"]
+            volume_names = [v["name"] for v in pod_volumes]
+            assert len(volume_names) == len(set(volume_names))
+            claims = {
+                v["name"]: v["persistentVolumeClaim"]["claimName"]
+                for v in pod_volumes
+                if "persistentVolumeClaim" in v
+            }
+            assert claims == volumes.claims_for_job(js, policies, r.name, index)
+            assert claims == model.job_claims.for_job(r.name, index)
+            mounts = {
+                m["name"]
+                for c in mounted["spec"]["template"]["spec"]["containers"]
+                for m in c.get("volumeMounts", [])
+            }
+            assert mounts <= set(volume_names)  # every mount has its volume
+            for claim_name in claims.values():
+                assert claim_name in by_name
+            mounted_claims.update(claims.values())
+            assert set(claims.values()) <= second.mountable  # no Job waits once recorded
+    # Every desired claim is mounted by some Job, unless its replicated jobs have no replicas.
+    used = {
+        c.name
+        for c in desired
+        if any(js.replicated_job(r).replicas for r in volumes.targeted(c.policy, js))  # type: ignore[union-attr]
+    }
+    assert mounted_claims == used
