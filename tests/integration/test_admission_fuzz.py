@@ -9,9 +9,10 @@ real kube-apiserver with ``dryRun=All`` (validation in full, nothing stored). Pr
     is either a rule message documented in docs/api.md (with its ``: <value>`` detail) or one of
     the API server's own OpenAPI schema messages; a mutation that breaks a rule by itself gets
     that rule's message (unless a schema error made the server skip the CEL rules, which it says);
-(b) a JobSet the server accepts parses (``model.parse`` + ``volumes.policies``) and ``decide``
+(b) a JobSet the server accepts parses (``model.parse`` + ``volumes.model``) and ``decide``
     plans it without raising: unique child Job names that are DNS-1035 labels of at most 63
-    characters, every mounted claim desired, every desired Job created when nothing gates it. A
+    characters, every mounted claim desired, every desired Job created when nothing gates it
+    (once the claims it asked for exist and are recorded in its status). A
     JobSet the server rejects makes the parser either accept it (admission is the first line of
     defence) or raise ``InvalidJobSet`` with a message - never anything else. A JobSet accepted by
     the server but refused by the parser is recorded; only the documented controller-side check
@@ -48,6 +49,7 @@ from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from tests.helpers import Kube
 from tests.support.crd import install_crd
+from tests.unit.volumes.factories import applied
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -63,6 +65,9 @@ SKIPPED = (
 REJECTED = "<rejected>"  # an expectation: rejected, with whichever message
 MAX_PLANNED = 1000  # replicas in all beyond which the plan is not computed (see check_parser)
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS_1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
 # The one kind of spec the server accepts and the controller refuses by design (docs/api.md,
 # "Checked by the controller"): CEL cannot tell whether a regular expression is valid.
 DOCUMENTED_CONTROLLER_CHECKS = (
@@ -852,12 +857,11 @@ def check_response(case: Case, status: int, body: Obj, ok: int, tally: Tally) ->
 
 
 def _plan_jobs(jobset: JobSet) -> tuple[list[Obj], list[str], Obj | None]:
-    """decide with nothing observed, then again with the claims it asked for in place."""
-    policies = volumes.policies(jobset)
-    first = decide(jobset, [], None, NOW, policies=policies)
-    created = list(first.volume.create) if first.volume else []
-    claims = {c["metadata"]["name"]: c for c in created}
-    second = decide(jobset, [], None, NOW, claims=claims, policies=policies)
+    """decide with nothing observed, then again with the claims it asked for in place: created,
+    and their uids recorded in the status (as the reconciler does), so its Jobs mount them."""
+    first = decide(jobset, [], None, NOW)
+    stored, claims = applied(jobset, first)
+    second = decide(parse(stored), [], None, NOW, claims=volumes.views(claims.values()))
     return second.create_jobs, sorted(claims), first.create_service
 
 
@@ -873,9 +877,7 @@ def check_plan(case: Case, stored: Obj) -> None:
     for name in names:
         assert len(name) <= 63 and DNS_1035.match(name), f"{where}: Job name {name!r}"
     for claim in claims:
-        assert len(claim) <= 253 and volumes._DNS_SUBDOMAIN.match(claim), (
-            f"{where}: claim {claim!r}"
-        )
+        assert len(claim) <= 253 and DNS_1123_SUBDOMAIN.match(claim), f"{where}: claim {claim!r}"
     expected = {
         f"{jobset.name}-{r.name.lower()}-{i}"
         for r in jobset.replicated_jobs
@@ -925,7 +927,7 @@ def check_parser(case: Case, accepted: bool, stored: Obj, tally: Tally) -> None:
         return
     try:
         jobset = parse(stored)
-        volumes.policies(jobset)
+        volumes.model(jobset)
         decide(jobset, [], None, NOW)
     except InvalidJobSet as err:
         message = str(err)
@@ -1214,7 +1216,7 @@ from controller.jobset import volumes
 from controller.jobset.decide import decide
 from controller.jobset.model import parse
 jobset = parse(json.loads(sys.stdin.read()))
-decide(jobset, [], None, datetime.datetime.now(datetime.UTC), policies=volumes.policies(jobset))
+decide(jobset, [], None, datetime.datetime.now(datetime.UTC), model=volumes.model(jobset))
 """
 
 
@@ -1276,7 +1278,7 @@ async def test_largest_accepted_replicas_are_planned_in_bounded_time(
     except TimeoutError:
         raise AssertionError(
             "the API server accepts a JobSet with replicas 2147483647 (and a Job-scope volume "
-            "claim template), but planning it (parse + volumes.policies + decide) does not finish "
+            "claim template), but planning it (parse + volumes.model + decide) does not finish "
             "in 10 s: the controller would build every Job and claim in memory, synchronously, "
             "blocking its event loop"
         ) from None

@@ -2,19 +2,23 @@
 
 Hypothesis mutates the project's example JobSets: any field of the spec or status may be replaced
 by junk (dropped, retyped, emptied), with or without the children an earlier, unmutated
-version of the JobSet made (its Jobs, in a drawn state, and its claims, Bound). ``parse`` +
-``volumes.policies`` + ``decide`` must then either raise ``InvalidJobSet`` with a non-empty message
-or return a plan that keeps the invariants of :func:`plan_violations`:
+version of the JobSet made (its Jobs, in a drawn state, its claims, Bound, and the record of their
+uids in its status). ``parse`` + ``volumes.model`` + ``decide`` must then either raise
+``InvalidJobSet`` with a non-empty message or return a plan that keeps the invariants of
+:func:`plan_violations`:
 
 - no Job created twice in a plan, none created that already exists, none created for a finished
   or deleting JobSet, and none both created and deleted;
 - every created Job belongs to a replicated job of the spec, at an index within its replicas, at
   the JobSet's current restart attempt, owned by the JobSet, named ``<jobset>-<rjob>-<index>``;
 - every claim a created Job mounts is a desired claim of this JobSet (of that Job, for Job
-  scope) that the plan found usable; pod volume names are unique;
+  scope) that the plan found mountable (the JobSet's own, its uid in the stored record); pod
+  volume names are unique;
 - Jobs are deleted, patched or have their start time cleared only if they exist, each at most once;
-- claims are created only if desired and absent, deleted only if they exist and are this JobSet's
-  (its name label and uid annotation), patched only if they exist and carry its name label;
+- claims are created only if desired and absent, and never in place of a claim the stored record
+  remembers unless the JobSet's annotation accepts exactly that loss; deleted only if they exist
+  and are this JobSet's (its name label and uid annotation), patched only if they exist and carry
+  its name label;
 - a status the plan writes is well-formed: terminal state empty, Completed or Failed (not both
   conditions true), restarts counted sanely, every condition the plan sets has a unique type, a
   True/False status, a reason Kubernetes accepts and a timestamp; per-replicated-job counts are
@@ -22,7 +26,7 @@ or return a plan that keeps the invariants of :func:`plan_violations`:
 - a headless Service only with the JobSet's subdomain name, a JobSet deleted only once finished.
 
 The same holds for malformed observed children (Jobs and claims with missing labels, wrong types,
-foreign owners): never anything but ``InvalidJobSet``, and the invariants above.
+foreign owners, any uid): never anything but ``InvalidJobSet``, and the invariants above.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from controller.jobset import api, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from tests.support.examples import SUPPORTED
+from tests.unit.volumes.factories import applied
 
 Obj = dict[str, Any]
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -135,7 +140,7 @@ def _created_job_violations(
     volume_names = [v["name"] for v in pod.get("volumes") or []]
     if _duplicates(volume_names):
         found.append(f"Job {name} has pod volumes {_duplicates(volume_names)} twice")
-    usable = plan.volume.usable if plan.volume else set()
+    mountable = plan.volume.mountable if plan.volume else set()
     for volume in pod.get("volumes") or []:
         claim = _dict(volume.get("persistentVolumeClaim")).get("claimName")
         if claim is None:
@@ -147,8 +152,8 @@ def _created_job_violations(
             wanted.replicated_job != rjob.name or wanted.job_index != index
         ):
             found.append(f"Job {name} mounts claim {claim} of another Job")
-        if claim not in usable:
-            found.append(f"Job {name} mounts claim {claim}, which the plan did not find usable")
+        if claim not in mountable:
+            found.append(f"Job {name} mounts claim {claim}, which the plan did not find mountable")
     return found
 
 
@@ -199,8 +204,8 @@ def plan_violations(
 ) -> list[str]:
     """What is wrong with ``plan`` for ``jobset`` given the observed ``jobs`` and ``claims``."""
     found: list[str] = []
-    policies = volumes.policies(jobset)
-    desired = {c.name: c for c in volumes.desired_claims(jobset, policies)}
+    model = volumes.model(jobset)
+    desired = {c.name: c for c in model.desired}
     observed = {n for n in (_name(j) for j in jobs) if n is not None}
 
     created = [j["metadata"]["name"] for j in plan.create_jobs]
@@ -228,13 +233,17 @@ def plan_violations(
 
     vplan = plan.volume
     if vplan is not None:
-        made = [c["metadata"]["name"] for c in vplan.create]
+        made = [c.name for c in vplan.create]
         if _duplicates(made):
             found.append(f"claims {_duplicates(made)} created twice")
         if not set(made) <= set(desired):
             found.append(f"claims {sorted(set(made) - set(desired))} created but not desired")
         if set(made) & set(claims):
             found.append(f"claims {sorted(set(made) & set(claims))} created but they exist")
+        for claim in vplan.create:
+            lost = model.record.get(claim.slot)
+            if lost is not None and (claim.name, lost) not in model.accepted_losses:
+                found.append(f"claim {claim.name} (uid {lost}) lost, recreated without consent")
         for name in vplan.delete:
             meta = _dict(_dict(claims.get(name)).get("metadata"))
             if name not in claims:
@@ -265,16 +274,14 @@ def plan_violations(
 # -------------------------------------------------------------------------------- scenarios
 
 
-def _children_of(base: Obj, state: str) -> tuple[list[Obj], dict[str, Obj]]:
-    """The Jobs and claims an unmutated ``base`` got: its claims Bound, its Jobs in ``state``."""
+def _children_of(base: Obj, state: str) -> tuple[Obj, list[Obj], dict[str, Obj]]:
+    """What an unmutated ``base`` got: its status recording its claims, the claims (Bound), and
+    its Jobs in ``state``. As the reconciler does: the claims' uids (from the API server's
+    responses) are recorded in the status, and the next pass mounts them."""
     jobset = parse(base)
-    policies = volumes.policies(jobset)
-    first = decide(jobset, [], None, NOW, policies=policies)
-    claims = {
-        c["metadata"]["name"]: {**c, "status": {"phase": "Bound"}}
-        for c in (first.volume.create if first.volume else [])
-    }
-    second = decide(jobset, [], None, NOW, claims=claims, policies=policies)
+    recorded, claims = applied(jobset, decide(jobset, [], None, NOW))
+    second = decide(parse(recorded), [], None, NOW, claims=volumes.views(claims.values()))
+    assert (second.volume.mountable if second.volume else set()) == set(claims)
     jobs: list[Obj] = []
     for i, job in enumerate(second.create_jobs):
         job = copy.deepcopy(job)
@@ -287,7 +294,7 @@ def _children_of(base: Obj, state: str) -> tuple[list[Obj], dict[str, Obj]]:
             job["status"] = {"conditions": [condition], "succeeded" if state == "Complete"
                              else "failed": pods}  # fmt: skip
         jobs.append(job)
-    return jobs, claims
+    return recorded, jobs, claims
 
 
 @st.composite
@@ -295,7 +302,10 @@ def scenarios(draw: st.DrawFn) -> tuple[Obj, list[Obj], dict[str, Obj]]:
     """A mutated example, with or without the children its unmutated self made."""
     base = _identified(draw(st.sampled_from(BASES)))
     state = draw(st.sampled_from(["none", "new", "active", "Complete", "Failed"]))
-    jobs, claims = ([], {}) if state == "none" else _children_of(base, state)
+    if state != "none":
+        base, jobs, claims = _children_of(base, state)
+    else:
+        jobs, claims = [], {}
     mutated = copy.deepcopy(base)
     for _ in range(draw(st.integers(1, 4))):
         paths = [p for p in _paths(mutated) if p and p[0] in ("spec", "status")]
@@ -307,7 +317,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Obj, list[Obj], dict[str, Obj]]:
 def _outcome(obj: Obj, jobs: list[Any], claims: dict[str, Any]) -> None:
     try:
         jobset = parse(obj)
-        plan = decide(jobset, jobs, None, NOW, claims=claims)
+        plan = decide(jobset, jobs, None, NOW, claims=volumes.views(claims.values()))
     except InvalidJobSet as err:
         assert str(err), "an InvalidJobSet must explain itself"
         return
@@ -330,8 +340,18 @@ def test_mutated_specs_are_explained_or_planned_soundly(
 @pytest.mark.parametrize("base", BASES, ids=[p.name for p in SUPPORTED])
 def test_every_example_is_planned_soundly_in_every_state(base: Obj, state: str) -> None:
     obj = _identified(base)
-    jobs, claims = ([], {}) if state == "none" else _children_of(obj, state)
+    if state == "none":
+        _outcome(obj, [], {})
+        return
+    obj, jobs, claims = _children_of(obj, state)
     _outcome(obj, jobs, claims)
+    # The claims it had, gone: Lost, none recreated, none mounted (the invariants say so).
+    _outcome(obj, jobs, {})
+
+
+# Uid prefixes of the claims (by desired order) in the stored record, "" for none; a claim's uid
+# starts with the one drawn for it: the same (recorded), another (replaced), or junk.
+PREFIXES = ("aaaaaaaa", "bbbbbbbb", "")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -339,14 +359,26 @@ def test_every_example_is_planned_soundly_in_every_state(base: Obj, state: str) 
     st.sampled_from(BASES),
     st.lists(junk, max_size=4),
     st.dictionaries(st.text(max_size=20), junk, max_size=3),
+    st.lists(st.sampled_from(PREFIXES), max_size=3),
+    st.lists(st.sampled_from(PREFIXES) | junk, max_size=3),
+    st.booleans(),
 )
 def test_malformed_children_are_tolerated(
-    base: Obj, jobs: list[Any], claims: dict[str, Any]
+    base: Obj,
+    jobs: list[Any],
+    claims: dict[str, Any],
+    recorded: list[str],
+    uids: list[Any],
+    accept: bool,
 ) -> None:
     obj = _identified(base)
-    jobset = parse(obj)
-    policies = volumes.policies(jobset)
-    wanted = [c.name for c in volumes.desired_claims(jobset, policies)]
+    model = volumes.model(parse(obj))
+    wanted = [c.name for c in model.desired]
+    record = {d.slot: p for d, p in zip(model.desired, recorded, strict=False) if p}
+    obj["status"] = {"volumes": {"claimUIDs": volumes.ClaimRecord(record).render()}}
+    if accept:  # the user accepts the loss of every claim, with the first prefix
+        value = ",".join(f"{name}@{PREFIXES[0]}" for name in wanted)
+        obj["metadata"]["annotations"] = {volumes.REPLACE_LOST_ANNOTATION: value}
     # What the informer lets through is a dict with a metadata.name; everything else may be junk
     # (missing or wrongly typed labels, status, spec; foreign ownerReferences).
     shaped = [
@@ -372,7 +404,15 @@ def test_malformed_children_are_tolerated(
         for i, value in enumerate(jobs)
     ]
     claim_map = {
-        name: {"metadata": {"name": name, "labels": v}, "spec": v}
-        for name, v in zip(wanted, claims.values(), strict=False)
+        name: {
+            "metadata": {
+                "name": name,
+                "labels": v,
+                "uid": f"{u}-0000" if isinstance(u, str) else u,
+            },
+            "spec": v,
+            "status": v,
+        }
+        for name, v, u in zip(wanted, claims.values(), uids + [None] * 3, strict=False)
     }
     _outcome(obj, shaped, claim_map)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from controller.jobset import api, model
+from controller.jobset import api, model, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import Obj
 from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset_obj, rjob
@@ -28,6 +28,12 @@ FAIL = ("BackoffLimitExceeded", "Job has reached the specified backoff limit", T
 TWO = [rjob("leader"), rjob("workers", 2)]
 CLAIM_SPEC: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
 RETENTION_FINALIZER = "jobset.x-k8s.io/volume-retention"
+REPLACE_LOST = "jobset.sigs.k8s.io/replace-lost-claims"
+# The uid of the claim data-js this JobSet created, and of another object of that name later.
+CLAIM_UID = "3f9c1a27-0b1e-4c8a-9d2f-6e5b4a3c2d1e"
+OTHER_UID = "77ae0c42-5d3b-4f1a-8e2c-1b0a9f8e7d6c"
+# status.volumes.claimUIDs remembering data-js (by the first group of its uid).
+RECORD = [{"template": "data", "uids": "3f9c1a27"}]
 
 
 def _mounting(name: str, replicas: int, *claims: str) -> Obj:
@@ -49,7 +55,7 @@ VOLUME_SPEC: Obj = {
 }
 
 
-def _claim(phase: str) -> Obj:
+def _claim(phase: str, uid: str = CLAIM_UID) -> Obj:
     """The claim ``data-js`` as this controller created it for JobSet js (uid-js)."""
     return {
         "apiVersion": "v1",
@@ -57,6 +63,7 @@ def _claim(phase: str) -> Obj:
         "metadata": {
             "name": "data-js",
             "namespace": "default",
+            "uid": uid,
             "labels": {
                 api.JOBSET_NAME: "js",
                 "jobset.sigs.k8s.io/volume-template": "data",
@@ -89,6 +96,52 @@ def _terminating(claim: Obj) -> Obj:
     return {**claim, "metadata": {**claim["metadata"], "deletionTimestamp": "2025-01-01T12:00:00Z"}}
 
 
+def _with_data(
+    *claims: Obj, recorded: bool = True, leader: bool = True, accepting: str = ""
+) -> Case:
+    """JobSet js mounting ``data-js`` in its workers (none created yet), its retention finalizer
+    added, the leader running unless ``leader`` is False, ``claims`` observed, the stored status
+    remembering data-js (``RECORD``) when ``recorded``, the loss ``accepting`` accepted."""
+    stored: Obj = {
+        "replicatedJobsStatus": _counts(leader={"active": 1} if leader else {}, workers={})
+    }
+    if recorded:
+        stored["volumes"] = {"claimUIDs": RECORD}
+    return Case(
+        jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC},
+        stored=stored,
+        annotations={REPLACE_LOST: accepting} if accepting else {},
+        finalizers=(RETENTION_FINALIZER,),
+        jobs=(ALL_ACTIVE[0],) if leader else (),
+        claims=claims,
+    )
+
+
+def _data_status(reason: str, *, recorded: bool = True, **counts: int) -> Obj:
+    """The status summary of ``_with_data``: VolumesReady (True when bound), data-js's
+    ``counts``, and the record of data-js unless the pass forgot it."""
+    ready = "True" if reason == "ClaimsBound" else "False"
+    out: Obj = {
+        "restarts": 0,
+        "conditions": [("VolumesReady", ready, reason)],
+        "replicatedJobs": {"leader": {"active": 1}, "workers": {}},
+        "volumes": [
+            {"name": "data", "scope": "JobSet", "claimName": "data-js", "desired": 1, **counts}
+        ],
+    }
+    if recorded:
+        out["claimUIDs"] = RECORD
+    return out
+
+
+# The ClaimsLost message for data-js (``why``: how it was lost) with the command accepting it.
+LOST_DATA_JS = (
+    "1 of 1 claims this JobSet had are lost, with their data: data-js ({why}). The Jobs that "
+    "mount them wait; they are not replaced by empty claims unless you accept it: kubectl "
+    f"annotate jobset js {REPLACE_LOST}=data-js@3f9c1a27 --overwrite"
+)
+
+
 def _ours(kind: str, reason: str, message: str, status: str = "True", generation: int = 1) -> Obj:
     """A condition as this controller writes it (with observedGeneration)."""
     return {
@@ -107,6 +160,7 @@ class Case:
 
     jobset: dict[str, Any] = field(default_factory=dict)
     stored: dict[str, Any] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
     finalizers: tuple[str, ...] = ()
     jobs: tuple[tuple[str, int, dict[str, Any]], ...] = ()
     service: bool = True
@@ -119,9 +173,11 @@ def _run(case: Case) -> Plan:
     raw["status"].update(copy.deepcopy(case.stored))
     if case.finalizers:
         raw["metadata"]["finalizers"] = list(case.finalizers)
+    if case.annotations:
+        raw["metadata"]["annotations"] = dict(case.annotations)
     jobset = model.parse(raw)
     jobs = [make_job(jobset, name, index, **kw) for name, index, kw in case.jobs]
-    claims = {c["metadata"]["name"]: c for c in case.claims}
+    claims = volumes.views(case.claims)
     return decide(jobset, jobs, SERVICE if case.service else None, case.now, claims=claims or None)
 
 
@@ -141,6 +197,8 @@ def _status(status: Obj) -> Obj:
     }
     if "volumes" in status:
         out["volumes"] = [{k: v for k, v in t.items() if v} for t in status["volumes"]["templates"]]
+        if "claimUIDs" in status["volumes"]:
+            out["claimUIDs"] = status["volumes"]["claimUIDs"]
     return out
 
 
@@ -186,7 +244,7 @@ def _summary(plan: Plan) -> Obj:
         if v.add_finalizer:
             claims["add_finalizer"] = True
         if v.create:
-            claims["create"] = [c["metadata"]["name"] for c in v.create]
+            claims["create"] = [c.name for c in v.create]
         if v.patch:
             claims["patch"] = [p.name for p in v.patch]
         if v.delete:
@@ -518,25 +576,83 @@ ROWS = [
         },
         id="volumes-jobs-needing-a-missing-claim-wait",
     ),
+    # The claim is ours and Bound, but the stored status does not remember it yet: this pass
+    # records it, and the Jobs that mount it wait for that record to be stored ...
     pytest.param(
-        Case(
-            jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC},
-            finalizers=(RETENTION_FINALIZER,),
-            jobs=(ALL_ACTIVE[0],),
-            claims=(_claim("Bound"),),
-            stored={"replicatedJobsStatus": _counts(leader={"active": 1}, workers={})},
-        ),
+        _with_data(_claim("Bound"), recorded=False),
+        {"status": _data_status("ClaimsBound", existing=1, bound=1), "writes": 1},
+        id="volumes-claim-bound-not-recorded-jobs-wait",
+    ),
+    # ... and once it is, they are created with it mounted.
+    pytest.param(
+        _with_data(_claim("Bound")),
         {
             "create": [("js-workers-0", 0, "running"), ("js-workers-1", 0, "running")],
             "mounts": {"js-workers-0": ["data-js"], "js-workers-1": ["data-js"]},
-            "status": {"restarts": 0,
-                       "conditions": [("VolumesReady", "True", "ClaimsBound")],
-                       "replicatedJobs": {"leader": {"active": 1}, "workers": {}},
-                       "volumes": [{"name": "data", "scope": "JobSet", "claimName": "data-js",
-                                    "desired": 1, "existing": 1, "bound": 1}]},
+            "status": _data_status("ClaimsBound", existing=1, bound=1),
             "writes": 3,
         },
-        id="volumes-claim-bound-mounting-jobs-created",
+        id="volumes-claim-recorded-mounting-jobs-created",
+    ),
+    # The claim it had is gone: Lost, not created again; the Jobs that mount it wait, the Job
+    # that mounts nothing is created; a Warning gives the command that accepts the loss.
+    pytest.param(
+        _with_data(leader=False),
+        {
+            "create": [("js-leader-0", 0, "running")],
+            "status": {**_data_status("ClaimsLost", lost=1), "replicatedJobs": UNSTARTED},
+            "events": [("Warning", "ClaimsLost", LOST_DATA_JS.format(why="deleted"))],
+            "writes": 2,
+        },
+        id="volumes-claim-lost-its-jobs-wait-the-others-start",
+    ),
+    # Another object now has the name (re-created from its YAML): Lost too, never mounted.
+    pytest.param(
+        _with_data(_claim("Bound", OTHER_UID)),
+        {
+            "status": _data_status("ClaimsLost", lost=1),
+            "events": [("Warning", "ClaimsLost", LOST_DATA_JS.format(
+                why="deleted; the name now belongs to another claim (uid 77ae0c42)"))],
+            "writes": 1,
+        },
+        id="volumes-claim-replaced-out-of-band-lost",
+    ),
+    # Being deleted by someone else while pods use it: reported, and nothing waits on it.
+    pytest.param(
+        _with_data(_terminating(_claim("Bound"))),
+        {
+            "status": _data_status("ClaimsTerminating", existing=1),
+            "events": [("Warning", "ClaimsTerminating",
+                        "1 of 1 claims this JobSet had are being deleted, not by this controller: "
+                        "data-js. Kubernetes keeps each until the pods using it stop; then it is "
+                        "lost, and not replaced by an empty claim")],
+            "writes": 1,
+        },
+        id="volumes-claim-terminating-reported",
+    ),
+    # The user accepted exactly that loss: an empty claim is created, the record forgets the
+    # lost one (the reconciler records the new uid), and the Jobs wait for the new record.
+    pytest.param(
+        _with_data(accepting="data-js@3f9c1a27"),
+        {
+            "status": _data_status("ClaimsPending", recorded=False, existing=1, pending=1),
+            "events": [("Warning", "LostClaimReplaced",
+                        "replacing lost claim data-js (uid 3f9c1a27, deleted) with an empty "
+                        f"claim, as the annotation {REPLACE_LOST} accepts")],
+            "claims": {"create": ["data-js"]},
+            "writes": 2,
+        },
+        id="volumes-lost-claim-accepted-replaced-empty",
+    ),
+    # An acceptance of another loss (another uid) does not apply.
+    pytest.param(
+        _with_data(accepting="data-js@77ae0c42"),
+        {
+            "status": _data_status("ClaimsLost", lost=1),
+            "events": [("Warning", "ClaimsLost", LOST_DATA_JS.format(why="deleted"))],
+            "writes": 1,
+        },
+        id="volumes-lost-claim-other-uid-accepted-not-replaced",
     ),
     # A claim of that name that is not ours: never mounted; the Jobs needing it wait.
     pytest.param(
@@ -587,6 +703,23 @@ ROWS = [
         Case(jobs=ALL_ACTIVE, stored=ALL_ACTIVE_STATUS),
         {"writes": 0},
         id="steady-running",
+    ),
+    pytest.param(
+        Case(
+            jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC,
+                    "conditions": [_ours("VolumesReady", "ClaimsBound", "all 1 claims are bound")]},
+            finalizers=(RETENTION_FINALIZER,),
+            jobs=ALL_ACTIVE,
+            claims=(_claim("Bound"),),
+            stored={**ALL_ACTIVE_STATUS,
+                    "volumes": {"templates": [{"name": "data", "scope": "JobSet", "desired": 1,
+                                               "existing": 1, "bound": 1, "pending": 0,
+                                               "lost": 0, "conflicts": 0,
+                                               "claimName": "data-js"}],
+                                "claimUIDs": RECORD}},
+        ),
+        {"writes": 0},
+        id="steady-running-with-volumes",
     ),
     pytest.param(
         Case(jobset={"suspend": True, "conditions": [SUSPENDED]},

@@ -26,6 +26,8 @@ import pytest
 from controller.jobset import api, construct, volumes
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet
+from controller.jobset.volumes import desired as desiredmod
+from controller.jobset.volumes import spec as specmod
 from tests.unit.jobset_factories import make_jobset, rjob
 
 NOW = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -67,6 +69,14 @@ class DeepCopies:
         if memo is None:
             self.count += 1
         return self._real(x, memo)
+
+
+def spy_on_claim_names(patch: pytest.MonkeyPatch) -> Calls:
+    """Counts the claim names made, wherever the volume package makes them."""
+    named = Calls(desiredmod.claim_name)
+    patch.setattr(desiredmod, "claim_name", named)
+    patch.setattr(specmod, "claim_name", named)
+    return named
 
 
 @pytest.fixture
@@ -235,8 +245,7 @@ def test_claims_per_jobset_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     largest = _job_scope(api.MAX_CHILD_JOBS, 1)
     assert volumes.claim_count(largest, volumes.policies(largest)) == volumes.MAX_CLAIMS
     too_many = _job_scope(api.MAX_CHILD_JOBS, 16)
-    named = Calls(volumes.claim_name)
-    monkeypatch.setattr(volumes, "claim_name", named)
+    named = spy_on_claim_names(monkeypatch)
     with pytest.raises(InvalidJobSet, match="160000 claims; at most 10000"):
         volumes.policies(too_many)
     assert named.count == 0
@@ -253,11 +262,11 @@ def test_desired_claims_build_objects_only_when_asked(
     five times); now a claim's metadata and object are built when first asked for, once."""
     expressions = [{"key": f"k{i}", "operator": "In", "values": ["a", "b"]} for i in range(10)]
     js = _job_scope(1000, 10, selector={"matchExpressions": expressions})
-    policies = volumes.policies(js)
-    metadata = Calls(volumes._claim_metadata)
-    monkeypatch.setattr(volumes, "_claim_metadata", metadata)
+    model = volumes.model(js)
+    metadata = Calls(desiredmod._claim_metadata)
+    monkeypatch.setattr(desiredmod, "_claim_metadata", metadata)
     before = deepcopies.count
-    desired = volumes.desired_claims(js, policies)
+    desired = model.desired
     assert len(desired) == 10_000
     assert (metadata.count, deepcopies.count - before) == (0, 0)
     claim = desired[3]
@@ -322,12 +331,11 @@ def _planning_work(replicas: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int,
     """(claim names made, container mounts read, plan) for one decide of ``_many_policies``."""
     js = _many_policies(replicas)
     reads = _count_mount_reads(js)
-    policies = volumes.policies(js)
-    named = Calls(volumes.claim_name)
+    model = volumes.model(js)  # parsed before: decide reads only what the model lacks
     with monkeypatch.context() as patch:
-        patch.setattr(volumes, "claim_name", named)
+        named = spy_on_claim_names(patch)
         before = reads.total()
-        plan = decide(js, [], None, NOW, policies=policies)
+        plan = decide(js, [], None, NOW, model=model)
     return named.count, reads.total() - before, plan
 
 
