@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from controller.jobset import api, model, volumes
+from controller.jobset import api, model, pacing, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import Obj
 from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset_obj, rjob
@@ -790,3 +790,79 @@ def test_spec_edit_moves_observed_generation() -> None:
     assert plan.status is not None
     assert plan.status["conditions"] == [{**SUSPENDED, "observedGeneration": 2}]
     assert plan.events == []
+
+
+def _stored_after(raw: Obj, plan: Plan, *, last_write: float, now: float) -> tuple[Obj, bool]:
+    """``raw`` with the status the reconciler writes for ``plan`` at ``now`` under the default
+    pace (``--status-progress-period`` 10 s), and whether it wrote one."""
+    timing = pacing.status_timing(
+        raw["status"],
+        plan.status,
+        with_events=bool(plan.events),
+        requeue_after=plan.requeue_after,
+        last_write=last_write,
+        now=now,
+        period=10.0,
+    )
+    if plan.status is None or not timing.write:
+        return raw, False
+    return {**raw, "status": plan.status}, True
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: forgetting the record of a claim that whenScaled: Delete deleted is a change of "
+    "status.volumes only, which pacing holds as progress; the next pass sees the claim "
+    "terminating (not deleted by it) and no longer forgets it, so the record keeps it and a "
+    "scale-up reports the claim Lost instead of creating it",
+)
+def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
+    """Scale-down with ``whenScaled: Delete`` shortly after a status write: the claim of the Job
+    that went is deleted, and the record must forget it (in the pass that deletes it, or the next
+    one), so that scaling up again makes a new claim (not a Lost one)."""
+    ckpt = {"templates": [{"metadata": {"name": "ckpt"}, "spec": CLAIM_SPEC}], "scope": "Job",
+            "retentionPolicy": {"whenScaled": "Delete"}}  # fmt: skip
+    two = make_jobset_obj(replicated_jobs=[_mounting("workers", 2, "ckpt")],
+                          spec={"volumeClaimPolicies": [ckpt]})  # fmt: skip
+    two["metadata"]["finalizers"] = [RETENTION_FINALIZER]
+
+    def claim(index: int, deleting: bool = False) -> Obj:
+        obj = _claim("Bound", f"{index}0000000-0000-4000-8000-000000000000")
+        obj["metadata"]["name"] = f"ckpt-js-workers-{index}"
+        obj["metadata"]["labels"].update({
+            "jobset.sigs.k8s.io/volume-template": "ckpt",
+            "jobset.sigs.k8s.io/volume-scope": "Job",
+            api.REPLICATED_JOB_NAME: "workers",
+            api.JOB_INDEX: str(index),
+        })  # fmt: skip
+        obj["metadata"].pop("ownerReferences")
+        return _terminating(obj) if deleting else obj
+
+    claims = [claim(0), claim(1)]
+    two["status"]["volumes"] = {
+        "claimUIDs": [{"template": "ckpt", "replicatedJob": "workers", "uids": "00000000,10000000"}]
+    }
+    # Steady at 2 replicas, its status written at t=0.
+    js = model.parse(two)
+    jobs = [make_job(js, "workers", i, active=1) for i in range(2)]
+    steady = decide(js, jobs, None, T0, claims=volumes.views(claims))
+    raw, _ = _stored_after(two, steady, last_write=0.0, now=0.0)
+    assert decide(model.parse(raw), jobs, None, T0, claims=volumes.views(claims)).status is None
+    # t=1: scaled down to 1. The claim of workers-1 is deleted with its Job.
+    one = copy.deepcopy(raw)
+    one["spec"]["replicatedJobs"][0]["replicas"] = 1
+    first = decide(model.parse(one), jobs, None, T0, claims=volumes.views(claims))
+    assert first.volume is not None and first.volume.delete == ["ckpt-js-workers-1"]
+    one, wrote = _stored_after(one, first, last_write=0.0, now=1.0)
+    # t=11: the pace allows a write; the claim is still terminating (its pod is stopping).
+    going = [claims[0], claim(1, deleting=True)]
+    second = decide(model.parse(one), jobs[:1], None, T0, claims=volumes.views(going))
+    one, _ = _stored_after(one, second, last_write=0.0 if not wrote else 1.0, now=11.0)
+    record = volumes.parse_record(one["status"].get("volumes"))
+    assert record.get(("ckpt", "workers", 1)) is None
+    # Scaled up again once the claim is gone: a new, empty claim, as whenScaled: Delete promised.
+    up = copy.deepcopy(one)
+    up["spec"]["replicatedJobs"][0]["replicas"] = 2
+    third = decide(model.parse(up), jobs[:1], None, T0, claims=volumes.views(claims[:1]))
+    assert third.volume is not None
+    assert [c.name for c in third.volume.create] == ["ckpt-js-workers-1"]
