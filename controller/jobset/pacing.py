@@ -4,7 +4,9 @@ A JobSet's status carries two kinds of facts:
 
 - **Milestones**: conditions (type, status, reason), ``terminalState``, ``restarts``,
   ``restartsCountTowardsMax``. Users, tools (Kueue, pipelines) and our own policies act on
-  them; a change is written in the same reconcile that sees it.
+  them; a change is written in the same reconcile that sees it. So is the uid record of the
+  claims the JobSet had (``volumes.claimUIDs``): pods mount a claim only once it is stored, and a
+  claim its retention deleted must be forgotten in the pass that deletes it.
 - **Progress**: ``replicatedJobsStatus`` (active/ready/succeeded/... per replicated job),
   ``volumes`` (claims desired/existing/Bound/Pending per template) and condition messages that
   list counts. They move whenever any child Job or claim moves: writing each change costs one
@@ -32,6 +34,8 @@ def _milestones(status: Mapping[str, Any]) -> dict[str, Any]:
     """The milestone part of a status. A condition is its type, status and reason: a message
     that only updates counts ("2 of 3 claims are waiting ...") is progress."""
     result = {k: v for k, v in status.items() if k not in PROGRESS_FIELDS}
+    volumes = status.get("volumes")
+    result["volumes.claimUIDs"] = volumes.get("claimUIDs") if isinstance(volumes, Mapping) else None
     conditions = result.get("conditions")
     if isinstance(conditions, list):
         result["conditions"] = [

@@ -809,13 +809,6 @@ def _stored_after(raw: Obj, plan: Plan, *, last_write: float, now: float) -> tup
     return {**raw, "status": plan.status}, True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: forgetting the record of a claim that whenScaled: Delete deleted is a change of "
-    "status.volumes only, which pacing holds as progress; the next pass sees the claim "
-    "terminating (not deleted by it) and no longer forgets it, so the record keeps it and a "
-    "scale-up reports the claim Lost instead of creating it",
-)
 def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
     """Scale-down with ``whenScaled: Delete`` shortly after a status write: the claim of the Job
     that went is deleted, and the record must forget it (in the pass that deletes it, or the next

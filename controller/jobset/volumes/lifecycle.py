@@ -103,11 +103,13 @@ class ClaimLifecycle:
 
     @property
     def volume_lost(self) -> bool:
-        """Lost because its persistent volume is: the claim itself is still there, the same one."""
+        """Lost because its persistent volume is: the claim itself is still there, the same one
+        (or one never recorded, e.g. by a controller version without the record)."""
         return (
             self.state is ClaimState.LOST
             and self.claim is not None
-            and self.recorded == uid_prefix(self.claim.uid)
+            and self.claim.phase == "Lost"
+            and self.recorded in (None, uid_prefix(self.claim.uid))
         )
 
     @property
@@ -413,7 +415,12 @@ def plan(
     after: list[ClaimLifecycle] = []
     for at in states:
         desired, claim = at.desired, at.claim
-        if at.state is ClaimState.LOST and (at.name, at.recorded) in model.accepted_losses:
+        if (
+            at.state is ClaimState.LOST
+            and not at.volume_lost  # the claim is still there: delete it first, then accept
+            and not finished  # a finishing JobSet needs no claims: nothing to replace them for
+            and (at.name, at.recorded) in model.accepted_losses
+        ):
             # The user accepted exactly this loss: forget the old claim, start an empty one.
             forget.append(desired.slot)
             result.replaced[at.name] = (

@@ -434,16 +434,22 @@ def test_plan(case: Pass, expected: Obj) -> None:
     assert summary(vplan) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an accepted key for a claim whose persistent volume is Lost (the claim object "
-    "still there) re-records the same uid and announces 'replacing lost claim' on every pass "
-    "while nothing is replaced; docs/volumes.md: such a claim is not replaced this way",
-)
 def test_accepting_a_lost_volume_replaces_nothing_until_the_claim_is_deleted() -> None:
     js = jobset(record=RECORDED, annotations=accepting(f"data-js@{P}"))
     vplan = plan(js, [ours(phase="Lost")])
     assert summary(vplan) == {
+        "states": {"data-js": "Lost"},
+        "mountable": [],
+        "record": {DATA: P},
+    }
+
+
+@pytest.mark.parametrize("terminal_state", ["Completed", "Failed"])
+def test_a_finishing_jobset_replaces_no_lost_claim(terminal_state: str) -> None:
+    """No claim is created for a JobSet that finishes in this pass, accepted loss or not: the
+    claim stays Lost (the status says so) rather than "not created yet", a promise never kept."""
+    js = jobset(record=RECORDED, annotations=accepting(f"data-js@{P}"))
+    assert summary(plan(js, [], terminal_state)) == {
         "states": {"data-js": "Lost"},
         "mountable": [],
         "record": {DATA: P},

@@ -281,12 +281,6 @@ def test_claims_lost_command_is_bounded() -> None:
     assert "ckpt-js-workers-4 (deleted) and 20 more" in result.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an owned claim whose volume is Lost but which the record does not know (a "
-    "JobSet from before the record) is offered for replacement as '<name>@None', which no "
-    "annotation can match; it should be reported like any claim whose volume is lost",
-)
 def test_claims_lost_unrecorded_lost_volume_offers_no_key() -> None:
     model = volumes.model(status_jobset())  # no record: e.g. written by an older controller
     result = ready(model, [*bound_all()[:2], ckpt(2, phase="Lost"), *bound_all()[3:]])
