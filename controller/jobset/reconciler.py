@@ -110,14 +110,15 @@ class JobSetReconciler:
     def _classes(self) -> StorageClasses:
         if self.storage_classes is None:
             return StorageClasses()
-        wffc, expandable = set(), set()
+        wffc, expandable, names = set(), set(), set()
         for sc in self.storage_classes.items():
             name = str(sc.get("metadata", {}).get("name", ""))
+            names.add(name)
             if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
                 wffc.add(name)
             if sc.get("allowVolumeExpansion") is True:
                 expandable.add(name)
-        return StorageClasses(frozenset(wffc), frozenset(expandable))
+        return StorageClasses(frozenset(wffc), frozenset(expandable), frozenset(names))
 
     # -------------------------------------------------------------- reconcile
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller.jobset import api, metrics
+from controller.jobset import api, metrics, volumes
 from controller.jobset.reconciler import JOBSET_INDEX, JobSetReconciler
-from controller.runtime.client import CLAIMS, JOBS, SERVICES, STORAGE_CLASSES
+from controller.runtime.client import CLAIMS, JOBS, RESOURCE_QUOTAS, SERVICES, STORAGE_CLASSES
 from controller.runtime.informer import EventHandler
 from controller.runtime.manager import Manager
 from controller.runtime.store import Obj, by_label, object_key
@@ -23,6 +23,8 @@ def setup(manager: Manager) -> JobSetReconciler:
     # All claims, not only ours: a conflict is precisely a claim we did not label.
     claims = manager.cache(CLAIMS, indexers={JOBSET_INDEX: by_label(api.JOBSET_NAME)})
     storage_classes = manager.cache(STORAGE_CLASSES)
+    # Only watched so that a raised (or deleted) quota is acted on at once; never read otherwise.
+    quotas = manager.cache(RESOURCE_QUOTAS)
     queue = manager.queue(CONTROLLER)
 
     def enqueue(obj: Obj) -> None:
@@ -52,6 +54,38 @@ def setup(manager: Manager) -> JobSetReconciler:
             on_add=enqueue_for_claim,
             on_update=lambda _, new: enqueue_for_claim(new),
             on_delete=enqueue_for_claim,
+        )
+    )
+
+    def enqueue_waiting(namespace: str | None) -> None:
+        # A quota raised or a storage class created may unblock them now: a JobSet whose claim
+        # was refused may sit in a long backoff, so forget it (the next refusal starts over).
+        for js in jobsets.items(namespace):
+            if volumes.waits_for_volumes(js):
+                key = object_key(js)
+                queue.forget(key)
+                queue.add(key)
+
+    def changed(old: Obj, new: Obj) -> bool:
+        # A resync redelivers the same object: nothing was raised.
+        version = (old.get("metadata") or {}).get("resourceVersion")
+        return bool(version != (new.get("metadata") or {}).get("resourceVersion"))
+
+    def on_quota(obj: Obj) -> None:
+        enqueue_waiting((obj.get("metadata") or {}).get("namespace"))
+
+    quotas.add_handler(
+        EventHandler(
+            on_add=on_quota,
+            on_update=lambda old, new: on_quota(new) if changed(old, new) else None,
+            on_delete=on_quota,
+        )
+    )
+    storage_classes.add_handler(
+        EventHandler(
+            on_add=lambda _: enqueue_waiting(None),
+            on_update=lambda old, new: enqueue_waiting(None) if changed(old, new) else None,
+            on_delete=lambda _: enqueue_waiting(None),
         )
     )
     for cache in (jobs, services):

@@ -76,6 +76,7 @@ PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 STORAGE_CLASSES = Resource(
     "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False
 )

@@ -82,6 +82,7 @@ from controller.jobset.volumes.status import (
     REASON_CLAIMS_TERMINATING,
     REASON_EXPANSION_NOT_SUPPORTED,
     REASON_NO_VOLUMES,
+    REASON_STORAGE_CLASS_NOT_FOUND,
     REASON_WAITING_FOR_FIRST_CONSUMER,
     VOLUME_CLAIM_CONFLICT,
     VOLUMES_READY,
@@ -91,6 +92,7 @@ from controller.jobset.volumes.status import (
     template_counts,
     volumes_ready,
     volumes_status,
+    waits_for_volumes,
     with_created_claims,
 )
 
@@ -119,6 +121,7 @@ __all__ = [
     "REASON_CLAIM_UPDATED",
     "REASON_EXPANSION_NOT_SUPPORTED",
     "REASON_NO_VOLUMES",
+    "REASON_STORAGE_CLASS_NOT_FOUND",
     "REASON_WAITING_FOR_FIRST_CONSUMER",
     "REPLACE_LOST_ANNOTATION",
     "RETAINED_FROM_ANNOTATION",
@@ -172,5 +175,6 @@ __all__ = [
     "views",
     "volumes_ready",
     "volumes_status",
+    "waits_for_volumes",
     "with_created_claims",
 ]

@@ -87,6 +87,8 @@ class ClaimLifecycle:
     # The uid prefix the stored record has for this claim's slot (None: never recorded).
     recorded: str | None = None
     why: str = ""  # for Conflict and Lost: what happened, for messages
+    # Pending: the storage class the claim names, when no such StorageClass exists.
+    missing_class: str = ""
 
     @property
     def name(self) -> str:
@@ -175,6 +177,8 @@ def state_of(
         return replace(at, state=ClaimState.BOUND)
     if _waits_for_consumer(claim, classes):
         return replace(at, state=ClaimState.WAITING)
+    if classes.missing(claim.storage_class):
+        return replace(at, state=ClaimState.PENDING, missing_class=claim.storage_class or "")
     return replace(at, state=ClaimState.PENDING)
 
 

@@ -98,3 +98,12 @@ class StorageClasses:
 
     wait_for_first_consumer: frozenset[str] = frozenset()
     expandable: frozenset[str] = frozenset()
+    # Every class that exists; None when unknown (no cache), so that no class is called missing.
+    names: frozenset[str] | None = None
+
+    def missing(self, name: str | None) -> bool:
+        """Whether ``name`` (a claim's storageClassName) names a class that does not exist.
+
+        No class (None: the default class, or none when there is no default) and "" (no class:
+        static binding) are never missing."""
+        return bool(name) and self.names is not None and name not in self.names

@@ -31,6 +31,8 @@ REASON_CLAIMS_TERMINATING = "ClaimsTerminating"
 # The JobSet finished and its retention (whenCompleted/whenFailed: Delete) released the claims.
 REASON_CLAIMS_RELEASED = "ClaimsReleased"
 REASON_CLAIMS_PENDING = "ClaimsPending"
+# Pending claims whose storageClassName names no StorageClass: nothing will provision them.
+REASON_STORAGE_CLASS_NOT_FOUND = "StorageClassNotFound"
 # Other conditions' reasons.
 REASON_NO_CONFLICT = "NoConflict"
 REASON_NO_EXPANSION_PENDING = "NoExpansionPending"
@@ -138,11 +140,26 @@ def _lost_message(lost: list[ClaimLifecycle], total: int, jobset: str) -> str:
     return text
 
 
+def _no_class_message(claims: list[ClaimLifecycle], total: int) -> str:
+    by_class: dict[str, list[str]] = {}
+    for at in claims:
+        by_class.setdefault(at.missing_class, []).append(at.name)
+    described = "; ".join(
+        f"{cls} (claims {listing(names)})" for cls, names in sorted(by_class.items())
+    )
+    noun = "class does" if len(by_class) == 1 else "classes do"
+    return (
+        f"{len(claims)} of {total} claims stay Pending: the storage {noun} not exist: "
+        f"{described}; they are provisioned once it is created"
+    )
+
+
 def volumes_ready(model: VolumeModel, claims: list[ClaimLifecycle]) -> Condition:
     """The VolumesReady condition.
 
     Ready when every desired claim is this JobSet's and Bound, or Pending only because its
-    WaitForFirstConsumer storage class binds once a pod is scheduled.
+    WaitForFirstConsumer storage class binds once a pod is scheduled. A Pending claim whose
+    storage class does not exist is said so: it would wait forever, not for a provisioner.
     """
     total = len(claims)
     if not total:
@@ -187,6 +204,10 @@ def volumes_ready(model: VolumeModel, claims: list[ClaimLifecycle]) -> Condition
             REASON_CLAIMS_MISSING,
             f"{len(missing)} of {total} claims are not created (or adopted) yet: "
             f"{listing(missing)}",
+        )
+    if no_class := [at for at in by.get(ClaimState.PENDING, []) if at.missing_class]:
+        return not_ready(
+            REASON_STORAGE_CLASS_NOT_FOUND, _no_class_message(no_class, total), "Warning"
         )
     if pending := names(ClaimState.PENDING):
         return not_ready(
@@ -245,6 +266,21 @@ def conditions(model: VolumeModel, vplan: VolumePlan) -> list[Condition]:
             )
         )
     return result
+
+
+def waits_for_volumes(jobset: Obj) -> bool:
+    """Whether a JobSet, as stored, may be waiting for claims that the cluster refused (a quota)
+    or cannot provision (a missing storage class): it asks for claims, has not finished, and its
+    VolumesReady is not True, or not written yet (a refused pass may end before its status)."""
+    spec, status = as_dict(jobset.get("spec")), as_dict(jobset.get("status"))
+    if not (spec.get("volumeClaimPolicies") or spec.get("volumePolicy")):
+        return False
+    if status.get("terminalState"):
+        return False
+    for found in status.get("conditions") or []:
+        if isinstance(found, dict) and found.get("type") == VOLUMES_READY:
+            return found.get("status") != "True"
+    return True
 
 
 def released_claims(model: VolumeModel) -> set[str]:

@@ -1,0 +1,224 @@
+"""Claims that wait on the cluster (issue 12, item 9): a storage class that does not exist is named
+in VolumesReady, and which JobSets a quota or storage-class event retries (tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.jobset import volumes
+from controller.jobset.volumes import StorageClasses
+from tests.unit.jobset_factories import condition, make_jobset, make_jobset_obj, rjob
+
+Obj = dict[str, Any]
+UID = "uid-js"
+
+
+@pytest.mark.parametrize(
+    ("names", "storage_class", "missing"),
+    [
+        (frozenset({"standard"}), "standard", False),
+        (frozenset({"standard"}), "gone", True),
+        (frozenset(), "gone", True),
+        # No class: the default class (set at creation) or none; "" asks for no class at all.
+        (frozenset({"standard"}), None, False),
+        (frozenset({"standard"}), "", False),
+        # Classes unknown (no cache): nothing is called missing.
+        (None, "gone", False),
+    ],
+)
+def test_storage_class_missing(
+    names: frozenset[str] | None, storage_class: str | None, missing: bool
+) -> None:
+    assert StorageClasses(names=names).missing(storage_class) is missing
+
+
+def _template(name: str, storage_class: str | None) -> Obj:
+    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def _claim(name: str, storage_class: str | None, phase: str) -> Obj:
+    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {"jobset.sigs.k8s.io/jobset-name": "js"},
+            "annotations": {volumes.OWNER_UID_ANNOTATION: UID},
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+# Claim classes as the API server stores them: (template class, claim class, phase) per template.
+Claims = dict[str, tuple[str | None, str | None, str]]
+KNOWN = frozenset({"standard", "wffc"})
+
+READY_CASES: list[tuple[str, Claims, frozenset[str] | None, str, list[str], list[str]]] = [
+    (
+        "a class that does not exist is named, with its claims only",
+        {"data": ("gone", "gone", "Pending"), "static": ("", "", "Pending")},
+        KNOWN,
+        "StorageClassNotFound",
+        ["gone (claims data-js)", "1 of 2 claims"],
+        ["static-js"],
+    ),
+    (
+        "several missing classes, each with its claims",
+        {
+            "a": ("gone", "gone", "Pending"),
+            "b": ("gone", "gone", "Pending"),
+            "c": ("lost", "lost", "Pending"),
+        },
+        KNOWN,
+        "StorageClassNotFound",
+        ["gone (claims a-js, b-js); lost (claims c-js)", "classes do not exist"],
+        [],
+    ),
+    (
+        "no class in the template: the default class the API server set, which exists",
+        {"plain": (None, "standard", "Pending")},
+        KNOWN,
+        "ClaimsPending",
+        ["plain-js"],
+        [],
+    ),
+    (
+        "no class and no default class: pending, not missing",
+        {"plain": (None, None, "Pending")},
+        KNOWN,
+        "ClaimsPending",
+        ["plain-js"],
+        [],
+    ),
+    (
+        "the empty class (static binding): pending, not missing",
+        {"static": ("", "", "Pending")},
+        KNOWN,
+        "ClaimsPending",
+        ["static-js"],
+        [],
+    ),
+    (
+        "classes unknown: pending, never missing",
+        {"data": ("gone", "gone", "Pending")},
+        None,
+        "ClaimsPending",
+        ["data-js"],
+        [],
+    ),
+    (
+        "a Bound claim whose class was deleted since is ready",
+        {"data": ("gone", "gone", "Bound")},
+        KNOWN,
+        "ClaimsBound",
+        [],
+        [],
+    ),
+    (
+        "an existing WaitForFirstConsumer class is ready",
+        {"data": ("wffc", "wffc", "Pending")},
+        KNOWN,
+        "WaitingForFirstConsumer",
+        ["data-js"],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("claims", "names", "reason", "says", "not_said"),
+    [case[1:] for case in READY_CASES],
+    ids=[case[0] for case in READY_CASES],
+)
+def test_volumes_ready_names_a_missing_storage_class(
+    claims: Claims,
+    names: frozenset[str] | None,
+    reason: str,
+    says: list[str],
+    not_said: list[str],
+) -> None:
+    templates = [_template(t, template_class) for t, (template_class, _, _) in claims.items()]
+    mounts = [{"name": t, "mountPath": f"/{t}"} for t in claims]
+    container = {"name": "main", "image": "busybox", "volumeMounts": mounts}
+    jobset = make_jobset(
+        replicated_jobs=[rjob("workers", pod_spec={"containers": [container]})],
+        spec={"volumeClaimPolicies": [{"templates": templates}]},
+    )
+    found = volumes.views(
+        _claim(f"{t}-js", claim_class, phase) for t, (_, claim_class, phase) in claims.items()
+    )
+    classes = StorageClasses(wait_for_first_consumer=frozenset({"wffc"}), names=names)
+    model = volumes.model(jobset)
+    ready = volumes.volumes_ready(model, volumes.lifecycle(model, found, classes))
+    assert ready.reason == reason, ready
+    assert ready.status == (
+        "False" if reason in ("StorageClassNotFound", "ClaimsPending") else "True"
+    )
+    if reason == "StorageClassNotFound":
+        assert ready.event_type == "Warning"
+    for text in says:
+        assert text in ready.message, ready.message
+    for text in not_said:
+        assert text not in ready.message, ready.message
+
+
+_VOLUMES = {"volumeClaimPolicies": [{"templates": [_template("data", None)]}]}
+_REQUEST = {
+    "volumePolicy": {
+        "replicatedJobs": [{"name": "workers"}],
+        "volumeClaimTemplates": [_template("data", None)],
+    }
+}
+
+WAITING_CASES: list[tuple[str, Obj, bool]] = [
+    ("no status written yet (a refused pass)", make_jobset_obj(spec=_VOLUMES), True),
+    (
+        "a refused claim",
+        make_jobset_obj(
+            spec=_VOLUMES,
+            conditions=[condition("VolumesReady", "False", reason="ClaimCreationFailed")],
+        ),
+        True,
+    ),
+    (
+        "claims pending",
+        make_jobset_obj(
+            spec=_REQUEST, conditions=[condition("VolumesReady", "False", reason="ClaimsPending")]
+        ),
+        True,
+    ),
+    (
+        "volumes ready",
+        make_jobset_obj(
+            spec=_VOLUMES, conditions=[condition("VolumesReady", "True", reason="ClaimsBound")]
+        ),
+        False,
+    ),
+    ("no volumes", make_jobset_obj(), False),
+    (
+        "finished",
+        make_jobset_obj(
+            spec=_VOLUMES,
+            terminal_state="Completed",
+            conditions=[condition("VolumesReady", "False", reason="ClaimsReleased")],
+        ),
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("jobset", "waits"),
+    [case[1:] for case in WAITING_CASES],
+    ids=[case[0] for case in WAITING_CASES],
+)
+def test_waits_for_volumes(jobset: Obj, waits: bool) -> None:
+    assert volumes.waits_for_volumes(jobset) is waits
