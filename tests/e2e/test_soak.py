@@ -57,4 +57,7 @@ def test_soak_for_a_minute_keeps_every_invariant(tmp_path: Path) -> None:
     assert crashes == [], summary
     assert report.checked["continuous_rounds"] >= 10, summary
     assert report.checked["claim_deletes_judged"] >= 1, summary
+    # An impostor claim (a copied name label) and a claim deleted out of band, then accepted.
+    assert report.checked["impostor_claims"] >= 1, summary
+    assert report.checked["claims_lost"] >= 1 and report.checked["losses_accepted"] >= 1, summary
     assert report.rss_peak_mib and max(report.rss_peak_mib.values()) > 0, summary

@@ -17,8 +17,8 @@ from typing import TypeVar
 import aiohttp
 
 from controller.jobset import api
-from controller.runtime.client import PODS, ApiError, KubeClient
-from tests.soak.model import JobSetRecord, Obj, Scale, name_of
+from controller.runtime.client import CLAIMS, PODS, ApiError, KubeClient
+from tests.soak.model import JobSetRecord, Loss, Obj, OptIn, Scale, meta, name_of
 from tests.soak.scenarios import EXIT_CODE, Planned, pod_scope_manifest
 
 T = TypeVar("T")
@@ -26,6 +26,9 @@ RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
 CALL_TIMEOUT = 20.0
 RETRY_FOR = 180.0
 TERMINAL_WAIT = 240.0
+REPLACE_LOST = "jobset.sigs.k8s.io/replace-lost-claims"
+OWNER_UID = "jobset.sigs.k8s.io/jobset-uid"
+RETAINED_FROM = "jobset.sigs.k8s.io/retained-from-uid"
 
 
 class DriverError(Exception):
@@ -150,6 +153,76 @@ class Driver:
                 raise DriverError(f"{record.describe()} not terminal after {TERMINAL_WAIT:.0f}s")
             await asyncio.sleep(0.5)
 
+    async def get_jobset(self, record: JobSetRecord) -> Obj | None:
+        return await self.call(
+            lambda: self.client.get(api.JOBSETS, record.name, self.namespace),
+            f"get JobSet {record.name}",
+            accept=(404,),
+        )
+
+    async def until(
+        self, record: JobSetRecord, holds: Callable[[Obj | None], bool], what: str
+    ) -> Obj | None:
+        """Poll the JobSet (None: gone) until ``holds``."""
+        deadline = time.monotonic() + TERMINAL_WAIT
+        while True:
+            jobset = await self.get_jobset(record)
+            if holds(jobset):
+                return jobset
+            if time.monotonic() > deadline:
+                status = (jobset or {}).get("status")
+                raise DriverError(
+                    f"{record.describe()}: not {what} after {TERMINAL_WAIT:.0f}s (status {status})"
+                )
+            await asyncio.sleep(0.5)
+
+    async def get_claim(self, name: str) -> Obj | None:
+        return await self.call(
+            lambda: self.client.get(CLAIMS, name, self.namespace),
+            f"get claim {name}",
+            accept=(404,),
+        )
+
+    async def create_claim(self, record: JobSetRecord, claim: Obj) -> str:
+        """The driver's own claim (an impostor); its uid."""
+        name = name_of(claim)
+        created = await self.call(
+            lambda: self.client.create(CLAIMS, claim, self.namespace),
+            f"create claim {name}",
+            accept=(409,),  # a lost response to an earlier attempt
+        )
+        created = created or await self.get_claim(name)
+        uid = str(meta(created or {}).get("uid") or "")
+        record.impostors[uid] = name
+        record.notes.append(f"created impostor claim {name} {time.time():.3f}")
+        return uid
+
+    async def delete_claim(self, record: JobSetRecord, name: str, uid: str) -> None:
+        """Delete that claim object (uid precondition), out of band."""
+        await self.call(
+            lambda: self.client.delete(CLAIMS, name, self.namespace, precondition_uid=uid),
+            f"delete claim {name}",
+            accept=(404, 409),  # gone already (a lost response), or another object by now
+        )
+        record.notes.append(f"deleted claim {name} {time.time():.3f}")
+
+    async def recorded_claim(self, record: JobSetRecord, name: str) -> str:
+        """Wait until claim ``name`` exists and the JobSet recorded it as its own; its uid."""
+        deadline = time.monotonic() + TERMINAL_WAIT
+        while True:
+            claim = await self.get_claim(name)
+            uid = str(meta(claim or {}).get("uid") or "")
+            jobset = await self.get_jobset(record)
+            volumes = ((jobset or {}).get("status") or {}).get("volumes") or {}
+            prefixes = {
+                p for entry in volumes.get("claimUIDs") or [] for p in entry["uids"].split(",")
+            }
+            if uid and uid[:8] in prefixes:
+                return uid
+            if time.monotonic() > deadline:
+                raise DriverError(f"claim {name} not recorded by {record.describe()} (uid {uid})")
+            await asyncio.sleep(0.5)
+
     async def pause(self, low: float, high: float) -> None:
         await asyncio.sleep(self.rng.uniform(low, high))
 
@@ -158,8 +231,13 @@ class Driver:
     async def run(self, planned: Planned) -> None:
         record = planned.record
         try:
-            await self.create(planned)
-            await self._scenario(record)
+            if planned.impostor is not None:
+                await self._impostor(planned, planned.impostor)
+            elif planned.lose:
+                await self._lose_claim(planned)
+            else:
+                await self.create(planned)
+                await self._scenario(record)
         except DriverError as err:
             self.errors.append(f"driver: scenario {record.scenario} of {record.name}: {err}")
 
@@ -194,6 +272,59 @@ class Driver:
         else:  # complete, fail
             await self.terminal(record)
 
+    async def _impostor(self, planned: Planned, impostor: Obj) -> None:
+        record, name = planned.record, name_of(impostor)
+        uid = await self.create_claim(record, impostor)
+        await self.create(planned)
+
+        def conflicted(jobset: Obj | None) -> bool:
+            return _condition(jobset, "VolumeClaimConflict").get("status") == "True"
+
+        await self.until(record, conflicted, f"in conflict over {name}")
+        await self.pause(1, 3)
+        if not planned.first_variant:  # the impostor goes; the JobSet proceeds
+            await self.delete_claim(record, name, uid)
+            await self.terminal(record)
+            return
+        await self.delete(record)
+        await self.until(record, lambda js: js is None, "gone")
+        await self.pause(2, 4)  # time for a garbage collector that should have nothing to do
+        claim = await self.get_claim(name)
+        found = meta(claim or {})
+        annotations = found.get("annotations") or {}
+        if (
+            found.get("uid") != uid
+            or found.get("deletionTimestamp")
+            or found.get("ownerReferences")
+            or OWNER_UID in annotations
+            or RETAINED_FROM in annotations
+        ):
+            raise DriverError(
+                f"the impostor claim {name} (uid {uid}) was deleted, replaced or taken over: "
+                f"now {found or 'gone'}"
+            )
+        await self.delete_claim(record, name, uid)
+
+    async def _lose_claim(self, planned: Planned) -> None:
+        record, name = planned.record, planned.lose
+        await self.create(planned)  # suspended: no pod uses the claim, so it goes at once
+        uid = await self.recorded_claim(record, name)
+        record.losses.append(Loss(time.time(), name, uid))
+        await self.delete_claim(record, name, uid)
+        await self.until(
+            record, lambda js: _condition(js, "VolumesReady").get("reason") == "ClaimsLost", "Lost"
+        )
+        await self.suspend(record, False)  # the Jobs that mount it must wait
+        await self.pause(2, 4)
+        if not planned.first_variant:
+            await self.delete(record)
+            return
+        value = f"{name}@{uid[:8]}"
+        record.opt_ins.append(OptIn(time.time(), name, uid[:8]))
+        patch = {"metadata": {"annotations": {REPLACE_LOST: value}}}
+        await self.patch(record, patch, f"accept the loss of {value}", json=False)
+        await self.terminal(record)
+
     async def pod_scope_rejected(self) -> str | None:
         """Admission must reject Pod scope ("not supported yet"); a violation message if not."""
         name = "soak-pod-scope"
@@ -213,3 +344,10 @@ class Driver:
             lambda: self.client.delete(api.JOBSETS, name, self.namespace), f"delete {name}"
         )
         return "a JobSet with a Pod-scope volume claim policy was admitted (expected a rejection)"
+
+
+def _condition(jobset: Obj | None, kind: str) -> Obj:
+    for found in ((jobset or {}).get("status") or {}).get("conditions") or []:
+        if found.get("type") == kind:
+            return dict(found)
+    return {}

@@ -37,7 +37,7 @@ from localcluster.processes import LaunchError
 from tests.soak import invariants
 from tests.soak.chaos import ApiserverRestart, AuditTail, Replicas, restart_apiserver
 from tests.soak.driver import Driver, DriverError
-from tests.soak.model import AuditEntry, JobSetRecord, Obj, name_of, terminal_state
+from tests.soak.model import DRIVER_AGENT, AuditEntry, JobSetRecord, Obj, name_of, terminal_state
 from tests.soak.report import MIB, Report, jobset_counts, write_counts
 from tests.soak.scenarios import plan
 
@@ -45,7 +45,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "manifests" / "crd" / "jobsets.jobset.x-k8s.io.yaml"
 NAMESPACE = "soak"
 LEASE = "stateful-jobset-soak"
-DRIVER_AGENT = "soak-driver"
 
 
 @dataclass(frozen=True)
@@ -336,7 +335,7 @@ class Engine:
         observed = self.observed
         waiting = [f"the scenario of {n}" for n, t in self.scenarios.items() if not t.done()]
         waiting += invariants.not_terminal(observed.jobsets, self.records)
-        waiting += invariants.stuck_deleting(observed.jobsets)
+        waiting += invariants.stuck_deleting(observed.jobsets, self.records)
         waiting += list(
             invariants.unexplained_claims(observed.claims, observed.jobsets, self.records).values()
         )
@@ -423,6 +422,9 @@ class Engine:
                     e.resource == "persistentvolumeclaims" and e.verb == "delete" and e.ok
                     for e in self.entries
                 ),
+                "impostor_claims": sum(len(r.impostors) for r in self.records.values()),
+                "claims_lost": sum(len(r.losses) for r in self.records.values()),
+                "losses_accepted": sum(len(r.opt_ins) for r in self.records.values()),
                 "jobsets_at_end": len(self.observed.jobsets),
                 "jobs_at_end": len(self.observed.jobs),
                 "claims_at_end": len(self.observed.claims),

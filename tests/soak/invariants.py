@@ -15,11 +15,13 @@ from collections.abc import Iterable, Mapping
 from tests.soak.model import (
     COMPLETED,
     DELETE,
+    DRIVER_AGENT,
     FAILED,
     AuditEntry,
     JobSetRecord,
     Obj,
     PlannedClaim,
+    by_controller,
     labels,
     meta,
     name_of,
@@ -43,6 +45,27 @@ Records = Mapping[str, JobSetRecord]
 
 def claim_index(records: Records) -> dict[str, tuple[JobSetRecord, PlannedClaim]]:
     return {c.name: (r, c) for r in records.values() for c in r.claims}
+
+
+def claim_histories(entries: Iterable[AuditEntry]) -> dict[str, list[AuditEntry]]:
+    """Per claim name, its successful creates (201) and deletes, in time order."""
+    found: dict[str, list[AuditEntry]] = defaultdict(list)
+    for entry in sorted(entries, key=lambda e: e.time):
+        if entry.resource != "persistentvolumeclaims" or entry.subresource:
+            continue
+        if (entry.verb == "create" and entry.code == 201) or (entry.verb == "delete" and entry.ok):
+            found[entry.name].append(entry)
+    return dict(found)
+
+
+def _last_deleted_by_driver(entries: Iterable[AuditEntry]) -> set[str]:
+    """Claim names whose last successful delete was the driver's (out of band, on purpose)."""
+    last: dict[str, AuditEntry] = {}
+    for name, history in claim_histories(entries).items():
+        for entry in history:
+            if entry.verb == "delete":
+                last[name] = entry
+    return {name for name, entry in last.items() if entry.user_agent == DRIVER_AGENT}
 
 
 # ----------------------------------------------------------------------------- 1. duplicates
@@ -168,8 +191,8 @@ def unjustified_claim_deletes(entries: Iterable[AuditEntry], records: Records) -
         if entry.verb == "deletecollection":
             found.append(f"claims deleted wholesale: {entry.describe()}")
             continue
-        if entry.verb != "delete":
-            continue
+        if entry.verb != "delete" or entry.user_agent == DRIVER_AGENT:
+            continue  # the driver's deletes are out of band on purpose (see deletes_without_proof)
         known = index.get(entry.name)
         if known is None:
             found.append(f"claim {entry.name} deleted, but no JobSet of the driver asks for it: "
@@ -198,8 +221,9 @@ def retained_claims_missing(
         ):
             created.setdefault(entry.name, entry)
     existing = {name_of(c) for c in claims if not terminating(c)}
+    lost = _last_deleted_by_driver(entries)  # retention cannot keep what the driver deleted
     found = []
-    for name in sorted(set(created) - existing):
+    for name in sorted(set(created) - existing - lost):
         known = index.get(name)
         if known is None:
             continue  # reported by unjustified_claim_deletes / unexplained_claims
@@ -211,6 +235,94 @@ def retained_claims_missing(
                 f"{plan.retention.describe()}"
             )
     return found
+
+
+# ----------------------------------------------------------------------------- ownership, loss
+
+
+def _impostor_note(name: str, records: Records) -> str:
+    for record in records.values():
+        if name in record.impostors.values():
+            return (
+                f" (the driver's impostor for {record.describe()}: a copied name label, no "
+                f"retained-from annotation)"
+            )
+    return ""
+
+
+def deletes_without_proof(entries: Iterable[AuditEntry], records: Records) -> list[str]:
+    """No claim deleted (by the controller, or by the garbage collector through an ownerReference
+    the controller set) unless the controller created it. The controller creates a claim for one
+    JobSet (name label and owner-uid annotation) and adopts only claims it retained itself
+    (retained-from-uid annotation), which it also created: in the soak, proof of ownership is
+    that the claim's creation (201) was the controller's. Only the driver may delete the rest."""
+    found = []
+    for name, history in sorted(claim_histories(entries).items()):
+        creator: AuditEntry | None = None
+        for entry in history:
+            if entry.verb == "create":
+                creator = entry
+                continue
+            if entry.user_agent == DRIVER_AGENT or (creator is not None and by_controller(creator)):
+                continue
+            made = (
+                f"created by {creator.describe()}"
+                if creator is not None
+                else "created by nobody the audit log shows"
+            )
+            found.append(
+                f"claim {name} deleted without proof of ownership: {entry.describe()}; it was "
+                f"{made}, not by the controller{_impostor_note(name, records)}"
+            )
+    return found
+
+
+def recreated_after_loss(entries: Iterable[AuditEntry], records: Records) -> list[str]:
+    """No claim of a JobSet created again after someone else deleted it (it was Lost) unless the
+    JobSet's replace-lost-claims annotation accepted that loss (``<claim>@<uid prefix>`` of the
+    claim that was lost) before the create."""
+    index = claim_index(records)
+    found = []
+    for name, history in sorted(claim_histories(entries).items()):
+        creator: AuditEntry | None = None
+        deleted: AuditEntry | None = None  # the first delete since the last create
+        for entry in history:
+            if entry.verb == "delete":
+                deleted = deleted or entry
+                continue
+            lost = (
+                deleted is not None
+                and not by_controller(deleted)
+                and creator is not None
+                and by_controller(creator)
+            )
+            if lost and deleted is not None and by_controller(entry):
+                known = index.get(name)
+                why = _unaccepted(name, known[0] if known else None, entry.time)
+                if why:
+                    found.append(
+                        f"claim {name} created again after it was lost, without the opt-in: lost "
+                        f"by {deleted.describe()}, created by {entry.describe()}; {why}"
+                    )
+            creator, deleted = entry, None
+    return found
+
+
+def _unaccepted(name: str, record: JobSetRecord | None, at: float) -> str:
+    """Why no opt-in of ``record`` accepted replacing the lost claim ``name`` by ``at`` ("")."""
+    if record is None:
+        return "no JobSet of the driver asks for it"
+    losses = [loss for loss in record.losses if loss.claim == name and loss.at <= at]
+    if not losses:
+        return f"{record.describe()} has no loss of it on record"
+    prefix = losses[-1].uid[:8]
+    if any(o.claim == name and o.uid_prefix == prefix and o.at <= at for o in record.opt_ins):
+        return ""
+    accepted = ", ".join(f"{o.claim}@{o.uid_prefix} at {stamp(o.at)}" for o in record.opt_ins)
+    return (
+        f"{record.describe()} accepted [{accepted}], not {name}@{prefix} (the lost claim's uid "
+        f"{losses[-1].uid}) by {stamp(at)}"
+    )
 
 
 # ----------------------------------------------------------------------------- 2. claims
@@ -233,11 +345,14 @@ def unexplained_claims(
     """
     index = claim_index(records)
     live = {name_of(j): j for j in jobsets}
+    impostors = {uid for r in records.values() for uid in r.impostors}
     found: dict[str, str] = {}
     for claim in claims:
         name = name_of(claim)
         if terminating(claim):
             continue  # its deletion is judged by unjustified_claim_deletes
+        if meta(claim).get("uid") in impostors:
+            continue  # the driver's own: see deletes_without_proof
         known = index.get(name)
         if known is None:
             found[name] = (
@@ -333,11 +448,8 @@ def not_terminal(jobsets: Iterable[Obj], records: Records) -> list[str]:
             if record.deletion_time is None:
                 found.append(f"{record.describe()} disappeared, but nobody deleted it")
             continue
-        if terminating(jobset):
+        if terminating(jobset) or record.deletion_time is not None:
             continue  # stuck_deleting reports it
-        if record.deletion_time is not None:
-            found.append(f"{record.describe()} still exists, not even being deleted")
-            continue
         state, _ = terminal_state(jobset)
         if not state:
             found.append(
@@ -346,16 +458,22 @@ def not_terminal(jobsets: Iterable[Obj], records: Records) -> list[str]:
     return found
 
 
-def stuck_deleting(jobsets: Iterable[Obj]) -> list[str]:
-    """JobSets left with a deletionTimestamp (a finalizer not removed)."""
+def stuck_deleting(jobsets: Iterable[Obj], records: Records) -> list[str]:
+    """Every JobSet the driver deleted is gone, and none is left with a deletionTimestamp (a
+    finalizer not removed): each named with its finalizers and conditions."""
     found = []
     for jobset in jobsets:
-        if terminating(jobset):
-            found.append(
-                f"JobSet {name_of(jobset)} is stuck being deleted since "
-                f"{meta(jobset).get('deletionTimestamp')} with finalizers "
-                f"{meta(jobset).get('finalizers')}"
-            )
+        record = records.get(name_of(jobset))
+        deleted = record is not None and record.deletion_time is not None
+        if not (terminating(jobset) or deleted):
+            continue
+        who = record.describe() if record is not None else f"JobSet {name_of(jobset)}"
+        since = meta(jobset).get("deletionTimestamp")
+        state = f"being deleted since {since}" if since else "not even being deleted"
+        found.append(
+            f"{who} is not gone: {state}, finalizers {meta(jobset).get('finalizers') or []}; "
+            f"{_status_summary(jobset)}"
+        )
     return found
 
 
@@ -381,6 +499,8 @@ def audit_violations(entries: list[AuditEntry], records: Records) -> list[str]:
         *duplicate_creates(entries),
         *job_creates_beyond_attempts(entries, records),
         *unjustified_claim_deletes(entries, records),
+        *deletes_without_proof(entries, records),
+        *recreated_after_loss(entries, records),
     ]
 
 
@@ -398,5 +518,5 @@ def final_violations(
         *unexplained_claims(claims, jobsets, records).values(),
         *retained_claims_missing(entries, claims, records),
         *not_terminal(jobsets, records),
-        *stuck_deleting(jobsets),
+        *stuck_deleting(jobsets, records),
     ]

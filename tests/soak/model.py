@@ -17,6 +17,13 @@ RETAIN = "Retain"
 DELETE = "Delete"
 COMPLETED = "Completed"
 FAILED = "Failed"
+# Who wrote, by the audit log's user agent (the driver and the controller share one user).
+DRIVER_AGENT = "soak-driver"
+CONTROLLER_AGENT = "stateful-jobset/"  # followed by the replica's identity
+
+
+def by_controller(entry: AuditEntry) -> bool:
+    return entry.user_agent.startswith(CONTROLLER_AGENT)
 
 
 def stamp(moment: float | None) -> str:
@@ -65,6 +72,24 @@ class Scale:
     replicas: int
 
 
+@dataclass(frozen=True)
+class Loss:
+    """A claim of the JobSet that the driver deleted out of band (its data is lost)."""
+
+    at: float  # the driver's first attempt
+    claim: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class OptIn:
+    """The driver accepted an empty replacement of a lost claim (replace-lost-claims)."""
+
+    at: float  # the driver's first attempt to set the annotation (a lower bound)
+    claim: str
+    uid_prefix: str
+
+
 @dataclass
 class JobSetRecord:
     """One JobSet the driver created, and what happened to it as far as anyone saw."""
@@ -82,6 +107,10 @@ class JobSetRecord:
     terminal_at: float | None = None  # the condition's lastTransitionTime
     restarts: int = 0  # the highest status.restarts observed
     gone: bool = False  # observed absent after the driver deleted it
+    # Claims the driver made at names the JobSet wants (a copied name label, no proof): uid → name.
+    impostors: dict[str, str] = field(default_factory=dict)
+    losses: list[Loss] = field(default_factory=list)
+    opt_ins: list[OptIn] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the driver did, for reports
 
     def claim(self, name: str) -> PlannedClaim | None:

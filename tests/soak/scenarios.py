@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from tests.soak.model import DELETE, RETAIN, JobSetRecord, Obj, PlannedClaim, Retention
 from tests.support.jobsets import jobset, replicated_job, with_pod_annotations
 
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 RUN_DURATION = "localcluster.test/run-duration"
 EXIT_CODE = "localcluster.test/exit-code"
 FAIL_AFTER = "localcluster.test/fail-after"
@@ -35,6 +36,16 @@ SCENARIOS = (
     "delete-finished",  # runs to Completed, then deleted
     "suspend-running",  # suspended while running, resumed
     "fail-deleted",  # fails (no restarts), then deleted
+    # Before the JobSet, the driver makes a claim at the name of its "data" claim with the name
+    # label copied and no proof of ownership: a conflict, never mounted, changed or deleted by the
+    # controller. Then either the JobSet is deleted (the impostor stays; the driver deletes it),
+    # or the impostor is deleted and the JobSet proceeds with a claim of its own.
+    "impostor",
+    # Created suspended; once its claims exist and are recorded, the driver deletes one out of
+    # band: it is Lost (VolumesReady ClaimsLost) and must not be recreated. Resumed; then either
+    # the loss is accepted (the replace-lost-claims annotation) and the JobSet completes, or it
+    # is deleted.
+    "lose-claim",
 )
 
 _RETENTIONS = tuple(
@@ -46,6 +57,11 @@ _RETENTIONS = tuple(
 class Planned:
     manifest: Obj
     record: JobSetRecord
+    impostor: Obj | None = None  # impostor: the claim the driver makes first
+    lose: str = ""  # lose-claim: the claim the driver deletes out of band
+    # impostor: delete the JobSet while the impostor exists (else the impostor first);
+    # lose-claim: accept the loss (else delete the JobSet).
+    first_variant: bool = True
 
 
 def retention_field(retention: Retention) -> Obj:
@@ -127,7 +143,7 @@ def plan(index: int, now: float) -> Planned:
         spec["failurePolicy"] = {"maxRestarts": 1}
     elif scenario == "restart":
         spec["failurePolicy"] = {"maxRestarts": 3}
-    if scenario == "suspend-resume":
+    if scenario in ("suspend-resume", "lose-claim"):
         spec["suspend"] = True
     manifest = jobset(name, leader, workers, **spec)
     manifest["metadata"]["labels"] = {"soak": "true", "soak-scenario": scenario}
@@ -144,7 +160,20 @@ def plan(index: int, now: float) -> Planned:
         claims=tuple(claims),
         created_at=now,
     )
-    return Planned(copy.deepcopy(manifest), record)
+    rounds = index // len(SCENARIOS)  # how many times this scenario came before
+    impostor = None
+    if scenario == "impostor":
+        impostor = {
+            "metadata": {
+                "name": f"data-{name}",
+                "labels": {JOBSET_NAME: name, "soak": "true"},  # copied: no proof
+            },
+            "spec": _template("data", "standard")["spec"],  # what the template asks for
+        }
+    lose = ""
+    if scenario == "lose-claim":
+        lose = f"data-{name}" if rounds // 2 % 2 == 0 else f"ckpt-{name}-workers-0"
+    return Planned(copy.deepcopy(manifest), record, impostor, lose, rounds % 2 == 0)
 
 
 def pod_scope_manifest(name: str) -> Obj:

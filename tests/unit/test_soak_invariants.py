@@ -12,9 +12,12 @@ import pytest
 from tests.soak import invariants
 from tests.soak.model import (
     DELETE,
+    DRIVER_AGENT,
     RETAIN,
     AuditEntry,
     JobSetRecord,
+    Loss,
+    OptIn,
     PlannedClaim,
     Retention,
     Scale,
@@ -57,18 +60,30 @@ def record(
     return replace(base, **fields)
 
 
+CONTROLLER = "stateful-jobset/replica-0"
+GC = "kube-controller-manager/v1.37.2 (linux/amd64) generic-garbage-collector"
+
+
 def entry(
-    verb: str, resource: str, name: str, at: float, code: int = 200, agent: str = "ctl"
+    verb: str, resource: str, name: str, at: float, code: int = 200, agent: str = CONTROLLER
 ) -> AuditEntry:
     return AuditEntry(at, at - 0.01, verb, resource, NS, name, "", code, agent, f"id-{at}")
 
 
-def create(resource: str, name: str, at: float) -> AuditEntry:
-    return entry("create", resource, name, at, 201)
+def create(resource: str, name: str, at: float, agent: str = CONTROLLER) -> AuditEntry:
+    return entry("create", resource, name, at, 201, agent)
 
 
-def claim(name: str, *, owner: str = UID, retained: str = "", deleting: bool = False) -> Obj:
+def delete(name: str, at: float, agent: str = CONTROLLER, code: int = 200) -> AuditEntry:
+    return entry("delete", PVC, name, at, code, agent)
+
+
+def claim(
+    name: str, *, owner: str = UID, retained: str = "", deleting: bool = False, uid: str = ""
+) -> Obj:
     meta: Obj = {"name": name, "labels": {invariants.JOBSET_NAME: NAME}, "annotations": {}}
+    if uid:
+        meta["uid"] = uid
     if owner:
         meta["ownerReferences"] = [{"kind": "JobSet", "uid": owner, "controller": True}]
     if retained:
@@ -358,6 +373,185 @@ def test_retained_claims_missing(rec: JobSetRecord, claims: list[Obj], missing: 
         assert "its policy retains it" in message and "whenDeleted=" in message
 
 
+def test_the_drivers_own_deletes_are_not_judged_by_policy() -> None:
+    rec = {NAME: record()}  # nothing justifies a delete
+    assert invariants.unjustified_claim_deletes([delete(DATA, T0, DRIVER_AGENT)], rec) == []
+    assert invariants.unjustified_claim_deletes([delete(DATA, T0)], rec) != []
+
+
+def test_a_claim_the_driver_deleted_is_not_missing() -> None:
+    rec = {NAME: record(deleted_at=T0, data=retention(when_deleted=RETAIN))}
+    made = create(PVC, DATA, T0 - 10)
+    lost = [made, delete(DATA, T0 - 5, DRIVER_AGENT)]
+    assert invariants.retained_claims_missing(lost, [], rec) == []
+    # ... but the last delete decides: one by the controller after it is judged by policy.
+    again = [*lost, create(PVC, DATA, T0 - 4), delete(DATA, T0 - 2)]
+    assert [f.split(" ")[1] for f in invariants.retained_claims_missing(again, [], rec)] == [DATA]
+
+
+# ----------------------------------------------------------------------------- ownership, loss
+
+IMPOSTOR_UID = "imp-0001-uid"
+
+PROOF_CASES: list[tuple[str, list[AuditEntry], list[str]]] = [
+    ("created and deleted by the controller", [create(PVC, DATA, T0), delete(DATA, T0 + 5)], []),
+    (
+        "created by the controller, collected by the garbage collector",
+        [create(PVC, DATA, T0), delete(DATA, T0 + 5, GC)],
+        [],
+    ),
+    (
+        "the impostor deleted by the controller",
+        [create(PVC, DATA, T0, DRIVER_AGENT), delete(DATA, T0 + 5)],
+        [f"created by create {PVC}/{DATA} by {DRIVER_AGENT}", "impostor", "by " + CONTROLLER],
+    ),
+    (
+        "the impostor collected through an ownerReference the controller gave it",
+        [create(PVC, DATA, T0, DRIVER_AGENT), delete(DATA, T0 + 5, GC)],
+        ["generic-garbage-collector", "impostor"],
+    ),
+    (
+        "the impostor deleted by the driver itself",
+        [create(PVC, DATA, T0, DRIVER_AGENT), delete(DATA, T0 + 5, DRIVER_AGENT)],
+        [],
+    ),
+    (
+        "the impostor gone, the controller's own claim deleted",
+        [
+            create(PVC, DATA, T0, DRIVER_AGENT),
+            delete(DATA, T0 + 5, DRIVER_AGENT),
+            create(PVC, DATA, T0 + 6),
+            delete(DATA, T0 + 9),
+        ],
+        [],
+    ),
+    (
+        "the controller's claim replaced by the driver's, which the controller deletes",
+        [
+            create(PVC, DATA, T0),
+            delete(DATA, T0 + 5, DRIVER_AGENT),
+            create(PVC, DATA, T0 + 6, DRIVER_AGENT),
+            delete(DATA, T0 + 9),
+        ],
+        [f"by {DRIVER_AGENT} at"],
+    ),
+    ("deleted, never created", [delete(DATA, T0)], ["created by nobody the audit log shows"]),
+    (
+        "a second delete of a terminating claim",
+        [create(PVC, DATA, T0), delete(DATA, T0 + 5), delete(DATA, T0 + 6, GC)],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("entries", "says"), [c[1:] for c in PROOF_CASES], ids=[c[0] for c in PROOF_CASES]
+)
+def test_deletes_without_proof(entries: list[AuditEntry], says: list[str]) -> None:
+    rec = record(impostors={IMPOSTOR_UID: DATA})
+    found = invariants.deletes_without_proof(entries, {NAME: rec})
+    if not says:
+        assert found == []
+        return
+    assert len(found) == 1, found
+    assert found[0].startswith(f"claim {DATA} deleted without proof of ownership: delete ")
+    for text in says:
+        assert text in found[0], found[0]
+
+
+LOST_UID = "0a1b2c3d-aaaa-bbbb-cccc-000000000000"
+LOSS = Loss(T0 + 4, DATA, LOST_UID)
+LOSS_CASES: list[tuple[str, list[AuditEntry], list[OptIn], list[str]]] = [
+    (
+        "lost, not recreated",
+        [create(PVC, DATA, T0), delete(DATA, T0 + 5, DRIVER_AGENT)],
+        [],
+        [],
+    ),
+    (
+        "lost, recreated without the opt-in",
+        [create(PVC, DATA, T0), delete(DATA, T0 + 5, DRIVER_AGENT), create(PVC, DATA, T0 + 9)],
+        [],
+        ["accepted []", f"not {DATA}@0a1b2c3d", "by soak-driver"],
+    ),
+    (
+        "lost, recreated after the opt-in",
+        [create(PVC, DATA, T0), delete(DATA, T0 + 5, DRIVER_AGENT), create(PVC, DATA, T0 + 9)],
+        [OptIn(T0 + 7, DATA, "0a1b2c3d")],
+        [],
+    ),
+    (
+        "recreated before the opt-in was sent",
+        [create(PVC, DATA, T0), delete(DATA, T0 + 5, DRIVER_AGENT), create(PVC, DATA, T0 + 9)],
+        [OptIn(T0 + 10, DATA, "0a1b2c3d")],
+        ["created again after it was lost"],
+    ),
+    (
+        "an opt-in for another loss of the name",
+        [create(PVC, DATA, T0), delete(DATA, T0 + 5, DRIVER_AGENT), create(PVC, DATA, T0 + 9)],
+        [OptIn(T0 + 7, DATA, "ffffffff")],
+        [f"{DATA}@ffffffff", f"not {DATA}@0a1b2c3d"],
+    ),
+    (
+        "an opt-in for another claim",
+        [create(PVC, DATA, T0), delete(DATA, T0 + 5, DRIVER_AGENT), create(PVC, DATA, T0 + 9)],
+        [OptIn(T0 + 7, CKPT[0], "0a1b2c3d")],
+        ["created again after it was lost"],
+    ),
+    (
+        "deleted by its own retention, then created again",
+        [create(PVC, DATA, T0), delete(DATA, T0 + 5), create(PVC, DATA, T0 + 9)],
+        [],
+        [],
+    ),
+    (
+        "deleted by retention, then once more by the collector: not lost",
+        [
+            create(PVC, DATA, T0),
+            delete(DATA, T0 + 5),
+            delete(DATA, T0 + 6, GC),
+            create(PVC, DATA, T0 + 9),
+        ],
+        [],
+        [],
+    ),
+    (
+        "the driver's impostor deleted, then the controller's claim created",
+        [
+            create(PVC, DATA, T0, DRIVER_AGENT),
+            delete(DATA, T0 + 5, DRIVER_AGENT),
+            create(PVC, DATA, T0 + 9),
+        ],
+        [],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("entries", "opt_ins", "says"), [c[1:] for c in LOSS_CASES], ids=[c[0] for c in LOSS_CASES]
+)
+def test_recreated_after_loss(
+    entries: list[AuditEntry], opt_ins: list[OptIn], says: list[str]
+) -> None:
+    rec = record(losses=[LOSS], opt_ins=opt_ins)
+    found = invariants.recreated_after_loss(entries, {NAME: rec})
+    if not says:
+        assert found == []
+        return
+    assert len(found) == 1, found
+    assert found[0].startswith(f"claim {DATA} created again after it was lost, without the opt-in")
+    assert f"lost by delete {PVC}/{DATA} by {DRIVER_AGENT}" in found[0], found[0]
+    for text in says:
+        assert text in found[0], found[0]
+
+
+def test_a_recreated_claim_with_no_loss_on_record_is_reported() -> None:
+    entries = [create(PVC, DATA, T0), delete(DATA, T0 + 5, GC), create(PVC, DATA, T0 + 9)]
+    found = invariants.recreated_after_loss(entries, {NAME: record()})
+    assert len(found) == 1 and "has no loss of it on record" in found[0], found
+
+
 # ----------------------------------------------------------------------------- 2. claims
 
 UNEXPLAINED_CASES = [
@@ -389,6 +583,10 @@ UNEXPLAINED_CASES = [
     ("claim being deleted is not judged here", record(), [], claim(DATA, deleting=True), None),
     ("a claim nobody asked for", record(), [live_jobset()], claim("stranger"),
      "no JobSet of the driver asks for it"),
+    ("the driver's impostor, its JobSet gone", record(deleted_at=T0, impostors={"u-1": DATA}),
+     [], claim(DATA, owner="", uid="u-1"), None),
+    ("the JobSet's own claim at the impostor's name", record(deleted_at=T0,
+     impostors={"u-1": DATA}), [], claim(DATA, uid="u-2"), "outlived"),
 ]  # fmt: skip
 
 
@@ -417,8 +615,8 @@ TERMINAL_CASES = [
     ("still running", record(), [live_jobset()], "did not reach a terminal state"),
     ("deleted and gone", record(deleted_at=T0), [], None),
     ("gone, never deleted", record(), [], "disappeared, but nobody deleted it"),
-    ("deleted by the driver, still there", record(deleted_at=T0), [live_jobset()],
-     "still exists, not even being deleted"),
+    ("deleted by the driver, still there: stuck_deleting says so", record(deleted_at=T0),
+     [live_jobset()], None),
     ("stranger", replace(record(), name="other"), [live_jobset(terminal="Completed")],
      "the driver never created it"),
 ]  # fmt: skip
@@ -435,13 +633,45 @@ def test_not_terminal(rec: JobSetRecord, jobsets: list[Obj], why: str | None) ->
         assert any(why in f for f in found), found
 
 
-def test_stuck_deleting_names_the_finalizer() -> None:
-    assert invariants.stuck_deleting([live_jobset(terminal="Completed")]) == []
-    found = invariants.stuck_deleting([live_jobset(deleting=True, finalizers=True)])
-    assert found == [
-        "JobSet js is stuck being deleted since 2027-01-15T08:00:00Z with finalizers "
-        "['jobset.x-k8s.io/volume-retention']"
-    ]
+STUCK_CASES: list[tuple[str, JobSetRecord, list[Obj], str | None]] = [
+    ("Completed, not deleted", record(), [live_jobset(terminal="Completed")], None),
+    ("deleted and gone", record(deleted_at=T0), [], None),
+    (
+        "deleted, held by a finalizer",
+        record(deleted_at=T0),
+        [live_jobset(deleting=True, finalizers=True, terminal="Completed")],
+        "JobSet js (scenario test; not terminal, deleted at 08:00:00.000Z) is not gone: "
+        "being deleted since 2027-01-15T08:00:00Z, finalizers "
+        "['jobset.x-k8s.io/volume-retention']; suspend=None, restarts=0, conditions "
+        "[Completed=True(None)], jobs []",
+    ),
+    (
+        "deleted by the driver, no deletionTimestamp",
+        record(delete_requested_at=T0),
+        [live_jobset()],
+        "JobSet js (scenario test; not terminal, deleted at 08:00:00.000Z) is not gone: not even "
+        "being deleted, finalizers []; suspend=None, restarts=0, conditions [], jobs []",
+    ),
+    (
+        "being deleted, though the driver never deleted it",
+        record(),
+        [live_jobset(deleting=True)],
+        "JobSet js (scenario test; not terminal) is not gone: being deleted since",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("rec", "jobsets", "message"), [c[1:] for c in STUCK_CASES], ids=[c[0] for c in STUCK_CASES]
+)
+def test_stuck_deleting_names_the_jobset_its_finalizers_and_conditions(
+    rec: JobSetRecord, jobsets: list[Obj], message: str | None
+) -> None:
+    found = invariants.stuck_deleting(jobsets, {rec.name: rec})
+    if message is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].startswith(message), found
 
 
 # ----------------------------------------------------------------------------- 6. and data
@@ -502,3 +732,24 @@ def test_the_scenarios_cover_every_scope_spelling_and_retention() -> None:
         "ckpt-soak-0000-complete-workers-0",
         "ckpt-soak-0000-complete-workers-1",
     ]
+
+
+def test_the_impostor_and_loss_scenarios_plan_every_ending() -> None:
+    planned = [plan(i, T0) for i in range(4 * len(SCENARIOS))]
+    impostors = [p for p in planned if p.record.scenario == "impostor"]
+    assert {p.first_variant for p in impostors} == {True, False}
+    for p in impostors:
+        assert p.impostor is not None
+        meta = p.impostor["metadata"]
+        assert meta["name"] == f"data-{p.record.name}" and "annotations" not in meta
+        assert meta["labels"][invariants.JOBSET_NAME] == p.record.name  # copied, no proof
+    losses = [p for p in planned if p.record.scenario == "lose-claim"]
+    assert {(p.lose.split("-")[0], p.first_variant) for p in losses} == {
+        ("data", True),
+        ("data", False),
+        ("ckpt", True),
+        ("ckpt", False),
+    }
+    for p in losses:
+        assert p.manifest["spec"]["suspend"] is True  # no pod holds the claim it loses
+        assert p.lose in {c.name for c in p.record.claims}
