@@ -13,14 +13,12 @@ from collections.abc import Hashable
 from typing import Any
 
 import pytest
-import yaml
 
 from controller.jobset import api
 from controller.runtime import workqueue
-from controller.runtime.client import CLAIMS, STORAGE_CLASSES, ApiError, KubeClient, Resource
+from controller.runtime.client import CLAIMS, STORAGE_CLASSES, KubeClient
 from controller.runtime.clock import Clock
 from tests.helpers import Kube, current, wait_for
-from tests.support.examples import EXAMPLES
 from tests.support.jobsets import (
     RunningController,
     condition,
@@ -32,10 +30,10 @@ from tests.support.jobsets import (
     wait_jobs,
     with_mounts,
 )
+from tests.support.volumes_e2e import QUOTAS, claim_template, example, find
 
 Obj = dict[str, Any]
 
-QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 # A retry that would come back only after the test (and the session) is long over.
 FOREVER = 1e6
 
@@ -62,11 +60,6 @@ class FirstRetryOnly:
         return self._failures.get(item, 0)
 
 
-def example(name: str) -> Obj:
-    loaded: Obj = yaml.safe_load((EXAMPLES / name).read_text())
-    return loaded
-
-
 async def set_quota(client: KubeClient, namespace: str, claims: str, *, create: bool) -> None:
     """A quota on the number of claims, in force: spec and (as the quota controller would write
     it) status."""
@@ -81,15 +74,6 @@ async def set_quota(client: KubeClient, namespace: str, claims: str, *, create: 
     await client.patch(
         QUOTAS, "claims", {"status": {"hard": hard, "used": used}}, namespace, subresource="status"
     )
-
-
-async def find_claim(client: KubeClient, namespace: str, name: str) -> Obj | None:
-    try:
-        return await client.get(CLAIMS, name, namespace)
-    except ApiError as err:
-        if err.not_found:
-            return None
-        raise
 
 
 async def test_raised_quota_is_acted_on_by_its_event_not_after_the_backoff(
@@ -114,11 +98,11 @@ async def test_raised_quota_is_acted_on_by_its_event_not_after_the_backoff(
         )
         await settled(running, client)
         assert key in queue.delayed()
-        assert await find_claim(client, namespace, claim_name) is None
+        assert await find(client, CLAIMS, claim_name, namespace) is None
 
         await set_quota(client, namespace, "10", create=False)
         await wait_for(
-            lambda: find_claim(client, namespace, claim_name),
+            lambda: find(client, CLAIMS, claim_name, namespace),
             lambda claim: claim is not None,
             f"claim {claim_name} to be created once the quota allows it",
         )
@@ -126,13 +110,6 @@ async def test_raised_quota_is_acted_on_by_its_event_not_after_the_backoff(
 
 
 # ----------------------------------------------------------------------------- storage classes
-
-
-def _template(name: str, storage_class: str | None) -> Obj:
-    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    if storage_class is not None:
-        spec["storageClassName"] = storage_class
-    return {"metadata": {"name": name}, "spec": spec}
 
 
 async def test_a_storage_class_that_does_not_exist_is_named(
@@ -150,9 +127,9 @@ async def test_a_storage_class_that_does_not_exist_is_named(
         volumeClaimPolicies=[
             {
                 "templates": [
-                    _template("data", missing),
-                    _template("static", ""),
-                    _template("plain", None),
+                    claim_template("data", storage_class=missing),
+                    claim_template("static", storage_class=""),
+                    claim_template("plain"),
                 ]
             }
         ],

@@ -9,10 +9,15 @@ import pytest
 
 from controller.jobset import volumes
 from controller.jobset.volumes import StorageClasses
-from tests.unit.jobset_factories import condition, make_jobset, make_jobset_obj, rjob
+from tests.unit.jobset_factories import condition, make_jobset_obj
+from tests.unit.volumes.factories import claim, make, mounting, tpl
 
 Obj = dict[str, Any]
-UID = "uid-js"
+
+
+def _tpl(name: str, storage_class: str | None) -> Obj:
+    """A claim template; ``storage_class`` None leaves storageClassName out."""
+    return tpl(name) if storage_class is None else tpl(name, storageClassName=storage_class)
 
 
 @pytest.mark.parametrize(
@@ -32,29 +37,6 @@ def test_storage_class_missing(
     names: frozenset[str] | None, storage_class: str | None, missing: bool
 ) -> None:
     assert StorageClasses(names=names).missing(storage_class) is missing
-
-
-def _template(name: str, storage_class: str | None) -> Obj:
-    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    if storage_class is not None:
-        spec["storageClassName"] = storage_class
-    return {"metadata": {"name": name}, "spec": spec}
-
-
-def _claim(name: str, storage_class: str | None, phase: str) -> Obj:
-    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    if storage_class is not None:
-        spec["storageClassName"] = storage_class
-    return {
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "labels": {"jobset.sigs.k8s.io/jobset-name": "js"},
-            "annotations": {volumes.OWNER_UID_ANNOTATION: UID},
-        },
-        "spec": spec,
-        "status": {"phase": phase},
-    }
 
 
 # Claim classes as the API server stores them: (template class, claim class, phase) per template.
@@ -145,15 +127,11 @@ def test_volumes_ready_names_a_missing_storage_class(
     says: list[str],
     not_said: list[str],
 ) -> None:
-    templates = [_template(t, template_class) for t, (template_class, _, _) in claims.items()]
-    mounts = [{"name": t, "mountPath": f"/{t}"} for t in claims]
-    container = {"name": "main", "image": "busybox", "volumeMounts": mounts}
-    jobset = make_jobset(
-        replicated_jobs=[rjob("workers", pod_spec={"containers": [container]})],
-        spec={"volumeClaimPolicies": [{"templates": templates}]},
-    )
+    templates = [_tpl(t, template_class) for t, (template_class, _, _) in claims.items()]
+    jobset = make([{"templates": templates}], rjobs=[mounting("workers", 1, tuple(claims))])
     found = volumes.views(
-        _claim(f"{t}-js", claim_class, phase) for t, (_, claim_class, phase) in claims.items()
+        claim(f"{t}-js", template=t, spec=_tpl(t, claim_class)["spec"], phase=phase)
+        for t, (_, claim_class, phase) in claims.items()
     )
     classes = StorageClasses(wait_for_first_consumer=frozenset({"wffc"}), names=names)
     model = volumes.model(jobset)
@@ -170,11 +148,11 @@ def test_volumes_ready_names_a_missing_storage_class(
         assert text not in ready.message, ready.message
 
 
-_VOLUMES = {"volumeClaimPolicies": [{"templates": [_template("data", None)]}]}
+_VOLUMES = {"volumeClaimPolicies": [{"templates": [_tpl("data", None)]}]}
 _REQUEST = {
     "volumePolicy": {
         "replicatedJobs": [{"name": "workers"}],
-        "volumeClaimTemplates": [_template("data", None)],
+        "volumeClaimTemplates": [_tpl("data", None)],
     }
 }
 
