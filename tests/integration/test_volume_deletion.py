@@ -1,0 +1,264 @@
+"""Deleting JobSets with volume claims, and claim events, against a real API server.
+
+Issue 12: a JobSet that became invalid is still finalised (retention on what can be proved, the
+rest kept); ``--cascade=orphan`` keeps the claims; a conflict is re-evaluated when the other claim
+goes (the claim event reaches the JobSets that want its name, and only those).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.jobset import api, volumes
+from controller.runtime.client import CLAIMS, EVENTS, KubeClient
+from tests.helpers import wait_for
+from tests.support.jobsets import (
+    RunningController,
+    condition,
+    get_jobset,
+    jobs_of,
+    jobset,
+    reconciles,
+    replicated_job,
+    settled,
+    wait_condition,
+    wait_jobs,
+    with_mounts,
+)
+
+Obj = dict[str, Any]
+
+CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+
+
+def template(name: str) -> Obj:
+    return {"metadata": {"name": name}, "spec": CLAIM_SPEC}
+
+
+async def jobset_gone(client: KubeClient, namespace: str, name: str) -> None:
+    async def names() -> list[str]:
+        return [j["metadata"]["name"] for j in (await client.list(api.JOBSETS, namespace))["items"]]
+
+    await wait_for(names, lambda found: name not in found, f"JobSet {name} to be deleted")
+
+
+async def claims_by_name(client: KubeClient, namespace: str) -> dict[str, Obj]:
+    return {c["metadata"]["name"]: c for c in (await client.list(CLAIMS, namespace))["items"]}
+
+
+def assert_retained(claim: Obj, uid: str) -> None:
+    """Kept as ``whenDeleted: Retain`` keeps a claim: alive, no ownerReference to the JobSet (the
+    garbage collector would delete it), the JobSet's uid recorded for a later adoption."""
+    meta = claim["metadata"]
+    assert not meta.get("deletionTimestamp"), f"claim {meta['name']} was deleted"
+    assert not any(r.get("uid") == uid for r in meta.get("ownerReferences") or []), meta
+    assert (meta.get("annotations") or {}).get(volumes.RETAINED_FROM_ANNOTATION) == uid, meta
+
+
+async def events_about(client: KubeClient, namespace: str, name: str, reason: str) -> list[Obj]:
+    listed = (await client.list(EVENTS, namespace))["items"]
+    return [
+        e for e in listed if e["involvedObject"].get("name") == name and e.get("reason") == reason
+    ]
+
+
+async def set_replicas(client: KubeClient, namespace: str, name: str, replicas: int) -> None:
+    rjobs = (await get_jobset(client, namespace, name))["spec"]["replicatedJobs"]
+    rjobs[0]["replicas"] = replicas
+    await client.patch(api.JOBSETS, name, {"spec": {"replicatedJobs": rjobs}}, namespace)
+
+
+def growing(name: str) -> Obj:
+    """Three Job-scope templates (deleted with the JobSet) and a JobSet-scope one (retained).
+    Raising ``replicas`` to 4,000 asks for 12,001 claims: more than the controller plans
+    (``volumes.MAX_CLAIMS``), admitted by the API server (at most 10,000 child Jobs)."""
+    return jobset(
+        name,
+        with_mounts(replicated_job("workers", 1), "a", "b", "c", "keep"),
+        volumeClaimPolicies=[
+            {"scope": "Job", "templates": [template("a"), template("b"), template("c")]},
+            {"templates": [template("keep")], "retentionPolicy": {"whenDeleted": "Retain"}},
+        ],
+    )
+
+
+async def test_jobset_that_became_invalid_is_deleted_with_its_retention(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """Deletion does not depend on parsing the spec: a JobSet made SpecInvalid by raising
+    replicas is finalised, its whenDeleted: Delete claims deleted and the Retain one kept.
+    Before, the reconcile stopped at the parse error and the finalizer was never removed."""
+    name = "grown"
+    await client.create(api.JOBSETS, growing(name), namespace)
+    await wait_jobs(client, namespace, name, 1)
+    uid = (await get_jobset(client, namespace, name))["metadata"]["uid"]
+    deleted = [f"{t}-{name}-workers-0" for t in ("a", "b", "c")]
+    assert sorted(await claims_by_name(client, namespace)) == [*deleted, f"keep-{name}"]
+
+    await set_replicas(client, namespace, name, 4000)
+    invalid = await wait_condition(client, namespace, name, "SpecInvalid")
+    assert "12001 claims" in condition(invalid, "SpecInvalid")["message"]  # type: ignore[index]
+
+    await client.delete(api.JOBSETS, name, namespace)
+    await jobset_gone(client, namespace, name)
+    claims = await claims_by_name(client, namespace)
+    for claim_name in deleted:
+        assert claims[claim_name]["metadata"].get("deletionTimestamp"), claim_name
+    assert_retained(claims[f"keep-{name}"], uid)
+
+
+async def test_owned_claim_without_readable_policy_is_kept(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """A claim the JobSet owns (name label and uid annotation) whose template is not in the spec:
+    no policy says what to do with it, so deletion keeps it (ownerReference removed, uid
+    recorded) and says so in a Warning Event. Before, its ownerReference stayed and the garbage
+    collector deleted it with the JobSet."""
+    name = "spare"
+    body = jobset(
+        name,
+        with_mounts(replicated_job("workers", 1), "data"),
+        volumeClaimPolicies=[{"templates": [template("data")]}],
+    )
+    await client.create(api.JOBSETS, body, namespace)
+    await wait_jobs(client, namespace, name, 1)
+    js = await get_jobset(client, namespace, name)
+    uid = js["metadata"]["uid"]
+    stray = {
+        "metadata": {
+            "name": "gone-spare",
+            "labels": {api.JOBSET_NAME: name, volumes.CLAIM_TEMPLATE_LABEL: "gone"},
+            "annotations": {volumes.OWNER_UID_ANNOTATION: uid},
+            "ownerReferences": [
+                {
+                    "apiVersion": api.API_VERSION,
+                    "kind": api.KIND,
+                    "name": name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": CLAIM_SPEC,
+    }
+    await client.create(CLAIMS, stray, namespace)
+    await settled(controller, client)
+
+    await client.delete(api.JOBSETS, name, namespace)
+    await jobset_gone(client, namespace, name)
+    claims = await claims_by_name(client, namespace)
+    assert claims[f"data-{name}"]["metadata"].get("deletionTimestamp"), "whenDeleted: Delete"
+    assert_retained(claims["gone-spare"], uid)
+    events = await wait_for(
+        lambda: events_about(client, namespace, name, "ClaimRetained"),
+        lambda found: any("gone-spare" in e["message"] for e in found),
+        "an Event naming the kept claim",
+    )
+    kept = [e for e in events if "gone-spare" in e["message"]]
+    assert [e["type"] for e in kept] == ["Warning"], kept
+    assert "gone" in kept[0]["message"], kept  # names the template no policy has
+
+
+async def test_spec_invalid_clears_once_valid_again(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """SpecInvalid=True turns False when an edit makes the JobSet valid again, and the JobSet
+    proceeds. Before, the condition stayed True forever."""
+    name = "regrown"
+    await client.create(api.JOBSETS, growing(name), namespace)
+    await wait_jobs(client, namespace, name, 1)
+    await set_replicas(client, namespace, name, 4000)
+    await wait_condition(client, namespace, name, "SpecInvalid")
+    await set_replicas(client, namespace, name, 2)
+    await wait_condition(client, namespace, name, "SpecInvalid", status="False")
+    await wait_jobs(client, namespace, name, 2)
+
+
+async def test_orphan_deletion_keeps_claims(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """``kubectl delete --cascade=orphan`` leaves the Jobs (and their pods) running: their claims
+    are kept as whenDeleted: Retain keeps them, whatever the policy says (here the default
+    whenDeleted: Delete). Before, the claims were deleted under the running pods."""
+    name = "orphaner"
+    body = jobset(
+        name,
+        with_mounts(replicated_job("workers", 2), "data", "ckpt"),
+        volumeClaimPolicies=[
+            {"templates": [template("data")]},
+            {"scope": "Job", "templates": [template("ckpt")]},
+        ],
+    )
+    await client.create(api.JOBSETS, body, namespace)
+    await wait_jobs(client, namespace, name, 2)
+    uid = (await get_jobset(client, namespace, name))["metadata"]["uid"]
+    await client.delete(api.JOBSETS, name, namespace, propagation="Orphan")
+
+    # The API server adds the "orphan" finalizer; the garbage collector (absent here) removes it.
+    done = await wait_for(
+        lambda: get_jobset(client, namespace, name),
+        lambda js: volumes.FINALIZER not in (js["metadata"].get("finalizers") or []),
+        "the volume-retention finalizer to be removed",
+    )
+    assert "orphan" in done["metadata"]["finalizers"]
+    claims = await claims_by_name(client, namespace)
+    assert sorted(claims) == [f"ckpt-{name}-workers-0", f"ckpt-{name}-workers-1", f"data-{name}"]
+    for claim in claims.values():
+        assert_retained(claim, uid)
+    assert len(await jobs_of(client, namespace, name)) == 2
+    await client.patch(api.JOBSETS, name, {"metadata": {"finalizers": None}}, namespace)
+    await jobset_gone(client, namespace, name)
+
+
+def claiming(name: str, template_name: str) -> Obj:
+    return jobset(
+        name,
+        with_mounts(replicated_job("workers", 1), template_name),
+        volumeClaimPolicies=[{"templates": [template(template_name)]}],
+    )
+
+
+async def test_conflict_with_another_jobsets_claim_clears_when_it_goes(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """JobSet ``b`` (template ``t-a``) and JobSet ``a-b`` (template ``t``) both want the claim
+    ``t-a-b``: ``b`` made it, ``a-b`` is blocked by a conflict. Once ``b`` and its claim are
+    gone, ``a-b`` proceeds by itself. Nothing else would reconcile ``a-b`` (the controller is
+    settled with nothing scheduled, there is no periodic resync): the claim's delete event must
+    reach the JobSet that wants its name. Before, it reached only ``b`` (the claim's label)."""
+    await client.create(api.JOBSETS, claiming("b", "t-a"), namespace)
+    await wait_jobs(client, namespace, "b", 1)
+    await client.create(api.JOBSETS, claiming("a-b", "t"), namespace)
+    conflicted = await wait_condition(client, namespace, "a-b", "VolumeClaimConflict")
+    assert "t-a-b" in condition(conflicted, "VolumeClaimConflict")["message"]  # type: ignore[index]
+    await settled(controller, client, quiet=True)
+    assert await jobs_of(client, namespace, "a-b") == []
+
+    await client.delete(api.JOBSETS, "b", namespace)
+    await jobset_gone(client, namespace, "b")
+    # Without kube-controller-manager the pvc-protection finalizer must be lifted by hand.
+    await client.patch(CLAIMS, "t-a-b", {"metadata": {"finalizers": None}}, namespace)
+    await wait_jobs(client, namespace, "a-b", 1)
+    await wait_condition(client, namespace, "a-b", "VolumeClaimConflict", status="False")
+    uid = (await get_jobset(client, namespace, "a-b"))["metadata"]["uid"]
+    claim = await client.get(CLAIMS, "t-a-b", namespace)
+    assert claim["metadata"]["annotations"][volumes.OWNER_UID_ANNOTATION] == uid
+
+
+async def test_unrelated_claim_event_reconciles_no_jobset(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """A claim event is mapped to the JobSets that want the claim's name (or that it is
+    labelled for), not to every JobSet of the namespace. Before, a claim without the name label
+    enqueued every JobSet of its namespace."""
+    await client.create(api.JOBSETS, claiming("quiet", "data"), namespace)
+    await wait_jobs(client, namespace, "quiet", 1)
+    await settled(controller, client, quiet=True)
+    before = reconciles(controller.manager)
+    unrelated = {"metadata": {"name": "unrelated", "labels": {"owner": "someone-else"}}}
+    await client.create(CLAIMS, {**unrelated, "spec": CLAIM_SPEC}, namespace)
+    await client.delete(CLAIMS, "unrelated", namespace)
+    await client.patch(CLAIMS, "unrelated", {"metadata": {"finalizers": None}}, namespace)
+    await settled(controller, client, quiet=True)
+    assert reconciles(controller.manager) == before
