@@ -69,6 +69,9 @@ MESSAGE_RESTART_IGNORE_MAX_ACTION = (
     "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
 )
 REASON_SPEC_INVALID = "InvalidSpec"
+# SpecInvalid=False once an edit made the JobSet valid again.
+REASON_SPEC_VALID = "ValidSpec"
+MESSAGE_SPEC_VALID = "the spec is valid: the controller acts on it"
 
 # Failure policy actions.
 FAIL_JOBSET = "FailJobSet"

@@ -219,15 +219,15 @@ def decide(
     plan = Plan()
     claims = claims or {}
     classes = classes or StorageClasses()
+    if jobset.deleting:
+        # Children go with garbage collection; the reconciler finalises the JobSet (claims by
+        # their retention) with ``volumes.deletion``, without parsing it.
+        return plan
     if model is None:
         model = volumes.model(jobset)
-    if jobset.deleting:
-        # Children go with garbage collection; claims follow their retention policy.
-        plan.volume = volumes.plan(
-            model, claims, classes, terminal_state=jobset.status.terminal_state
-        )
-        return plan
     built = _Status(jobset, now)
+    # Parsed and acted on: whatever made it SpecInvalid was fixed (no-op when never invalid).
+    built.condition(api.SPEC_INVALID, "False", api.REASON_SPEC_VALID, api.MESSAGE_SPEC_VALID, None)
     current = [j for j in children.current_jobs(jobset, jobs) if not children.is_deleting(j)]
     stale = children.stale_jobs(jobset, jobs)
     plan.delete_jobs.extend(j["metadata"]["name"] for j in stale if not children.is_deleting(j))

@@ -37,6 +37,7 @@ from controller.jobset.volumes import (
     StorageClasses,
     VolumeModel,
     VolumePlan,
+    deletion,
 )
 from controller.runtime.client import CLAIMS, JOBS, SERVICES, ApiError, KubeClient
 from controller.runtime.controller import Result
@@ -134,6 +135,10 @@ class JobSetReconciler:
             return Result()  # another controller's JobSet
         if preflight.is_stale(obj, self._written.get(key)):
             return Result(requeue_after=preflight.STALE_REQUEUE_AFTER)
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            # Whatever the spec says, or whether it parses: deletion must never be blocked.
+            await self._finalise(key, obj)
+            return Result()
         try:
             jobset = parse(obj)
             jobs = self._children(key, jobset.uid)
@@ -229,8 +234,6 @@ class JobSetReconciler:
         else:
             for event in plan.events:
                 self._event(jobset.raw, event.type, event.reason, event.message)
-        if vplan is not None and vplan.remove_finalizer:
-            await self._remove_finalizer(jobset)
         if plan.delete_jobset:
             try:
                 await self.client.delete(
@@ -284,8 +287,8 @@ class JobSetReconciler:
             # back to the queue, or a later pass could not tell them from copies.
             await self._write_created(key, jobset, updated or jobset.raw, vplan, created)
             raise
-        await self._parallel([self._patch_claim(jobset, change) for change in vplan.patch])
-        await self._parallel([self._delete_claim(jobset, name) for name in vplan.delete])
+        await self._parallel([self._patch_claim(jobset.raw, change) for change in vplan.patch])
+        await self._parallel([self._delete_claim(jobset.raw, name) for name in vplan.delete])
         if vplan.conflicts:
             self.metrics.claim_conflicts.inc(len(vplan.conflicts))
         return updated, created
@@ -321,13 +324,22 @@ class JobSetReconciler:
             api.JOBSETS, jobset.name, patch, jobset.namespace, patch_type="json"
         )
 
-    async def _remove_finalizer(self, jobset: JobSet) -> None:
-        patch = finalizers.remove_patch(jobset.raw.get("metadata") or {}, volumes.FINALIZER)
+    async def _finalise(self, key: str, obj: Obj) -> None:
+        """Retention for a JobSet being deleted (``volumes.deletion``: from the stored object,
+        whatever its spec), then the finalizer goes."""
+        labelled = self.claims.by_index(JOBSET_INDEX, key) if self.claims is not None else []
+        vplan = deletion.plan(obj, volumes.views(labelled).values())
+        await self._parallel([self._patch_claim(obj, change) for change in vplan.patch])
+        await self._parallel([self._delete_claim(obj, name) for name in vplan.delete])
+        if not vplan.remove_finalizer:
+            return  # the next pass (the claims' events) checks again
+        meta = obj.get("metadata") or {}
+        patch = finalizers.remove_patch(meta, volumes.FINALIZER)
         if patch is None:
             return
         try:
             await self.client.patch(
-                api.JOBSETS, jobset.name, patch, jobset.namespace, patch_type="json"
+                api.JOBSETS, str(meta.get("name")), patch, _namespace(obj), patch_type="json"
             )
         except ApiError as err:
             if not err.not_found:
@@ -352,28 +364,29 @@ class JobSetReconciler:
         uid = (created.get("metadata") or {}).get("uid") if isinstance(created, dict) else None
         return uid if isinstance(uid, str) else None
 
-    async def _patch_claim(self, jobset: JobSet, change: ClaimPatch) -> None:
+    async def _patch_claim(self, obj: Obj, change: ClaimPatch) -> None:
+        """Patches a claim of the JobSet ``obj`` (the stored object: it may not parse)."""
         try:
-            await self.client.patch(CLAIMS, change.name, change.patch, jobset.namespace)
+            await self.client.patch(CLAIMS, change.name, change.patch, _namespace(obj))
         except ApiError as err:
             if err.not_found:
                 return
-            self._event(jobset.raw, "Warning", change.reason + "Failed",
+            self._event(obj, "Warning", change.reason + "Failed",
                         f"{change.message}: {err.message}")  # fmt: skip
             raise
         if change.reason == volumes.REASON_CLAIM_ADOPTED:
             self.metrics.claims_adopted.inc()
-        self._event(jobset.raw, "Normal", change.reason, change.message)
+        self._event(obj, change.event_type, change.reason, change.message)
 
-    async def _delete_claim(self, jobset: JobSet, name: str) -> None:
+    async def _delete_claim(self, obj: Obj, name: str) -> None:
         try:
-            await self.client.delete(CLAIMS, name, jobset.namespace)
+            await self.client.delete(CLAIMS, name, _namespace(obj))
         except ApiError as err:
             if err.not_found:
                 return
             raise
         self.metrics.claims_deleted.inc()
-        self._event(jobset.raw, "Normal", volumes.REASON_CLAIM_DELETED, f"deleted claim {name}")
+        self._event(obj, "Normal", volumes.REASON_CLAIM_DELETED, f"deleted claim {name}")
 
     async def _create_job(self, key: str, jobset: JobSet, job: Obj) -> None:
         name = job["metadata"]["name"]
@@ -435,3 +448,8 @@ class JobSetReconciler:
         subject.setdefault("apiVersion", api.API_VERSION)
         subject.setdefault("kind", api.KIND)
         self.recorder.event(subject, event_type, reason, message)
+
+
+def _namespace(obj: Obj) -> str | None:
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    return namespace if isinstance(namespace, str) else None

@@ -678,25 +678,28 @@ ROWS = [
         },
         id="volumes-foreign-claim-conflict-jobs-wait",
     ),
-    # Being deleted: children go with the garbage collector; claims follow retention (default
-    # whenDeleted: Delete), and the finalizer goes once the deletes were accepted.
+    # Being deleted: children go with the garbage collector; the reconciler finalises the JobSet
+    # (claims by retention) with volumes.deletion, from the stored object (test_volume_deletion).
     pytest.param(
         Case(jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC, "deleting": True},
              finalizers=(RETENTION_FINALIZER,), jobs=ALL_ACTIVE, claims=(_claim("Bound"),)),
-        {"claims": {"delete": ["data-js"]}, "writes": 1},
-        id="deleting-claims-deleted-by-retention",
-    ),
-    pytest.param(
-        Case(jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC, "deleting": True},
-             finalizers=(RETENTION_FINALIZER,), jobs=ALL_ACTIVE,
-             claims=(_terminating(_claim("Bound")),)),
-        {"claims": {"remove_finalizer": True}, "writes": 1},
-        id="deleting-claims-going-finalizer-removed",
+        {"writes": 0},
+        id="deleting-with-volumes-nothing-here",
     ),
     pytest.param(
         Case(jobset={"deleting": True}, jobs=ALL_ACTIVE, service=False),
         {"writes": 0},
         id="deleting-without-volumes-nothing",
+    ),
+    # --- SpecInvalid (reported by the reconciler when parsing fails) turns False once the
+    # JobSet parses again; absent, it is not added.
+    pytest.param(
+        Case(jobset={"conditions": [_ours("SpecInvalid", "InvalidSpec", "too many claims")]},
+             jobs=ALL_ACTIVE, stored=ALL_ACTIVE_STATUS),
+        {"status": {"restarts": 0, "conditions": [("SpecInvalid", "False", "ValidSpec")],
+                    "replicatedJobs": {"leader": {"active": 1}, "workers": {"active": 2}}},
+         "writes": 1},
+        id="spec-valid-again-spec-invalid-false",
     ),
     # --- steady states: nothing to write
     pytest.param(

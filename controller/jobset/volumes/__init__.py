@@ -9,6 +9,8 @@ One module per concern, all pure (the reconciler performs the writes):
 - ``ownership``: which claims are the JobSet's, which it may adopt (with proof), the patches;
 - ``record``: the uids of the claims the JobSet had, kept in its status;
 - ``lifecycle``: each desired claim's state and the writes of this pass, retention included;
+- ``deletion``: retention when the JobSet is deleted, read from the stored object whatever its
+  spec (deletion must not depend on parsing it);
 - ``status``: what the status and conditions say about the claims.
 """
 
@@ -38,7 +40,6 @@ from controller.jobset.volumes.lifecycle import (
     Growth,
     VolumePlan,
     claims_to_delete,
-    claims_to_retain,
     growth,
     lifecycle,
     plan,
@@ -149,7 +150,6 @@ __all__ = [
     "claim_name",
     "claims_for_job",
     "claims_to_delete",
-    "claims_to_retain",
     "classify",
     "compatible",
     "conditions",

@@ -29,7 +29,7 @@ the JobSet owns; the retention finalizer is removed last.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -210,12 +210,23 @@ def _policy_of(claim: ClaimView, found: Iterable[VolumePolicy]) -> VolumePolicy 
     return next((p for p in found if any(t.name == template for t in p.templates)), None)
 
 
-def _scaled_away(claim: ClaimView, policy: VolumePolicy, jobset: JobSet) -> bool:
+def scaled_away(claim: ClaimView, policy: VolumePolicy, replicas: Callable[[str], int]) -> bool:
+    """A Job-scope claim of a child Job beyond its replicated job's ``replicas`` now."""
     slot = slot_of(claim)
     if policy.scope != "Job" or slot is None or slot[1] is None or slot[2] is None:
         return False
-    rjob = jobset.replicated_job(slot[1])
-    return slot[2] >= (rjob.replicas if rjob is not None else 0)
+    return slot[2] >= replicas(slot[1])
+
+
+def deleted_by(retention: Retention, *, deleting: bool, terminal_state: str, scaled: bool) -> bool:
+    """Whether ``retention`` deletes a claim now: the JobSet is being deleted (whenDeleted), it
+    reached ``terminal_state`` (whenCompleted, whenFailed), or the claim's Job was ``scaled``
+    away (whenScaled)."""
+    return (
+        (deleting and retention.when_deleted == "Delete")
+        or released_by(retention, terminal_state)
+        or (scaled and retention.when_scaled == "Delete")
+    )
 
 
 def claims_to_delete(
@@ -228,6 +239,11 @@ def claims_to_delete(
 ) -> list[ClaimView]:
     """Owned claims whose retention says Delete now (claims already being deleted are left out)."""
     found = tuple(policies)
+
+    def replicas(name: str) -> int:
+        rjob = jobset.replicated_job(name)
+        return rjob.replicas if rjob is not None else 0
+
     result = []
     for claim in claims:
         if claim.terminating or not ownership.owned(claim, jobset):
@@ -235,42 +251,10 @@ def claims_to_delete(
         policy = _policy_of(claim, found)
         if policy is None:
             continue
-        retention = policy.retention
-        if (
-            (deleting and retention.when_deleted == "Delete")
-            or released_by(retention, terminal_state)
-            or (retention.when_scaled == "Delete" and _scaled_away(claim, policy, jobset))
+        scaled = scaled_away(claim, policy, replicas)
+        if deleted_by(
+            policy.retention, deleting=deleting, terminal_state=terminal_state, scaled=scaled
         ):
-            result.append(claim)
-    return result
-
-
-def claims_to_retain(
-    jobset: JobSet,
-    policies: Iterable[VolumePolicy],
-    claims: Iterable[ClaimView],
-    *,
-    terminal_state: str = "",
-) -> list[ClaimView]:
-    """Owned claims of ``whenDeleted: Retain`` policies that still need ``retain_patch`` while
-    the JobSet is being deleted; claims that ``claims_to_delete`` deletes are left out."""
-    found = tuple(policies)
-    listed = list(claims)
-    dropped = {
-        c.name
-        for c in claims_to_delete(
-            jobset, found, listed, deleting=True, terminal_state=terminal_state
-        )
-    }
-    result = []
-    for claim in listed:
-        if claim.name in dropped or not ownership.owned(claim, jobset):
-            continue
-        policy = _policy_of(claim, found)
-        if policy is None or policy.retention.when_deleted != "Retain":
-            continue
-        has_ref = any(r.get("uid") == jobset.uid for r in claim.owner_references)
-        if has_ref or claim.retained_from != jobset.uid:
             result.append(claim)
     return result
 
@@ -284,6 +268,7 @@ class ClaimPatch:
     patch: Obj
     reason: str  # the Event reason once the patch succeeded
     message: str
+    event_type: str = "Normal"
 
 
 @dataclass
@@ -364,35 +349,6 @@ def _update(
         result.patch.append(ClaimPatch(name, trimmed, REASON_CLAIM_UPDATED, message))
 
 
-def _deletion_plan(model: VolumeModel, claims: Mapping[str, ClaimView]) -> VolumePlan:
-    jobset = model.jobset
-    result = VolumePlan()
-    if FINALIZER not in jobset.finalizers:
-        return result
-    terminal_state = jobset.status.terminal_state
-    existing = list(claims.values())
-    result.delete = [
-        c.name
-        for c in claims_to_delete(
-            jobset, model.policies, existing, deleting=True, terminal_state=terminal_state
-        )
-    ]
-    for claim in claims_to_retain(jobset, model.policies, existing, terminal_state=terminal_state):
-        result.patch.append(
-            ClaimPatch(
-                claim.name,
-                ownership.retain_patch(claim, jobset),
-                REASON_CLAIM_RETAINED,
-                f"retained claim {claim.name} (whenDeleted: Retain); a JobSet named "
-                f"{jobset.name} can adopt it",
-            )
-        )
-    # Deletes accepted (pvc-protection may keep a claim until its pods are gone) and retention
-    # recorded: the finalizer can go. Otherwise the next pass checks again.
-    result.remove_finalizer = not result.delete and not result.patch
-    return result
-
-
 def plan(
     model: VolumeModel,
     claims: Mapping[str, ClaimView],
@@ -403,13 +359,10 @@ def plan(
     """The volume writes for this pass. ``terminal_state`` is the state after this pass (no claim
     is created for a JobSet that is finishing); deletions follow the stored terminal state."""
     jobset = model.jobset
-    if not model.policies:
-        result = VolumePlan()
-        if jobset.deleting and FINALIZER in jobset.finalizers:
-            result.remove_finalizer = True  # policies cannot go away, but never block deletion
-        return result
-    if jobset.deleting:
-        return _deletion_plan(model, claims)
+    if not model.policies or jobset.deleting:
+        # A JobSet being deleted is finalised by ``deletion.plan``, from the stored object
+        # whatever its spec: deletion must not depend on parsing it.
+        return VolumePlan()
 
     result = VolumePlan(add_finalizer=FINALIZER not in jobset.finalizers)
     finished = bool(terminal_state)

@@ -112,8 +112,13 @@ def compatible(
     return True, ""
 
 
+def owned_by(claim: ClaimView, name: str, uid: str) -> bool:
+    """Made for (or adopted by) the JobSet ``name`` of uid ``uid``: the label and our annotation."""
+    return claim.jobset_name == name and claim.owner_uid == uid
+
+
 def owned(claim: ClaimView, jobset: JobSet) -> bool:
-    return claim.jobset_name == jobset.name and claim.owner_uid == jobset.uid
+    return owned_by(claim, jobset.name, jobset.uid)
 
 
 def conflict_reason(
@@ -211,15 +216,23 @@ def adoption_patch(claim: ClaimView, desired: DesiredClaim, jobset: JobSet) -> O
     return {"metadata": metadata}
 
 
-def retain_patch(claim: ClaimView, jobset: JobSet) -> Obj:
-    """Merge patch keeping a claim after its JobSet is gone: no ownerReference, note the uid."""
-    refs = [r for r in claim.owner_references if r.get("uid") != jobset.uid]
+def retain_patch(claim: ClaimView, uid: str) -> Obj:
+    """Merge patch keeping a claim after its JobSet (of ``uid``) is gone: no ownerReference to
+    it (the garbage collector would delete the claim), the uid noted for a later adoption."""
+    refs = [r for r in claim.owner_references if r.get("uid") != uid]
     return {
         "metadata": {
-            "annotations": {RETAINED_FROM_ANNOTATION: jobset.uid},
+            "annotations": {RETAINED_FROM_ANNOTATION: uid},
             "ownerReferences": refs or None,
         }
     }
+
+
+def retained(claim: ClaimView, uid: str) -> bool:
+    """``retain_patch`` has nothing left to do."""
+    return claim.retained_from == uid and not any(
+        r.get("uid") == uid for r in claim.owner_references
+    )
 
 
 def update_patch(claim: ClaimView, desired: DesiredClaim) -> Obj | None:

@@ -19,7 +19,7 @@ import collections
 import copy
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from controller.jobset.volumes.model import (
     REPLACE_LOST_ANNOTATION,
     ClaimTemplate,
     Keep,
+    Obj,
     Retention,
     Scope,
     VolumePolicy,
@@ -201,22 +202,41 @@ def _valid_claim_name(name: str) -> bool:
     return len(name) <= _MAX_SUBDOMAIN and bool(_DNS_SUBDOMAIN.match(name))
 
 
-def _raw_policies(jobset: JobSet) -> list[VolumePolicy]:
-    spec = as_dict(jobset.raw.get("spec"))
-    found: list[VolumePolicy] = []
+def _not_a_list(value: Any) -> VolumePolicy:
+    raise InvalidJobSet(f"spec.volumeClaimPolicies must be a list, got {type(value).__name__}")
+
+
+def _entries(spec: Obj) -> Iterator[Callable[[], VolumePolicy]]:
+    """Each policy entry of the spec, in order, as a parser that raises ``InvalidJobSet`` when
+    the entry (only that one) is invalid."""
     upstream = spec.get("volumeClaimPolicies")
-    if upstream is not None:
-        if not isinstance(upstream, list):
-            raise InvalidJobSet(
-                f"spec.volumeClaimPolicies must be a list, got {type(upstream).__name__}"
-            )
-        found.extend(
-            _upstream_policy(p, f"spec.volumeClaimPolicies[{i}]") for i, p in enumerate(upstream)
-        )
+    if upstream is not None and not isinstance(upstream, list):
+        yield functools.partial(_not_a_list, upstream)
+    elif upstream is not None:
+        for i, raw in enumerate(upstream):
+            yield functools.partial(_upstream_policy, raw, f"spec.volumeClaimPolicies[{i}]")
     request = spec.get("volumePolicy")
     if request is not None:
-        found.append(_request_policy(request, "spec.volumePolicy"))
-    return found
+        yield functools.partial(_request_policy, request, "spec.volumePolicy")
+
+
+def _raw_policies(jobset: JobSet) -> list[VolumePolicy]:
+    return [entry() for entry in _entries(as_dict(jobset.raw.get("spec")))]
+
+
+def readable_policies(spec: Any) -> tuple[list[VolumePolicy], list[str]]:
+    """The policy entries that parse on their own, and why each other one does not.
+
+    For deletion, which must not depend on the whole spec being valid: a JobSet that became
+    invalid (more claims than ``MAX_CLAIMS`` after raising replicas) still has readable policies.
+    """
+    found, problems = [], []
+    for entry in _entries(as_dict(spec)):
+        try:
+            found.append(entry())
+        except InvalidJobSet as err:
+            problems.append(str(err))
+    return found, problems
 
 
 def _targets_field(policy: VolumePolicy) -> str:

@@ -1,0 +1,174 @@
+"""Retention when the JobSet is deleted, read from the stored object whatever its spec (pure).
+
+Deletion must never wait on a spec the controller cannot act on: a JobSet that became
+``SpecInvalid`` (say, ``replicas`` raised past ``MAX_CLAIMS``) is finalised all the same. So this
+reads only what retention needs, each part on its own: the JobSet's name, uid, finalizers and
+stored terminal state, each policy entry that parses (``spec.readable_policies``) and the
+replicated jobs' ``replicas``. Each claim needs its own justification:
+
+- only claims the JobSet **owns** are touched (its name label and its uid in our annotation);
+- a claim is **deleted** only when the policy that made it (found by the claim's template label)
+  is readable and says Delete: ``whenDeleted``, ``whenCompleted``/``whenFailed`` for the stored
+  terminal state, or ``whenScaled`` for a Job beyond ``replicas``;
+- it is **kept** otherwise, the way ``whenDeleted: Retain`` keeps one (``retain_patch``: our
+  ownerReference removed, else the garbage collector deletes it with the JobSet; the JobSet's uid
+  recorded, so a JobSet of the same name can adopt it): when the policy says Retain, when the
+  JobSet is deleted with ``propagationPolicy: Orphan`` (its Jobs and their pods stay, so their
+  claims must too: as if ``whenDeleted: Retain``), and when no readable policy has the claim's
+  template (a Warning: nothing justifies deleting it).
+
+The retention finalizer goes once nothing is left to delete or keep.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from controller.jobset.volumes import ownership
+from controller.jobset.volumes.lifecycle import (
+    REASON_CLAIM_RETAINED,
+    ClaimPatch,
+    VolumePlan,
+    deleted_by,
+    scaled_away,
+)
+from controller.jobset.volumes.model import (
+    CLAIM_TEMPLATE_LABEL,
+    FINALIZER,
+    Obj,
+    VolumePolicy,
+    as_dict,
+    as_list,
+)
+from controller.jobset.volumes.observed import ClaimView
+from controller.jobset.volumes.spec import readable_policies
+
+# The finalizer the API server puts on an object deleted with propagationPolicy Orphan (the
+# garbage collector removes it once the dependents' ownerReferences are gone).
+ORPHAN_FINALIZER = "orphan"
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What retention needs of a JobSet being deleted, each part read on its own."""
+
+    name: str
+    uid: str
+    finalizers: tuple[str, ...]
+    terminal_state: str
+    # Template name → the readable policy that has it (a name in two policies is in neither).
+    policies: Mapping[str, VolumePolicy]
+    # Why each unreadable policy entry is (for messages).
+    problems: tuple[str, ...]
+    # Child Jobs per replicated job; unreadable ones count as unbounded (nothing scaled away).
+    replicas: Mapping[str, int]
+
+    @property
+    def orphaning(self) -> bool:
+        return ORPHAN_FINALIZER in self.finalizers
+
+    def replicas_of(self, rjob: str) -> int:
+        return self.replicas.get(rjob, 0)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(v for v in as_list(value) if isinstance(v, str))
+
+
+def _replicas(spec: Obj) -> dict[str, int]:
+    result = {}
+    for rjob in as_list(spec.get("replicatedJobs")):
+        name = as_dict(rjob).get("name")
+        count = as_dict(rjob).get("replicas", 1)
+        if isinstance(name, str):
+            readable = isinstance(count, int) and not isinstance(count, bool)
+            result[name] = count if readable else sys.maxsize
+    return result
+
+
+def read(obj: Obj) -> Deleted:
+    """The parts of a stored JobSet that retention needs; never raises."""
+    meta, spec = as_dict(obj.get("metadata")), as_dict(obj.get("spec"))
+    found, problems = readable_policies(spec)
+    names = collections.Counter(t.name for p in found for t in p.templates)
+    by_template = {t.name: p for p in found for t in p.templates if names[t.name] == 1}
+    state = as_dict(obj.get("status")).get("terminalState")
+    return Deleted(
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        finalizers=_strings(meta.get("finalizers")),
+        terminal_state=state if isinstance(state, str) else "",
+        policies=by_template,
+        problems=tuple(problems),
+        replicas=_replicas(spec),
+    )
+
+
+def _unreadable(claim: ClaimView, jobset: Deleted) -> str:
+    template = claim.labels.get(CLAIM_TEMPLATE_LABEL)
+    why = (
+        f"no readable volume claim policy has its template {template!r}"
+        if template
+        else f"it has no {CLAIM_TEMPLATE_LABEL} label to find its volume claim policy by"
+    )
+    if jobset.problems:
+        why += f" ({'; '.join(jobset.problems)})"
+    return why
+
+
+def _keep(claim: ClaimView, jobset: Deleted, why: str, event_type: str = "Normal") -> ClaimPatch:
+    return ClaimPatch(
+        claim.name,
+        ownership.retain_patch(claim, jobset.uid),
+        REASON_CLAIM_RETAINED,
+        f"retained claim {claim.name} ({why}); a JobSet named {jobset.name} can adopt it",
+        event_type,
+    )
+
+
+def _one(claim: ClaimView, jobset: Deleted) -> str | ClaimPatch | None:
+    """For one owned claim: its name to delete it, the patch that keeps it, or None (done)."""
+    policy = jobset.policies.get(claim.labels.get(CLAIM_TEMPLATE_LABEL) or "")
+    if policy is None:
+        if ownership.retained(claim, jobset.uid):
+            return None
+        return _keep(claim, jobset, _unreadable(claim, jobset), "Warning")
+    retention = policy.retention
+    why = "whenDeleted: Retain"
+    if jobset.orphaning:
+        # Its Jobs and their pods outlive the JobSet: so must the claims they mount.
+        retention = replace(retention, when_deleted="Retain")
+        why = "the JobSet was deleted with propagationPolicy Orphan: its Jobs and pods stay"
+    scaled = scaled_away(claim, policy, jobset.replicas_of)
+    if deleted_by(retention, deleting=True, terminal_state=jobset.terminal_state, scaled=scaled):
+        return None if claim.terminating else claim.name
+    if retention.when_deleted != "Retain" or ownership.retained(claim, jobset.uid):
+        return None
+    return _keep(claim, jobset, why)
+
+
+def plan(obj: Obj, claims: Iterable[ClaimView]) -> VolumePlan:
+    """The claim writes for a JobSet being deleted, and whether its finalizer can go.
+
+    ``claims``: the claims labelled with the JobSet's name (those it does not own are ignored).
+    """
+    result = VolumePlan()
+    jobset = read(obj)
+    if FINALIZER not in jobset.finalizers:
+        return result
+    for claim in claims:
+        if not ownership.owned_by(claim, jobset.name, jobset.uid):
+            continue
+        todo = _one(claim, jobset)
+        if isinstance(todo, str):
+            result.delete.append(todo)
+        elif todo is not None:
+            result.patch.append(todo)
+    # Deletes accepted (pvc-protection may keep a claim until its pods are gone) and retention
+    # recorded: the finalizer can go. Otherwise the next pass checks again.
+    result.remove_finalizer = not result.delete and not result.patch
+    return result
