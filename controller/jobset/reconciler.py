@@ -39,6 +39,7 @@ from controller.jobset.volumes import (
     VolumePlan,
     deletion,
 )
+from controller.jobset.wanted import WantedClaims
 from controller.runtime.client import CLAIMS, JOBS, SERVICES, ApiError, KubeClient
 from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
@@ -83,6 +84,8 @@ class JobSetReconciler:
         # Monotonic time of our last status write per JobSet: progress counters are paced by it.
         self._status_written_at: dict[str, float] = {}
         self.status_progress_period = status_progress_period
+        # Per JobSet, the claim names it wants: a claim event goes to the JobSets wanting it.
+        self.wanted = WantedClaims()
 
     # --------------------------------------------------------------- observe
 
@@ -99,6 +102,9 @@ class JobSetReconciler:
     def _claims(self, key: str, jobset: JobSet, model: VolumeModel) -> dict[str, ClaimView]:
         """Claims this JobSet may care about: those labelled with its name, and any claim
         (labelled or not: a conflict is exactly an unlabelled one) with a name it wants."""
+        # Recorded in the same step as the cache is read (no await between): an event of a
+        # claim is either in what this pass reads, or enqueues the key again.
+        self.wanted.want(key, (d.name for d in model.desired))
         if self.claims is None or not model.policies:
             return {}
         found = {c["metadata"]["name"]: c for c in self.claims.by_index(JOBSET_INDEX, key)}
@@ -130,6 +136,7 @@ class JobSetReconciler:
             self._written.pop(key, None)
             self._status_written_at.pop(key, None)
             self._expected.pop(key, None)
+            self.wanted.drop(key)
             return Result()
         if preflight.managed_elsewhere(obj):
             return Result()  # another controller's JobSet
@@ -137,6 +144,7 @@ class JobSetReconciler:
             return Result(requeue_after=preflight.STALE_REQUEUE_AFTER)
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             # Whatever the spec says, or whether it parses: deletion must never be blocked.
+            self.wanted.drop(key)
             await self._finalise(key, obj)
             return Result()
         try:
@@ -160,6 +168,7 @@ class JobSetReconciler:
                 message_matches=matches,
             )
         except InvalidJobSet as err:
+            self.wanted.drop(key)  # it acts on no claim until the object changes
             await self._report_invalid(key, obj, str(err))
             return Result()  # nothing to retry until the object changes
         now = time.monotonic()

@@ -40,23 +40,6 @@ def setup(manager: Manager) -> JobSetReconciler:
         EventHandler(on_add=enqueue, on_update=lambda _, new: enqueue(new), on_delete=enqueue)
     )
 
-    def enqueue_for_claim(obj: Obj) -> None:
-        meta = obj.get("metadata") or {}
-        if (meta.get("labels") or {}).get(api.JOBSET_NAME):
-            enqueue_parent(obj)
-            return
-        # A foreign claim may block (or, once gone, unblock) any JobSet of its namespace.
-        for js in jobsets.items(meta.get("namespace")):
-            enqueue(js)
-
-    claims.add_handler(
-        EventHandler(
-            on_add=enqueue_for_claim,
-            on_update=lambda _, new: enqueue_for_claim(new),
-            on_delete=enqueue_for_claim,
-        )
-    )
-
     def enqueue_waiting(namespace: str | None) -> None:
         # A quota raised or a storage class created may unblock them now: a JobSet whose claim
         # was refused may sit in a long backoff, so forget it (the next refusal starts over).
@@ -106,6 +89,24 @@ def setup(manager: Manager) -> JobSetReconciler:
         storage_classes,
         metrics=metrics.register(manager.registry, jobsets, claims),
         status_progress_period=manager.config.status_progress_period,
+    )
+
+    def enqueue_for_claim(obj: Obj) -> None:
+        # The JobSet it is labelled for (its claim), and the JobSets that want its name: a claim
+        # that blocks a JobSet (a conflict) is not labelled for it, and once gone unblocks it.
+        enqueue_parent(obj)
+        meta = obj.get("metadata") or {}
+        namespace, name = meta.get("namespace"), meta.get("name")
+        if isinstance(namespace, str) and isinstance(name, str):
+            for key in reconciler.wanted.wanting(namespace, name):
+                queue.add(key)
+
+    claims.add_handler(
+        EventHandler(
+            on_add=enqueue_for_claim,
+            on_update=lambda _, new: enqueue_for_claim(new),
+            on_delete=enqueue_for_claim,
+        )
     )
     manager.controller(CONTROLLER, queue, reconciler.reconcile, object_label="jobset")
     return reconciler
