@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.jobset import api, volumes
+from controller.jobset.model import parse
 from controller.runtime.client import CLAIMS, EVENTS, KubeClient
 from tests.helpers import wait_for
 from tests.support.jobsets import (
@@ -129,16 +130,8 @@ async def test_owned_claim_without_readable_policy_is_kept(
             "name": "gone-spare",
             "labels": {api.JOBSET_NAME: name, volumes.CLAIM_TEMPLATE_LABEL: "gone"},
             "annotations": {volumes.OWNER_UID_ANNOTATION: uid},
-            "ownerReferences": [
-                {
-                    "apiVersion": api.API_VERSION,
-                    "kind": api.KIND,
-                    "name": name,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            # As on the claims it makes with whenDeleted: Delete (the garbage collector's hold).
+            "ownerReferences": [parse(js).owner_reference()],
         },
         "spec": CLAIM_SPEC,
     }
