@@ -125,6 +125,11 @@ CASES = [
                  [claim("ckpt", 1)],
                  {"keep": {"ckpt-js-workers-1": ("Normal", "whenDeleted: Retain")}},
                  id="unreadable-replicas-nothing-scaled-away"),
+    pytest.param(jobset(spec={"replicatedJobs": "?", "volumeClaimPolicies": [
+                        policy("ckpt", scope="Job", **RETAIN, whenScaled="Delete")]}),
+                 [claim("ckpt", 1)],
+                 {"keep": {"ckpt-js-workers-1": ("Normal", "whenDeleted: Retain")}},
+                 id="unreadable-replicated-jobs-nothing-scaled-away"),
     # --- the JobSet is invalid, but this claim's policy entry is readable on its own
     pytest.param(jobset(policy("data"), policy("other", scope="Pod")), [claim("data")],
                  {"delete": ["data-js"]}, id="other-entry-unreadable-this-one-decides"),

@@ -64,7 +64,8 @@ class Deleted:
     policies: Mapping[str, VolumePolicy]
     # Why each unreadable policy entry is (for messages).
     problems: tuple[str, ...]
-    # Child Jobs per replicated job; unreadable ones count as unbounded (nothing scaled away).
+    # Child Jobs per replicated job; an unreadable or unknown one counts as unbounded: nothing
+    # is scaled away that the spec does not show to be.
     replicas: Mapping[str, int]
 
     @property
@@ -72,7 +73,7 @@ class Deleted:
         return ORPHAN_FINALIZER in self.finalizers
 
     def replicas_of(self, rjob: str) -> int:
-        return self.replicas.get(rjob, 0)
+        return self.replicas.get(rjob, sys.maxsize)
 
 
 def _strings(value: Any) -> tuple[str, ...]:
