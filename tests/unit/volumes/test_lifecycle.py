@@ -1,7 +1,7 @@
 """lifecycle: each desired claim's state (from what exists and what the JobSet's status recorded),
 the writes of one pass (create, adopt, update, delete, the uid record after it, the Lost claims
-the user accepted to replace), and retention (``claims_to_delete``, ``claims_to_retain``, the
-deletion plan and its finalizer).
+the user accepted to replace), and retention while the JobSet lives (``claims_to_delete``; the
+deletion plan and its finalizer are test_deletion's).
 
 The state tables show one JobSet-scope claim ``data-js`` (the JobSet js mounts it in its two
 workers) in every situation; ``P`` is the uid prefix of the claim the JobSet had (``uid_of``
@@ -19,7 +19,6 @@ from controller.jobset import api, volumes
 from controller.jobset.model import JobSet, Obj, parse
 from controller.jobset.volumes import (
     FINALIZER,
-    RETAINED_FROM_ANNOTATION,
     ClaimLifecycle,
     ClaimState,
     ClaimView,
@@ -33,7 +32,6 @@ from tests.unit.volumes.factories import (
     ckpt,
     claim,
     make_obj,
-    merge_patch,
     mounting,
     owner,
     prefix_of,
@@ -481,14 +479,9 @@ def test_a_replacement_is_mounted_once_its_new_uid_is_stored() -> None:
 def test_plan_without_policies() -> None:
     js = jobset([], rjobs=[mounting("workers", 1)], finalizer=False)
     assert plan(js, []).writes == 0
-    going = jobset([], rjobs=[mounting("workers", 1)], deleting=True)
-    # Policies cannot go away, but a finalizer left over never blocks the deletion.
-    assert summary(plan(going, [])) == {
-        "remove_finalizer": True,
-        "states": {},
-        "mountable": [],
-        "record": {},
-    }
+    # Being deleted: volumes.deletion finalises it, from the stored object (test_deletion).
+    going = jobset([{"templates": [tpl("data")]}], deleting=True)
+    assert plan(going, [ours()]).writes == 0
 
 
 def test_expansion() -> None:
@@ -636,76 +629,6 @@ def test_when_scaled_ignores_jobset_scope() -> None:
         volumes.claims_to_delete(js, policies, existing.values(), deleting=False, terminal_state="")
         == []
     )
-
-
-def test_claims_to_retain() -> None:
-    policy = {"whenDeleted": "Retain"}
-    fresh = ckpt(0, refs=[owner()])
-    unmarked = ckpt(1)
-    done = ckpt(2, annotations={RETAINED_FROM_ANNOTATION: "uid-js"})
-    foreign = ckpt(3, owner_uid="uid-other")
-    claims = [fresh, unmarked, done, foreign]
-    # While the JobSet lives, nothing is retained (claims_to_retain serves deletion only).
-    alive = retention_jobset(policy, replicas=4)
-    assert "ClaimRetained" not in {p.reason for p in plan(alive, claims).patch}
-    js = retention_jobset(policy, deleting=True)
-    policies = volumes.policies(js)
-    todo = volumes.claims_to_retain(js, policies, [ClaimView.of(c) for c in claims])
-    assert names(todo) == ["ckpt-js-workers-0", "ckpt-js-workers-1"]
-    patched = [merge_patch(c, volumes.retain_patch(ClaimView.of(c), js)) for c in claims[:2]]
-    after = [ClaimView.of(c) for c in patched + claims[2:]]
-    assert volumes.claims_to_retain(js, policies, after) == []
-    assert volumes.claims_to_delete(js, policies, after, deleting=True, terminal_state="") == []
-
-
-def test_claims_to_retain_skips_delete_policies_and_deleted_claims() -> None:
-    js = retention_jobset({"whenDeleted": "Delete"}, deleting=True)
-    first = [ClaimView.of(ckpt(0))]
-    assert volumes.claims_to_retain(js, volumes.policies(js), first) == []
-    both = retention_jobset({"whenDeleted": "Retain", "whenCompleted": "Delete"}, deleting=True)
-    policies = volumes.policies(both)
-    assert names(volumes.claims_to_retain(both, policies, first)) == ["ckpt-js-workers-0"]
-    assert volumes.claims_to_retain(both, policies, first, terminal_state="Completed") == []
-    other = [ClaimView.of(ckpt(0, template="x"))]
-    assert volumes.claims_to_retain(both, policies, other) == []
-
-
-@pytest.mark.parametrize(
-    ("retention", "claims", "expected"),
-    [
-        pytest.param(
-            {}, (ckpt(0, refs=[owner()]), ckpt(1, refs=[owner()])),
-            {"delete": ["ckpt-js-workers-0", "ckpt-js-workers-1"]},
-            id="delete-then-wait",
-        ),
-        # Deletes accepted (pvc-protection may keep them while pods use them): the finalizer goes.
-        pytest.param(
-            {}, (ckpt(0, deleting=True), ckpt(1, deleting=True)), {"remove_finalizer": True},
-            id="going-finalizer-removed",
-        ),
-        pytest.param(
-            {"whenDeleted": "Retain"}, (ckpt(0, refs=[owner()]),),
-            {"patch": [("ckpt-js-workers-0", "ClaimRetained")]}, id="retain-then-wait",
-        ),
-        pytest.param(
-            {"whenDeleted": "Retain"},
-            (ckpt(0, annotations={RETAINED_FROM_ANNOTATION: "uid-js"}),),
-            {"remove_finalizer": True}, id="retained-finalizer-removed",
-        ),
-        # Not ours (a copied label, another JobSet's): never deleted, never blocks.
-        pytest.param(
-            {}, (ckpt(0, owner_uid=None), ckpt(1, jobset="other")), {"remove_finalizer": True},
-            id="not-ours-untouched",
-        ),
-    ],
-)  # fmt: skip
-def test_deletion_plan(retention: Obj, claims: tuple[Obj, ...], expected: Obj) -> None:
-    js = retention_jobset(retention, deleting=True)
-    vplan = plan(js, list(claims))
-    got = {k: v for k, v in summary(vplan).items() if k not in ("states", "mountable", "record")}
-    assert got == expected
-    without = retention_jobset(retention, deleting=True, finalizer=False)
-    assert plan(without, list(claims)).writes == 0  # retention ran already
 
 
 @pytest.mark.parametrize(

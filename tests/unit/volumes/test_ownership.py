@@ -323,14 +323,14 @@ def test_retain_patch() -> None:
     js = make([{"templates": [tpl("data")]}])
     other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "c"}
     existing = ClaimView.of(claim("data-js", refs=[owner(), other]))
-    assert volumes.retain_patch(existing, js) == {
+    assert volumes.retain_patch(existing, js.uid) == {
         "metadata": {
             "annotations": {RETAINED_FROM_ANNOTATION: "uid-js"},
             "ownerReferences": [other],
         }
     }
     lone = claim("data-js", refs=[owner()])
-    patch = volumes.retain_patch(ClaimView.of(lone), js)
+    patch = volumes.retain_patch(ClaimView.of(lone), js.uid)
     assert patch["metadata"]["ownerReferences"] is None
     kept = merge_patch(lone, patch)
     assert "ownerReferences" not in kept["metadata"]
