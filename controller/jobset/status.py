@@ -178,7 +178,7 @@ def set_condition(
             current["message"] = message
             if observed_generation is not None:
                 current["observedGeneration"] = observed_generation
-        elif kind in partners and current.get("status") == TRUE:
+        elif isinstance(kind, str) and kind in partners and current.get("status") == TRUE:
             current["status"] = FALSE
             current["lastTransitionTime"] = stamp
         result.append(current)

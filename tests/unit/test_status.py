@@ -337,6 +337,16 @@ def test_set_condition_accepts_condition_spec_unpacked() -> None:
     )
 
 
+@pytest.mark.parametrize("kind", [[], {}, None, 3])
+def test_set_condition_keeps_a_stored_condition_of_unreadable_type(kind: object) -> None:
+    """A stored condition whose type is no string (bad input) is kept as it is; it used to crash
+    the reconcile (TypeError: unhashable type, found by the bad-input fuzz)."""
+    odd = {"type": kind, "status": "True", "reason": "R", "message": "m"}
+    for status in ("True", "False"):
+        result = set_condition([odd], "Suspended", status, "R", "m", NOW)
+        assert result[0] == odd
+
+
 def test_set_condition_returns_copies() -> None:
     before = [_c("A")]
     result = set_condition(before, "A", "True", "R", "m", NOW)
