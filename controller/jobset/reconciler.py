@@ -462,7 +462,7 @@ class JobSetReconciler:
                 found = await self.client.get(JOBS, name, jobset.namespace)
             except ApiError as gone:
                 if gone.not_found:
-                    return None  # deleted meanwhile: the next pass creates it
+                    raise err from gone  # deleted meanwhile: retried (with backoff), created
                 raise
             if _controlled_by(found, jobset.uid):
                 return None  # ours: a lost response or a stale cache
