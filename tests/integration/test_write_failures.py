@@ -144,12 +144,9 @@ async def test_quota_refused_claim_is_reported_and_unrelated_jobs_run(
     # The API server's message names the quota ("exceeded quota: storage, ...").
     await refused_claim_reported(controller, client, namespace, "quota", "exceeded quota: storage")
 
-    # Raised quota: the claim is created, then the Job that mounts it. Touching the JobSet stands
-    # in for the retry (its backoff grows while the quota refuses).
+    # Raised quota: the claim is created (the quota's change retries the JobSet at once), then
+    # the Job that mounts it.
     await set_quota(client, namespace, "100Gi")
-    await client.patch(
-        api.JOBSETS, "quota", {"metadata": {"annotations": {"test/poke": "1"}}}, namespace
-    )
     jobs = await wait_jobs(client, namespace, "quota", 2)
     assert [j["metadata"]["name"] for j in jobs] == ["quota-free-0", "quota-train-0"]
     js = await get_jobset(client, namespace, "quota")
