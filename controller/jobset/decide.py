@@ -16,8 +16,8 @@ Order of concerns, as upstream's reconcile:
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.jobset import (
@@ -31,9 +31,11 @@ from controller.jobset import (
     suspend,
     ttl,
     volumes,
+    writefailures,
 )
 from controller.jobset.model import JobSet
 from controller.jobset.volumes import ClaimView, StorageClasses, VolumeModel, VolumePlan
+from controller.jobset.writefailures import Failure
 
 Obj = dict[str, Any]
 
@@ -166,11 +168,17 @@ def _mounted_jobs(
     model: VolumeModel,
     mountable: set[str],
     existing: set[str],
-) -> list[Obj]:
+    others: Mapping[str, Obj],
+) -> tuple[list[Obj], list[Failure]]:
     """Desired Jobs not in ``existing``, with their claims mounted; a Job whose claims are not
-    mountable yet waits."""
+    mountable yet waits. A name held by a Job in ``others`` (not this JobSet's) is reported,
+    never taken over: creating it would only get a 409."""
     result = []
+    held = []
     for job in construct.desired_jobs(jobset, allowed, existing):
+        if job["metadata"]["name"] in others:
+            held.append(job["metadata"]["name"])
+            continue
         if model.policies:
             labels = job["metadata"]["labels"]
             rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
@@ -179,14 +187,24 @@ def _mounted_jobs(
                 continue  # a claim it needs is not mountable yet
             job = volumes.mount(job, jobset, model.policies, rjob, index, wanted)
         result.append(job)
-    return result
+    return result, writefailures.held_jobs(held, others)
 
 
-def _volume_status(built: _Status, model: VolumeModel, vplan: VolumePlan) -> None:
+def _volume_status(
+    built: _Status, model: VolumeModel, vplan: VolumePlan, failures: Sequence[Failure]
+) -> None:
     if not model.policies:
         return
+    refused = writefailures.failed_claim_creates(failures)
+    if refused:
+        # The plan counted the claims it creates as Pending; these were refused: still missing.
+        missing = volumes.ClaimState.MISSING
+        claims = [replace(c, state=missing) if c.name in refused else c for c in vplan.claims]
+        vplan = replace(vplan, claims=claims)
     built.value["volumes"] = volumes.volumes_status(model, vplan)
     for found in volumes.conditions(model, vplan):
+        if found.type == volumes.VOLUMES_READY:
+            found = writefailures.volumes_ready(found, failures)
         built.condition(
             found.type,
             found.status,
@@ -199,6 +217,15 @@ def _volume_status(built: _Status, model: VolumeModel, vplan: VolumePlan) -> Non
         built.events.append(Event("Warning", volumes.REASON_CLAIM_REPLACED, message))
 
 
+def _close(plan: Plan, built: _Status, failures: Sequence[Failure]) -> Plan:
+    """The plan with its status: the writes of the pass that failed are part of it."""
+    for found in (writefailures.job_creation(failures), writefailures.child_writes(failures)):
+        built.condition(found.type, found.status, found.reason, found.message, found.event_type)
+    plan.status = built.changed()
+    plan.events = built.events
+    return plan
+
+
 def decide(
     jobset: JobSet,
     jobs: list[Obj],
@@ -209,14 +236,19 @@ def decide(
     classes: StorageClasses | None = None,
     model: VolumeModel | None = None,
     message_matches: failure.MessageMatches | None = None,
+    others: Mapping[str, Obj] | None = None,
+    failures: Sequence[Failure] = (),
 ) -> Plan:
     """Raises ``InvalidJobSet`` when the volume policies cannot be acted on.
 
     ``model`` may be passed when the caller already read the JobSet's volumes (saves a second
     parse); ``message_matches`` when the failure messages were matched already
-    (``failure.match_messages_in_thread``).
+    (``failure.match_messages_in_thread``). ``others``: Jobs with this JobSet's name label that
+    are not its own, by name. ``failures``: the writes of this pass the API server refused (the
+    reconciler decides again with them once it knows, for the status).
     """
     plan = Plan()
+    known = list(failures)  # and the Job names held by others, found below
     claims = claims or {}
     classes = classes or StorageClasses()
     if jobset.deleting:
@@ -253,9 +285,8 @@ def decide(
             for j in current
             if children.is_finished(j) and released & _claims_mounted(j)
         )
-        _volume_status(built, model, plan.volume)
-        plan.status = built.changed()
-        plan.events = built.events
+        _volume_status(built, model, plan.volume, known)
+        _close(plan, built, known)
         decision = ttl.ttl_decision(jobset, ttl.finished_at(jobset), now)
         plan.delete_jobset = decision.delete_now
         plan.requeue_after = decision.requeue_after
@@ -274,7 +305,7 @@ def decide(
         else ""
     )
     plan.volume = vplan = volumes.plan(model, claims, classes, terminal_state=terminal)
-    _volume_status(built, model, vplan)
+    _volume_status(built, model, vplan, known)
 
     if outcome is not None:
         if outcome.fails_jobset:
@@ -288,9 +319,7 @@ def decide(
             built.value["restarts"] = outcome.new_restarts
             built.value["restartsCountTowardsMax"] = outcome.new_restarts_count_towards_max
             built.events.append(Event("Warning", outcome.event_reason, outcome.event_message))
-        plan.status = built.changed()
-        plan.events = built.events
-        return plan
+        return _close(plan, built, known)
 
     if completes:
         built.value["terminalState"] = api.TERMINAL_COMPLETED
@@ -302,8 +331,7 @@ def decide(
             "Normal",
         )
         plan.completed = True
-        plan.status = built.changed()
-        plan.events = built.events
+        _close(plan, built, known)
         if jobset.ttl_seconds_after_finished is not None:
             plan.requeue_after = float(jobset.ttl_seconds_after_finished)
         return plan
@@ -327,13 +355,11 @@ def decide(
     )
     if not blocking:
         existing = {j["metadata"]["name"] for j in jobs}
-        plan.create_jobs = _mounted_jobs(
-            jobset, frozenset(gate.allowed), model, vplan.mountable, existing
+        plan.create_jobs, held = _mounted_jobs(
+            jobset, frozenset(gate.allowed), model, vplan.mountable, existing, others or {}
         )
+        known.extend(held)
     wanted_service = construct.desired_service(jobset)
     if wanted_service is not None and service is None:
         plan.create_service = wanted_service
-
-    plan.status = built.changed()
-    plan.events = built.events
-    return plan
+    return _close(plan, built, known)

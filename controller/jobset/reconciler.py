@@ -2,8 +2,11 @@
 
 Reads come only from the informer caches. Every write comes from the plan, i.e. from a difference
 between desired and observed state; at steady state the plan is empty and nothing is written.
-Creates use deterministic names, so ``409 AlreadyExists`` (a lost response, a stale cache) is
-success. Status is written with the cached resourceVersion (optimistic concurrency): a conflict
+Creates use deterministic names, so ``409 AlreadyExists`` is success when the object is ours (a
+lost response, a stale cache); a Job of that name that is not ours is reported. A write the API
+server refuses (quota, validation, admission) does not stop the pass: the others are made, the
+status written last says what was refused (``writefailures``) and the key is retried with
+backoff. Status is written with the cached resourceVersion (optimistic concurrency): a conflict
 means our view was stale and the key is simply processed again.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -26,6 +29,7 @@ from controller.jobset import (
     pacing,
     preflight,
     volumes,
+    writefailures,
 )
 from controller.jobset.decide import Plan, decide
 from controller.jobset.metrics import JobSetMetrics
@@ -40,6 +44,7 @@ from controller.jobset.volumes import (
     deletion,
 )
 from controller.jobset.wanted import WantedClaims
+from controller.jobset.writefailures import Failure, Write
 from controller.runtime.client import CLAIMS, JOBS, SERVICES, ApiError, KubeClient
 from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
@@ -47,6 +52,8 @@ from controller.runtime.manager import Cache
 from controller.runtime.store import Obj, split_key
 
 log = structlog.get_logger("jobset")
+
+REASON_RETENTION_FAILED = "ClaimRetentionFailed"
 
 JOBSET_INDEX = "jobset"
 # Upstream creates and deletes child Jobs with at most this many requests in flight.
@@ -89,15 +96,16 @@ class JobSetReconciler:
 
     # --------------------------------------------------------------- observe
 
-    def _children(self, key: str, uid: str) -> list[Obj]:
-        owned = []
+    def _children(self, key: str, uid: str) -> tuple[list[Obj], dict[str, Obj]]:
+        """Jobs with the JobSet's name label: its own (controller reference with its uid), and
+        the others by name (orphaned, another owner's, an earlier JobSet's of this name)."""
+        owned, others = [], {}
         for job in self.jobs.by_index(JOBSET_INDEX, key):
-            refs = job.get("metadata", {}).get("ownerReferences") or []
-            if any(
-                isinstance(r, dict) and r.get("uid") == uid and r.get("controller") for r in refs
-            ):
+            if _controlled_by(job, uid):
                 owned.append(job)
-        return owned
+            else:
+                others[str(job.get("metadata", {}).get("name"))] = job
+        return owned, others
 
     def _claims(self, key: str, jobset: JobSet, model: VolumeModel) -> dict[str, ClaimView]:
         """Claims this JobSet may care about: those labelled with its name, and any claim
@@ -149,7 +157,7 @@ class JobSetReconciler:
             return Result()
         try:
             jobset = parse(obj)
-            jobs = self._children(key, jobset.uid)
+            jobs, others = self._children(key, jobset.uid)
             self._expected[key] = expectations.observe(
                 self._expected.get(key, {}), (j["metadata"]["name"] for j in jobs)
             )
@@ -157,16 +165,16 @@ class JobSetReconciler:
             matches = await failure.match_messages_in_thread(jobset, jobs)
             service = self.services.get(namespace, jobset.subdomain)
             model = volumes.model(jobset)
-            plan = decide(
-                jobset,
-                jobs,
-                service,
-                self._wall(),
-                claims=self._claims(key, jobset, model),
-                classes=self._classes(),
-                model=model,
-                message_matches=matches,
-            )
+            claims, classes, wall = self._claims(key, jobset, model), self._classes(), self._wall()
+
+            def decide_with(failures: Sequence[Failure]) -> Plan:
+                # The same snapshot of the caches both times: the writes await, the caches move.
+                return decide(
+                    jobset, jobs, service, wall, claims=claims, classes=classes, model=model,
+                    message_matches=matches, others=others, failures=failures,
+                )  # fmt: skip
+
+            plan = decide_with(())
         except InvalidJobSet as err:
             self.wanted.drop(key)  # it acts on no claim until the object changes
             await self._report_invalid(key, obj, str(err))
@@ -174,6 +182,27 @@ class JobSetReconciler:
         now = time.monotonic()
         self._expected[key] = expectations.live(self._expected.get(key, {}), now)
         plan.create_jobs = expectations.creates_to_send(plan.create_jobs, self._expected[key], now)
+        if plan.writes:
+            log.info(
+                "applying plan",
+                creates=len(plan.create_jobs),
+                deletes=len(plan.delete_jobs),
+                patches=len(plan.patch_jobs),
+                status=plan.status is not None,
+                service=plan.create_service is not None,
+            )
+        latest, created, failures = await self._write_children(key, jobset, plan)
+        if failures:
+            log.warning("writes refused", refused=[f.text for f in failures])
+            if jobset.deleting:
+                # No status to carry them while the JobSet goes: each one is an Event.
+                for found in failures:
+                    reason = writefailures.event_reason(found)
+                    self._event(jobset.raw, "Warning", reason, found.text)
+            else:
+                # What the status says once the refusals are known (pure, same inputs).
+                told = decide_with(failures)
+                plan.status, plan.events = told.status, told.events
         stored = jobset.raw.get("status") or {}
         timing = pacing.status_timing(
             stored,
@@ -190,54 +219,68 @@ class JobSetReconciler:
         elif plan.status is not None:
             changed = sorted(k for k, v in plan.status.items() if stored.get(k) != v)
             log.debug("status changed", fields=changed)
-        if plan.writes:
-            log.info(
-                "applying plan",
-                creates=len(plan.create_jobs),
-                deletes=len(plan.delete_jobs),
-                patches=len(plan.patch_jobs),
-                status=plan.status is not None,
-                service=plan.create_service is not None,
-            )
-        await self._apply(key, jobset, plan)
+        if created and plan.volume is not None:
+            # The status remembers the claims it created, by uid (from the responses), in the
+            # same write that reports them: their pods mount them only once it is stored.
+            base = plan.status if plan.status is not None else dict(jobset.status.raw)
+            plan.status = volumes.with_created_claims(base, plan.volume.record, created)
+        await self._write_jobset(key, jobset, plan, latest)
+        if failures:
+            return Result(requeue=True)  # with backoff; the status already says why
         return Result(requeue_after=timing.requeue_after)
 
     # ------------------------------------------------------------------ act
 
-    async def _apply(self, key: str, jobset: JobSet, plan: Plan) -> None:
+    async def _write_children(
+        self, key: str, jobset: JobSet, plan: Plan
+    ) -> tuple[Obj, dict[volumes.Slot, str], list[Failure]]:
+        """Every write of the plan but the JobSet's own. Returns the JobSet as last written by
+        us (the finalizer), the uids of the claims created, and the writes refused."""
         ns = jobset.namespace
         vplan = plan.volume
-        latest = jobset.raw  # the JobSet as last written by us in this pass
+        latest = jobset.raw
+        created: dict[volumes.Slot, str] = {}
+        failures: list[Failure] = []
         if vplan is not None:
-            updated, created = await self._apply_volumes(key, jobset, vplan)
+            updated, created, failures = await self._apply_volumes(key, jobset, vplan)
             latest = updated or latest
-            if created:
-                # The status remembers the claims it created, by uid (from the responses), in
-                # the same write that reports them: their pods mount them only once it is stored.
-                base = plan.status if plan.status is not None else dict(jobset.status.raw)
-                plan.status = volumes.with_created_claims(base, vplan.record, created)
         if plan.create_service is not None:
-            try:
-                await self.client.create(SERVICES, plan.create_service, ns)
-            except ApiError as err:
-                if not err.already_exists:
-                    self._event(
-                        jobset.raw, "Warning", api.REASON_SERVICE_CREATION_FAILED, err.message
-                    )
-                    raise
-        await self._parallel([self._create_job(key, jobset, job) for job in plan.create_jobs])
-        await self._parallel([self._delete_job(ns, name) for name in plan.delete_jobs])
-        await self._parallel(
+            name = str(plan.create_service["metadata"]["name"])
+            failures += await self._parallel(
+                [self._refusal(Write.CREATE_SERVICE, name, self._create_service(ns, plan))]
+            )
+        failures += await self._parallel(
             [
-                self.client.patch(
-                    JOBS, name, {"status": {"startTime": None}}, ns, subresource="status"
-                )
-                for name in plan.clear_start_time
+                self._refusal(Write.CREATE_JOB, job["metadata"]["name"],
+                              self._create_job(key, jobset, job))
+                for job in plan.create_jobs
+            ]
+        )  # fmt: skip
+        failures += await self._parallel(
+            [
+                self._refusal(Write.DELETE_JOB, name, self._delete_job(ns, name))
+                for name in plan.delete_jobs
             ]
         )
-        await self._parallel(
-            [self.client.patch(JOBS, name, patch, ns) for name, patch in plan.patch_jobs]
+        clear = {"status": {"startTime": None}}
+        failures += await self._parallel(
+            [
+                self._refusal(Write.UPDATE_JOB, name,
+                              self.client.patch(JOBS, name, clear, ns, subresource="status"))
+                for name in plan.clear_start_time
+            ]
+        )  # fmt: skip
+        failures += await self._parallel(
+            [
+                self._refusal(Write.UPDATE_JOB, name, self.client.patch(JOBS, name, patch, ns))
+                for name, patch in plan.patch_jobs
+            ]
         )
+        return latest, created, failures
+
+    async def _write_jobset(self, key: str, jobset: JobSet, plan: Plan, latest: Obj) -> None:
+        """The JobSet's own writes, last: its status, its deletion (ttlSecondsAfterFinished)."""
+        ns = jobset.namespace
         if plan.status is not None:
             await self._write_status(key, jobset, plan, latest)
         else:
@@ -254,13 +297,15 @@ class JobSetReconciler:
                 if not (err.not_found or err.conflict):
                     raise
 
-    async def _parallel(self, calls: list[Coroutine[Any, Any, Any]]) -> None:
-        """Run writes with at most MAX_PARALLELISM in flight; raise the first failure."""
+    async def _parallel(self, calls: list[Awaitable[Failure | None]]) -> list[Failure]:
+        """Run writes with at most MAX_PARALLELISM in flight; all of them run. Returns the
+        refused ones; any other error (a stale cache, the API server away) is raised, the first
+        one, once all are done."""
         if not calls:
-            return
+            return []
         semaphore = asyncio.Semaphore(MAX_PARALLELISM)
 
-        async def bounded(call: Coroutine[Any, Any, Any]) -> Any:
+        async def bounded(call: Awaitable[Failure | None]) -> Failure | None:
             async with semaphore:
                 return await call
 
@@ -268,12 +313,27 @@ class JobSetReconciler:
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
+        return [r for r in results if isinstance(r, Failure)]
+
+    @staticmethod
+    async def _refusal(
+        write: Write, name: str, call: Awaitable[Any], reason: str = ""
+    ) -> Failure | None:
+        """``call``, with a refusal by the API server turned into a ``Failure`` to report (and
+        a ``Failure`` that ``call`` found itself passed on)."""
+        try:
+            result = await call
+        except ApiError as err:
+            if not writefailures.refused(err):
+                raise
+            return Failure(write, name, err.message, reason)
+        return result if isinstance(result, Failure) else None
 
     async def _apply_volumes(
         self, key: str, jobset: JobSet, vplan: VolumePlan
-    ) -> tuple[Obj | None, dict[volumes.Slot, str]]:
-        """Claim writes; returns the JobSet if this pass changed it (the finalizer), and the uids
-        of the claims it created."""
+    ) -> tuple[Obj | None, dict[volumes.Slot, str], list[Failure]]:
+        """Claim writes; returns the JobSet if this pass changed it (the finalizer), the uids of
+        the claims it created, and the writes refused."""
         updated = None
         if vplan.add_finalizer:
             # Before any claim exists, so retention runs whatever happens next.
@@ -288,7 +348,9 @@ class JobSetReconciler:
                 created[claim.slot] = uid
 
         try:
-            await self._parallel([create(claim) for claim in vplan.create])
+            failures = await self._parallel(
+                [self._refusal(Write.CREATE_CLAIM, c.name, create(c)) for c in vplan.create]
+            )
         except ApiError:
             if not created:
                 raise
@@ -296,11 +358,22 @@ class JobSetReconciler:
             # back to the queue, or a later pass could not tell them from copies.
             await self._write_created(key, jobset, updated or jobset.raw, vplan, created)
             raise
-        await self._parallel([self._patch_claim(jobset.raw, change) for change in vplan.patch])
-        await self._parallel([self._delete_claim(jobset.raw, name) for name in vplan.delete])
+        failures += await self._parallel(
+            [
+                self._refusal(Write.PATCH_CLAIM, change.name, self._patch_claim(jobset.raw, change),
+                              reason=change.reason + "Failed")
+                for change in vplan.patch
+            ]
+        )  # fmt: skip
+        failures += await self._parallel(
+            [
+                self._refusal(Write.DELETE_CLAIM, name, self._delete_claim(jobset.raw, name))
+                for name in vplan.delete
+            ]
+        )
         if vplan.conflicts:
             self.metrics.claim_conflicts.inc(len(vplan.conflicts))
-        return updated, created
+        return updated, created, failures
 
     async def _write_created(
         self,
@@ -338,8 +411,15 @@ class JobSetReconciler:
         whatever its spec), then the finalizer goes."""
         labelled = self.claims.by_index(JOBSET_INDEX, key) if self.claims is not None else []
         vplan = deletion.plan(obj, volumes.views(labelled).values())
-        await self._parallel([self._patch_claim(obj, change) for change in vplan.patch])
-        await self._parallel([self._delete_claim(obj, name) for name in vplan.delete])
+        try:
+            await self._parallel([self._patch_claim(obj, change) for change in vplan.patch])
+            await self._parallel([self._delete_claim(obj, name) for name in vplan.delete])
+        except ApiError as err:
+            # No status to carry it while the JobSet goes: the Event says why it waits.
+            if writefailures.refused(err):
+                message = f"claim retention of the deleted JobSet was refused: {err.message}"
+                self._event(obj, "Warning", REASON_RETENTION_FAILED, message)
+            raise
         if not vplan.remove_finalizer:
             return  # the next pass (the claims' events) checks again
         meta = obj.get("metadata") or {}
@@ -363,11 +443,7 @@ class JobSetReconciler:
         except ApiError as err:
             if err.already_exists:
                 return None  # the next pass classifies it (ours from a lost response, or not)
-            self._event(
-                jobset.raw, "Warning", volumes.REASON_CLAIM_CREATION_FAILED,
-                f"could not create claim {name}: {err.message}",
-            )  # fmt: skip
-            raise
+            raise  # a refusal is reported by the status (writefailures)
         self.metrics.claims_created.inc()
         self._event(jobset.raw, "Normal", volumes.REASON_CLAIM_CREATED, f"created claim {name}")
         uid = (created.get("metadata") or {}).get("uid") if isinstance(created, dict) else None
@@ -380,9 +456,8 @@ class JobSetReconciler:
         except ApiError as err:
             if err.not_found:
                 return
-            self._event(obj, "Warning", change.reason + "Failed",
-                        f"{change.message}: {err.message}")  # fmt: skip
-            raise
+            raise  # a refusal is reported by the status (writefailures), or while deleting by
+            # the Event of _finalise
         if change.reason == volumes.REASON_CLAIM_ADOPTED:
             self.metrics.claims_adopted.inc()
         self._event(obj, change.event_type, change.reason, change.message)
@@ -397,18 +472,36 @@ class JobSetReconciler:
         self.metrics.claims_deleted.inc()
         self._event(obj, "Normal", volumes.REASON_CLAIM_DELETED, f"deleted claim {name}")
 
-    async def _create_job(self, key: str, jobset: JobSet, job: Obj) -> None:
+    async def _create_service(self, namespace: str, plan: Plan) -> None:
+        assert plan.create_service is not None
+        try:
+            await self.client.create(SERVICES, plan.create_service, namespace)
+        except ApiError as err:
+            if not err.already_exists:
+                raise
+
+    async def _create_job(self, key: str, jobset: JobSet, job: Obj) -> Failure | None:
+        """Creates the Job; a Job of that name that is not ours (one without our labels, or one
+        the cache has not shown yet) is a ``Failure``, never success."""
         name = job["metadata"]["name"]
         try:
             await self.client.create(JOBS, job, jobset.namespace)
         except ApiError as err:
-            if err.already_exists:
-                return
-            self._event(jobset.raw, "Warning", api.REASON_JOB_CREATION_FAILED, err.message)
-            raise
+            if not err.already_exists:
+                raise
+            try:
+                found = await self.client.get(JOBS, name, jobset.namespace)
+            except ApiError as gone:
+                if gone.not_found:
+                    raise err from gone  # deleted meanwhile: retried (with backoff), created
+                raise
+            if _controlled_by(found, jobset.uid):
+                return None  # ours: a lost response or a stale cache
+            return Failure(Write.HELD_JOB, name, writefailures.owner_of(found))
         self._expected[key] = expectations.expect(
             self._expected.get(key, {}), [name], time.monotonic()
         )
+        return None
 
     async def _delete_job(self, namespace: str, name: str) -> None:
         try:
@@ -462,3 +555,8 @@ class JobSetReconciler:
 def _namespace(obj: Obj) -> str | None:
     namespace = (obj.get("metadata") or {}).get("namespace")
     return namespace if isinstance(namespace, str) else None
+
+
+def _controlled_by(obj: Obj, uid: str) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(isinstance(r, dict) and r.get("uid") == uid and r.get("controller") for r in refs)
