@@ -193,14 +193,19 @@ class JobSet:
         )
 
     def owner_reference(self) -> Obj:
-        return {
-            "apiVersion": api.API_VERSION,
-            "kind": api.KIND,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
+        return owner_reference(self.name, self.uid)
+
+
+def owner_reference(name: str, uid: str) -> Obj:
+    """The controller ownerReference to the JobSet ``name`` of ``uid``."""
+    return {
+        "apiVersion": api.API_VERSION,
+        "kind": api.KIND,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 # ---------------------------------------------------------------------------- parsing helpers

@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from controller.jobset import api
-from controller.jobset.model import JobSet
+from controller.jobset.model import JobSet, owner_reference
 from controller.jobset.volumes.desired import DesiredClaim
 from controller.jobset.volumes.model import (
     OWNER_UID_ANNOTATION,
@@ -169,17 +169,6 @@ def classify(
     return "conflict" if conflict_reason(claim, desired, jobset, expandable) else "adoptable"
 
 
-def _owner(name: str, uid: str) -> Obj:
-    return {
-        "apiVersion": api.API_VERSION,
-        "kind": api.KIND,
-        "name": name,
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 def _refs_with_owner(claim: ClaimView, owner: Obj, want: bool) -> list[Obj]:
     """The ownerReferences without stale JobSet ones of this name; ``owner`` iff ``want``."""
     uid = owner.get("uid")
@@ -247,7 +236,7 @@ def update_patch(claim: ClaimView, desired: DesiredClaim) -> Obj | None:
         changed = {k: v for k, v in as_dict(desired_meta.get(key)).items() if current.get(k) != v}
         if changed:
             metadata[key] = changed
-    owner = _owner(
+    owner = owner_reference(
         str(as_dict(desired_meta.get("labels")).get(api.JOBSET_NAME, "")),
         str(as_dict(desired_meta.get("annotations")).get(OWNER_UID_ANNOTATION, "")),
     )

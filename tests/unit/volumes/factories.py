@@ -19,7 +19,7 @@ from typing import Any
 
 from controller.jobset import api, volumes
 from controller.jobset.decide import Plan
-from controller.jobset.model import JobSet, Obj, parse
+from controller.jobset.model import JobSet, Obj, owner_reference, parse
 from controller.jobset.volumes import (
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
@@ -204,14 +204,7 @@ def applied(jobset: JobSet, plan: Plan, phase: str | None = "Bound") -> tuple[Ob
 
 
 def owner(uid: str = "uid-js", name: str = "js") -> Obj:
-    return {
-        "apiVersion": api.API_VERSION,
-        "kind": api.KIND,
-        "name": name,
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return owner_reference(name, uid)
 
 
 def views(claims: Iterable[Obj]) -> dict[str, ClaimView]:
