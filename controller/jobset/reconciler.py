@@ -53,8 +53,6 @@ from controller.runtime.store import Obj, split_key
 
 log = structlog.get_logger("jobset")
 
-REASON_RETENTION_FAILED = "ClaimRetentionFailed"
-
 JOBSET_INDEX = "jobset"
 # Upstream creates and deletes child Jobs with at most this many requests in flight.
 MAX_PARALLELISM = 50
@@ -153,8 +151,7 @@ class JobSetReconciler:
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             # Whatever the spec says, or whether it parses: deletion must never be blocked.
             self.wanted.drop(key)
-            await self._finalise(key, obj)
-            return Result()
+            return await self._finalise(key, obj)
         try:
             jobset = parse(obj)
             jobs, others = self._children(key, jobset.uid)
@@ -194,15 +191,9 @@ class JobSetReconciler:
         latest, created, failures = await self._write_children(key, jobset, plan)
         if failures:
             log.warning("writes refused", refused=[f.text for f in failures])
-            if jobset.deleting:
-                # No status to carry them while the JobSet goes: each one is an Event.
-                for found in failures:
-                    reason = writefailures.event_reason(found)
-                    self._event(jobset.raw, "Warning", reason, found.text)
-            else:
-                # What the status says once the refusals are known (pure, same inputs).
-                told = decide_with(failures)
-                plan.status, plan.events = told.status, told.events
+            # What the status says once the refusals are known (pure, same inputs).
+            told = decide_with(failures)
+            plan.status, plan.events = told.status, told.events
         stored = jobset.raw.get("status") or {}
         timing = pacing.status_timing(
             stored,
@@ -406,26 +397,36 @@ class JobSetReconciler:
             api.JOBSETS, jobset.name, patch, jobset.namespace, patch_type="json"
         )
 
-    async def _finalise(self, key: str, obj: Obj) -> None:
+    async def _finalise(self, key: str, obj: Obj) -> Result:
         """Retention for a JobSet being deleted (``volumes.deletion``: from the stored object,
         whatever its spec), then the finalizer goes."""
         labelled = self.claims.by_index(JOBSET_INDEX, key) if self.claims is not None else []
         vplan = deletion.plan(obj, volumes.views(labelled).values())
-        try:
-            await self._parallel([self._patch_claim(obj, change) for change in vplan.patch])
-            await self._parallel([self._delete_claim(obj, name) for name in vplan.delete])
-        except ApiError as err:
-            # No status to carry it while the JobSet goes: the Event says why it waits.
-            if writefailures.refused(err):
-                message = f"claim retention of the deleted JobSet was refused: {err.message}"
-                self._event(obj, "Warning", REASON_RETENTION_FAILED, message)
-            raise
+        failures = await self._parallel(
+            [
+                self._refusal(Write.PATCH_CLAIM, change.name, self._patch_claim(obj, change),
+                              reason=change.reason + "Failed")
+                for change in vplan.patch
+            ]
+        )  # fmt: skip
+        failures += await self._parallel(
+            [
+                self._refusal(Write.DELETE_CLAIM, name, self._delete_claim(obj, name))
+                for name in vplan.delete
+            ]
+        )
+        if failures:
+            # No status to carry them while the JobSet goes: each one is an Event, and the key
+            # goes back to the queue with backoff.
+            for found in failures:
+                self._event(obj, "Warning", writefailures.event_reason(found), found.text)
+            return Result(requeue=True)
         if not vplan.remove_finalizer:
-            return  # the next pass (the claims' events) checks again
+            return Result()  # the next pass (the claims' events) checks again
         meta = obj.get("metadata") or {}
         patch = finalizers.remove_patch(meta, volumes.FINALIZER)
         if patch is None:
-            return
+            return Result()
         try:
             await self.client.patch(
                 api.JOBSETS, str(meta.get("name")), patch, _namespace(obj), patch_type="json"
@@ -434,6 +435,7 @@ class JobSetReconciler:
             if not err.not_found:
                 raise
         log.info("volume retention done; finalizer removed")
+        return Result()
 
     async def _create_claim(self, jobset: JobSet, claim: DesiredClaim) -> str | None:
         """Creates the claim; returns its uid (None when it existed already)."""
