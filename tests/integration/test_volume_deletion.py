@@ -11,7 +11,7 @@ from typing import Any
 
 from controller.jobset import api, volumes
 from controller.jobset.model import parse
-from controller.runtime.client import CLAIMS, EVENTS, KubeClient
+from controller.runtime.client import CLAIMS, EVENTS, ApiError, KubeClient, Resource
 from tests.helpers import wait_for
 from tests.support.jobsets import (
     RunningController,
@@ -255,3 +255,118 @@ async def test_unrelated_claim_event_reconciles_no_jobset(
     await client.patch(CLAIMS, "unrelated", {"metadata": {"finalizers": None}}, namespace)
     await settled(controller, client, quiet=True)
     assert reconciles(controller.manager) == before
+
+
+POLICIES = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicy",
+    namespaced=False,
+)
+BINDINGS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    namespaced=False,
+)
+
+
+async def refuses_deletes(client: KubeClient, namespace: str) -> bool:
+    """Whether the API server refuses to delete a probe claim yet (an admission policy takes a
+    moment to be enforced): the probe is made again when it was deleted."""
+    probe = {"metadata": {"name": "probe"}, "spec": CLAIM_SPEC}
+    try:
+        await client.create(CLAIMS, probe, namespace)
+    except ApiError as err:
+        if not err.already_exists:
+            raise
+    try:
+        await client.delete(CLAIMS, "probe", namespace)
+    except ApiError as err:
+        if err.status in (403, 422):  # a policy's denial: Forbidden, or Invalid by default
+            return True
+        raise
+    # Deleted (pvc-protection keeps it Terminating in this tier: no kube-controller-manager).
+    await client.patch(CLAIMS, "probe", {"metadata": {"finalizers": None}}, namespace)
+    await wait_for(
+        lambda: claims_by_name(client, namespace), lambda c: "probe" not in c, "probe gone"
+    )
+    return False
+
+
+async def test_refused_claim_delete_while_deleting_is_an_event_and_a_retry(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """A JobSet being deleted has no status to carry a refused write: the API server's refusal
+    (here a ValidatingAdmissionPolicy that forbids deleting the claim) becomes a Warning Event
+    naming the claim and the API's message, the finalizer stays, and once the refusal is lifted
+    the retry completes the deletion."""
+    name, claim = "guarded", "data-guarded"
+    body = jobset(
+        name,
+        with_mounts(replicated_job("workers", 1), "data"),
+        volumeClaimPolicies=[{"templates": [template("data")]}],
+    )
+    await client.create(api.JOBSETS, body, namespace)
+    await wait_jobs(client, namespace, name, 1)
+    policy = f"keep-claims-{namespace}"
+    await client.create(
+        POLICIES,
+        {
+            "metadata": {"name": policy},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["DELETE"],
+                            "resources": ["persistentvolumeclaims"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {"expression": "false", "message": "claims of this namespace are kept"}
+                ],
+            },
+        },
+    )
+    await client.create(
+        BINDINGS,
+        {
+            "metadata": {"name": policy},
+            "spec": {
+                "policyName": policy,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        },
+    )
+    try:
+        await wait_for(
+            lambda: refuses_deletes(client, namespace),
+            bool,
+            "the admission policy to refuse claim deletes",
+        )
+        await client.delete(api.JOBSETS, name, namespace)
+        refused = await wait_for(
+            lambda: events_about(client, namespace, name, "ClaimDeletionFailed"),
+            bool,
+            "a Warning Event ClaimDeletionFailed",
+        )
+        assert refused[0]["type"] == "Warning"
+        assert claim in refused[0]["message"], refused[0]
+        assert "claims of this namespace are kept" in refused[0]["message"], refused[0]
+        still = await get_jobset(client, namespace, name)
+        assert volumes.FINALIZER in still["metadata"]["finalizers"]
+    finally:
+        await client.delete(BINDINGS, policy)
+        await client.delete(POLICIES, policy)
+    await jobset_gone(client, namespace, name)
+    claims = await claims_by_name(client, namespace)
+    assert claims[claim]["metadata"].get("deletionTimestamp"), claims[claim]
