@@ -61,13 +61,20 @@ def start(
     )
     process.start()
     try:
-        # /ready answers 200 once the kubernetes plugin has synced its caches.
-        processes.wait_ready(
-            process,
-            lambda: processes.https_get(f"http://127.0.0.1:{ready_port}/ready"),
-            timeout=60,
-            report=report,
-        )
+        # /ready answers 200 once the kubernetes plugin has synced its caches. It can answer
+        # before the DNS socket serves (the first query then went unanswered in about 1 run of
+        # 4), so ready also means that a real query got a reply.
+        def probe() -> tuple[int, str]:
+            status = processes.https_get(f"http://127.0.0.1:{ready_port}/ready")
+            if status[0] != 200:
+                return status
+            try:
+                query_a(f"kubernetes.default.svc.{CLUSTER_DOMAIN}", port, timeout=0.5)
+            except TimeoutError:
+                return 0, "no DNS answer yet"
+            return 200, ""
+
+        processes.wait_ready(process, probe, timeout=60, report=report)
     except BaseException:
         process.stop()
         raise

@@ -50,7 +50,12 @@ def _wait_for(name: str, port: int, expected: list[str]) -> list[str]:
     deadline = time.monotonic() + 20
     got: list[str] = []
     while time.monotonic() < deadline:
-        got = dns.query_a(name, port)
+        try:
+            got = dns.query_a(name, port)
+        except TimeoutError:
+            # No answer in 2 s: CoreDNS runs niced on a busy machine; ask again.
+            print(f"no answer for {name} within 2 s, asking again")
+            continue
         if got == expected:
             break
         time.sleep(0.2)
@@ -70,7 +75,7 @@ def test_headless_service_and_pod_hostnames_resolve(tmp_path: Path) -> None:
             assert _wait_for(domain, server.port, sorted(PODS.values())) == sorted(PODS.values())
             for host, ip in PODS.items():
                 assert _wait_for(f"{host}.{domain}", server.port, [ip]) == [ip]
-            assert dns.query_a(f"nobody.{domain}", server.port) == []
+            assert _wait_for(f"nobody.{domain}", server.port, []) == []
             # A new pod (endpoint) shows up through the watch.
             slice_obj = _objects()[2]
             endpoints = slice_obj["endpoints"]
