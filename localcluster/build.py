@@ -61,6 +61,7 @@ COMPONENTS: tuple[Component, ...] = (
 NODE_COMPONENTS: tuple[Component, ...] = (
     Component("registry", (("github.com/distribution/distribution/v3/cmd/registry", "registry"),)),
     Component("coredns", (("github.com/coredns/coredns", "coredns"),)),
+    Component("crictl", (("sigs.k8s.io/cri-tools/cmd/crictl", "crictl"),)),
 )
 
 

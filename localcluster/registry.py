@@ -27,6 +27,8 @@ from localcluster import build, images, processes
 BUSYBOX = ("library/busybox", "latest")
 PAUSE = ("pause", "3.10")
 MIRRORED = ("docker.io", "registry.k8s.io")
+# What containerd's CRI runs as each pod's sandbox (its ``sandbox_image`` / ``pinned_images``).
+SANDBOX_IMAGE = f"registry.k8s.io/{PAUSE[0]}:{PAUSE[1]}"
 
 
 @dataclass

@@ -11,6 +11,7 @@ configuration, not the node's containerd (issue 13 picks that separately). Not c
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -37,7 +38,7 @@ def _shims_of(address: Path) -> list[int]:
 class Containerd:
     """A private containerd: own root, state and socket under a temporary directory."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, cri: str = "") -> None:
         containerd, ctr = shutil.which("containerd"), shutil.which("ctr")
         assert containerd and ctr, "apt-get install containerd runc (Debian) for this test"
         self.ctr = ctr
@@ -46,9 +47,9 @@ class Containerd:
         config.write_text(
             "version = 2\n"
             f'root = "{directory / "root"}"\nstate = "{directory / "state"}"\n'
-            'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
-            f'[grpc]\n  address = "{self.address}"\n'
-            f'[ttrpc]\n  address = "{self.address}.ttrpc"\n'
+            + ("" if cri else 'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n')
+            + f'[grpc]\n  address = "{self.address}"\n'
+            f'[ttrpc]\n  address = "{self.address}.ttrpc"\n' + cri
         )
         self.daemon = processes.ManagedProcess(
             "containerd", [containerd, "--config", str(config)], directory / "containerd.log"
@@ -141,3 +142,62 @@ def test_the_archive_imports_without_a_registry(tmp_path: Path) -> None:
         assert out.split() == ["hello", "from", "busybox", "0"]
     finally:
         runtime.stop()
+
+
+def test_the_cri_resolves_unqualified_busybox_and_the_sandbox_image_at_the_mirror(
+    tmp_path: Path,
+) -> None:
+    """The CRI plugin (what the kubelet talks to) with ``registry.config_path``: the lines that
+    docs/development.md gives for containerd 1.6/1.7."""
+    built = build.ensure_node_binaries(("registry", "crictl"))
+    served = registry.start(built["registry"] / "registry", tmp_path, report=lambda _: None)
+    certs = tmp_path / "certs.d"
+    (tmp_path / "cni").mkdir()
+    cri = (
+        '[plugins."io.containerd.grpc.v1.cri"]\n'
+        f'  sandbox_image = "{registry.SANDBOX_IMAGE}"\n'
+        '[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "native"\n'
+        f'[plugins."io.containerd.grpc.v1.cri".cni]\n  conf_dir = "{tmp_path / "cni"}"\n'
+        f'[plugins."io.containerd.grpc.v1.cri".registry]\n  config_path = "{certs}"\n'
+    )
+    runtime = Containerd(tmp_path, cri)
+    try:
+        pushed = registry.publish(served.url)
+        registry.write_containerd_hosts(certs, served.url)
+        runtime.start()
+        endpoint = f"unix://{runtime.address}"
+
+        def crictl(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [
+                    str(built["crictl"] / "crictl"),
+                    "--runtime-endpoint",
+                    endpoint,
+                    "--image-endpoint",
+                    endpoint,
+                    "--timeout",
+                    "60s",
+                    *args,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=90,
+            )
+
+        # Twice, as imagePullPolicy: Always pulls (resolves the tag) on every start.
+        for name in ("busybox", "busybox", registry.SANDBOX_IMAGE):
+            done = crictl("pull", name)
+            assert done.returncode == 0, done.stderr
+        listed = json.loads(crictl("images", "-o", "json").stdout)["images"]
+        by_tag = {tag: image["id"] for image in listed for tag in image["repoTags"]}
+        assert by_tag == {
+            "docker.io/library/busybox:latest": pushed[registry.BUSYBOX].config.digest,
+            registry.SANDBOX_IMAGE: pushed[registry.PAUSE].config.digest,
+        }
+        # A name the local registry does not have fails here, it never goes to the internet.
+        missing = crictl("pull", "alpine")
+        assert missing.returncode != 0
+        assert "docker.io/library/alpine:latest: not found" in missing.stderr
+    finally:
+        runtime.stop()
+        served.stop()
