@@ -13,6 +13,7 @@ publishes, checks a pull of every image and prints the containerd configuration,
 
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 import tempfile
@@ -29,6 +30,8 @@ PAUSE = ("pause", "3.10")
 MIRRORED = ("docker.io", "registry.k8s.io")
 # What containerd's CRI runs as each pod's sandbox (its ``sandbox_image`` / ``pinned_images``).
 SANDBOX_IMAGE = f"registry.k8s.io/{PAUSE[0]}:{PAUSE[1]}"
+# The full references that manifests and containerd use.
+REFERENCES = {BUSYBOX: f"docker.io/{BUSYBOX[0]}:{BUSYBOX[1]}", PAUSE: SANDBOX_IMAGE}
 
 
 @dataclass
@@ -80,6 +83,35 @@ def start(
         process.stop()
         raise
     return Registry(process, port, root)
+
+
+def start_mini(state: Path, port: int = 0, report: Callable[[str], None] = print) -> Registry:
+    """The experiment: ``localcluster.miniregistry`` (Python, read-only, no build) serving the
+    node's images from an OCI layout under ``state``. Same interface as :func:`start` plus
+    :func:`publish` together."""
+    port = port or processes.free_port()
+    processes.ensure_port_free(port, "the image registry")
+    layout = state / "registry" / "layout"
+    images.write_layout(layout, {REFERENCES[key]: image for key, image in node_images().items()})
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    process = processes.ManagedProcess(
+        "miniregistry",
+        [sys.executable, "-m", "localcluster.miniregistry", str(layout), str(port)],
+        state / "logs" / "miniregistry.log",
+        env=env,
+    )
+    process.start()
+    try:
+        processes.wait_ready(
+            process,
+            lambda: processes.https_get(f"http://127.0.0.1:{port}/v2/"),
+            timeout=30,
+            report=report,
+        )
+    except BaseException:
+        process.stop()
+        raise
+    return Registry(process, port, layout)
 
 
 def node_images() -> dict[tuple[str, str], images.Image]:

@@ -17,6 +17,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from localcluster import build, images, processes, registry
 
 
@@ -144,13 +146,17 @@ def test_the_archive_imports_without_a_registry(tmp_path: Path) -> None:
         runtime.stop()
 
 
+@pytest.mark.parametrize("server", ["distribution", "miniregistry"])
 def test_the_cri_resolves_unqualified_busybox_and_the_sandbox_image_at_the_mirror(
-    tmp_path: Path,
+    tmp_path: Path, server: str
 ) -> None:
     """The CRI plugin (what the kubelet talks to) with ``registry.config_path``: the lines that
     docs/development.md gives for containerd 1.6/1.7."""
     built = build.ensure_node_binaries(("registry", "crictl"))
-    served = registry.start(built["registry"] / "registry", tmp_path, report=lambda _: None)
+    if server == "distribution":
+        served = registry.start(built["registry"] / "registry", tmp_path, report=lambda _: None)
+    else:
+        served = registry.start_mini(tmp_path, report=lambda _: None)
     certs = tmp_path / "certs.d"
     (tmp_path / "cni").mkdir()
     cri = (
@@ -162,7 +168,8 @@ def test_the_cri_resolves_unqualified_busybox_and_the_sandbox_image_at_the_mirro
     )
     runtime = Containerd(tmp_path, cri)
     try:
-        pushed = registry.publish(served.url)
+        pushed = registry.publish(served.url) if server == "distribution" else None
+        pushed = pushed or registry.node_images()
         registry.write_containerd_hosts(certs, served.url)
         runtime.start()
         endpoint = f"unix://{runtime.address}"

@@ -7,6 +7,7 @@ cold build takes minutes. Run with ``pytest tests/node``.
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -44,6 +45,33 @@ def test_pushed_images_pull_back_by_tag_and_digest(tmp_path: Path) -> None:
         hosts = registry.write_containerd_hosts(tmp_path / "certs.d", served.url)
         assert [p.parent.name for p in hosts] == ["docker.io", "registry.k8s.io"]
         assert f'server = "{served.url}"' in hosts[0].read_text()
+    finally:
+        served.stop()
+    assert not processes.pid_alive(pid)
+
+
+def test_the_python_miniregistry_serves_the_same_pull(tmp_path: Path) -> None:
+    served = registry.start_mini(tmp_path, report=lambda _: None)
+    pid = served.process.pid
+    assert pid is not None
+    try:
+        for key, image in registry.node_images().items():
+            manifest = images.verify_pull(served.url, *key)
+            assert manifest["config"]["digest"] == image.config.digest
+        request = urllib.request.Request(
+            f"{served.url}/v2/library/busybox/manifests/latest?ns=docker.io", method="HEAD"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.headers["Docker-Content-Digest"] == (
+                registry.node_images()[registry.BUSYBOX].manifest.digest
+            )
+        missing = urllib.request.Request(f"{served.url}/v2/library/alpine/manifests/latest")
+        try:
+            urllib.request.urlopen(missing, timeout=10)
+            raise AssertionError("alpine should be unknown")
+        except urllib.error.HTTPError as err:
+            assert err.code == 404
+            assert json.load(err)["errors"][0]["code"] == "MANIFEST_UNKNOWN"
     finally:
         served.stop()
     assert not processes.pid_alive(pid)
