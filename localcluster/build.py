@@ -56,6 +56,14 @@ COMPONENTS: tuple[Component, ...] = (
     Component("kwok", (("sigs.k8s.io/kwok/cmd/kwok", "kwok"),)),
 )
 
+# Built only for the real-node profile (issue 13), never by ensure_binaries: the KWOK tiers do not
+# need them and CI should not pay for their cold build.
+NODE_COMPONENTS: tuple[Component, ...] = (
+    Component("registry", (("github.com/distribution/distribution/v3/cmd/registry", "registry"),)),
+    Component("coredns", (("github.com/coredns/coredns", "coredns"),)),
+    Component("crictl", (("sigs.k8s.io/cri-tools/cmd/crictl", "crictl"),)),
+)
+
 
 def cache_root() -> Path:
     """Where built binaries live: outside the work tree, so clones and CI runs share them."""
@@ -255,6 +263,16 @@ def ensure_binaries(report: Callable[[str], None] | None = None) -> Binaries:
     goversion = go_version()
     directories = {c.name: build_component(c, goversion, say) for c in COMPONENTS}
     return Binaries(directories)
+
+
+def ensure_node_binaries(
+    names: tuple[str, ...] | None = None, report: Callable[[str], None] | None = None
+) -> dict[str, Path]:
+    """Build (or find cached) the real-node components; returns component name -> directory."""
+    say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    goversion = go_version()
+    wanted = [c for c in NODE_COMPONENTS if names is None or c.name in names]
+    return {c.name: build_component(c, goversion, say) for c in wanted}
 
 
 def describe() -> list[str]:
