@@ -106,16 +106,3 @@ def test_layout_directory_and_archive_hold_every_blob_by_digest(tmp_path: Path) 
                 assert extracted is not None
                 tar_files[member.name] = extracted.read()
     assert tar_files == dir_files
-
-
-@pytest.mark.skipif(not Path("/bin/busybox").is_file(), reason="busybox-static not installed")
-def test_busybox_image_has_the_binary_and_a_shell_symlink() -> None:
-    image = images.busybox_image()
-    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(image.layers[0].data))) as tar:
-        members = {m.name: m for m in tar.getmembers()}
-        binary = tar.extractfile(members["bin/busybox"])
-        assert binary is not None
-        assert binary.read() == Path("/bin/busybox").read_bytes()
-    assert members["bin/sh"].issym() and members["bin/sh"].linkname == "/bin/busybox"
-    assert "usr/bin/env" in members
-    assert members["tmp"].mode == 0o1777
