@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         command = sub.add_parser(name)
         command.set_defaults(func=func)
         command.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
-        command.add_argument("--profile", choices=["full", "apiserver"], default="full")
+        command.add_argument("--profile", choices=["full", "apiserver", "node"], default="full")
         command.add_argument(
             "--apiserver-port", type=int, default=0, help="0 picks a free port (default)"
         )

@@ -56,12 +56,25 @@ COMPONENTS: tuple[Component, ...] = (
     Component("kwok", (("sigs.k8s.io/kwok/cmd/kwok", "kwok"),)),
 )
 
-# Built only for the real-node profile (issue 13), never by ensure_binaries: the KWOK tiers do not
-# need them and CI should not pay for their cold build.
+# Built only on demand for the real node (issue 13, ``ensure_node_binaries``), never by
+# ensure_binaries: the KWOK tiers and CI do not need them and should not pay for their cold build.
+# containerd 2.x because kubelet v1.37 no longer supports containerd 1.x (Debian has 1.6). The
+# kubelet has a wrapper module of its own (gomod/kubelet): it needs modules the control plane does
+# not, and adding them to gomod/kubernetes would change the control plane's cache key.
+_CONTAINERD = "github.com/containerd/containerd/v2/cmd"
 NODE_COMPONENTS: tuple[Component, ...] = (
     Component("registry", (("github.com/distribution/distribution/v3/cmd/registry", "registry"),)),
     Component("coredns", (("github.com/coredns/coredns", "coredns"),)),
     Component("crictl", (("sigs.k8s.io/cri-tools/cmd/crictl", "crictl"),)),
+    Component(
+        "containerd",
+        (
+            (f"{_CONTAINERD}/containerd", "containerd"),
+            (f"{_CONTAINERD}/containerd-shim-runc-v2", "containerd-shim-runc-v2"),
+            (f"{_CONTAINERD}/ctr", "ctr"),
+        ),
+    ),
+    Component("kubelet", (("k8s.io/kubernetes/cmd/kubelet", "kubelet"),)),
 )
 
 

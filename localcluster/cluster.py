@@ -1,9 +1,12 @@
 """The local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK and
 a test volume provisioner, all on 127.0.0.1 with free ports.
 
-Two profiles:
+Profiles:
 - ``full``: everything; pods really get scheduled onto fake KWOK nodes and run to completion,
   claims really bind, garbage collection really collects (the end-to-end tier and the demo).
+- ``node`` (SPIKE, issue 13): ``full`` plus one real node, containerd 2.x + runc + a kubelet
+  (``localcluster/node.py``), tainted so that only pods that tolerate
+  ``localcluster.test/real-node`` land there. No test tier uses it yet.
 - ``apiserver``: etcd and kube-apiserver only; nothing but the test changes object status, as in
   upstream's integration tests (the integration tier).
 """
@@ -18,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 
@@ -35,7 +38,7 @@ from localcluster.processes import (
 )
 from localcluster.provisioner import PROVISIONER_NAME, READY_LINE
 
-Profile = Literal["full", "apiserver"]
+Profile = Literal["full", "apiserver", "node"]
 STAGES_FILE = Path(__file__).parent / "kwok" / "stages.yaml"
 NODE_LABEL = "localcluster.test/kwok-node"
 NODE_COUNT = 4
@@ -152,6 +155,8 @@ class LocalCluster:
     )
     binaries: Binaries | None = None
     processes: list[ManagedProcess] = field(default_factory=list)
+    # The real node of the ``node`` profile (a RealNode; typed loosely: node.py imports us).
+    node: Any = None
     ports: Ports | None = None
     started_seconds: float = 0.0
 
@@ -224,6 +229,8 @@ class LocalCluster:
                 f"--client-ca-file={pki.ca_cert}",
                 f"--kubelet-client-certificate={pki.client_cert(kubelet_client)}",
                 f"--kubelet-client-key={pki.client_key(kubelet_client)}",
+                # A real node's name does not resolve; reach its kubelet by its InternalIP.
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
                 f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
@@ -370,6 +377,10 @@ class LocalCluster:
     def _start_processes(self) -> None:
         if self.binaries is None:
             self.binaries = ensure_binaries(self.report)
+        if self.profile == "node":
+            # Before the state directory is deleted: a killed launcher's containers may still
+            # run with their root filesystems mounted in it.
+            self._new_node().recover()
         self._clean_state_dir()
         self.ports = Ports.allocate(self.apiserver_port)
         pki = pkimod.generate(self.pki.directory, self.server)
@@ -394,6 +405,21 @@ class LocalCluster:
         objects = _storage_classes() + _nodes(NODE_COUNT)
         self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(objects))
         self._wait_usable()
+        if self.profile == "node":
+            self.node = self._new_node()
+            self.node.start()
+
+    def _new_node(self) -> Any:
+        from localcluster.node import RealNode, node_binaries  # here: node.py imports this module
+
+        containerd_dir, kubelet = node_binaries(self.report)
+        return RealNode(
+            self,
+            containerd_dir,
+            kubelet,
+            self.state_dir / "node",
+            report=self.report,
+        )
 
     def _clean_state_dir(self) -> None:
         """Start from nothing, but keep the files of a launcher that runs us in the background."""
@@ -439,6 +465,9 @@ class LocalCluster:
                 )
 
     def stop(self) -> None:
+        if self.node is not None:
+            self.node.stop()
+            self.node = None
         stop_all(self.processes)
         self.processes.clear()
         state = self.state_dir / "cluster.json"
@@ -460,7 +489,8 @@ class LocalCluster:
         wait_ready(process, self._probe_apiserver, timeout=90, report=self.report)
 
     def pids(self) -> dict[str, int]:
-        return {p.name: p.pid for p in self.processes if p.pid is not None}
+        node_processes = self.node.processes if self.node is not None else []
+        return {p.name: p.pid for p in self.processes + node_processes if p.pid is not None}
 
     def _write_state(self) -> None:
         assert self.ports is not None
@@ -478,7 +508,8 @@ class LocalCluster:
         assert self.ports is not None
         lines = [f"kubeconfig: {self.kubeconfig}", f"kube-apiserver: {self.server}"]
         lines += [f"etcd: {self.etcd_url}"]
-        for process in self.processes:
+        node_processes = self.node.processes if self.node is not None else []
+        for process in self.processes + node_processes:
             lines.append(f"  {process.name:<24} pid {process.pid}  log {process.log_path}")
         return lines
 

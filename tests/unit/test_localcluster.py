@@ -101,6 +101,33 @@ def test_pinned_versions_are_recorded() -> None:
     assert versions["k8s.io/kubernetes"].startswith("v1.")
 
 
+def test_real_node_components_are_built_only_on_demand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI and the KWOK tiers call ensure_binaries: it must not build containerd, the kubelet or
+    any other real-node component, and the kubelet must not live in the control plane's wrapper
+    (adding it there changes the control plane's cache key)."""
+    built: list[str] = []
+
+    def fake_build(component: build.Component, goversion: str, report: object) -> Path:
+        built.append(component.name)
+        return Path("/nowhere") / component.name
+
+    monkeypatch.setattr(build, "go_version", lambda: "go1.26.8")
+    monkeypatch.setattr(build, "build_component", fake_build)
+    build.ensure_binaries(lambda _: None)
+    assert built == ["etcd", "kubernetes", "kwok"]
+    control_plane = {b for c in build.COMPONENTS for b in c.binaries}
+    assert not control_plane & {"kubelet", "containerd", "containerd-shim-runc-v2", "ctr"}
+    built.clear()
+    directories = build.ensure_node_binaries(("containerd", "kubelet"), lambda _: None)
+    assert built == ["containerd", "kubelet"]
+    assert set(directories) == {"containerd", "kubelet"}
+    node = {c.name for c in build.NODE_COMPONENTS}
+    assert node == {"registry", "coredns", "crictl", "containerd", "kubelet"}
+    kubelet = next(c for c in build.NODE_COMPONENTS if c.name == "kubelet")
+    kubernetes = next(c for c in build.COMPONENTS if c.name == "kubernetes")
+    assert build.required_versions(kubelet) == build.required_versions(kubernetes)
+
+
 def test_missing_go_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(build.BuildError, match="Go toolchain not found on PATH"):

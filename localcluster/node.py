@@ -1,0 +1,740 @@
+"""A real node next to the local control plane: containerd 2.x + runc + a kubelet (issue 13).
+
+SPIKE, not a profile yet. What this module does today:
+
+- writes a containerd 2.x configuration (version 3) with its own root, state and socket under the
+  node's directory, the Debian ``runc`` as the only runtime (cgroupfs, no systemd), the Debian CNI
+  plugins (``/usr/lib/cni``) and a conflist of ours (bridge + host-local + loopback);
+- builds a tiny OCI image tarball from Debian's ``busybox-static`` (``docker.io/library/busybox``
+  and the sandbox image ``registry.k8s.io/pause``, the same layer) and imports it with ``ctr``;
+- issues a ``system:node:<name>`` client certificate from the control plane's CA and starts the
+  kubelet (cgroup v1 allowed with ``failCgroupV1: false``, cgroupfs, swap tolerated, webhook
+  authentication/authorization, ``registerWithTaints`` so that only pods that tolerate
+  ``localcluster.test/real-node`` land there);
+- stops everything it started: the kubelet, every task and container in containerd's ``k8s.io``
+  namespace, containerd, then any shim left that still names our socket; unmounts what is left
+  under the node's directory (pods' netns included), deletes the CNI bridge and the kubelet's
+  ``kubepods`` cgroups and iptables chains, and restores the host sysctls the kubelet and the
+  bridge plugin change.
+
+The ``node`` profile of :class:`LocalCluster` starts a :class:`RealNode` after the ``full``
+control plane and stops it first; before it deletes its state directory it calls
+:meth:`RealNode.recover`, which cleans up after a launcher killed with ``kill -9`` (shims and
+containers are re-parented, ``PR_SET_PDEATHSIG`` does not reach them, so they run until then).
+
+Not yet: a test tier and fixture, cleanup at the moment of a ``kill -9`` (only at the next
+start), images under their ``Always`` pull policy (pods here use ``imagePullPolicy: Never``),
+volumes, DNS.
+
+``python -m localcluster.node`` builds what is missing (:func:`node_binaries`: containerd and the
+kubelet, both in ``build.NODE_COMPONENTS``, built on demand only), starts a ``full`` control
+plane, the node, runs one busybox ``echo hello`` pod on it, prints its log, checks pod-to-pod
+traffic by IP (``--pods N``: start latency over N pods, RSS) and stops it all.
+Findings: docs/development.md, "Real node (issue 13): spike findings".
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from localcluster import pki as pkimod
+from localcluster.build import ensure_node_binaries
+from localcluster.processes import (
+    LaunchError,
+    ManagedProcess,
+    free_port,
+    https_get,
+    pid_alive,
+    stop_on_signals,
+    wait_ready,
+)
+
+if TYPE_CHECKING:
+    from localcluster.cluster import LocalCluster
+
+NODE_NAME = "real-node-0"
+TAINT_KEY = "localcluster.test/real-node"
+BUSYBOX_IMAGE = "docker.io/library/busybox:latest"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
+CNI_BIN_DIR = Path("/usr/lib/cni")
+RUNC = Path("/usr/sbin/runc")
+BUSYBOX = Path("/bin/busybox")
+POD_SUBNET = "10.88.0.0/16"
+BRIDGE = "sjs-cni0"
+# Host settings the kubelet (setupKernelTunables, unless protectKernelDefaults, which then
+# refuses to start) and the bridge plugin (isGateway turns forwarding on) change: saved at
+# start, restored at stop. kernel.panic_on_oops=1 on a shared CI machine is not acceptable.
+HOST_SYSCTLS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+    "net/ipv4/ip_forward",
+)
+# Chains the kubelet makes whatever its configuration (KUBE-FIREWALL also hooks INPUT and OUTPUT
+# with a DROP of non-loopback sources to 127.0.0.0/8): removed at stop unless they were there.
+KUBELET_CHAINS = ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT")
+
+
+def host_checks() -> list[str]:
+    """What the host lacks to run containers (empty when nothing is missing)."""
+    missing = []
+    for path, package in ((RUNC, "runc"), (BUSYBOX, "busybox-static")):
+        if not path.is_file():
+            missing.append(f"{path} (apt-get install {package})")
+    for plugin in ("bridge", "host-local", "loopback"):
+        if not (CNI_BIN_DIR / plugin).is_file():
+            missing.append(f"{CNI_BIN_DIR / plugin} (apt-get install containernetworking-plugins)")
+    if os.geteuid() != 0:
+        missing.append("root (containerd and the kubelet need it)")
+    return missing
+
+
+def host_ip() -> str:
+    """The address of the default route's interface: the kubelet refuses a loopback node IP."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.connect(("203.0.113.1", 9))  # a UDP connect sends no packet
+        return str(sock.getsockname()[0])
+
+
+# ------------------------------------------------------------------ images
+
+
+def _blob(blobs: dict[str, bytes], data: bytes) -> dict[str, object]:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    blobs[digest] = data
+    return {"digest": digest, "size": len(data)}
+
+
+def _busybox_layer() -> bytes:
+    """An uncompressed tar: /bin/busybox, a symlink per applet, the usual empty directories."""
+    out = io.BytesIO()
+    applets = subprocess.run(
+        [str(BUSYBOX), "--list"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for directory in ("bin", "dev", "etc", "proc", "sys", "tmp", "var", "root"):
+            info = tarfile.TarInfo(directory)
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o1777 if directory == "tmp" else 0o755
+            tar.addfile(info)
+        data = BUSYBOX.read_bytes()
+        info = tarfile.TarInfo("bin/busybox")
+        info.size, info.mode = len(data), 0o755
+        tar.addfile(info, io.BytesIO(data))
+        for applet in applets:
+            if applet == "busybox":
+                continue
+            info = tarfile.TarInfo(f"bin/{applet}")
+            info.type, info.linkname = tarfile.SYMTYPE, "busybox"
+            tar.addfile(info)
+    return out.getvalue()
+
+
+def build_image_tarball(path: Path) -> None:
+    """An OCI image layout tarball with two images sharing one layer: busybox (``sh``) and the
+    sandbox image (``sleep``, standing in for ``pause``). ``ctr images import`` names them from
+    the ``io.containerd.image.name`` annotations."""
+    blobs: dict[str, bytes] = {}
+    layer = _busybox_layer()
+    layer_desc = _blob(blobs, layer)
+    manifests = []
+    for name, argv in ((BUSYBOX_IMAGE, ["sh"]), (PAUSE_IMAGE, ["/bin/sleep", "2147483647"])):
+        config = {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Env": ["PATH=/bin"], "Cmd": argv},
+            "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]},
+        }
+        config_desc = _blob(blobs, json.dumps(config).encode())
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config_desc},
+            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_desc}],
+        }
+        manifest_desc = _blob(blobs, json.dumps(manifest).encode())
+        manifests.append(
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                **manifest_desc,
+                "annotations": {
+                    "io.containerd.image.name": name,
+                    "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1],
+                },
+            }
+        )
+    index = {"schemaVersion": 2, "manifests": manifests}
+    files = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
+    files["index.json"] = json.dumps(index).encode()
+    for digest, data in blobs.items():
+        files[f"blobs/sha256/{digest.removeprefix('sha256:')}"] = data
+    with tarfile.open(path, "w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _kubelet_chains() -> set[tuple[str, str, str]]:
+    found = set()
+    for tool in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            listing = subprocess.run(
+                [tool, "-w", "-t", table, "-S"], capture_output=True, text=True
+            ).stdout
+            for line in listing.splitlines():
+                words = line.split()
+                if len(words) == 2 and words[0] == "-N" and words[1] in KUBELET_CHAINS:
+                    found.add((tool, table, words[1]))
+    return found
+
+
+def _remove_chain(tool: str, table: str, chain: str) -> None:
+    """Delete the rules that jump to ``chain``, then the chain itself."""
+    listing = subprocess.run([tool, "-w", "-t", table, "-S"], capture_output=True, text=True)
+    for line in listing.stdout.splitlines():
+        words = shlex.split(line)
+        if words[:1] == ["-A"] and words[-2:] == ["-j", chain]:
+            subprocess.run([tool, "-w", "-t", table, "-D", *words[1:]], capture_output=True)
+    subprocess.run([tool, "-w", "-t", table, "-F", chain], capture_output=True)
+    subprocess.run([tool, "-w", "-t", table, "-X", chain], capture_output=True)
+
+
+# ------------------------------------------------------------------- node
+
+
+@dataclass
+class RealNode:
+    """containerd + kubelet for one real node, registered to a running :class:`LocalCluster`."""
+
+    cluster: LocalCluster
+    # Where containerd, containerd-shim-runc-v2 and ctr are (one directory: the shim is found
+    # on containerd's PATH), and the kubelet binary.
+    bin_dir: Path
+    kubelet: Path
+    directory: Path
+    name: str = NODE_NAME
+    report: Callable[[str], None] = field(
+        default=lambda msg: print(msg, file=sys.stderr, flush=True)
+    )
+    processes: list[ManagedProcess] = field(default_factory=list)
+    saved_sysctls: dict[str, str] = field(default_factory=dict)
+    saved_chains: set[tuple[str, str, str]] | None = None
+
+    @property
+    def _host_file(self) -> Path:
+        return self.directory / "host-state.json"
+
+    def recover(self) -> None:
+        """Clean up after a launcher that died without stopping the node (``kill -9``): its
+        shims and containers still run and its mounts are still there, so the state directory
+        must not simply be deleted. Starts containerd again on the same root and state, then
+        stops as usual, restoring what ``host-state.json`` saved."""
+        config = self.directory / "containerd" / "config.toml"
+        if not config.is_file():
+            return
+        self.report(f"  cleaning up a previous node in {self.directory}")
+        if self._host_file.is_file():
+            saved = json.loads(self._host_file.read_text())
+            self.saved_sysctls = dict(saved["sysctls"])
+            self.saved_chains = {(t, table, c) for t, table, c in saved["chains"]}
+        containerd = ManagedProcess(
+            "containerd",
+            [str(self.bin_dir / "containerd"), f"--config={config}"],
+            self.directory / "logs" / "containerd-recover.log",
+            env=self._env(),
+        )
+        containerd.start()
+        self.processes.append(containerd)
+        try:
+            wait_ready(containerd, self._containerd_ready, timeout=60, report=self.report)
+        except LaunchError as err:
+            self.report(f"  warning: containerd for the cleanup did not start: {err}")
+        self.stop()
+        self._host_file.unlink(missing_ok=True)
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / "containerd" / "run" / "containerd.sock"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # containerd finds containerd-shim-runc-v2 on PATH; ours must win over Debian's 1.6 one.
+        env["PATH"] = f"{self.bin_dir}:{env.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
+        return env
+
+    def ctr(self, *args: str) -> str:
+        result = subprocess.run(
+            [str(self.bin_dir / "ctr"), f"--address={self.socket}", "-n", "k8s.io", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if result.returncode != 0:
+            raise LaunchError(f"ctr {' '.join(args)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    def _containerd_config(self) -> Path:
+        base = self.directory / "containerd"
+        cni_conf = self.directory / "cni" / "net.d"
+        cni_conf.mkdir(parents=True, exist_ok=True)
+        conflist = {
+            "cniVersion": "1.0.0",
+            "name": "localcluster",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": BRIDGE,
+                    "isGateway": True,
+                    "ipMasq": False,
+                    "hairpinMode": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": POD_SUBNET}]],
+                        "dataDir": str(self.directory / "cni" / "ipam"),
+                    },
+                },
+                {"type": "loopback"},
+            ],
+        }
+        (cni_conf / "10-localcluster.conflist").write_text(json.dumps(conflist, indent=2))
+        cri_images = "plugins.'io.containerd.cri.v1.images'"
+        cri_runtime = "plugins.'io.containerd.cri.v1.runtime'"
+        runc = f"{cri_runtime}.containerd.runtimes.runc"
+        config = f"""version = 3
+root = '{base / "root"}'
+state = '{base / "state"}'
+disabled_plugins = ['io.containerd.nri.v1.nri']
+
+[grpc]
+  address = '{self.socket}'
+
+[{cri_images}]
+  snapshotter = 'overlayfs'
+[{cri_images}.pinned_images]
+  sandbox = '{PAUSE_IMAGE}'
+
+[{cri_runtime}]
+  # These hosts lack CAP_SYS_RESOURCE: runc cannot lower oom_score_adj (the kubelet asks -998
+  # for a sandbox; runc 1.1.5 then fails with "can't get final child's PID from pipe: EOF").
+  # Clamp the kubelet's values to containerd's own, as for rootless.
+  restrict_oom_score_adj = true
+  # Pods' network namespaces under our state directory (not /var/run/netns), so that stopping
+  # unmounts them with the rest and their veths go with them.
+  netns_mounts_under_state_dir = true
+[{cri_runtime}.containerd]
+  default_runtime_name = 'runc'
+[{runc}]
+  runtime_type = 'io.containerd.runc.v2'
+[{runc}.options]
+  BinaryName = '{RUNC}'
+  # runc's own state, else /run/containerd/runc, shared with any other containerd
+  Root = '{base / "runc"}'
+  SystemdCgroup = false
+[{cri_runtime}.cni]
+  bin_dirs = ['{CNI_BIN_DIR}']
+  conf_dir = '{cni_conf}'
+"""
+        path = base / "config.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(config)
+        return path
+
+    def _containerd(self) -> ManagedProcess:
+        config = self._containerd_config()
+        self.socket.parent.mkdir(parents=True, exist_ok=True)
+        return ManagedProcess(
+            "containerd",
+            [str(self.bin_dir / "containerd"), f"--config={config}", "--log-level=info"],
+            self.directory / "logs" / "containerd.log",
+            env=self._env(),
+        )
+
+    def _kubelet(self, healthz_port: int) -> ManagedProcess:
+        pki = self.cluster.pki
+        who = pkimod.ClientIdentity(
+            f"kubelet-{self.name}", f"system:node:{self.name}", ("system:nodes",)
+        )
+        kubeconfig = pkimod.issue_client(pki, who, self.cluster.server)
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            "cgroupDriver": "cgroupfs",
+            # The hosts this runs on have cgroup v1; kubelet >= 1.35 refuses it unless told.
+            "failCgroupV1": False,
+            "failSwapOn": False,
+            "address": host_ip(),
+            "port": free_port(),
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": healthz_port,
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(pki.ca_cert)},
+            },
+            "authorization": {"mode": "Webhook"},
+            "registerWithTaints": [{"key": TAINT_KEY, "effect": "NoSchedule"}],
+            "clusterDomain": "cluster.local",
+            "resolvConf": "/etc/resolv.conf",
+            # Nothing here should be evicted because the shared disk is fuller than a default.
+            "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%"},
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "serializeImagePulls": False,
+            "staticPodPath": "",
+            "podPidsLimit": -1,
+        }
+        path = self.directory / "kubelet" / "config.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(config))
+        return ManagedProcess(
+            "kubelet",
+            [
+                str(self.kubelet),
+                f"--config={path}",
+                f"--kubeconfig={kubeconfig}",
+                f"--root-dir={self.directory / 'kubelet' / 'root'}",
+                f"--cert-dir={self.directory / 'kubelet' / 'pki'}",
+                f"--hostname-override={self.name}",
+                f"--node-ip={host_ip()}",
+                "--v=2",
+            ],
+            self.directory / "logs" / "kubelet.log",
+            env=self._env(),
+        )
+
+    def start(self) -> None:
+        missing = host_checks()
+        if missing:
+            raise LaunchError("this host cannot run containers; missing: " + ", ".join(missing))
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for name in HOST_SYSCTLS:
+            self.saved_sysctls[name] = (Path("/proc/sys") / name).read_text().strip()
+        self.saved_chains = _kubelet_chains()
+        # On disk too: after a kill -9 of the launcher, recover() needs them.
+        self._host_file.write_text(
+            json.dumps({"sysctls": self.saved_sysctls, "chains": sorted(self.saved_chains)})
+        )
+        began = time.monotonic()
+        containerd = self._containerd()
+        containerd.start()
+        self.processes.append(containerd)
+        wait_ready(containerd, self._containerd_ready, timeout=60, report=self.report)
+        self.report(f"  containerd ready in {time.monotonic() - began:.1f}s")
+        tarball = self.directory / "images.tar"
+        build_image_tarball(tarball)
+        self.ctr("images", "import", "--all-platforms", str(tarball))
+        self.report(f"  images imported: {BUSYBOX_IMAGE}, {PAUSE_IMAGE}")
+        healthz = free_port()
+        kubelet = self._kubelet(healthz)
+        kubelet.start()
+        self.processes.append(kubelet)
+        wait_ready(
+            kubelet,
+            lambda: https_get(f"http://127.0.0.1:{healthz}/healthz"),
+            timeout=90,
+            report=self.report,
+        )
+        self.report(f"  kubelet healthy in {time.monotonic() - began:.1f}s")
+        self._wait_node_ready(began)
+
+    def _containerd_ready(self) -> tuple[int, str]:
+        if not self.socket.exists():
+            return 0, "no socket yet"
+        try:
+            self.ctr("version")
+        except LaunchError as err:
+            return 0, str(err)
+        return 200, "ok"
+
+    def _wait_node_ready(self, began: float) -> None:
+        deadline = time.monotonic() + 120
+        status = ""
+        while time.monotonic() < deadline:
+            try:
+                status = self.cluster.kubectl(
+                    "get",
+                    "node",
+                    self.name,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
+                )
+            except LaunchError as err:
+                status = str(err)
+            if status == "True":
+                self.report(f"  node {self.name} Ready in {time.monotonic() - began:.1f}s")
+                return
+            for process in self.processes:
+                if not process.running():
+                    raise LaunchError(f"{process.name} exited:\n{process.log_tail()}")
+            time.sleep(0.5)
+        raise LaunchError(f"node {self.name} not Ready after 120s (last: {status!r})")
+
+    # ------------------------------------------------------------------- stop
+
+    def _shim_pids(self) -> list[int]:
+        """Shims that name our socket: they outlive containerd (they are re-parented)."""
+        pids = []
+        needle = str(self.socket).encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"containerd-shim" in cmdline and needle in cmdline:
+                pids.append(int(entry.name))
+        return pids
+
+    def stop(self) -> None:
+        kubelet = [p for p in self.processes if p.name == "kubelet"]
+        for process in kubelet:
+            process.stop()
+        containerd = [p for p in self.processes if p.name == "containerd"]
+        if containerd and containerd[0].running():
+            self._remove_containers()
+        for process in containerd:
+            process.stop()
+        self.processes.clear()
+        for pid in self._shim_pids():
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(pid_alive(p) for p in self._shim_pids()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._unmount()
+        self._remove_host_state()
+        for name, value in self.saved_sysctls.items():
+            try:
+                (Path("/proc/sys") / name).write_text(value)
+            except OSError as err:
+                self.report(f"  warning: could not restore {name} = {value}: {err}")
+        self.saved_sysctls.clear()
+        if self.saved_chains is not None:
+            for tool, table, chain in sorted(_kubelet_chains() - self.saved_chains):
+                _remove_chain(tool, table, chain)
+            self.saved_chains = None
+
+    def _remove_host_state(self) -> None:
+        """What outlives the processes on the host: the CNI bridge and the kubelet's cgroups
+        (``kubepods/...`` in every v1 hierarchy; pods the kubelet had no time to clean up)."""
+        subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
+        for hierarchy in Path("/sys/fs/cgroup").iterdir():
+            top = hierarchy / "kubepods"
+            if not top.is_dir():
+                continue
+            directories = [d for d in top.rglob("*") if d.is_dir()] + [top]
+            for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):
+                try:
+                    directory.rmdir()
+                except OSError as err:
+                    self.report(f"  warning: cgroup {directory} not removed: {err}")
+
+    def _remove_containers(self) -> None:
+        """Kill and delete every task and container (the sandboxes' too) of the k8s.io namespace."""
+        try:
+            tasks = self.ctr("tasks", "list", "-q").split()
+            for task in tasks:
+                subprocess.run(
+                    [
+                        str(self.bin_dir / "ctr"),
+                        f"--address={self.socket}",
+                        "-n",
+                        "k8s.io",
+                        "tasks",
+                        "delete",
+                        "--force",
+                        task,
+                    ],
+                    capture_output=True,
+                    timeout=30,
+                )
+            containers = self.ctr("containers", "list", "-q").split()
+            if containers:
+                self.ctr("containers", "delete", *containers)
+        except (LaunchError, subprocess.TimeoutExpired) as err:
+            self.report(f"  warning: removing containers: {err}")
+
+    def _unmount(self) -> None:
+        """Unmount whatever is still mounted under the node's directory, deepest first."""
+        prefix = str(self.directory.resolve()) + "/"
+        mounts = []
+        with open("/proc/self/mounts") as table:
+            for line in table:
+                target = line.split()[1].replace("\\040", " ")
+                if target.startswith(prefix):
+                    mounts.append(target)
+        for target in sorted(mounts, key=len, reverse=True):
+            subprocess.run(["umount", "-l", target], capture_output=True)
+
+
+ECHO_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "hello", "namespace": "default"},
+    "spec": {
+        "nodeName": NODE_NAME,
+        "restartPolicy": "Never",
+        "tolerations": [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [
+            {
+                "name": "echo",
+                "image": "busybox",
+                "imagePullPolicy": "Never",
+                "command": ["echo", "hello"],
+            }
+        ],
+    },
+}
+
+
+def node_binaries(report: Callable[[str], None] | None = None) -> tuple[Path, Path]:
+    """containerd's directory (containerd, its runc shim, ctr) and the kubelet, built on demand
+    (``build.ensure_node_binaries``), never by ``ensure_binaries``, which CI and the KWOK tiers
+    use."""
+    directories = ensure_node_binaries(("containerd", "kubelet"), report)
+    return directories["containerd"], directories["kubelet"] / "kubelet"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localcluster.node", description=__doc__)
+    parser.add_argument("--state-dir", type=Path, default=Path("/tmp/localcluster-node"))
+    parser.add_argument("--pods", type=int, default=0, help="measure start latency over N pods")
+    args = parser.parse_args(argv)
+    stop_on_signals()
+    from localcluster.cluster import LocalCluster  # here: cluster.py imports this module
+
+    containerd_dir, kubelet = node_binaries()
+    state_dir: Path = args.state_dir.resolve()
+    cluster = LocalCluster(state_dir / "cluster", profile="full")
+    node = RealNode(cluster, containerd_dir, kubelet, state_dir / "node")
+    return hello(cluster, node, state_dir, args.pods)
+
+
+def measure(cluster: LocalCluster, node: RealNode, pods: int) -> None:
+    """Pod start latency (create -> Running, polled every 0.1 s, one pod at a time) and the
+    RSS of the kubelet and containerd afterwards."""
+    latencies = []
+    for i in range(pods):
+        pod = json.loads(json.dumps(ECHO_POD))
+        pod["metadata"]["name"] = f"latency-{i}"
+        pod["spec"]["containers"][0]["command"] = ["sleep", "3600"]
+        began = time.monotonic()
+        cluster.kubectl("create", "-f", "-", input_text=json.dumps(pod))
+        while True:
+            phase = cluster.kubectl("get", "pod", f"latency-{i}", "-o", "jsonpath={.status.phase}")
+            if phase == "Running":
+                latencies.append(time.monotonic() - began)
+                break
+            if time.monotonic() - began > 120:
+                raise LaunchError(f"pod latency-{i} not Running after 120s ({phase!r})")
+            time.sleep(0.1)
+    latencies.sort()
+    print(
+        f"pod start latency over {pods} pods: median {latencies[len(latencies) // 2]:.2f}s, "
+        f"max {latencies[-1]:.2f}s"
+    )
+    for process in node.processes:
+        rss = next(
+            line.split()[1]
+            for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
+            if line.startswith("VmRSS:")
+        )
+        print(f"RSS {process.name}: {int(rss) // 1024} MiB")
+
+
+def _pod(name: str, command: list[str]) -> str:
+    pod = json.loads(json.dumps(ECHO_POD))
+    pod["metadata"]["name"] = name
+    pod["spec"]["containers"][0]["command"] = command
+    return json.dumps(pod)
+
+
+def _wait_phase(cluster: LocalCluster, name: str, phases: tuple[str, ...]) -> str:
+    began = time.monotonic()
+    phase = ""
+    while time.monotonic() - began < 120 and phase not in phases:
+        phase = cluster.kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")
+        time.sleep(0.2)
+    return phase
+
+
+def pod_to_pod(cluster: LocalCluster) -> bool:
+    """A busybox httpd pod and a wget pod on the bridge: does one reach the other by pod IP?"""
+    serve = "echo from-server > /tmp/index.html && exec httpd -f -p 8080 -h /tmp"
+    cluster.kubectl("create", "-f", "-", input_text=_pod("server", ["sh", "-c", serve]))
+    if _wait_phase(cluster, "server", ("Running", "Failed")) != "Running":
+        print("pod-to-pod: server not Running")
+        return False
+    ip = cluster.kubectl("get", "pod", "server", "-o", "jsonpath={.status.podIP}")
+    # No "-T": Debian busybox-static 1.35 wget segfaults (exit 139) with a timeout option.
+    fetch = ["wget", "-qO-", f"http://{ip}:8080/index.html"]
+    cluster.kubectl("create", "-f", "-", input_text=_pod("client", fetch))
+    phase = _wait_phase(cluster, "client", ("Succeeded", "Failed"))
+    log = cluster.kubectl("logs", "client").strip()
+    print(f"pod-to-pod: client {phase}, fetched from {ip}: {log!r}")
+    return phase == "Succeeded" and log == "from-server"
+
+
+def hello(cluster: LocalCluster, node: RealNode, state_dir: Path, pods: int = 0) -> int:
+    """Start the control plane and the node, run the echo pod, print its log, stop it all."""
+    try:
+        cluster.start()
+        node.start()
+        print(cluster.kubectl("get", "nodes", "-o", "wide"))
+        began = time.monotonic()
+        cluster.kubectl("create", "-f", "-", input_text=json.dumps(ECHO_POD))
+        phase = ""
+        while time.monotonic() - began < 120 and phase not in ("Succeeded", "Failed"):
+            phase = cluster.kubectl("get", "pod", "hello", "-o", "jsonpath={.status.phase}")
+            time.sleep(0.2)
+        print(f"pod hello: {phase} after {time.monotonic() - began:.1f}s")
+        print(cluster.kubectl("get", "pod", "hello", "-o", "wide"))
+        print("log:", cluster.kubectl("logs", "hello").strip())
+        reached = pod_to_pod(cluster)
+        if phase == "Succeeded" and pods:
+            measure(cluster, node, pods)
+        return 0 if phase == "Succeeded" and reached else 1
+    except LaunchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    finally:
+        node.stop()
+        cluster.stop()
+        leftovers = node._shim_pids()
+        print(f"stopped; shims left: {leftovers}", file=sys.stderr)
+        shutil.rmtree(state_dir / "node" / "containerd" / "state", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
