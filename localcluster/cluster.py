@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from localcluster.processes import (
     ensure_port_free,
     free_port,
     https_get,
+    run_tool,
     stop_all,
     wait_ready,
 )
@@ -348,16 +348,8 @@ class LocalCluster:
 
     def kubectl(self, *args: str, input_text: str | None = None) -> str:
         assert self.binaries is not None
-        result = subprocess.run(
-            [str(self.binaries.path("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
-            input=input_text,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if result.returncode != 0:
-            raise LaunchError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
-        return result.stdout
+        argv = [str(self.binaries.path("kubectl")), f"--kubeconfig={self.kubeconfig}", *args]
+        return run_tool(argv, what=f"kubectl {' '.join(args)}", timeout=60, input_text=input_text)
 
     def start(self) -> None:
         """Start every process of the profile and wait until the cluster is usable.

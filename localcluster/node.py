@@ -63,6 +63,7 @@ from localcluster.processes import (
     free_port,
     https_get,
     pid_alive,
+    run_tool,
     stop_on_signals,
     wait_ready,
 )
@@ -285,15 +286,8 @@ class RealNode:
         return env
 
     def ctr(self, *args: str) -> str:
-        result = subprocess.run(
-            [str(self.bin_dir / "ctr"), f"--address={self.socket}", "-n", "k8s.io", *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if result.returncode != 0:
-            raise LaunchError(f"ctr {' '.join(args)} failed: {result.stderr.strip()}")
-        return result.stdout
+        argv = [str(self.bin_dir / "ctr"), f"--address={self.socket}", "-n", "k8s.io", *args]
+        return run_tool(argv, what=f"ctr {' '.join(args)}", timeout=120)
 
     def _containerd_config(self) -> Path:
         base = self.directory / "containerd"

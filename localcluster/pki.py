@@ -209,24 +209,7 @@ def generate(directory: Path, server: str) -> Pki:
     _write_cert(pki.serving_cert, serving)
 
     for who in CLIENTS:
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = _issue(
-            _name(who.user, who.groups),
-            key,
-            ca_cert,
-            ca_key,
-            usage=ExtendedKeyUsageOID.CLIENT_AUTH,
-        )
-        _write_key(pki.client_key(who), key)
-        _write_cert(pki.client_cert(who), cert)
-        write_kubeconfig(
-            pki.kubeconfig(who),
-            server,
-            pki.ca_cert,
-            pki.client_cert(who),
-            pki.client_key(who),
-            who.user,
-        )
+        _write_client(pki, who, server, ca_cert, ca_key)
 
     # Service-account tokens are RS256-signed by default; an RSA key keeps every client happy.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -239,13 +222,14 @@ def generate(directory: Path, server: str) -> Pki:
     return pki
 
 
-def issue_client(pki: Pki, who: ClientIdentity, server: str) -> Path:
-    """One more client certificate (and kubeconfig) signed by an existing CA; returns the
-    kubeconfig. A real kubelet is ``system:node:<name>`` in ``system:nodes``, which the Node
-    authorizer and NodeRestriction expect of it."""
-    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
-    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
-    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+def _write_client(
+    pki: Pki,
+    who: ClientIdentity,
+    server: str,
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+) -> None:
+    """A client certificate for ``who`` signed by the CA, its key, and its kubeconfig."""
     key = ec.generate_private_key(ec.SECP256R1())
     cert = _issue(
         _name(who.user, who.groups), key, ca_cert, ca_key, usage=ExtendedKeyUsageOID.CLIENT_AUTH
@@ -260,4 +244,14 @@ def issue_client(pki: Pki, who: ClientIdentity, server: str) -> Path:
         pki.client_key(who),
         who.user,
     )
+
+
+def issue_client(pki: Pki, who: ClientIdentity, server: str) -> Path:
+    """One more client certificate (and kubeconfig) signed by an existing CA; returns the
+    kubeconfig. A real kubelet is ``system:node:<name>`` in ``system:nodes``, which the Node
+    authorizer and NodeRestriction expect of it."""
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    _write_client(pki, who, server, ca_cert, ca_key)
     return pki.kubeconfig(who)

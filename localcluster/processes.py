@@ -28,6 +28,18 @@ class LaunchError(RuntimeError):
     """The control plane could not start; the message names what failed and how to fix it."""
 
 
+def run_tool(
+    argv: Sequence[str], *, what: str, timeout: float, input_text: str | None = None
+) -> str:
+    """Run a command-line client to completion; its stdout, or ``LaunchError`` with its stderr."""
+    result = subprocess.run(
+        list(argv), input=input_text, capture_output=True, text=True, timeout=timeout
+    )
+    if result.returncode != 0:
+        raise LaunchError(f"{what} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
 class StopSignal(Exception):
     """SIGTERM or SIGHUP arrived (see :func:`stop_on_signals`)."""
 

@@ -71,6 +71,13 @@ def start(
     process = processes.ManagedProcess(
         "registry", [str(binary), "serve", str(config)], state / "logs" / "registry.log"
     )
+    return _serve(process, port, root, report)
+
+
+def _serve(
+    process: processes.ManagedProcess, port: int, root: Path, report: Callable[[str], None]
+) -> Registry:
+    """Start ``process`` and wait until it answers the registry API on ``port``."""
     process.start()
     try:
         processes.wait_ready(
@@ -100,18 +107,7 @@ def start_mini(state: Path, port: int = 0, report: Callable[[str], None] = print
         state / "logs" / "miniregistry.log",
         env=env,
     )
-    process.start()
-    try:
-        processes.wait_ready(
-            process,
-            lambda: processes.https_get(f"http://127.0.0.1:{port}/v2/"),
-            timeout=30,
-            report=report,
-        )
-    except BaseException:
-        process.stop()
-        raise
-    return Registry(process, port, layout)
+    return _serve(process, port, layout, report)
 
 
 def node_images() -> dict[tuple[str, str], images.Image]:
