@@ -349,6 +349,27 @@ def _update(
         result.patch.append(ClaimPatch(name, trimmed, REASON_CLAIM_UPDATED, message))
 
 
+def _scaled_away_slots(model: VolumeModel) -> list[Slot]:
+    """Recorded slots of Jobs scaled away under ``whenScaled: Delete``: their claims are deleted,
+    not lost. Forgotten from the slot, not only with the delete: a status write lost after the
+    delete (a 409) would otherwise keep the slot, and a later scale-up would find it Lost."""
+    deleting = {
+        t.name
+        for p in model.policies
+        if p.scope == "Job" and p.retention.when_scaled == "Delete"
+        for t in p.templates
+    }
+    found = []
+    for slot in model.record.uids:
+        template, rjob, index = slot
+        if template not in deleting or rjob is None or index is None:
+            continue
+        replicated = model.jobset.replicated_job(rjob)
+        if index >= (replicated.replicas if replicated is not None else 0):
+            found.append(slot)
+    return found
+
+
 def plan(
     model: VolumeModel,
     claims: Mapping[str, ClaimView],
@@ -427,6 +448,7 @@ def plan(
     )
     result.delete = [c.name for c in deleted]
     forget.extend(s for s in map(slot_of, deleted) if s is not None)
+    forget.extend(_scaled_away_slots(model))
     result.record = model.record.changed(record, forget)
     result.claims = after
     return result

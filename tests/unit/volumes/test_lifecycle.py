@@ -603,6 +603,32 @@ def test_scaled_away_claims_in_the_plan(
     assert [c.name for c in vplan.claims] == ["ckpt-js-workers-0"]
 
 
+@pytest.mark.parametrize(
+    ("when_scaled", "record"),
+    [
+        pytest.param("Delete", [0], id="being-deleted-is-forgotten"),
+        pytest.param("Retain", [0, 1], id="retained-is-remembered"),
+    ],
+)
+def test_a_scaled_away_claim_still_recorded_after_its_delete(
+    when_scaled: str, record: list[int]
+) -> None:
+    """The pass that deleted the claim of a scaled-away Job lost its status write (a 409): the
+    claim is Terminating and still in the stored record. It is forgotten all the same, so that a
+    later scale-up creates a new claim instead of reporting the deleted one Lost."""
+    existing = [ckpt(0), ckpt(1)]
+    js = recorded(retention_jobset({"whenScaled": when_scaled}, 1), existing)
+    terminating = [
+        ckpt(0),
+        {**ckpt(1), "metadata": {**ckpt(1)["metadata"], "deletionTimestamp": "x"}},
+    ]
+    vplan = plan(js, terminating)
+    assert vplan.delete == []
+    assert dict(vplan.record.uids) == {
+        ("ckpt", "workers", i): prefix_of(f"ckpt-js-workers-{i}") for i in record
+    }
+
+
 def test_when_scaled_reads_labels_and_skips_odd_claims() -> None:
     js = retention_jobset({"whenScaled": "Delete"}, 1)
     policies = volumes.policies(js)
