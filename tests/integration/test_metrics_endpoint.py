@@ -42,6 +42,7 @@ from tests.support.jobsets import (
     fail_job,
     jobset,
     replicated_job,
+    settled,
     wait_condition,
     wait_jobs,
 )
@@ -363,6 +364,9 @@ async def test_completed_and_failed_counters_name_the_jobset_as_upstream(
     await fail_job(client, namespace, broken)
     await wait_condition(client, namespace, "done", api.COMPLETED)
     await wait_condition(client, namespace, "broken", api.FAILED)
+    # The per-JobSet gauges are read from the informer cache at scrape time: once the API server
+    # shows the condition, the cache may not have the status write's event yet.
+    await settled(controller, client)
     text = exposition(controller.manager.registry).decode()
     series = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
