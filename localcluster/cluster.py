@@ -4,9 +4,10 @@ a test volume provisioner, all on 127.0.0.1 with free ports.
 Profiles:
 - ``full``: everything; pods really get scheduled onto fake KWOK nodes and run to completion,
   claims really bind, garbage collection really collects (the end-to-end tier and the demo).
-- ``node`` (SPIKE, issue 13): ``full`` plus one real node, containerd 2.x + runc + a kubelet
-  (``localcluster/node.py``), tainted so that only pods that tolerate
-  ``localcluster.test/real-node`` land there. No test tier uses it yet.
+- ``node``: the control plane and the test provisioner with one real node instead of the KWOK
+  nodes: containerd 2.x + runc + a kubelet, a local image registry and CoreDNS
+  (``localcluster/node.py``). Containers really run and volumes are real directories on this
+  host, so every pod, from unchanged manifests, runs there (the node tier and the demo).
 - ``apiserver``: etcd and kube-apiserver only; nothing but the test changes object status, as in
   upstream's integration tests (the integration tier).
 """
@@ -324,6 +325,7 @@ class LocalCluster:
                 "-m",
                 "localcluster.provisioner",
                 f"--kubeconfig={self.pki.kubeconfig(pkimod.PROVISIONER)}",
+                f"--volumes-dir={self.volumes_dir}",
             ],
         )
 
@@ -390,28 +392,31 @@ class LocalCluster:
         )
         sched_port = self.ports.scheduler
         self._start(self._scheduler(), lambda: https_get(f"https://127.0.0.1:{sched_port}/healthz"))
-        kwok_port = self.ports.kwok
-        self._start(self._kwok(), lambda: https_get(f"http://127.0.0.1:{kwok_port}/healthz"))
         provisioner = self._provisioner()
         self._start(provisioner, lambda: _log_says(provisioner, READY_LINE))
-        objects = _storage_classes() + _nodes(NODE_COUNT)
-        self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(objects))
-        self._wait_usable()
         if self.profile == "node":
+            self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(_storage_classes()))
             self.node = self._new_node()
             self.node.start()
+            self._wait_usable(0)
+            return
+        kwok_port = self.ports.kwok
+        self._start(self._kwok(), lambda: https_get(f"http://127.0.0.1:{kwok_port}/healthz"))
+        objects = _storage_classes() + _nodes(NODE_COUNT)
+        self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(objects))
+        self._wait_usable(NODE_COUNT)
 
     def _new_node(self) -> Any:
         from localcluster.node import RealNode, node_binaries  # here: node.py imports this module
 
-        containerd_dir, kubelet = node_binaries(self.report)
         return RealNode(
-            self,
-            containerd_dir,
-            kubelet,
-            self.state_dir / "node",
-            report=self.report,
+            self, node_binaries(self.report), self.state_dir / "node", report=self.report
         )
+
+    @property
+    def volumes_dir(self) -> Path:
+        """Where the test provisioner makes each volume's directory (hostPath)."""
+        return self.state_dir / "volumes"
 
     def _clean_state_dir(self) -> None:
         """Start from nothing, but keep the files of a launcher that runs us in the background."""
@@ -424,8 +429,9 @@ class LocalCluster:
             else:
                 entry.unlink()
 
-    def _wait_usable(self) -> None:
-        """Nodes Ready (KWOK took them) and the default ServiceAccount exists (pods can be made)."""
+    def _wait_usable(self, kwok_nodes: int) -> None:
+        """KWOK's nodes Ready and the default ServiceAccount exists (pods can be made). The real
+        node of the ``node`` profile waited for its own Ready."""
         deadline = time.monotonic() + 90
         while True:
             ready = self.kubectl(
@@ -437,11 +443,11 @@ class LocalCluster:
                 "jsonpath={range .items[*]}{.status.conditions[?(@.type=='Ready')].status}{'\\n'}",
             ).split()
             accounts = self.kubectl("get", "serviceaccounts", "-n", "default", "-o", "name")
-            if ready.count("True") == NODE_COUNT and "serviceaccount/default" in accounts:
+            if ready.count("True") == kwok_nodes and "serviceaccount/default" in accounts:
                 return
             if time.monotonic() > deadline:
                 raise LaunchError(
-                    f"nodes Ready: {ready.count('True')}/{NODE_COUNT}, default ServiceAccount: "
+                    f"nodes Ready: {ready.count('True')}/{kwok_nodes}, default ServiceAccount: "
                     f"{'serviceaccount/default' in accounts}, after 90s. See the kwok and "
                     f"kube-controller-manager logs in {self.state_dir / 'logs'}."
                 )

@@ -30,10 +30,10 @@ class CoreDNS:
         self.process.stop()
 
 
-def corefile(kubeconfig: Path, port: int, ready_port: int) -> str:
+def corefile(kubeconfig: Path, port: int, ready_port: int, bind: str = "127.0.0.1") -> str:
     return (
         f".:{port} {{\n"
-        "    bind 127.0.0.1\n"
+        f"    bind {bind}\n"
         "    errors\n"
         f"    ready 127.0.0.1:{ready_port}\n"
         f"    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{\n"
@@ -49,13 +49,15 @@ def start(
     state: Path,
     kubeconfig: Path,
     port: int = 0,
+    bind: str = "127.0.0.1",
     report: Callable[[str], None] = print,
 ) -> CoreDNS:
+    """CoreDNS answering on ``bind``:``port`` (a free loopback port by default)."""
     port = port or processes.free_port()
     ready_port = processes.free_port()
     config = state / "coredns" / "Corefile"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(corefile(kubeconfig, port, ready_port))
+    config.write_text(corefile(kubeconfig, port, ready_port, bind))
     process = processes.ManagedProcess(
         "coredns", [str(binary), "-conf", str(config)], state / "logs" / "coredns.log"
     )
@@ -69,7 +71,7 @@ def start(
             if status[0] != 200:
                 return status
             try:
-                query_a(f"kubernetes.default.svc.{CLUSTER_DOMAIN}", port, timeout=0.5)
+                query_a(f"kubernetes.default.svc.{CLUSTER_DOMAIN}", port, bind, timeout=0.5)
             except TimeoutError:
                 return 0, "no DNS answer yet"
             return 200, ""

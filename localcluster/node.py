@@ -36,17 +36,14 @@ Findings: docs/development.md, "Real node (issue 13): spike findings".
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
+import fcntl
 import json
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +52,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from localcluster import dns, registry
 from localcluster import pki as pkimod
 from localcluster.build import ensure_node_binaries
 from localcluster.processes import (
@@ -64,6 +62,7 @@ from localcluster.processes import (
     https_get,
     pid_alive,
     run_tool,
+    stop_all,
     stop_on_signals,
     wait_ready,
 )
@@ -72,14 +71,18 @@ if TYPE_CHECKING:
     from localcluster.cluster import LocalCluster
 
 NODE_NAME = "real-node-0"
-TAINT_KEY = "localcluster.test/real-node"
-BUSYBOX_IMAGE = "docker.io/library/busybox:latest"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
 CNI_BIN_DIR = Path("/usr/lib/cni")
 RUNC = Path("/usr/sbin/runc")
 BUSYBOX = Path("/bin/busybox")
 POD_SUBNET = "10.88.0.0/16"
 BRIDGE = "sjs-cni0"
+# The bridge's own address (the pods' gateway): made before anything starts, so CoreDNS can bind
+# to it; pods reach it over their veth (a pod's 127.0.0.1 is its own).
+GATEWAY = "10.88.0.1"
+# One real node per host: kubepods cgroups, the bridge, sysctls and iptables chains are
+# host-wide. A second node (another test run, a demo) waits for this lock instead of breaking
+# the first.
+HOST_LOCK = Path("/run/lock/stateful-jobset-real-node.lock")
 # Host settings the kubelet (setupKernelTunables, unless protectKernelDefaults, which then
 # refuses to start) and the bridge plugin (isGateway turns forwarding on) change: saved at
 # start, restored at stop. kernel.panic_on_oops=1 on a shared CI machine is not acceptable.
@@ -118,85 +121,6 @@ def host_ip() -> str:
         return str(sock.getsockname()[0])
 
 
-# ------------------------------------------------------------------ images
-
-
-def _blob(blobs: dict[str, bytes], data: bytes) -> dict[str, object]:
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    blobs[digest] = data
-    return {"digest": digest, "size": len(data)}
-
-
-def _busybox_layer() -> bytes:
-    """An uncompressed tar: /bin/busybox, a symlink per applet, the usual empty directories."""
-    out = io.BytesIO()
-    applets = subprocess.run(
-        [str(BUSYBOX), "--list"], capture_output=True, text=True, check=True
-    ).stdout.split()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for directory in ("bin", "dev", "etc", "proc", "sys", "tmp", "var", "root"):
-            info = tarfile.TarInfo(directory)
-            info.type = tarfile.DIRTYPE
-            info.mode = 0o1777 if directory == "tmp" else 0o755
-            tar.addfile(info)
-        data = BUSYBOX.read_bytes()
-        info = tarfile.TarInfo("bin/busybox")
-        info.size, info.mode = len(data), 0o755
-        tar.addfile(info, io.BytesIO(data))
-        for applet in applets:
-            if applet == "busybox":
-                continue
-            info = tarfile.TarInfo(f"bin/{applet}")
-            info.type, info.linkname = tarfile.SYMTYPE, "busybox"
-            tar.addfile(info)
-    return out.getvalue()
-
-
-def build_image_tarball(path: Path) -> None:
-    """An OCI image layout tarball with two images sharing one layer: busybox (``sh``) and the
-    sandbox image (``sleep``, standing in for ``pause``). ``ctr images import`` names them from
-    the ``io.containerd.image.name`` annotations."""
-    blobs: dict[str, bytes] = {}
-    layer = _busybox_layer()
-    layer_desc = _blob(blobs, layer)
-    manifests = []
-    for name, argv in ((BUSYBOX_IMAGE, ["sh"]), (PAUSE_IMAGE, ["/bin/sleep", "2147483647"])):
-        config = {
-            "architecture": "amd64",
-            "os": "linux",
-            "config": {"Env": ["PATH=/bin"], "Cmd": argv},
-            "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]},
-        }
-        config_desc = _blob(blobs, json.dumps(config).encode())
-        manifest = {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config_desc},
-            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_desc}],
-        }
-        manifest_desc = _blob(blobs, json.dumps(manifest).encode())
-        manifests.append(
-            {
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                **manifest_desc,
-                "annotations": {
-                    "io.containerd.image.name": name,
-                    "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1],
-                },
-            }
-        )
-    index = {"schemaVersion": 2, "manifests": manifests}
-    files = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
-    files["index.json"] = json.dumps(index).encode()
-    for digest, data in blobs.items():
-        files[f"blobs/sha256/{digest.removeprefix('sha256:')}"] = data
-    with tarfile.open(path, "w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-
-
 def _kubelet_chains() -> set[tuple[str, str, str]]:
     found = set()
     for tool in ("iptables", "ip6tables"):
@@ -230,10 +154,7 @@ class RealNode:
     """containerd + kubelet for one real node, registered to a running :class:`LocalCluster`."""
 
     cluster: LocalCluster
-    # Where containerd, containerd-shim-runc-v2 and ctr are (one directory: the shim is found
-    # on containerd's PATH), and the kubelet binary.
-    bin_dir: Path
-    kubelet: Path
+    binaries: NodeBinaries
     directory: Path
     name: str = NODE_NAME
     report: Callable[[str], None] = field(
@@ -242,6 +163,30 @@ class RealNode:
     processes: list[ManagedProcess] = field(default_factory=list)
     saved_sysctls: dict[str, str] = field(default_factory=dict)
     saved_chains: set[tuple[str, str, str]] | None = None
+    _lock: int | None = None
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.binaries.containerd_dir
+
+    def _take_host_lock(self) -> None:
+        """Wait for any other real node on this host to stop (see ``HOST_LOCK``)."""
+        HOST_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            self.report(f"  another real node runs on this host ({holder}); waiting for it to stop")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}, {self.directory}\n".encode(), 0)
+        self._lock = fd
+
+    def _release_host_lock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor releases the flock
+            self._lock = None
 
     @property
     def _host_file(self) -> Path:
@@ -255,6 +200,7 @@ class RealNode:
         config = self.directory / "containerd" / "config.toml"
         if not config.is_file():
             return
+        self._take_host_lock()
         self.report(f"  cleaning up a previous node in {self.directory}")
         if self._host_file.is_file():
             saved = json.loads(self._host_file.read_text())
@@ -327,7 +273,10 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
 [{cri_images}]
   snapshotter = 'overlayfs'
 [{cri_images}.pinned_images]
-  sandbox = '{PAUSE_IMAGE}'
+  sandbox = '{registry.SANDBOX_IMAGE}'
+[{cri_images}.registry]
+  # docker.io and registry.k8s.io resolve at the local registry only (certs.d/*/hosts.toml)
+  config_path = '{self._certs_d}'
 
 [{cri_runtime}]
   # These hosts lack CAP_SYS_RESOURCE: runc cannot lower oom_score_adj (the kubelet asks -998
@@ -371,6 +320,9 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
             f"kubelet-{self.name}", f"system:node:{self.name}", ("system:nodes",)
         )
         kubeconfig = pkimod.issue_client(pki, who, self.cluster.server)
+        resolv_conf = self.directory / "kubelet" / "resolv.conf"
+        resolv_conf.parent.mkdir(parents=True, exist_ok=True)
+        resolv_conf.write_text("# no host resolver: pods use the cluster DNS only\n")
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
@@ -390,9 +342,11 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
                 "x509": {"clientCAFile": str(pki.ca_cert)},
             },
             "authorization": {"mode": "Webhook"},
-            "registerWithTaints": [{"key": TAINT_KEY, "effect": "NoSchedule"}],
-            "clusterDomain": "cluster.local",
-            "resolvConf": "/etc/resolv.conf",
+            "clusterDomain": dns.CLUSTER_DOMAIN,
+            "clusterDNS": [GATEWAY],
+            # Not the host's resolv.conf: its search domains would be appended to every pod's,
+            # and the cluster DNS answers only cluster names.
+            "resolvConf": str(resolv_conf),
             # Nothing here should be evicted because the shared disk is fuller than a default.
             "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%"},
             "imageGCHighThresholdPercent": 100,
@@ -407,7 +361,7 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
         return ManagedProcess(
             "kubelet",
             [
-                str(self.kubelet),
+                str(self.binaries.kubelet),
                 f"--config={path}",
                 f"--kubeconfig={kubeconfig}",
                 f"--root-dir={self.directory / 'kubelet' / 'root'}",
@@ -420,11 +374,16 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
             env=self._env(),
         )
 
+    @property
+    def _certs_d(self) -> Path:
+        return self.directory / "certs.d"
+
     def start(self) -> None:
         missing = host_checks()
         if missing:
             raise LaunchError("this host cannot run containers; missing: " + ", ".join(missing))
         try:
+            self._take_host_lock()
             self._start()
         except BaseException:
             self.stop()
@@ -440,15 +399,29 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
             json.dumps({"sysctls": self.saved_sysctls, "chains": sorted(self.saved_chains)})
         )
         began = time.monotonic()
+        self._make_bridge()
+        # Images: unchanged manifests name docker.io/library/busybox (pull policy Always when
+        # untagged); containerd asks the local registry for every docker.io and registry.k8s.io
+        # name, so a pull never leaves this machine and always finds the locally built image.
+        mirror = registry.start_mini(self.directory, report=self.report)
+        self.processes.append(mirror.process)
+        registry.write_containerd_hosts(self._certs_d, mirror.url)
+        self.report(f"  image registry serving busybox and pause at {mirror.url}")
+        coredns = dns.start(
+            self.binaries.coredns,
+            self.directory,
+            self.cluster.kubeconfig,
+            port=53,
+            bind=GATEWAY,
+            report=self.report,
+        )
+        self.processes.append(coredns.process)
+        self.report(f"  cluster DNS (CoreDNS) on {GATEWAY}:53")
         containerd = self._containerd()
         containerd.start()
         self.processes.append(containerd)
         wait_ready(containerd, self._containerd_ready, timeout=60, report=self.report)
         self.report(f"  containerd ready in {time.monotonic() - began:.1f}s")
-        tarball = self.directory / "images.tar"
-        build_image_tarball(tarball)
-        self.ctr("images", "import", "--all-platforms", str(tarball))
-        self.report(f"  images imported: {BUSYBOX_IMAGE}, {PAUSE_IMAGE}")
         healthz = free_port()
         kubelet = self._kubelet(healthz)
         kubelet.start()
@@ -461,6 +434,18 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
         )
         self.report(f"  kubelet healthy in {time.monotonic() - began:.1f}s")
         self._wait_node_ready(began)
+
+    def _make_bridge(self) -> None:
+        """The CNI bridge with the gateway address, before the first pod (the bridge plugin
+        finds and keeps it)."""
+        subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
+        prefix = POD_SUBNET.split("/")[1]
+        for argv in (
+            ["ip", "link", "add", BRIDGE, "type", "bridge"],
+            ["ip", "addr", "add", f"{GATEWAY}/{prefix}", "dev", BRIDGE],
+            ["ip", "link", "set", BRIDGE, "up"],
+        ):
+            run_tool(argv, what=" ".join(argv), timeout=30)
 
     def _containerd_ready(self) -> tuple[int, str]:
         if not self.socket.exists():
@@ -520,6 +505,7 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
             self._remove_containers()
         for process in containerd:
             process.stop()
+        stop_all([p for p in self.processes if p.name not in ("kubelet", "containerd")])
         self.processes.clear()
         for pid in self._shim_pids():
             os.kill(pid, signal.SIGKILL)
@@ -538,6 +524,7 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
             for tool, table, chain in sorted(_kubelet_chains() - self.saved_chains):
                 _remove_chain(tool, table, chain)
             self.saved_chains = None
+        self._release_host_lock()
 
     def _remove_host_state(self) -> None:
         """What outlives the processes on the host: the CNI bridge and the kubelet's cgroups
@@ -597,27 +584,30 @@ ECHO_POD = {
     "kind": "Pod",
     "metadata": {"name": "hello", "namespace": "default"},
     "spec": {
-        "nodeName": NODE_NAME,
         "restartPolicy": "Never",
-        "tolerations": [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-        "containers": [
-            {
-                "name": "echo",
-                "image": "busybox",
-                "imagePullPolicy": "Never",
-                "command": ["echo", "hello"],
-            }
-        ],
+        # untagged: pull policy Always, pulled from the local registry every time
+        "containers": [{"name": "echo", "image": "busybox", "command": ["echo", "hello"]}],
     },
 }
 
 
-def node_binaries(report: Callable[[str], None] | None = None) -> tuple[Path, Path]:
-    """containerd's directory (containerd, its runc shim, ctr) and the kubelet, built on demand
-    (``build.ensure_node_binaries``), never by ``ensure_binaries``, which CI and the KWOK tiers
-    use."""
-    directories = ensure_node_binaries(("containerd", "kubelet"), report)
-    return directories["containerd"], directories["kubelet"] / "kubelet"
+@dataclass(frozen=True)
+class NodeBinaries:
+    # containerd, containerd-shim-runc-v2 and ctr: one directory (the shim is found on PATH)
+    containerd_dir: Path
+    kubelet: Path
+    coredns: Path
+
+
+def node_binaries(report: Callable[[str], None] | None = None) -> NodeBinaries:
+    """containerd, the kubelet and CoreDNS, built on demand (``build.ensure_node_binaries``),
+    never by ``ensure_binaries``, which the KWOK tiers use."""
+    directories = ensure_node_binaries(("containerd", "kubelet", "coredns"), report)
+    return NodeBinaries(
+        directories["containerd"],
+        directories["kubelet"] / "kubelet",
+        directories["coredns"] / "coredns",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -628,11 +618,8 @@ def main(argv: list[str] | None = None) -> int:
     stop_on_signals()
     from localcluster.cluster import LocalCluster  # here: cluster.py imports this module
 
-    containerd_dir, kubelet = node_binaries()
-    state_dir: Path = args.state_dir.resolve()
-    cluster = LocalCluster(state_dir / "cluster", profile="full")
-    node = RealNode(cluster, containerd_dir, kubelet, state_dir / "node")
-    return hello(cluster, node, state_dir, args.pods)
+    cluster = LocalCluster(args.state_dir.resolve(), profile="node")
+    return hello(cluster, args.pods)
 
 
 def measure(cluster: LocalCluster, node: RealNode, pods: int) -> None:
@@ -700,18 +687,15 @@ def pod_to_pod(cluster: LocalCluster) -> bool:
     return phase == "Succeeded" and log == "from-server"
 
 
-def hello(cluster: LocalCluster, node: RealNode, state_dir: Path, pods: int = 0) -> int:
-    """Start the control plane and the node, run the echo pod, print its log, stop it all."""
+def hello(cluster: LocalCluster, pods: int = 0) -> int:
+    """Start the ``node`` profile, run the echo pod, print its log, stop it all."""
     try:
         cluster.start()
-        node.start()
+        node = cluster.node  # not isinstance-checked: run as __main__, this module is a copy
         print(cluster.kubectl("get", "nodes", "-o", "wide"))
         began = time.monotonic()
         cluster.kubectl("create", "-f", "-", input_text=json.dumps(ECHO_POD))
-        phase = ""
-        while time.monotonic() - began < 120 and phase not in ("Succeeded", "Failed"):
-            phase = cluster.kubectl("get", "pod", "hello", "-o", "jsonpath={.status.phase}")
-            time.sleep(0.2)
+        phase = _wait_phase(cluster, "hello", ("Succeeded", "Failed"))
         print(f"pod hello: {phase} after {time.monotonic() - began:.1f}s")
         print(cluster.kubectl("get", "pod", "hello", "-o", "wide"))
         print("log:", cluster.kubectl("logs", "hello").strip())
@@ -723,11 +707,7 @@ def hello(cluster: LocalCluster, node: RealNode, state_dir: Path, pods: int = 0)
         print(f"error: {err}", file=sys.stderr)
         return 1
     finally:
-        node.stop()
         cluster.stop()
-        leftovers = node._shim_pids()
-        print(f"stopped; shims left: {leftovers}", file=sys.stderr)
-        shutil.rmtree(state_dir / "node" / "containerd" / "state", ignore_errors=True)
 
 
 if __name__ == "__main__":

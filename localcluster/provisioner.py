@@ -3,13 +3,17 @@
 kube-controller-manager's PV controller hands claims of our storage classes to an external
 provisioner by annotating them with ``volume.kubernetes.io/storage-provisioner``. This process:
 
-- creates a PersistentVolume pre-bound to each such claim (for WaitForFirstConsumer classes only
-  once the scheduler picked a node, with node affinity to it), so the PV controller binds them;
+- makes a directory for each such claim under ``--volumes-dir`` (on this host, which is also the
+  real node's host in the ``node`` profile) and creates a ``hostPath`` PersistentVolume for it,
+  pre-bound to the claim (for WaitForFirstConsumer classes only once the scheduler picked a node,
+  with node affinity to it), so the PV controller binds them and the kubelet mounts the
+  directory;
 - expands volumes when a bound claim's request grows and its class allows expansion (the job of
   the external-resizer): PV capacity first, then the claim's status capacity;
-- deletes Released volumes whose reclaim policy is Delete.
+- deletes Released volumes whose reclaim policy is Delete: their directory (with its data) first,
+  then the PV. A Retain volume, and its directory, are kept.
 
-Run: ``python -m localcluster.provisioner --kubeconfig FILE``.
+Run: ``python -m localcluster.provisioner --kubeconfig FILE --volumes-dir DIR``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import shutil
 import sys
+from pathlib import Path
 from typing import Any, cast
 
 from kubernetes_asyncio import client, config, watch
@@ -58,7 +64,11 @@ def _quantity_bytes(value: str) -> int:
     return int(float(value))
 
 
-def desired_volume(claim: Obj, storage_class: Obj) -> Obj | None:
+def volume_directory(volumes_dir: Path, claim_uid: str) -> Path:
+    return volumes_dir / claim_uid
+
+
+def desired_volume(claim: Obj, storage_class: Obj, volumes_dir: Path) -> Obj | None:
     """The PV to create for a claim, or None if it must wait (WaitForFirstConsumer, no node)."""
     meta = claim["metadata"]
     spec = claim["spec"]
@@ -83,7 +93,10 @@ def desired_volume(claim: Obj, storage_class: Obj) -> Obj | None:
                 "name": meta["name"],
                 "uid": meta["uid"],
             },
-            "hostPath": {"path": f"/tmp/localcluster-volumes/{meta['uid']}"},
+            "hostPath": {
+                "path": str(volume_directory(volumes_dir, meta["uid"])),
+                "type": "Directory",
+            },
         },
     }
     if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
@@ -104,11 +117,28 @@ def desired_volume(claim: Obj, storage_class: Obj) -> Obj | None:
     return volume
 
 
+def owned_directory(volume: Obj, volumes_dir: Path) -> Path | None:
+    """The directory of one of our volumes, only if it is inside ``volumes_dir`` (a PV edited to
+    point elsewhere never makes us delete that path)."""
+    path = ((volume.get("spec") or {}).get("hostPath") or {}).get("path")
+    if not path:
+        return None
+    directory = Path(path).resolve()
+    root = volumes_dir.resolve()
+    return directory if directory.parent == root else None
+
+
+def _make_directory(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o777)  # any pod user may write, as on a fresh filesystem
+
+
 class Provisioner:
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, volumes_dir: Path) -> None:
         self.core = client.CoreV1Api(api)
         self.storage = client.StorageV1Api(api)
         self.api = api
+        self.volumes_dir = volumes_dir
 
     async def _classes(self) -> dict[str, Obj]:
         listed: Any = await self.storage.list_storage_class(_preload_content=False)
@@ -124,9 +154,11 @@ class Provisioner:
             return
         phase = (claim.get("status") or {}).get("phase")
         if phase == "Pending" and not claim["spec"].get("volumeName"):
-            volume = desired_volume(claim, storage_class)
+            volume = desired_volume(claim, storage_class, self.volumes_dir)
             if volume is None:
                 return
+            directory = volume_directory(self.volumes_dir, claim["metadata"]["uid"])
+            await asyncio.to_thread(_make_directory, directory)
             try:
                 await self.core.create_persistent_volume(cast(Any, volume))
                 log.info(
@@ -174,6 +206,10 @@ class Provisioner:
             return
         released = (volume.get("status") or {}).get("phase") in ("Released", "Failed")
         if released and volume["spec"].get("persistentVolumeReclaimPolicy") == "Delete":
+            directory = owned_directory(volume, self.volumes_dir)
+            if directory is not None and directory.exists():
+                await asyncio.to_thread(shutil.rmtree, directory)
+                log.info("removed %s of released volume %s", directory, volume["metadata"]["name"])
             try:
                 await self.core.delete_persistent_volume(volume["metadata"]["name"])
                 log.info("deleted released volume %s", volume["metadata"]["name"])
@@ -234,21 +270,23 @@ class Provisioner:
         await asyncio.gather(self._watch("claims"), self._watch("volumes"))
 
 
-async def _main(kubeconfig: str) -> None:
+async def _main(kubeconfig: str, volumes_dir: Path) -> None:
     api = await config.new_client_from_config(config_file=kubeconfig)
     async with api:
-        await Provisioner(api).run()
+        await Provisioner(api, volumes_dir).run()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--volumes-dir", type=Path, required=True, help="one directory per volume")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(message)s"
     )
+    args.volumes_dir.mkdir(parents=True, exist_ok=True)
     try:
-        asyncio.run(_main(args.kubeconfig))
+        asyncio.run(_main(args.kubeconfig, args.volumes_dir))
     except KeyboardInterrupt:
         return 0
     return 0

@@ -12,7 +12,7 @@ from cryptography.x509.oid import NameOID
 
 from localcluster import build, pki
 from localcluster.cluster import STAGES_FILE
-from localcluster.provisioner import _quantity_bytes, desired_volume
+from localcluster.provisioner import _quantity_bytes, desired_volume, owned_directory
 
 
 def test_certificates_chain_to_the_ca_with_component_identities(tmp_path: Path) -> None:
@@ -56,20 +56,21 @@ def _claim(annotations: dict[str, str] | None = None) -> dict[str, object]:
 
 def test_immediate_volume_matches_the_claim() -> None:
     storage_class = {"metadata": {"name": "standard"}, "volumeBindingMode": "Immediate"}
-    volume = desired_volume(_claim(), storage_class)
+    volume = desired_volume(_claim(), storage_class, Path("/v"))
     assert volume is not None
     assert volume["metadata"]["name"] == "pvc-u-1"
     assert volume["spec"]["capacity"] == {"storage": "3Gi"}
     assert volume["spec"]["accessModes"] == ["ReadWriteMany"]
     assert volume["spec"]["claimRef"]["uid"] == "u-1"
+    assert volume["spec"]["hostPath"] == {"path": "/v/u-1", "type": "Directory"}
     assert "nodeAffinity" not in volume["spec"]
 
 
 def test_wait_for_first_consumer_waits_for_a_node() -> None:
     storage_class = {"metadata": {"name": "wffc"}, "volumeBindingMode": "WaitForFirstConsumer"}
-    assert desired_volume(_claim(), storage_class) is None
+    assert desired_volume(_claim(), storage_class, Path("/v")) is None
     selected = _claim({"volume.kubernetes.io/selected-node": "kwok-node-2"})
-    volume = desired_volume(selected, storage_class)
+    volume = desired_volume(selected, storage_class, Path("/v"))
     assert volume is not None
     term = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]
     assert term["matchExpressions"][0]["values"] == ["kwok-node-2"]
@@ -153,3 +154,14 @@ def test_failed_build_names_the_component_and_log(
     assert str(tmp_path / "cache" / "logs" / "build-broken.log") in text
     assert not build.component_dir(component, build.go_version()).exists()
     assert os.listdir(tmp_path / "cache" / "bin") == []
+
+
+def test_only_a_directory_inside_the_volumes_dir_is_ever_removed() -> None:
+    def volume(path: str) -> dict[str, object]:
+        return {"spec": {"hostPath": {"path": path}}}
+
+    assert owned_directory(volume("/v/u-1"), Path("/v")) == Path("/v/u-1")
+    assert owned_directory(volume("/v/../etc"), Path("/v")) is None
+    assert owned_directory(volume("/v"), Path("/v")) is None
+    assert owned_directory(volume("/v/a/b"), Path("/v")) is None
+    assert owned_directory({"spec": {"nfs": {}}}, Path("/v")) is None
