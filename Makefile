@@ -20,7 +20,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries tools demo smoke bench bench-reconcile bench-scale soak test test-unit test-integration test-e2e cluster-up cluster-down \
+.PHONY: help venv binaries tools demo smoke bench bench-reconcile bench-scale soak test test-unit test-integration test-e2e test-node node-binaries cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run
 
 help: ## list the targets
@@ -44,12 +44,21 @@ demo: binaries ## local control plane + controller + a JobSet run to completion,
 smoke: binaries ## the control plane alone: a claim binds, an Indexed Job completes
 	$(PY) -m localcluster smoke --state-dir $(STATE_DIR)
 
-tools: ## Debian packages the tests and lint use: prometheus (+promtool), shellcheck
-	@command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v shellcheck >/dev/null || { \
-		echo "==> installing Debian's prometheus and shellcheck"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus shellcheck >/dev/null; }
+# Debian packages: prometheus (+promtool) for the e2e tier, shellcheck for lint, and what the real
+# node runs containers with (runc, the CNI plugins, busybox-static for the images, iptables and
+# iproute2 for the kubelet and the bridge).
+DEBIAN_TOOLS := prometheus shellcheck runc containernetworking-plugins busybox-static iptables iproute2
+tools: ## Debian packages the tests and lint use (prometheus, shellcheck, runc, CNI plugins, busybox-static)
+	@missing=$$(for p in $(DEBIAN_TOOLS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "==> installing Debian packages:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
-test: binaries tools ## run every tier: unit, integration, end-to-end
+node-binaries: venv ## build containerd, the kubelet and CoreDNS for the real node (cached)
+	@echo "==> real-node binaries (first build takes a while; cached afterwards)"
+	$(PY) -m localcluster build --node
+
+test: binaries node-binaries tools ## run every tier: unit, integration, end-to-end, real node
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## unit tier only (no cluster, no Debian tools)
@@ -60,6 +69,9 @@ test-integration: binaries ## integration tier only (etcd + kube-apiserver)
 
 test-e2e: binaries tools ## end-to-end tier only (the whole local control plane, Prometheus, promtool)
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+
+test-node: binaries node-binaries tools ## real-node tier only (containers run, volumes hold data)
+	$(PY) -m pytest tests/node $(PYTEST_ARGS)
 
 cluster-up: binaries ## start the local control plane in the background
 	@$(PY) -m localcluster up --state-dir $(STATE_DIR)

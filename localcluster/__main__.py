@@ -1,6 +1,8 @@
 """Command line of the local control plane.
 
-python -m localcluster build              build (or find cached) binaries, print versions
+python -m localcluster build [--node]     build (or find cached) binaries, print versions;
+                                          --node: also the real node's (containerd, kubelet,
+                                          CoreDNS, the pause image's binary)
 python -m localcluster run                start in the foreground; Ctrl-C stops everything
 python -m localcluster up                 start in the background, print the kubeconfig path
 python -m localcluster down               stop what `up` started
@@ -19,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from localcluster.build import BuildError, describe, ensure_binaries
+from localcluster.build import BuildError, describe, ensure_binaries, ensure_node_binaries
 from localcluster.cluster import LocalCluster, Profile
 from localcluster.processes import LaunchError, StopSignal, pid_alive, stop_on_signals
 
@@ -34,7 +36,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     binaries = ensure_binaries(_say)
     for line in describe():
         print(line)
-    for name, directory in sorted(binaries.directories.items()):
+    directories = dict(binaries.directories)
+    if args.node:
+        from localcluster.images import build_pause
+
+        directories.update(ensure_node_binaries(report=_say))
+        directories["pause"] = build_pause().parent
+    for name, directory in sorted(directories.items()):
         print(f"{name} binaries: {directory}")
     return 0
 
@@ -53,7 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _say("running; Ctrl-C (or `make cluster-down`) stops every process")
         while True:
             time.sleep(1)
-            for process in cluster.processes:
+            node_processes = cluster.node.processes if cluster.node is not None else []
+            for process in cluster.processes + node_processes:
                 if not process.running():
                     _say(f"{process.name} exited; last lines:\n{process.log_tail()}")
                     return 1
@@ -194,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument(
             "--apiserver-port", type=int, default=0, help="0 picks a free port (default)"
         )
+        if name == "build":
+            command.add_argument("--node", action="store_true", help="the real node's too")
     args = parser.parse_args(argv)
     stop_on_signals()
     try:

@@ -63,9 +63,7 @@ COMPONENTS: tuple[Component, ...] = (
 # not, and adding them to gomod/kubernetes would change the control plane's cache key.
 _CONTAINERD = "github.com/containerd/containerd/v2/cmd"
 NODE_COMPONENTS: tuple[Component, ...] = (
-    Component("registry", (("github.com/distribution/distribution/v3/cmd/registry", "registry"),)),
     Component("coredns", (("github.com/coredns/coredns", "coredns"),)),
-    Component("crictl", (("sigs.k8s.io/cri-tools/cmd/crictl", "crictl"),)),
     Component(
         "containerd",
         (

@@ -341,45 +341,6 @@ def _request(
         return err.code, dict(err.headers.items()), err.read()
 
 
-def push(registry: str, repository: str, tag: str, image: Image) -> None:
-    """Push an image: each blob (skipped if present), then the manifest under the tag.
-
-    ``registry`` is a base URL such as ``http://127.0.0.1:5000``.
-    """
-    base = registry.rstrip("/")
-    for blob in (*image.layers, image.config):
-        status, _, _ = _request("HEAD", f"{base}/v2/{repository}/blobs/{blob.digest}")
-        if status == 200:
-            continue
-        status, headers, body = _request("POST", f"{base}/v2/{repository}/blobs/uploads/")
-        if status != 202:
-            raise ImageError(f"starting a blob upload to {repository} got {status}: {body!r}")
-        location = urllib.parse.urljoin(base + "/", headers["Location"])
-        sep = "&" if "?" in location else "?"
-        put_url = f"{location}{sep}digest={urllib.parse.quote(blob.digest)}"
-        status, _, body = _request(
-            "PUT",
-            put_url,
-            blob.data,
-            {"Content-Type": "application/octet-stream", "Content-Length": str(len(blob.data))},
-        )
-        if status != 201:
-            raise ImageError(f"uploading blob {blob.digest} got {status}: {body!r}")
-    status, headers, body = _request(
-        "PUT",
-        f"{base}/v2/{repository}/manifests/{tag}",
-        image.manifest.data,
-        {"Content-Type": image.manifest.media_type},
-    )
-    if status != 201:
-        raise ImageError(f"putting manifest {repository}:{tag} got {status}: {body!r}")
-    if headers.get("Docker-Content-Digest", image.manifest.digest) != image.manifest.digest:
-        raise ImageError(
-            f"registry stored {repository}:{tag} as {headers['Docker-Content-Digest']}, "
-            f"expected {image.manifest.digest}"
-        )
-
-
 def verify_pull(registry: str, repository: str, tag: str) -> dict[str, Any]:
     """Pull as a client would: the manifest by tag, then every blob by digest, checking each.
 

@@ -403,7 +403,7 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
         # Images: unchanged manifests name docker.io/library/busybox (pull policy Always when
         # untagged); containerd asks the local registry for every docker.io and registry.k8s.io
         # name, so a pull never leaves this machine and always finds the locally built image.
-        mirror = registry.start_mini(self.directory, report=self.report)
+        mirror = registry.start(self.directory, report=self.report)
         self.processes.append(mirror.process)
         registry.write_containerd_hosts(self._certs_d, mirror.url)
         self.report(f"  image registry serving busybox and pause at {mirror.url}")

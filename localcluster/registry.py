@@ -1,20 +1,22 @@
-"""A local OCI registry on 127.0.0.1 serving the node's images as a docker.io mirror.
+"""The local image registry on 127.0.0.1 that serves the node's images as a docker.io mirror.
 
-The registry is the distribution project's ``registry`` command, built from the Go module proxy
-(``gomod/registry``), with filesystem storage under the state directory. ``publish`` pushes the
-locally built ``busybox`` and ``pause`` images (``localcluster.images``) under the names that
-unchanged manifests use (``docker.io/library/busybox:latest``, ``registry.k8s.io/pause:3.10``),
-and ``hosts_toml`` writes containerd's mirror configuration that sends docker.io and
-registry.k8s.io pulls there, so even ``imagePullPolicy: Always`` pulls from this machine.
+``localcluster.miniregistry`` (Python, read-only, the pull half of the OCI distribution API; no
+build) serves an OCI image layout under the state directory with the locally built ``busybox``
+and ``pause`` images (``localcluster.images``) under the names that unchanged manifests use
+(``docker.io/library/busybox:latest``, ``registry.k8s.io/pause:3.10``). ``hosts_toml`` writes
+containerd's mirror configuration that sends docker.io and registry.k8s.io pulls there, so even
+``imagePullPolicy: Always`` pulls from this machine.
 
-``python -m localcluster.registry [STATE_DIR]`` builds what is missing, starts the registry,
-publishes, checks a pull of every image and prints the containerd configuration, then stops.
+The distribution project's registry was tried first (``docs/development.md``): a 14-minute cold
+build, mostly its cloud storage drivers, for a node that only pulls.
+
+``python -m localcluster.registry [STATE_DIR]`` starts it, checks a pull of every image and prints
+the containerd configuration, then stops.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 import tempfile
 import time
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from localcluster import build, images, processes
+from localcluster import images, processes
 
 # Repository and tag inside the registry -> the reference a manifest or the kubelet names.
 BUSYBOX = ("library/busybox", "latest")
@@ -48,32 +50,6 @@ class Registry:
         self.process.stop()
 
 
-def config_yaml(root: Path, port: int) -> str:
-    """The registry's configuration: filesystem storage under ``root``, loopback only."""
-    return (
-        "version: 0.1\n"
-        "log:\n  level: info\n  accesslog:\n    disabled: true\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {root}\n"
-        "  delete:\n    enabled: true\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n  secret: {secrets.token_hex(16)}\n"
-    )
-
-
-def start(
-    binary: Path, state: Path, port: int = 0, report: Callable[[str], None] = print
-) -> Registry:
-    port = port or processes.free_port()
-    processes.ensure_port_free(port, "the image registry")
-    root = state / "registry" / "storage"
-    root.mkdir(parents=True, exist_ok=True)
-    config = state / "registry" / "config.yml"
-    config.write_text(config_yaml(root, port))
-    process = processes.ManagedProcess(
-        "registry", [str(binary), "serve", str(config)], state / "logs" / "registry.log"
-    )
-    return _serve(process, port, root, report)
-
-
 def _serve(
     process: processes.ManagedProcess, port: int, root: Path, report: Callable[[str], None]
 ) -> Registry:
@@ -92,10 +68,9 @@ def _serve(
     return Registry(process, port, root)
 
 
-def start_mini(state: Path, port: int = 0, report: Callable[[str], None] = print) -> Registry:
-    """The experiment: ``localcluster.miniregistry`` (Python, read-only, no build) serving the
-    node's images from an OCI layout under ``state``. Same interface as :func:`start` plus
-    :func:`publish` together."""
+def start(state: Path, port: int = 0, report: Callable[[str], None] = print) -> Registry:
+    """``localcluster.miniregistry`` serving the node's images from an OCI layout under
+    ``state``."""
     port = port or processes.free_port()
     processes.ensure_port_free(port, "the image registry")
     layout = state / "registry" / "layout"
@@ -115,14 +90,6 @@ def node_images() -> dict[tuple[str, str], images.Image]:
         BUSYBOX: images.busybox_image(),
         PAUSE: images.pause_image(images.build_pause()),
     }
-
-
-def publish(registry_url: str) -> dict[tuple[str, str], images.Image]:
-    """Push the node's images; returns them by (repository, tag)."""
-    built = node_images()
-    for (repository, tag), image in built.items():
-        images.push(registry_url, repository, tag, image)
-    return built
 
 
 def hosts_toml(registry_url: str, upstream: str) -> str:
@@ -154,16 +121,10 @@ def main(argv: list[str]) -> int:
     processes.stop_on_signals()
     state = Path(argv[0]) if argv else Path(tempfile.mkdtemp(prefix="localcluster-registry-"))
     started = time.monotonic()
-    directory = build.ensure_node_binaries(("registry",))["registry"]
-    print(f"registry binary ready in {time.monotonic() - started:.1f}s: {directory}")
-    started = time.monotonic()
-    registry = start(directory / "registry", state)
+    registry = start(state)
     try:
         print(f"registry serving on {registry.url} in {time.monotonic() - started:.2f}s")
-        started = time.monotonic()
-        built = publish(registry.url)
-        print(f"pushed {len(built)} images in {time.monotonic() - started:.2f}s")
-        for (repository, tag), image in built.items():
+        for (repository, tag), image in node_images().items():
             manifest = images.verify_pull(registry.url, repository, tag)
             size = sum(layer["size"] for layer in manifest["layers"])
             print(f"  pulled {repository}:{tag} {image.manifest.digest} ({size} bytes of layers)")

@@ -28,7 +28,7 @@ from localcluster.processes import LaunchError
 from tests.helpers import Kube, create_namespace
 from tests.support import leftovers
 
-TIERS = ("unit", "integration", "e2e")
+TIERS = ("unit", "integration", "e2e", "node")
 SEED_VARIABLE = "STATEFUL_JOBSET_TEST_SEED"
 _SEED = pytest.StashKey[int]()
 
@@ -92,15 +92,22 @@ def rng(request: pytest.FixtureRequest, seed: int) -> random.Random:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        parts = Path(str(item.fspath)).parts
-        for tier in TIERS:
-            if tier in parts:
-                item.add_marker(getattr(pytest.mark, tier))
+        tier = _tier_of(Path(str(item.fspath)))
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+def _tier_of(path: Path) -> str:
+    """The folder right under ``tests/``: the tier."""
+    parts = path.parts
+    for i, part in enumerate(parts[:-1]):
+        if part == "tests" and parts[i + 1] in TIERS:
+            return parts[i + 1]
+    return "other"
 
 
 def _tier(report: pytest.TestReport) -> str:
-    parts = Path(report.fspath).parts
-    return next((t for t in TIERS if t in parts), "other")
+    return _tier_of(Path(report.fspath))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -174,6 +181,16 @@ def full_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClus
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The control plane with one real node (containerd, runc, kubelet, a local image registry,
+    CoreDNS) instead of KWOK's: containers run, volumes are directories on this host. A host
+    that cannot run containers fails this tier with what it lacks (never a skip)."""
+    cluster = _start(tmp_path_factory, "node")
+    yield cluster
+    cluster.stop()
+
+
 async def _kube(cluster: LocalCluster) -> AsyncIterator[Kube]:
     api = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
     async with api:
@@ -193,6 +210,12 @@ async def full_kube(full_cluster: LocalCluster) -> AsyncIterator[Kube]:
 
 
 @pytest.fixture
+async def node_kube(node_cluster: LocalCluster) -> AsyncIterator[Kube]:
+    async for k in _kube(node_cluster):
+        yield k
+
+
+@pytest.fixture
 async def namespace(kube: Kube) -> AsyncIterator[str]:
     name = await create_namespace(kube, wait_for_service_account=False)
     yield name
@@ -208,3 +231,10 @@ async def full_namespace(full_kube: Kube) -> AsyncIterator[str]:
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture
+async def node_namespace(node_kube: Kube) -> AsyncIterator[str]:
+    name = await create_namespace(node_kube, wait_for_service_account=True)
+    yield name
+    await client.CoreV1Api(node_kube.api).delete_namespace(name)

@@ -1,5 +1,5 @@
-"""The busybox image is built from Debian's busybox-static, a node-tier prerequisite (the node
-tier is not collected by ``make test`` yet; it fails, never skips, without busybox-static)."""
+"""The busybox image is built from Debian's busybox-static, a node-tier prerequisite (the tier
+fails, never skips, without busybox-static: ``make tools`` installs it)."""
 
 from __future__ import annotations
 

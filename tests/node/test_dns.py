@@ -1,7 +1,7 @@
 """CoreDNS answers a headless Service's records from the local control plane (issue 13).
 
-Not collected by ``make test`` yet (tests/node is outside pyproject's testpaths): CoreDNS's cold
-build takes many minutes. Run with ``pytest tests/node``.
+The Service and its EndpointSlice are made by hand here, with the hostnames a JobSet's pods give
+them; ``test_data.py`` resolves a real JobSet's pod from another pod on the real node.
 """
 
 from __future__ import annotations

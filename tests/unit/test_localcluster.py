@@ -123,7 +123,7 @@ def test_real_node_components_are_built_only_on_demand(monkeypatch: pytest.Monke
     assert built == ["containerd", "kubelet"]
     assert set(directories) == {"containerd", "kubelet"}
     node = {c.name for c in build.NODE_COMPONENTS}
-    assert node == {"registry", "coredns", "crictl", "containerd", "kubelet"}
+    assert node == {"coredns", "containerd", "kubelet"}
     kubelet = next(c for c in build.NODE_COMPONENTS if c.name == "kubelet")
     kubernetes = next(c for c in build.COMPONENTS if c.name == "kubernetes")
     assert build.required_versions(kubelet) == build.required_versions(kubernetes)
