@@ -179,15 +179,57 @@ def _mounted_jobs(
         if job["metadata"]["name"] in others:
             held.append(job["metadata"]["name"])
             continue
-        if model.policies:
-            labels = job["metadata"]["labels"]
-            rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
-            wanted = model.job_claims.for_job(rjob, index)
+        wanted = _claims_of(job, model)
+        if wanted is not None:
             if not all(map(mountable.__contains__, wanted.values())):
                 continue  # a claim it needs is not mountable yet
+            labels = job["metadata"]["labels"]
+            rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
             job = volumes.mount(job, jobset, model.policies, rjob, index, wanted)
         result.append(job)
     return result, writefailures.held_jobs(held, others)
+
+
+def _claims_of(job: Obj, model: VolumeModel) -> dict[str, str] | None:
+    """Pod volume name -> claim name that the Job mounts; None when the JobSet has no volume
+    policies (or the Job lacks the labels that place it)."""
+    if not model.policies:
+        return None
+    labels = job["metadata"].get("labels") or {}
+    rjob, index = labels.get(api.REPLICATED_JOB_NAME), labels.get(api.JOB_INDEX)
+    if not isinstance(rjob, str) or not isinstance(index, str) or not index.isdigit():
+        return None
+    return model.job_claims.for_job(rjob, int(index))
+
+
+def _withhold_unmountable(
+    decision: suspend.SuspendDecision,
+    jobs: Sequence[Obj],
+    model: VolumeModel,
+    mountable: set[str],
+) -> suspend.SuspendDecision:
+    """A suspended Job is resumed only once every claim it mounts is mountable, as a Job is
+    created only then. A Job created suspended before its claim was lost would otherwise get a
+    pod that waits for *any* claim of that name, and mounts whatever claim appears there (a copy
+    from YAML, someone else's): the data safety the lost state is for."""
+    if not model.policies:
+        return decision
+    by_name = {children.name_of(job): job for job in jobs}
+
+    def waits(name: str, patch: Obj) -> bool:
+        if patch.get("spec", {}).get("suspend") is not False or name not in by_name:
+            return False
+        wanted = _claims_of(by_name[name], model)
+        return wanted is not None and not all(map(mountable.__contains__, wanted.values()))
+
+    withheld = {name for name, patch in decision.patches if waits(name, patch)}
+    if not withheld:
+        return decision
+    return suspend.SuspendDecision(
+        tuple((n, p) for n, p in decision.patches if n not in withheld),
+        tuple(n for n in decision.clear_start_time if n not in withheld),
+        None,  # not resumed yet: VolumesReady says why
+    )
 
 
 def _volume_status(
@@ -336,7 +378,9 @@ def decide(
             plan.requeue_after = float(jobset.ttl_seconds_after_finished)
         return plan
 
-    suspension = suspend.plan(jobset, current)
+    suspension = _withhold_unmountable(
+        suspend.plan(jobset, current), current, model, vplan.mountable
+    )
     plan.clear_start_time.extend(suspension.clear_start_time)
     plan.patch_jobs.extend(suspension.patches)
     if suspension.condition is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -267,6 +267,7 @@ def _summary(plan: Plan) -> Obj:
 # ----------------------------------------------------------------------------- the table
 
 RUNNING = {"active": 1}
+SUSPENDED_JOB = {"suspended": True}
 ALL_ACTIVE = (("leader", 0, RUNNING), ("workers", 0, RUNNING), ("workers", 1, RUNNING))
 ALL_ACTIVE_STATUS = {"replicatedJobsStatus": _counts(leader={"active": 1}, workers={"active": 2})}
 ALL_COMPLETE = tuple((n, i, {"complete": True}) for n, i, _ in ALL_ACTIVE)
@@ -605,6 +606,24 @@ ROWS = [
             "writes": 2,
         },
         id="volumes-claim-lost-its-jobs-wait-the-others-start",
+    ),
+    # The same loss while the Jobs exist suspended (created before the loss) and the JobSet is
+    # resumed: the Jobs that mount the lost claim stay suspended. Resumed, their pods would wait
+    # for any claim of that name and mount whatever appeared there.
+    pytest.param(
+        replace(
+            _with_data(leader=False),
+            jobs=(("leader", 0, SUSPENDED_JOB), ("workers", 0, SUSPENDED_JOB),
+                  ("workers", 1, SUSPENDED_JOB)),
+        ),
+        {
+            "patch": {"js-leader-0": {"spec": {"suspend": False}}},
+            "status": {**_data_status("ClaimsLost", lost=1),
+                       "replicatedJobs": {"leader": {"suspended": 1}, "workers": {"suspended": 2}}},
+            "events": [("Warning", "ClaimsLost", LOST_DATA_JS.format(why="deleted"))],
+            "writes": 2,
+        },
+        id="volumes-claim-lost-its-suspended-jobs-stay-suspended",
     ),
     # Another object now has the name (re-created from its YAML): Lost too, never mounted.
     pytest.param(
