@@ -202,6 +202,29 @@ def _claims_of(job: Obj, model: VolumeModel) -> dict[str, str] | None:
     return model.job_claims.for_job(rjob, int(index))
 
 
+def _suspend_on_lost_claims(
+    jobset: JobSet, jobs: Sequence[Obj], model: VolumeModel, vplan: VolumePlan
+) -> list[tuple[str, Obj]]:
+    """Suspend the running Jobs that mount a lost claim. A claim is lost only once no pod uses
+    it (Kubernetes keeps a claim in use until its pods stop), so these Jobs have no pod holding
+    the data; a pod they start (a retry) would wait for any claim of that name and mount
+    whatever appears there. Suspended, they wait like Jobs not created yet, and resume once the
+    loss is accepted (``_withhold_unmountable``)."""
+    if not model.policies or jobset.suspend:
+        return []
+    lost = {c.name for c in vplan.claims if c.state is volumes.ClaimState.LOST}
+    if not lost:
+        return []
+    patches = []
+    for job in children.current_jobs(jobset, jobs):
+        if children.is_finished(job) or children.is_deleting(job) or children.is_suspended(job):
+            continue
+        wanted = _claims_of(job, model)
+        if wanted is not None and lost.intersection(wanted.values()):
+            patches.append((children.name_of(job), {"spec": {"suspend": True}}))
+    return patches
+
+
 def _withhold_unmountable(
     decision: suspend.SuspendDecision,
     jobs: Sequence[Obj],
@@ -383,6 +406,7 @@ def decide(
     )
     plan.clear_start_time.extend(suspension.clear_start_time)
     plan.patch_jobs.extend(suspension.patches)
+    plan.patch_jobs.extend(_suspend_on_lost_claims(jobset, current, model, vplan))
     if suspension.condition is not None:
         kind, value, reason, message = suspension.condition
         built.condition(kind, value, reason, message, "Normal")

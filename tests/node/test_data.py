@@ -412,6 +412,76 @@ async def test_a_lost_claim_is_not_silently_replaced_by_an_empty_one(
     node_controller.assert_clean()
 
 
+async def test_a_claim_lost_under_a_running_job_is_never_replaced_by_an_impostor(
+    node_kube: Kube,
+    node_client: KubeClient,
+    node_namespace: str,
+    node_controller: ControllerProcesses,
+) -> None:
+    """A running Job whose claim is lost: its pods would wait for a claim of that name and
+    mount whatever appears there. Kubernetes keeps a claim while a scheduled pod uses it, so the
+    loss happens when the Job's pods are not scheduled: a retry pod between two attempts, or, as
+    here to make it deterministic, a pod held by a scheduling gate. Once the claim is gone
+    (ClaimsLost) the Job is suspended, so when another claim appears at the name (here with
+    someone else's data), no pod of the JobSet ever mounts it."""
+    trainer = shell_job("trainer", READ_OR_WRITE.format(token="mine"), mounts={"data": "/data"})
+    pod_spec = trainer["template"]["spec"]["template"]["spec"]
+    pod_spec["schedulingGates"] = [{"name": "tests.stateful-jobset/hold"}]
+    body = jobset("robbed", trainer, volumeClaimPolicies=[policy("data")])
+    await node_client.create(api.JOBSETS, body, node_namespace)
+    claim = "data-robbed"
+    await wait_for(
+        lambda: node_client.get(api.JOBSETS, "robbed", node_namespace),
+        lambda js: bool(((js.get("status") or {}).get("volumes") or {}).get("claimUIDs")),
+        "the claim's uid recorded in the JobSet's status",
+        seconds=SECONDS,
+    )
+    await wait_for(
+        lambda: pods_of(node_client, node_namespace, "robbed"),
+        lambda pods: len(pods) == 1,
+        "the Job's (gated) pod",
+        seconds=SECONDS,
+    )
+    await node_client.delete(CLAIMS, claim, node_namespace)
+    await wait_gone(node_client, CLAIMS, claim, node_namespace, seconds=SECONDS)
+    await wait_for(
+        lambda: node_client.get(api.JOBSETS, "robbed", node_namespace),
+        lambda js: (condition(js, "VolumesReady") or {}).get("reason") == "ClaimsLost",
+        "VolumesReady reason ClaimsLost",
+        seconds=SECONDS,
+    )
+    await settled_process(node_controller.replicas[-1], node_client, node_namespace)
+    jobs = await jobs_of(node_client, node_namespace, "robbed")
+    assert [(j["metadata"]["name"], j["spec"].get("suspend")) for j in jobs] == [
+        ("robbed-trainer-0", True)
+    ]
+    await wait_for(
+        lambda: pods_of(node_client, node_namespace, "robbed"),
+        lambda pods: not pods,
+        "the suspended Job's pod to be gone",
+        seconds=SECONDS,
+    )
+
+    impostor = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "labels": {api.JOBSET_NAME: "robbed"}},
+        "spec": claim_template("data", "1Gi", "standard")["spec"],
+    }
+    await node_client.create(CLAIMS, impostor, node_namespace)
+    other = await directory_of(node_client, node_namespace, claim)
+    (other / "file").write_text("someone else's data\n")
+    await settled_process(node_controller.replicas[-1], node_client, node_namespace)
+    assert await pods_of(node_client, node_namespace, "robbed") == []
+    still = await node_client.get(api.JOBSETS, "robbed", node_namespace)
+    assert (condition(still, "VolumesReady") or {}).get("reason") == "ClaimsLost"
+    assert [
+        j["spec"].get("suspend") for j in await jobs_of(node_client, node_namespace, "robbed")
+    ] == [True]
+    assert (other / "file").read_text() == "someone else's data\n"
+    node_controller.assert_clean()
+
+
 async def test_pod_zero_is_reachable_by_its_hostname_from_another_pod(
     node_kube: Kube,
     node_client: KubeClient,

@@ -625,6 +625,24 @@ ROWS = [
         },
         id="volumes-claim-lost-its-suspended-jobs-stay-suspended",
     ),
+    # Lost while its Jobs run (a claim is deleted only once no pod uses it, so their pods do
+    # not hold it): they are suspended, so that no retry pod waits for, and mounts, whatever
+    # claim appears at the name. The leader mounts nothing and runs on.
+    pytest.param(
+        replace(
+            _with_data(),
+            jobs=(("leader", 0, RUNNING), ("workers", 0, RUNNING), ("workers", 1, RUNNING)),
+        ),
+        {
+            "patch": {"js-workers-0": {"spec": {"suspend": True}},
+                      "js-workers-1": {"spec": {"suspend": True}}},
+            "status": {**_data_status("ClaimsLost", lost=1),
+                       "replicatedJobs": {"leader": {"active": 1}, "workers": {"active": 2}}},
+            "events": [("Warning", "ClaimsLost", LOST_DATA_JS.format(why="deleted"))],
+            "writes": 3,
+        },
+        id="volumes-claim-lost-its-running-jobs-are-suspended",
+    ),
     # Another object now has the name (re-created from its YAML): Lost too, never mounted.
     pytest.param(
         _with_data(_claim("Bound", OTHER_UID)),
