@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 
@@ -38,6 +38,9 @@ from localcluster.processes import (
     wait_ready,
 )
 from localcluster.provisioner import PROVISIONER_NAME, READY_LINE
+
+if TYPE_CHECKING:
+    from localcluster.node import RealNode  # node.py imports this module
 
 Profile = Literal["full", "apiserver", "node"]
 STAGES_FILE = Path(__file__).parent / "kwok" / "stages.yaml"
@@ -156,8 +159,8 @@ class LocalCluster:
     )
     binaries: Binaries | None = None
     processes: list[ManagedProcess] = field(default_factory=list)
-    # The real node of the ``node`` profile (a RealNode; typed loosely: node.py imports us).
-    node: Any = None
+    # The real node of the ``node`` profile.
+    node: RealNode | None = None
     ports: Ports | None = None
     started_seconds: float = 0.0
 
@@ -406,7 +409,7 @@ class LocalCluster:
         self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(objects))
         self._wait_usable(NODE_COUNT)
 
-    def _new_node(self) -> Any:
+    def _new_node(self) -> RealNode:
         from localcluster.node import RealNode, node_binaries  # here: node.py imports this module
 
         return RealNode(

@@ -691,7 +691,9 @@ def hello(cluster: LocalCluster, pods: int = 0) -> int:
     """Start the ``node`` profile, run the echo pod, print its log, stop it all."""
     try:
         cluster.start()
-        node = cluster.node  # not isinstance-checked: run as __main__, this module is a copy
+        node = cluster.node
+        if node is None:
+            raise LaunchError("the node profile started no node")
         print(cluster.kubectl("get", "nodes", "-o", "wide"))
         began = time.monotonic()
         cluster.kubectl("create", "-f", "-", input_text=json.dumps(ECHO_POD))
