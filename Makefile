@@ -20,7 +20,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries tools demo smoke bench bench-reconcile bench-scale soak test test-unit test-integration test-e2e test-node node-binaries cluster-up cluster-down \
+.PHONY: help venv binaries tools demo demo-node-binaries smoke bench bench-reconcile bench-scale soak test test-unit test-integration test-e2e test-node node-binaries cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run
 
 help: ## list the targets
@@ -38,8 +38,14 @@ binaries: venv ## build etcd, Kubernetes and KWOK from the Go module proxy (cach
 	@echo "==> control-plane binaries (first build takes a while; cached afterwards)"
 	$(PY) -m localcluster build
 
-demo: binaries ## local control plane + controller + a JobSet run to completion, narrated
+demo: binaries demo-node-binaries ## a JobSet on the local control plane: a real node if this host can run containers, else KWOK
 	$(PY) -m localcluster demo --state-dir $(STATE_DIR)
+
+# The real node's binaries, only on a host that can run containers (elsewhere the demo runs on
+# KWOK's nodes and needs none of them: no 20-minute build for nothing).
+demo-node-binaries: venv
+	@if $(PY) -c 'import sys; from localcluster.node import host_checks; sys.exit(bool(host_checks()))'; then \
+		$(MAKE) --no-print-directory node-binaries; fi
 
 smoke: binaries ## the control plane alone: a claim binds, an Indexed Job completes
 	$(PY) -m localcluster smoke --state-dir $(STATE_DIR)

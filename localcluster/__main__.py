@@ -8,6 +8,8 @@ python -m localcluster up                 start in the background, print the kub
 python -m localcluster down               stop what `up` started
 python -m localcluster status             is it running, and what
 python -m localcluster smoke              start, run a Job and a claim on it, stop
+python -m localcluster demo [--profile P] the narrated demo: on a real node when this host can
+                                          run containers (node), else on KWOK's nodes (full)
 """
 
 from __future__ import annotations
@@ -181,7 +183,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from localcluster.demo import main as demo
 
-    return demo(args.state_dir.resolve())
+    profile: Profile | None = args.profile
+    return demo(args.state_dir.resolve(), profile)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
         command = sub.add_parser(name)
         command.set_defaults(func=func)
         command.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
-        command.add_argument("--profile", choices=["full", "apiserver", "node"], default="full")
+        if name == "demo":
+            # Default: the real node when this host can run containers, else KWOK's nodes.
+            command.add_argument("--profile", choices=["node", "full"], default=None)
+        else:
+            command.add_argument("--profile", choices=["full", "apiserver", "node"], default="full")
         command.add_argument(
             "--apiserver-port", type=int, default=0, help="0 picks a free port (default)"
         )

@@ -1,11 +1,19 @@
 """``make demo``: the whole thing on the local control plane, narrated.
 
-1. start the control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK nodes,
-   test provisioner);
+0. pick the profile: ``node`` (a real node: containerd, runc, kubelet) when this host can run
+   containers, else ``full`` (KWOK's simulated nodes, where pods run nothing), saying why in one
+   line; ``--profile`` overrides;
+1. start the control plane (etcd, kube-apiserver, controller-manager, scheduler, test
+   provisioner, and the real node or the KWOK nodes);
 2. install the JobSet CRD;
 3. start the controller (two replicas with leader election, as in a cluster);
-4. apply the demo JobSet and follow it until it finishes, printing progress;
-5. print a summary (objects, Events, a few metrics) and stop everything.
+4. apply the demo JobSet (A writes a "model" into the shared claim, B reads it) and follow it
+   until it finishes, printing progress;
+5. on the real node, show the data: each B pod's log, the claim's directory on this host and the
+   file A wrote there; then a summary (objects, Events, a few metrics) and stop everything.
+
+The exit status is non-zero when the JobSet did not complete or, on the real node, when a B pod's
+log is not what A wrote.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from localcluster.cluster import LocalCluster
+from localcluster.build import BuildError
+from localcluster.cluster import LocalCluster, Profile
 from localcluster.processes import LaunchError, ManagedProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +37,11 @@ DEMO_JOBSET = ROOT / "manifests" / "examples" / "seed-volume-policy.yaml"
 DEMO_NAME = "volume-sample"
 CLAIM = "pretrained-model-volume-sample"
 NAMESPACE = "demo"
+# The label the controller puts on its Jobs' pods (controller.jobset.api.REPLICATED_JOB_NAME).
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+# What A's command writes (see the demo manifest); B's logs must show it.
+MODEL_LINE = "model weights v1 written by"
+B_PODS = 4  # 2 Jobs x 2 pods
 
 
 class _Interrupted(Exception):
@@ -106,97 +120,203 @@ def _progress(cluster: LocalCluster) -> tuple[str, str]:
     return line, str(status.get("terminalState") or "")
 
 
-def run(say: Callable[[str], None], state_dir: Path, timeout: float = 240) -> int:
+def choose_profile(requested: Profile | None, say: Callable[[str], None]) -> Profile:
+    """The real node when this host can run containers and its binaries build, else KWOK's
+    simulated nodes; one line says which and why."""
+    if requested is not None:
+        where = "a real node" if requested == "node" else "KWOK's simulated nodes"
+        say(f"profile {requested} (--profile): running on {where}")
+        return requested
+    from localcluster.node import host_checks, node_binaries  # node.py imports cluster.py
+
+    missing = host_checks()
+    if missing:
+        say(
+            f"this host cannot run containers (missing: {'; '.join(missing)}): running on "
+            "KWOK's simulated nodes; pods run nothing (make tools installs what is missing)"
+        )
+        return "full"
+    try:
+        node_binaries(say)
+    except BuildError as err:
+        say(
+            f"the real node's binaries could not be built ({err}): running on KWOK's "
+            "simulated nodes; pods run nothing"
+        )
+        return "full"
+    say("this host can run containers: running on a real node (containerd, runc, kubelet)")
+    return "node"
+
+
+def _wait_leader(cluster: LocalCluster) -> str:
+    deadline = time.monotonic() + 60
+    holder = ""
+    while not holder:
+        holder = cluster.kubectl(
+            "get",
+            "lease",
+            "stateful-jobset-controller",
+            "-n",
+            "kube-system",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+            "--ignore-not-found",
+        ).strip()
+        if time.monotonic() > deadline:
+            raise LaunchError("no controller replica became leader within 60 s")
+        time.sleep(0.5)
+    return holder
+
+
+def _follow(cluster: LocalCluster, say: Callable[[str], None], timeout: float) -> str:
+    """Print a progress line whenever it changes; return the JobSet's terminal state."""
+    last, state = "", ""
+    deadline = time.monotonic() + timeout
+    while not state:
+        if time.monotonic() > deadline:
+            raise LaunchError(f"the demo JobSet did not finish within {timeout:.0f}s")
+        line, state = _progress(cluster)
+        if line != last:
+            say(line)
+            last = line
+        time.sleep(1)
+    return state
+
+
+def _b_pod_logs(cluster: LocalCluster) -> list[tuple[str, str]]:
+    """(name, log) of each pod of replicated job B, by name."""
+    names = cluster.kubectl(
+        "get",
+        "pods",
+        "-n",
+        NAMESPACE,
+        "-l",
+        f"{REPLICATED_JOB_LABEL}=B",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}{'\\n'}{end}",
+    ).split()
+    return [
+        (name, cluster.kubectl("logs", "-n", NAMESPACE, name).strip()) for name in sorted(names)
+    ]
+
+
+def _claim_on_host(cluster: LocalCluster) -> tuple[str, Path | None]:
+    """The claim's PV and its directory on this host (the test provisioner's hostPath)."""
+    volume = cluster.kubectl(
+        "get", "pvc", CLAIM, "-n", NAMESPACE, "-o", "jsonpath={.spec.volumeName}"
+    ).strip()
+    if not volume:
+        return "", None
+    path = cluster.kubectl("get", "pv", volume, "-o", "jsonpath={.spec.hostPath.path}").strip()
+    return volume, Path(path) if path else None
+
+
+def show_data(cluster: LocalCluster, say: Callable[[str], None]) -> bool:
+    """What A wrote, on the host and as each B pod read it; True when every B pod read it."""
+    volume, directory = _claim_on_host(cluster)
+    weights = directory / "weights" if directory is not None else None
+    written = weights.read_text().strip() if weights is not None and weights.is_file() else ""
+    say(f"  claim {CLAIM} -> volume {volume or '(none)'}, a directory on this host:")
+    say(f"    {weights}: {written or '(missing)'}")
+    logs = _b_pod_logs(cluster)
+    say(f"  B's {len(logs)} pods read /model/weights from the same claim (kubectl logs):")
+    for name, log in logs:
+        say(f"    {name}: {log or '(empty log)'}")
+    good = bool(written.startswith(MODEL_LINE)) and len(logs) == B_PODS
+    good = good and all(log == written for _, log in logs)
+    if good:
+        say(f"  every B pod read what A wrote ({B_PODS} of {B_PODS})")
+    else:
+        say(f"  B's pods did NOT all read what A wrote (expected {B_PODS} logs equal to the file)")
+    return good
+
+
+def _summary(cluster: LocalCluster, say: Callable[[str], None]) -> None:
+    for args in (
+        ("get", "jobset", "-n", NAMESPACE),
+        ("get", "pvc", "-n", NAMESPACE),
+        (
+            "get",
+            "jobs",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "custom-columns=JOB:.metadata.name,COMPLETIONS:.status.succeeded,"
+            "VOLUMES:.spec.template.spec.volumes[*].persistentVolumeClaim.claimName",
+        ),
+    ):
+        say(cluster.kubectl(*args).rstrip())
+    events = cluster.kubectl(
+        "get",
+        "events",
+        "-n",
+        NAMESPACE,
+        "--field-selector",
+        "involvedObject.kind=JobSet",
+        "-o",
+        "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message",
+    )
+    say(events.rstrip())
+
+
+def run(
+    say: Callable[[str], None], state_dir: Path, profile: Profile = "full", timeout: float = 300
+) -> int:
     started = time.monotonic()
-    with LocalCluster(state_dir, profile="full", report=say) as cluster:
+    with LocalCluster(state_dir, profile=profile, report=say) as cluster:
         say(f"\n[2/5] installing the JobSet CRD ({CRD.relative_to(ROOT)})")
         cluster.kubectl("apply", "--server-side", "-f", str(CRD))
         _wait_established(cluster)
         say("\n[3/5] starting two controller replicas (leader election on a Lease)")
         replicas = [_controller(cluster, name) for name in ("controller-a", "controller-b")]
         try:
-            deadline = time.monotonic() + 60
-            holder = ""
-            while not holder:
-                holder = cluster.kubectl(
-                    "get",
-                    "lease",
-                    "stateful-jobset-controller",
-                    "-n",
-                    "kube-system",
-                    "-o",
-                    "jsonpath={.spec.holderIdentity}",
-                    "--ignore-not-found",
-                ).strip()
-                if time.monotonic() > deadline:
-                    raise LaunchError("no controller replica became leader within 60 s")
-                time.sleep(0.5)
+            holder = _wait_leader(cluster)
             say(f"  leader: {holder} (the other replica is a warm standby)")
 
             say(f"\n[4/5] applying {DEMO_JOBSET.relative_to(ROOT)} in namespace {NAMESPACE}")
+            say("  A writes the model into the claim; B (2 Jobs x 2 pods) waits for A, reads it")
             cluster.kubectl("create", "namespace", NAMESPACE)
             cluster.kubectl("apply", "-n", NAMESPACE, "-f", str(DEMO_JOBSET))
-            last, state = "", ""
-            deadline = time.monotonic() + timeout
-            while not state:
-                if time.monotonic() > deadline:
-                    raise LaunchError(f"the demo JobSet did not finish within {timeout:.0f}s")
-                line, state = _progress(cluster)
-                if line != last:
-                    say(line)
-                    last = line
-                time.sleep(1)
-            say(f"  JobSet {DEMO_NAME} finished: {state}")
+            applied = time.monotonic()
+            state = _follow(cluster, say, timeout)
+            say(f"  JobSet {DEMO_NAME} finished: {state} ({time.monotonic() - applied:.0f}s)")
 
-            say("\n[5/5] summary")
-            for args in (
-                ("get", "jobset", "-n", NAMESPACE),
-                ("get", "pvc", "-n", NAMESPACE),
-                (
-                    "get",
-                    "jobs",
-                    "-n",
-                    NAMESPACE,
-                    "-o",
-                    "custom-columns=JOB:.metadata.name,COMPLETIONS:.status.succeeded,"
-                    "VOLUMES:.spec.template.spec.volumes[*].persistentVolumeClaim.claimName",
-                ),
-            ):
-                say(cluster.kubectl(*args).rstrip())
-            events = cluster.kubectl(
-                "get",
-                "events",
-                "-n",
-                NAMESPACE,
-                "--field-selector",
-                "involvedObject.kind=JobSet",
-                "-o",
-                "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message",
-            )
-            say(events.rstrip())
+            say("\n[5/5] what happened")
+            if profile == "node":
+                data_ok = show_data(cluster, say)
+            else:
+                data_ok = True
+                say("  on KWOK's simulated nodes the pods ran nothing: no logs, no file to show")
+            _summary(cluster, say)
             leader_port = next(port for p, port in replicas if p.name == holder)
             for metric in _metrics(
                 leader_port, ("jobset_completed_total{", "controller_runtime_reconcile_total{")
             ):
                 say(f"  {metric}")
-            outcome = "succeeded" if state == "Completed" else f"ended: {state}"
+            ok = state == "Completed" and data_ok
+            outcome = "succeeded" if ok else f"failed (JobSet {state}, data read back: {data_ok})"
             took = time.monotonic() - started
             say(f"\ndemo {outcome} in {took:.0f}s; logs in {cluster.state_dir / 'logs'}")
-            return 0 if state == "Completed" else 1
+            return 0 if ok else 1
         finally:
             for process, _ in replicas:
                 process.stop()
 
 
-def main(state_dir: Path) -> int:
+def main(state_dir: Path, profile: Profile | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
 
     def say(message: str) -> None:
         print(message, flush=True)
 
-    say("[1/5] starting the local control plane (first run builds it from source: ~20 min)")
     try:
-        return run(say, state_dir)
-    except (LaunchError, _Interrupted, KeyboardInterrupt) as err:
+        chosen = choose_profile(profile, say)
+        nodes = "a real node" if chosen == "node" else "KWOK nodes"
+        say(
+            f"[1/5] starting the local control plane with {nodes} "
+            "(first run builds it from source: ~20 min)"
+        )
+        return run(say, state_dir, chosen)
+    except (BuildError, LaunchError, _Interrupted, KeyboardInterrupt) as err:
         say(f"demo stopped: {err}; every process it started has been stopped")
         return 1

@@ -95,6 +95,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = _tier_of(Path(str(item.fspath)))
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
+    _own_real_nodes_first(items)
+
+
+def _uses(item: pytest.Item, fixture: str) -> bool:
+    return fixture in getattr(item, "fixturenames", ())
+
+
+def _own_real_nodes_first(items: list[pytest.Item]) -> None:
+    """Tests that start a real node of their own (``no_session_node``) run before the first test
+    that uses the session's: one real node per host, and the session's stays up to the end."""
+    first = next((i for i, item in enumerate(items) if _uses(item, "node_cluster")), None)
+    if first is None:
+        return
+    own = [item for item in items[first:] if _uses(item, "no_session_node")]
+    rest = [item for item in items[first:] if not _uses(item, "no_session_node")]
+    items[first:] = own + rest
 
 
 def _tier_of(path: Path) -> str:
@@ -189,6 +205,19 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClus
     cluster = _start(tmp_path_factory, "node")
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def no_session_node() -> None:
+    """For a test that starts a real node of its own: the session's node holds the host-wide
+    lock until the session ends, so the test's node would wait for it forever."""
+    running = [c for c in _SESSION_CLUSTERS if c.profile == "node" and c.node is not None]
+    if running:
+        pytest.fail(
+            f"the session's real node ({running[0].state_dir}) is up: this test's own node "
+            "would wait for it until the session ends (run it before the node_cluster tests)",
+            pytrace=False,
+        )
 
 
 async def _kube(cluster: LocalCluster) -> AsyncIterator[Kube]:
