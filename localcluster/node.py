@@ -83,6 +83,7 @@ GATEWAY = "10.88.0.1"
 # host-wide. A second node (another test run, a demo) waits for this lock instead of breaking
 # the first.
 HOST_LOCK = Path("/run/lock/stateful-jobset-real-node.lock")
+MAX_SOCKET_PATH = 98
 # Host settings the kubelet (setupKernelTunables, unless protectKernelDefaults, which then
 # refuses to start) and the bridge plugin (isGateway turns forwarding on) change: saved at
 # start, restored at stop. kernel.panic_on_oops=1 on a shared CI machine is not acceptable.
@@ -382,6 +383,14 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
         missing = host_checks()
         if missing:
             raise LaunchError("this host cannot run containers; missing: " + ", ".join(missing))
+        # containerd refuses a socket path longer than a unix socket address allows (with its
+        # ".ttrpc" suffix): say so before anything starts.
+        if len(str(self.socket)) > MAX_SOCKET_PATH:
+            raise LaunchError(
+                f"the state directory's path is too long for containerd's socket "
+                f"({len(str(self.socket))} > {MAX_SOCKET_PATH} bytes: {self.socket}); "
+                "use a shorter --state-dir"
+            )
         try:
             self._take_host_lock()
             self._start()
