@@ -95,6 +95,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = _tier_of(Path(str(item.fspath)))
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
+    # One real node per host (node.HOST_LOCK), and the session's node_cluster holds it until the
+    # session ends: a test that starts a node of its own would wait for it forever, so it goes
+    # first (a stable sort: the order is otherwise unchanged).
+    items.sort(key=lambda item: item.get_closest_marker("own_node") is None)
 
 
 def _tier_of(path: Path) -> str:
