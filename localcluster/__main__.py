@@ -142,15 +142,38 @@ def cmd_down(args: argparse.Namespace) -> int:
     if pid is None:
         _say("not running")
         return 0
+    guardian = _guardian_pid(state_dir)
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 60
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    _wait_gone(pid, 60)
     if pid_alive(pid):
-        # Children die with it (PR_SET_PDEATHSIG).
+        # Children die with it (PR_SET_PDEATHSIG); the real node's guardian cleans up the rest.
+        _say(f"the launcher (pid {pid}) did not stop within 60s; killing it")
         os.kill(pid, signal.SIGKILL)
+    if guardian is not None and pid_alive(guardian):
+        _say(f"waiting for the real node's guardian (pid {guardian}) to clean up the host")
+        _wait_gone(guardian, 60)
+        if pid_alive(guardian):
+            _say(f"the guardian (pid {guardian}) still runs; see {state_dir / 'node' / 'logs'}")
+            return 1
     _say("stopped")
     return 0
+
+
+def _guardian_pid(state_dir: Path) -> int | None:
+    """The real node's guardian (``node`` profile): it outlives the launcher on purpose."""
+    from localcluster.node import GUARDIAN
+
+    try:
+        pids = json.loads((state_dir / "cluster.json").read_text())["pids"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return int(pids[GUARDIAN]) if GUARDIAN in pids else None
+
+
+def _wait_gone(pid: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -372,11 +372,16 @@ class LocalCluster:
         self.report(f"control plane ({self.profile}) ready in {self.started_seconds:.1f}s")
 
     def _start_processes(self) -> None:
+        if self.profile == "node":
+            from localcluster.node import require_host  # here: node.py imports this module
+
+            # Before anything is built or started: one message for what the host lacks.
+            require_host()
         if self.binaries is None:
             self.binaries = ensure_binaries(self.report)
         if self.profile == "node":
-            # Before the state directory is deleted: a killed launcher's containers may still
-            # run with their root filesystems mounted in it.
+            # Before the state directory is deleted: if a killed launcher's guardian was killed
+            # too, containers may still run with their root filesystems mounted in it.
             self._new_node().recover()
         self._clean_state_dir()
         self.ports = Ports.allocate(self.apiserver_port)

@@ -12,19 +12,18 @@ SPIKE, not a profile yet. What this module does today:
   authentication/authorization, ``registerWithTaints`` so that only pods that tolerate
   ``localcluster.test/real-node`` land there);
 - stops everything it started: the kubelet, every task and container in containerd's ``k8s.io``
-  namespace, containerd, then any shim left that still names our socket; unmounts what is left
-  under the node's directory (pods' netns included), deletes the CNI bridge and the kubelet's
-  ``kubepods`` cgroups and iptables chains, and restores the host sysctls the kubelet and the
-  bridge plugin change.
+  namespace, containerd, then :func:`clean_host`: any shim naming our socket and any process in a
+  ``kubepods`` cgroup killed, what is left under the node's directory unmounted (pods' netns
+  included), the CNI bridge and the kubelet's ``kubepods`` cgroups and iptables chains deleted,
+  the host sysctls the kubelet and the bridge plugin change restored (``host-state.json``).
 
 The ``node`` profile of :class:`LocalCluster` starts a :class:`RealNode` after the ``full``
-control plane and stops it first; before it deletes its state directory it calls
-:meth:`RealNode.recover`, which cleans up after a launcher killed with ``kill -9`` (shims and
-containers are re-parented, ``PR_SET_PDEATHSIG`` does not reach them, so they run until then).
-
-Not yet: a test tier and fixture, cleanup at the moment of a ``kill -9`` (only at the next
-start), images under their ``Always`` pull policy (pods here use ``imagePullPolicy: Never``),
-volumes, DNS.
+control plane and stops it first. If the launcher dies without stopping it (``kill -9``), its
+children die with it (``PR_SET_PDEATHSIG``) but shims and containers are re-parented and run on:
+the node's guardian (``localcluster/guardian.py``, started by :meth:`RealNode.start`, outliving
+the launcher on purpose) runs :func:`clean_host` at once. If the guardian was killed too, the
+next start on the same state directory does (:meth:`RealNode.recover`), before it deletes the
+directory. Proven by ``tests/node/test_node_lifecycle.py``.
 
 ``python -m localcluster.node`` builds what is missing (:func:`node_binaries`: containerd and the
 kubelet, both in ``build.NODE_COMPONENTS``, built on demand only), starts a ``full`` control
@@ -36,16 +35,18 @@ Findings: docs/development.md, "Real node (issue 13): spike findings".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -99,6 +100,15 @@ HOST_SYSCTLS = (
 # Chains the kubelet makes whatever its configuration (KUBE-FIREWALL also hooks INPUT and OUTPUT
 # with a DROP of non-loopback sources to 127.0.0.0/8): removed at stop unless they were there.
 KUBELET_CHAINS = ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT")
+# Tools the node runs by name (the bridge, the cleanup): without them a stop cannot clean up.
+HOST_TOOLS = (
+    ("ip", "iproute2"),
+    ("iptables", "iptables"),
+    ("ip6tables", "iptables"),
+    ("umount", "mount"),
+)
+# The process that cleans up the host if the one that started the node dies without stopping it.
+GUARDIAN = "node-guardian"
 
 
 def host_checks() -> list[str]:
@@ -110,9 +120,19 @@ def host_checks() -> list[str]:
     for plugin in ("bridge", "host-local", "loopback"):
         if not (CNI_BIN_DIR / plugin).is_file():
             missing.append(f"{CNI_BIN_DIR / plugin} (apt-get install containernetworking-plugins)")
+    for tool, package in HOST_TOOLS:
+        if shutil.which(tool) is None:
+            missing.append(f"{tool} (apt-get install {package})")
     if os.geteuid() != 0:
         missing.append("root (containerd and the kubelet need it)")
     return missing
+
+
+def require_host() -> None:
+    """``LaunchError`` naming everything the host lacks, and how to get it."""
+    missing = host_checks()
+    if missing:
+        raise LaunchError("this host cannot run containers; missing: " + ", ".join(missing))
 
 
 def host_ip() -> str:
@@ -147,6 +167,153 @@ def _remove_chain(tool: str, table: str, chain: str) -> None:
     subprocess.run([tool, "-w", "-t", table, "-X", chain], capture_output=True)
 
 
+# ------------------------------------------------------------------- host cleanup
+# What a node leaves on the host, undone without containerd: by RealNode.stop (containerd is
+# stopped by then), by the guardian (the launcher died and took containerd along) and by
+# RealNode.recover (even the guardian was killed).
+
+HOST_STATE_FILE = "host-state.json"
+
+
+@dataclass(frozen=True)
+class HostState:
+    """The host settings a node changes, as they were before it started. Saved in the node's
+    directory before anything changes: while that file exists the host may hold our changes."""
+
+    sysctls: dict[str, str]
+    chains: frozenset[tuple[str, str, str]]
+
+    @staticmethod
+    def capture() -> HostState:
+        sysctls = {name: (Path("/proc/sys") / name).read_text().strip() for name in HOST_SYSCTLS}
+        return HostState(sysctls, frozenset(_kubelet_chains()))
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps({"sysctls": self.sysctls, "chains": sorted(self.chains)}))
+
+    @staticmethod
+    def load(path: Path) -> HostState:
+        saved = json.loads(path.read_text())
+        chains = frozenset((tool, table, chain) for tool, table, chain in saved["chains"])
+        return HostState(dict(saved["sysctls"]), chains)
+
+    def restore(self, report: Callable[[str], None]) -> None:
+        """Write the sysctls back; remove the kubelet's chains that were not there before."""
+        for name, value in self.sysctls.items():
+            try:
+                (Path("/proc/sys") / name).write_text(value)
+            except OSError as err:
+                report(f"  warning: could not restore {name} = {value}: {err}")
+        for tool, table, chain in sorted(_kubelet_chains() - self.chains):
+            _remove_chain(tool, table, chain)
+
+
+def _pids_naming(needles: Collection[str]) -> set[int]:
+    """Processes whose command line contains one of ``needles``."""
+    encoded = [needle.encode() for needle in needles]
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # gone meanwhile
+        if any(needle in cmdline for needle in encoded):
+            pids.add(int(entry.name))
+    return pids
+
+
+def _kubepods_pids() -> set[int]:
+    """Processes in the kubelet's ``kubepods`` cgroups (any v1 hierarchy): the containers."""
+    pids: set[int] = set()
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        top = hierarchy / "kubepods"
+        if not top.is_dir():
+            continue
+        for procs in top.rglob("cgroup.procs"):
+            try:
+                pids.update(int(pid) for pid in procs.read_text().split())
+            except OSError:
+                continue  # removed meanwhile
+    return pids
+
+
+def _node_marks(directory: Path) -> tuple[str, ...]:
+    """What only the node's runtime processes have on their command line: containerd and the
+    kubelet their configurations, the shims our containerd socket (not the whole directory: a
+    ``tail -f`` of a log there is not ours to kill)."""
+    return (
+        str(directory / "containerd" / "run" / "containerd.sock"),
+        str(directory / "containerd" / "config.toml"),
+        str(directory / "kubelet" / "config.yaml"),
+    )
+
+
+def kill_node_processes(
+    directory: Path, report: Callable[[str], None], spare: Collection[int] = ()
+) -> None:
+    """SIGKILL containerd, the kubelet, the shims and every process in a ``kubepods`` cgroup
+    (the containers: re-parented when their shim dies, they would run on), until none is left.
+    The kubelet first of all: alive, it would make cgroups and chains again."""
+    spared = set(spare) | {os.getpid()}
+    marks = _node_marks(directory.resolve())
+    deadline = time.monotonic() + 10
+    while True:
+        pids = {p for p in (_pids_naming(marks) | _kubepods_pids()) - spared if pid_alive(p)}
+        if not pids:
+            return
+        if time.monotonic() > deadline:
+            report(f"  warning: still running after SIGKILL: {sorted(pids)}")
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+def unmount_under(directory: Path) -> None:
+    """Unmount whatever is still mounted under the node's directory, deepest first."""
+    prefix = str(directory.resolve()) + "/"
+    mounts = []
+    with open("/proc/self/mounts") as table:
+        for line in table:
+            target = line.split()[1].replace("\\040", " ")
+            if target.startswith(prefix):
+                mounts.append(target)
+    for target in sorted(mounts, key=len, reverse=True):
+        subprocess.run(["umount", "-l", target], capture_output=True)
+
+
+def remove_bridge_and_cgroups(report: Callable[[str], None]) -> None:
+    """What outlives the processes on the host: the CNI bridge and the kubelet's cgroups
+    (``kubepods/...`` in every v1 hierarchy; pods the kubelet had no time to clean up)."""
+    subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        top = hierarchy / "kubepods"
+        if not top.is_dir():
+            continue
+        directories = [d for d in top.rglob("*") if d.is_dir()] + [top]
+        for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):
+            try:
+                directory.rmdir()
+            except OSError as err:
+                report(f"  warning: cgroup {directory} not removed: {err}")
+
+
+def clean_host(directory: Path, report: Callable[[str], None], spare: Collection[int] = ()) -> None:
+    """Undo what the node in ``directory`` left on the host, whether or not containerd runs.
+    Only under the host lock: the bridge, cgroups, sysctls and chains are host-wide."""
+    kill_node_processes(directory, report, spare)
+    unmount_under(directory)
+    saved = directory / HOST_STATE_FILE
+    if not saved.is_file():
+        return  # the node changed nothing on the host (or it was undone already)
+    remove_bridge_and_cgroups(report)
+    HostState.load(saved).restore(report)
+    saved.unlink()
+
+
 # ------------------------------------------------------------------- node
 
 
@@ -162,9 +329,9 @@ class RealNode:
         default=lambda msg: print(msg, file=sys.stderr, flush=True)
     )
     processes: list[ManagedProcess] = field(default_factory=list)
-    saved_sysctls: dict[str, str] = field(default_factory=dict)
-    saved_chains: set[tuple[str, str, str]] | None = None
     _lock: int | None = None
+    # Our end of the pipe to the guardian: "stopped" on it means a clean stop, nothing to do.
+    _guardian_pipe: int | None = None
 
     @property
     def bin_dir(self) -> Path:
@@ -191,36 +358,22 @@ class RealNode:
 
     @property
     def _host_file(self) -> Path:
-        return self.directory / "host-state.json"
+        return self.directory / HOST_STATE_FILE
 
     def recover(self) -> None:
-        """Clean up after a launcher that died without stopping the node (``kill -9``): its
-        shims and containers still run and its mounts are still there, so the state directory
-        must not simply be deleted. Starts containerd again on the same root and state, then
-        stops as usual, restoring what ``host-state.json`` saved."""
-        config = self.directory / "containerd" / "config.toml"
-        if not config.is_file():
+        """Clean up after a node whose launcher and guardian both died without cleaning up (its
+        ``host-state.json`` is still there): its shims and containers may still run and its
+        mounts are still there, so the state directory must not simply be deleted."""
+        if not self._host_file.is_file():
             return
         self._take_host_lock()
-        self.report(f"  cleaning up a previous node in {self.directory}")
-        if self._host_file.is_file():
-            saved = json.loads(self._host_file.read_text())
-            self.saved_sysctls = dict(saved["sysctls"])
-            self.saved_chains = {(t, table, c) for t, table, c in saved["chains"]}
-        containerd = ManagedProcess(
-            "containerd",
-            [str(self.bin_dir / "containerd"), f"--config={config}"],
-            self.directory / "logs" / "containerd-recover.log",
-            env=self._env(),
-        )
-        containerd.start()
-        self.processes.append(containerd)
         try:
-            wait_ready(containerd, self._containerd_ready, timeout=60, report=self.report)
-        except LaunchError as err:
-            self.report(f"  warning: containerd for the cleanup did not start: {err}")
-        self.stop()
-        self._host_file.unlink(missing_ok=True)
+            # A guardian that was still at work held the lock: it may have finished meanwhile.
+            if self._host_file.is_file():
+                self.report(f"  cleaning up a previous node in {self.directory}")
+                clean_host(self.directory, self.report)
+        finally:
+            self._release_host_lock()
 
     @property
     def socket(self) -> Path:
@@ -380,9 +533,7 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
         return self.directory / "certs.d"
 
     def start(self) -> None:
-        missing = host_checks()
-        if missing:
-            raise LaunchError("this host cannot run containers; missing: " + ", ".join(missing))
+        require_host()
         # containerd refuses a socket path longer than a unix socket address allows (with its
         # ".ttrpc" suffix): say so before anything starts.
         if len(str(self.socket)) > MAX_SOCKET_PATH:
@@ -400,13 +551,9 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
 
     def _start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        for name in HOST_SYSCTLS:
-            self.saved_sysctls[name] = (Path("/proc/sys") / name).read_text().strip()
-        self.saved_chains = _kubelet_chains()
-        # On disk too: after a kill -9 of the launcher, recover() needs them.
-        self._host_file.write_text(
-            json.dumps({"sysctls": self.saved_sysctls, "chains": sorted(self.saved_chains)})
-        )
+        # On disk, before anything changes: the guardian (or recover) restores from it.
+        HostState.capture().save(self._host_file)
+        self._start_guardian()
         began = time.monotonic()
         self._make_bridge()
         # Images: unchanged manifests name docker.io/library/busybox (pull policy Always when
@@ -443,6 +590,50 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
         )
         self.report(f"  kubelet healthy in {time.monotonic() - began:.1f}s")
         self._wait_node_ready(began)
+
+    def _start_guardian(self) -> None:
+        """A process that outlives us: if we die without stopping the node (``kill -9``, an
+        OOM kill), it cleans up the host at once. It holds the host lock (inherited) until then,
+        so that no other node starts on a dirty host. Our children die with us
+        (``PR_SET_PDEATHSIG``), but shims and containers are re-parented and would run on."""
+        assert self._lock is not None
+        their_end, our_end = os.pipe()  # both close-on-exec: only the guardian gets its end
+        guardian = ManagedProcess(
+            GUARDIAN,
+            [
+                sys.executable,
+                "-m",
+                "localcluster.guardian",
+                f"--launcher={os.getpid()}",
+                f"--stop-fd={their_end}",
+                f"--lock-fd={self._lock}",
+                str(self.directory.resolve()),
+            ],
+            self.directory / "logs" / f"{GUARDIAN}.log",
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+            outlives_us=True,
+            pass_fds=(their_end, self._lock),
+        )
+        try:
+            guardian.start()
+        finally:
+            os.close(their_end)
+        self._guardian_pipe = our_end
+        self.processes.append(guardian)
+
+    def _dismiss_guardian(self) -> None:
+        """Tell the guardian that the node stopped cleanly and wait for it to exit (it holds
+        the host lock until then)."""
+        if self._guardian_pipe is not None:
+            with contextlib.suppress(OSError):  # it died already: EPIPE
+                os.write(self._guardian_pipe, b"stopped")
+            os.close(self._guardian_pipe)
+            self._guardian_pipe = None
+        for guardian in [p for p in self.processes if p.name == GUARDIAN]:
+            if guardian.popen is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    guardian.popen.wait(timeout=10)
+            guardian.stop()
 
     def _make_bridge(self) -> None:
         """The CNI bridge with the gateway address, before the first pod (the bridge plugin
@@ -490,65 +681,25 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
 
     # ------------------------------------------------------------------- stop
 
-    def _shim_pids(self) -> list[int]:
-        """Shims that name our socket: they outlive containerd (they are re-parented)."""
-        pids = []
-        needle = str(self.socket).encode()
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"containerd-shim" in cmdline and needle in cmdline:
-                pids.append(int(entry.name))
-        return pids
-
     def stop(self) -> None:
-        kubelet = [p for p in self.processes if p.name == "kubelet"]
-        for process in kubelet:
-            process.stop()
-        containerd = [p for p in self.processes if p.name == "containerd"]
-        if containerd and containerd[0].running():
+        """Stop the kubelet, the containers through containerd, containerd and the rest, then
+        undo what is left on the host (:func:`clean_host`); the guardian last, told that all is
+        done. Interrupted half-way, the guardian finishes the work when we exit."""
+        by_name = {p.name: p for p in self.processes}
+        if "kubelet" in by_name:
+            by_name["kubelet"].stop()
+        containerd = by_name.get("containerd")
+        if containerd is not None and containerd.running():
             self._remove_containers()
-        for process in containerd:
-            process.stop()
-        stop_all([p for p in self.processes if p.name not in ("kubelet", "containerd")])
+        if containerd is not None:
+            containerd.stop()
+        stop_all([p for p in self.processes if p.name not in ("kubelet", "containerd", GUARDIAN)])
+        if self._lock is not None:  # without the lock, another node's host state is not ours
+            guardians = {p.pid for p in self.processes if p.name == GUARDIAN and p.pid}
+            clean_host(self.directory, self.report, spare=guardians)
+        self._dismiss_guardian()
         self.processes.clear()
-        for pid in self._shim_pids():
-            os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while any(pid_alive(p) for p in self._shim_pids()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self._unmount()
-        self._remove_host_state()
-        for name, value in self.saved_sysctls.items():
-            try:
-                (Path("/proc/sys") / name).write_text(value)
-            except OSError as err:
-                self.report(f"  warning: could not restore {name} = {value}: {err}")
-        self.saved_sysctls.clear()
-        if self.saved_chains is not None:
-            for tool, table, chain in sorted(_kubelet_chains() - self.saved_chains):
-                _remove_chain(tool, table, chain)
-            self.saved_chains = None
         self._release_host_lock()
-
-    def _remove_host_state(self) -> None:
-        """What outlives the processes on the host: the CNI bridge and the kubelet's cgroups
-        (``kubepods/...`` in every v1 hierarchy; pods the kubelet had no time to clean up)."""
-        subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
-        for hierarchy in Path("/sys/fs/cgroup").iterdir():
-            top = hierarchy / "kubepods"
-            if not top.is_dir():
-                continue
-            directories = [d for d in top.rglob("*") if d.is_dir()] + [top]
-            for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):
-                try:
-                    directory.rmdir()
-                except OSError as err:
-                    self.report(f"  warning: cgroup {directory} not removed: {err}")
 
     def _remove_containers(self) -> None:
         """Kill and delete every task and container (the sandboxes' too) of the k8s.io namespace."""
@@ -574,18 +725,6 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
                 self.ctr("containers", "delete", *containers)
         except (LaunchError, subprocess.TimeoutExpired) as err:
             self.report(f"  warning: removing containers: {err}")
-
-    def _unmount(self) -> None:
-        """Unmount whatever is still mounted under the node's directory, deepest first."""
-        prefix = str(self.directory.resolve()) + "/"
-        mounts = []
-        with open("/proc/self/mounts") as table:
-            for line in table:
-                target = line.split()[1].replace("\\040", " ")
-                if target.startswith(prefix):
-                    mounts.append(target)
-        for target in sorted(mounts, key=len, reverse=True):
-            subprocess.run(["umount", "-l", target], capture_output=True)
 
 
 ECHO_POD = {

@@ -92,6 +92,11 @@ class ManagedProcess:
     argv: list[str]
     log_path: Path
     env: dict[str, str] | None = None
+    # Only for a process that must outlive us (the real node's guardian, which cleans up after
+    # our death): no PR_SET_PDEATHSIG, a session of its own (a terminal's Ctrl-C or a kill of our
+    # process group does not reach it), and the descriptors it inherits.
+    outlives_us: bool = False
+    pass_fds: tuple[int, ...] = ()
     popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -118,7 +123,9 @@ class ManagedProcess:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=self.env,
-                    preexec_fn=die_with_parent,
+                    preexec_fn=None if self.outlives_us else die_with_parent,
+                    start_new_session=self.outlives_us,
+                    pass_fds=self.pass_fds,
                 )
             except OSError as err:
                 raise LaunchError(f"could not start {self.name} ({self.argv[0]}): {err}") from err

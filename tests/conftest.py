@@ -102,14 +102,20 @@ def _uses(item: pytest.Item, fixture: str) -> bool:
     return fixture in getattr(item, "fixturenames", ())
 
 
+def _own_node(item: pytest.Item) -> bool:
+    return item.get_closest_marker("own_node") is not None or _uses(item, "no_session_node")
+
+
 def _own_real_nodes_first(items: list[pytest.Item]) -> None:
-    """Tests that start a real node of their own (``no_session_node``) run before the first test
-    that uses the session's: one real node per host, and the session's stays up to the end."""
+    """Tests that start a real node of their own (marker ``own_node`` or fixture
+    ``no_session_node``) run before the first test that uses the session's: one real node per
+    host (``node.HOST_LOCK``), and the session's stays up to the end, so such a test would wait
+    for it forever. The order is otherwise unchanged."""
     first = next((i for i, item in enumerate(items) if _uses(item, "node_cluster")), None)
     if first is None:
         return
-    own = [item for item in items[first:] if _uses(item, "no_session_node")]
-    rest = [item for item in items[first:] if not _uses(item, "no_session_node")]
+    own = [item for item in items[first:] if _own_node(item)]
+    rest = [item for item in items[first:] if not _own_node(item)]
     items[first:] = own + rest
 
 
