@@ -111,6 +111,18 @@ def size_of(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
+async def lose(client: KubeClient, namespace: str, name: str, claim: str) -> None:
+    """Delete the JobSet's claim out of band; wait until it is gone and the JobSet says so."""
+    await client.delete(CLAIMS, claim, namespace)
+    await wait_gone(client, CLAIMS, claim, namespace, seconds=SECONDS)
+    await wait_for(
+        lambda: client.get(api.JOBSETS, name, namespace),
+        lambda js: (condition(js, "VolumesReady") or {}).get("reason") == "ClaimsLost",
+        f"JobSet {name}: VolumesReady reason ClaimsLost",
+        seconds=SECONDS,
+    )
+
+
 async def completed(client: KubeClient, namespace: str, name: str) -> Obj:
     return await wait_condition(client, namespace, name, "Completed", seconds=SECONDS)
 
@@ -378,14 +390,7 @@ async def test_a_lost_claim_is_not_silently_replaced_by_an_empty_one(
     uid = (await node_client.get(CLAIMS, claim, node_namespace))["metadata"]["uid"]
     assert uid[:8] in str(recorded["status"]["volumes"]["claimUIDs"])
 
-    await node_client.delete(CLAIMS, claim, node_namespace)
-    await wait_gone(node_client, CLAIMS, claim, node_namespace, seconds=SECONDS)
-    await wait_for(
-        lambda: node_client.get(api.JOBSETS, "losing", node_namespace),
-        lambda js: (condition(js, "VolumesReady") or {}).get("reason") == "ClaimsLost",
-        "VolumesReady reason ClaimsLost",
-        seconds=SECONDS,
-    )
+    await lose(node_client, node_namespace, "losing", claim)
     await node_client.patch(api.JOBSETS, "losing", {"spec": {"suspend": False}}, node_namespace)
     await settled_process(node_controller.replicas[-1], node_client, node_namespace)
     assert await find(node_client, CLAIMS, claim, node_namespace) is None
@@ -442,14 +447,7 @@ async def test_a_claim_lost_under_a_running_job_is_never_replaced_by_an_impostor
         "the Job's (gated) pod",
         seconds=SECONDS,
     )
-    await node_client.delete(CLAIMS, claim, node_namespace)
-    await wait_gone(node_client, CLAIMS, claim, node_namespace, seconds=SECONDS)
-    await wait_for(
-        lambda: node_client.get(api.JOBSETS, "robbed", node_namespace),
-        lambda js: (condition(js, "VolumesReady") or {}).get("reason") == "ClaimsLost",
-        "VolumesReady reason ClaimsLost",
-        seconds=SECONDS,
-    )
+    await lose(node_client, node_namespace, "robbed", claim)
     await settled_process(node_controller.replicas[-1], node_client, node_namespace)
     jobs = await jobs_of(node_client, node_namespace, "robbed")
     assert [(j["metadata"]["name"], j["spec"].get("suspend")) for j in jobs] == [
