@@ -89,7 +89,7 @@ class Ports:
 
 def _storage_classes() -> list[dict[str, object]]:
     def storage_class(
-        name: str, binding: str, expandable: bool, default: bool = False
+        name: str, binding: str, expandable: bool, default: bool = False, reclaim: str = "Delete"
     ) -> dict[str, object]:
         annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
         return {
@@ -99,7 +99,7 @@ def _storage_classes() -> list[dict[str, object]]:
             "provisioner": PROVISIONER_NAME,
             "volumeBindingMode": binding,
             "allowVolumeExpansion": expandable,
-            "reclaimPolicy": "Delete",
+            "reclaimPolicy": reclaim,
         }
 
     return [
@@ -108,6 +108,8 @@ def _storage_classes() -> list[dict[str, object]]:
         storage_class("expandable", "Immediate", True),
         storage_class("wffc-expandable", "WaitForFirstConsumer", True),
         storage_class("fixed", "Immediate", False),
+        # The volume (and, on the real node, its directory) outlives its claim.
+        storage_class("retain", "Immediate", False, reclaim="Retain"),
     ]
 
 

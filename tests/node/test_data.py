@@ -510,3 +510,65 @@ async def test_pod_zero_is_reachable_by_its_hostname_from_another_pod(
     jobs = await jobs_of(node_client, node_namespace, "peers")
     assert {j["metadata"]["name"] for j in jobs} >= {"peers-worker-0"}
     node_controller.assert_clean()
+
+
+async def test_the_provisioner_keeps_a_retain_volume_and_removes_a_delete_one(
+    node_kube: Kube, node_client: KubeClient, node_namespace: str
+) -> None:
+    """The test provisioner's volumes are directories on this host: a pod's bytes land there;
+    deleting the claim removes the directory for reclaim policy Delete (``standard``) and keeps
+    it, with the bytes, for Retain (``retain``). No JobSet: this is the storage under the proofs
+    above."""
+    directories = {}
+    for storage_class in ("standard", "retain"):
+        name = f"bytes-{storage_class}"
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": claim_template("data", "1Gi", storage_class)["spec"],
+        }
+        await node_client.create(CLAIMS, claim, node_namespace)
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "command": ["sh", "-c", f"echo {storage_class} > /data/file"],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    }
+                ],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": name}}],
+            },
+        }
+        await node_client.create(PODS, pod, node_namespace)
+        directories[storage_class] = await directory_of(node_client, node_namespace, name)
+        await wait_for(
+            functools.partial(node_client.get, PODS, name, node_namespace),
+            lambda found: (found.get("status") or {}).get("phase") == "Succeeded",
+            f"pod {name} to succeed",
+            seconds=SECONDS,
+        )
+        assert (directories[storage_class] / "file").read_text() == f"{storage_class}\n"
+        volume = (await node_client.get(CLAIMS, name, node_namespace))["spec"]["volumeName"]
+        await node_client.delete(PODS, name, node_namespace)
+        await node_client.delete(CLAIMS, name, node_namespace)
+        await wait_gone(node_client, CLAIMS, name, node_namespace, seconds=SECONDS)
+        if storage_class == "standard":
+            await wait_gone(node_client, VOLUMES, volume, None, seconds=SECONDS)
+            assert not directories[storage_class].exists()
+        else:
+            released = await wait_for(
+                functools.partial(node_client.get, VOLUMES, volume, None),
+                lambda found: (found.get("status") or {}).get("phase") == "Released",
+                f"volume {volume} Released",
+                seconds=SECONDS,
+            )
+            assert released["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+            assert (directories[storage_class] / "file").read_text() == "retain\n"
+            await node_client.delete(VOLUMES, volume, None)  # the test's own clean-up
