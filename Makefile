@@ -20,7 +20,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries tools demo demo-node-binaries smoke bench bench-reconcile bench-scale soak test test-unit test-integration test-e2e test-node node-binaries cluster-up cluster-down \
+.PHONY: help venv binaries tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale soak test test-unit test-integration test-e2e test-node node-binaries cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run
 
 help: ## list the targets
@@ -38,7 +38,7 @@ binaries: venv ## build etcd, Kubernetes and KWOK from the Go module proxy (cach
 	@echo "==> control-plane binaries (first build takes a while; cached afterwards)"
 	$(PY) -m localcluster build
 
-demo: binaries demo-node-binaries ## a JobSet on the local control plane: a real node if this host can run containers, else KWOK
+demo: binaries node-tools demo-node-binaries ## a JobSet on the local control plane: a real node if this host can run containers, else KWOK
 	$(PY) -m localcluster demo --state-dir $(STATE_DIR)
 
 # The real node's binaries, only on a host that can run containers (elsewhere the demo runs on
@@ -53,12 +53,25 @@ smoke: binaries ## the control plane alone: a claim binds, an Indexed Job comple
 # Debian packages: prometheus (+promtool) for the e2e tier, shellcheck for lint, and what the real
 # node runs containers with (runc, the CNI plugins, busybox-static for the images, iptables and
 # iproute2 for the kubelet and the bridge).
-DEBIAN_TOOLS := prometheus shellcheck runc containernetworking-plugins busybox-static iptables iproute2
-tools: ## Debian packages the tests and lint use (prometheus, shellcheck, runc, CNI plugins, busybox-static)
-	@missing=$$(for p in $(DEBIAN_TOOLS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+NODE_TOOLS := runc containernetworking-plugins busybox-static iptables iproute2
+DEBIAN_TOOLS := prometheus shellcheck $(NODE_TOOLS)
+define install_missing
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "==> installing Debian packages:" $$missing; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+endef
+tools: ## Debian packages the tests and lint use (prometheus, shellcheck, runc, CNI plugins, busybox-static)
+	$(call install_missing,$(DEBIAN_TOOLS))
+
+# What the real node needs, for the demo: installed where this is root on Debian (apt-get), else
+# the demo says what is missing and runs on KWOK's nodes.
+node-tools:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then :; else \
+		echo "==> not root with apt-get: the demo will say what the real node lacks"; exit 0; fi; \
+	$(MAKE) --no-print-directory _node-tools
+_node-tools:
+	$(call install_missing,$(NODE_TOOLS))
 
 node-binaries: venv ## build containerd, the kubelet and CoreDNS for the real node (cached)
 	@echo "==> real-node binaries (first build takes a while; cached afterwards)"
