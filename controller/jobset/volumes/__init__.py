@@ -5,6 +5,7 @@ One module per concern, all pure (the reconciler performs the writes):
 - ``model``: the parsed policies' data and the names of the labels and annotations we write;
 - ``spec``: parsing and validating the JobSet's policies into a ``VolumeModel``, once;
 - ``desired``: claim names and objects, and the pod volumes that mount them;
+- ``podscope``: the placeholder claim name of Pod scope and its resolution (admission policy);
 - ``observed``: typed, frozen views of existing claims and storage classes;
 - ``ownership``: which claims are the JobSet's, which it may adopt (with proof), the patches;
 - ``record``: the uids of the claims the JobSet had, kept in its status;

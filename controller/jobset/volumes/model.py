@@ -21,6 +21,9 @@ Keep = Literal["Retain", "Delete"]
 # api.REPLICATED_JOB_NAME and api.JOB_INDEX).
 CLAIM_TEMPLATE_LABEL = "jobset.sigs.k8s.io/volume-template"
 CLAIM_SCOPE_LABEL = "jobset.sigs.k8s.io/volume-scope"
+# On the pod template of a Pod-scope replicated job: selects its pods for the admission policy
+# that resolves their placeholder claim names (podscope.py, manifests/pod-scope/).
+POD_SCOPE_LABEL = "jobset.sigs.k8s.io/pod-scope-volumes"
 # The uid of the JobSet instance that currently owns the claim.
 OWNER_UID_ANNOTATION = "jobset.sigs.k8s.io/jobset-uid"
 # Set when a JobSet with ``whenDeleted: Retain`` went away: the uid it was retained from. The only

@@ -1,0 +1,66 @@
+"""Pod scope: the placeholder claim name a Job's pod template carries, and how it is resolved.
+
+A Job has one pod template, so it cannot name a different claim for each completion index. The
+controller writes a **placeholder** into the template, and the API server itself resolves it for
+each pod it admits: the ``MutatingAdmissionPolicy`` in ``manifests/pod-scope/`` replaces the
+trailing ``POD-INDEX`` by the completion index the Job controller puts on every pod it creates
+(``batch.kubernetes.io/job-completion-index``). That policy's CEL computes exactly
+``resolved_claim_name``; tests/integration/test_pod_scope_policy.py checks they agree.
+
+Fail closed: the placeholder has capitals, which no PersistentVolumeClaim name can have (a claim's
+name is a lowercase DNS-1123 subdomain), while a pod's ``claimName`` may be any non-empty string.
+A pod the policy did not rewrite (policy or binding missing, no index) therefore waits Pending for
+a claim that can never exist: it never starts with another index's claim or without one.
+
+The controller side (writing placeholders, creating the per-index claims) is not built yet:
+``scope: Pod`` is still refused at admission.
+"""
+
+from __future__ import annotations
+
+# What the policy replaces; capitals make the placeholder an impossible claim name.
+PLACEHOLDER_SUFFIX = "POD-INDEX"
+_MARK = "-" + PLACEHOLDER_SUFFIX
+# Set by the Job controller on every pod of an Indexed Job, at creation.
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# The shipped policy and binding (manifests/pod-scope/), both of this name.
+POLICY_NAME = "stateful-jobset-pod-scope-volumes"
+
+
+def placeholder_claim_name(template: str, jobset: str, replicated_job: str, job_index: int) -> str:
+    """``<template>-<jobset>-<replicatedJob>-<jobIndex>-POD-INDEX``: the pod template's claim name.
+
+    The replicated job name is lowercased, as for Job scope (``desired.claim_name``), so that
+    everything before the suffix is a valid claim name prefix.
+    """
+    if job_index < 0:
+        raise ValueError(f"job index {job_index} is negative")
+    return f"{template}-{jobset}-{replicated_job.lower()}-{job_index}{_MARK}"
+
+
+def is_placeholder(claim_name: str) -> bool:
+    """Whether the policy rewrites a pod volume of this claim name (the CEL's ``endsWith``)."""
+    return claim_name.endswith(_MARK)
+
+
+def resolved_claim_name(placeholder: str, index: int) -> str:
+    """The claim of the pod with completion index ``index``: the suffix replaced by the index.
+
+    ``placeholder_claim_name(t, js, r, j)`` resolves to ``<t>-<js>-<r>-<j>-<index>``, the Pod-scope
+    claim name of the design (docs/volumes.md). Exactly what the policy's CEL computes, for any
+    placeholder it matches (lengths count code points in both).
+    """
+    if not is_placeholder(placeholder):
+        raise ValueError(f"{placeholder!r} is not a Pod-scope placeholder (no {_MARK!r} suffix)")
+    if isinstance(index, bool) or index < 0:
+        raise ValueError(f"completion index {index!r} is not a non-negative integer")
+    return placeholder[: -len(PLACEHOLDER_SUFFIX)] + str(index)
+
+
+def pod_claim_name(
+    template: str, jobset: str, replicated_job: str, job_index: int, pod_index: int
+) -> str:
+    """``<template>-<jobset>-<replicatedJob>-<jobIndex>-<podIndex>``: one pod's claim."""
+    return resolved_claim_name(
+        placeholder_claim_name(template, jobset, replicated_job, job_index), pod_index
+    )
