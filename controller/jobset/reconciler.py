@@ -328,7 +328,18 @@ class JobSetReconciler:
         updated = None
         if vplan.add_finalizer:
             # Before any claim exists, so retention runs whatever happens next.
-            updated = await self._add_finalizer(jobset)
+            try:
+                updated = await self._add_finalizer(jobset)
+            except ApiError as err:
+                if not writefailures.refused(err):
+                    raise
+                # No claim write without it; the status says why.
+                creates = [c.name for c in vplan.create]
+                return (
+                    None,
+                    {},
+                    writefailures.finalizer_refused(volumes.FINALIZER, err.message, creates),
+                )
             if updated is not None:
                 self._remember(key, updated)
         created: dict[volumes.Slot, str] = {}

@@ -5,6 +5,8 @@ rejects, a webhook); the status written at the end of the pass reports each one,
 object and the API server's own message (which names the quota, the invalid field). One refused
 write does not stop the others: only the Jobs that need a missing claim wait.
 
+- the JobSet's retention finalizer (added before any claim exists): ``VolumesReady=False`` with
+  reason ``RetentionFinalizerFailed``, and no claim write in that pass;
 - claims: ``VolumesReady=False`` with reason ``ClaimCreationFailed`` (a create), the patch's
   Event reason + ``Failed`` (``ClaimAdoptedFailed``, ``ClaimExpandedFailed``, ...) or
   ``ClaimDeletionFailed`` (retention);
@@ -41,12 +43,14 @@ REASON_JOBS_CREATED = "JobsCreated"
 REASON_JOB_UPDATE_FAILED = "JobUpdateFailed"
 REASON_JOB_DELETION_FAILED = "JobDeletionFailed"
 REASON_CLAIM_DELETION_FAILED = "ClaimDeletionFailed"
+REASON_RETENTION_FINALIZER_FAILED = "RetentionFinalizerFailed"
 REASON_NO_FAILED_WRITES = "NoFailedWrites"
 
 _SHOWN = 3  # failures spelled out in one message before "and N more"
 
 
 class Write(enum.StrEnum):
+    ADD_FINALIZER = "add the retention finalizer"
     CREATE_CLAIM = "create claim"
     PATCH_CLAIM = "update claim"
     DELETE_CLAIM = "delete claim"
@@ -57,7 +61,9 @@ class Write(enum.StrEnum):
     CREATE_SERVICE = "create Service"
 
 
-_CLAIMS = frozenset({Write.CREATE_CLAIM, Write.PATCH_CLAIM, Write.DELETE_CLAIM})
+_CLAIMS = frozenset(
+    {Write.ADD_FINALIZER, Write.CREATE_CLAIM, Write.PATCH_CLAIM, Write.DELETE_CLAIM}
+)
 _JOB_CREATES = frozenset({Write.CREATE_JOB, Write.HELD_JOB})
 
 
@@ -72,7 +78,18 @@ class Failure:
     def text(self) -> str:
         if self.write is Write.HELD_JOB:
             return f"Job {self.name} exists and is not this JobSet's ({self.message})"
+        if self.write is Write.ADD_FINALIZER:
+            return f"could not add the finalizer {self.name} to the JobSet: {self.message}"
         return f"could not {self.write.value} {self.name}: {self.message}"
+
+
+def finalizer_refused(finalizer: str, message: str, claims: Iterable[str]) -> list[Failure]:
+    """The retention finalizer was refused: no claim may exist without it (deleting the JobSet
+    could then skip its retention), so none of ``claims`` is created in this pass either."""
+    waiting = "waits for the JobSet's retention finalizer"
+    return [Failure(Write.ADD_FINALIZER, finalizer, message)] + [
+        Failure(Write.CREATE_CLAIM, name, waiting) for name in claims
+    ]
 
 
 def refused(err: ApiError) -> bool:
@@ -108,7 +125,8 @@ def held_jobs(wanted: Iterable[str], others: Mapping[str, Mapping[str, object]])
 
 
 def _message(failures: Sequence[Failure]) -> str:
-    ordered = sorted(failures, key=lambda f: (f.name, f.write))
+    # The refused finalizer first: it is why the claims after it were not created.
+    ordered = sorted(failures, key=lambda f: (f.write is not Write.ADD_FINALIZER, f.name, f.write))
     text = "; ".join(f.text for f in ordered[:_SHOWN])
     more = len(ordered) - _SHOWN
     return text if more <= 0 else f"{text}; and {more} more"
@@ -117,6 +135,8 @@ def _message(failures: Sequence[Failure]) -> str:
 def _claim_reason(failure: Failure) -> str:
     if failure.reason:
         return failure.reason
+    if failure.write is Write.ADD_FINALIZER:
+        return REASON_RETENTION_FINALIZER_FAILED
     if failure.write is Write.CREATE_CLAIM:
         return REASON_CLAIM_CREATION_FAILED
     return REASON_CLAIM_DELETION_FAILED if failure.write is Write.DELETE_CLAIM else "ClaimFailed"
@@ -134,7 +154,7 @@ def volumes_ready(decided: Condition, failures: Sequence[Failure]) -> Condition:
     claims = [f for f in failures if f.write in _CLAIMS]
     if not claims or decided.type != VOLUMES_READY:
         return decided
-    order = (Write.CREATE_CLAIM, Write.PATCH_CLAIM, Write.DELETE_CLAIM)
+    order = (Write.ADD_FINALIZER, Write.CREATE_CLAIM, Write.PATCH_CLAIM, Write.DELETE_CLAIM)
     first = min(claims, key=lambda f: (order.index(f.write), f.name))
     message = _message(claims)
     if decided.status == "False" and decided.reason != REASON_CLAIMS_MISSING:

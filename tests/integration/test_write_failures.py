@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from controller.jobset import api
-from controller.runtime.client import CONFIG_MAPS, EVENTS, JOBS, KubeClient, Resource
+from controller.runtime.client import (
+    CLAIMS,
+    CONFIG_MAPS,
+    EVENTS,
+    JOBS,
+    ApiError,
+    KubeClient,
+    Resource,
+)
 from tests.helpers import wait_for
 from tests.support.jobsets import (
     RunningController,
@@ -272,3 +280,133 @@ async def test_job_name_held_by_a_job_not_ours_is_reported(
     for job in jobs:
         refs = job["metadata"].get("ownerReferences") or []
         assert [r["uid"] for r in refs] == [js["metadata"]["uid"]], job["metadata"]
+
+
+POLICIES = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicy",
+    namespaced=False,
+)
+BINDINGS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    namespaced=False,
+)
+RETENTION = "jobset.x-k8s.io/volume-retention"
+_HAS = f"object.metadata.finalizers.exists(f, f == '{RETENTION}')"
+_HAD = f"oldObject.metadata.finalizers.exists(f, f == '{RETENTION}')"
+
+
+async def refuse_retention_finalizers(client: KubeClient, namespace: str) -> str:
+    """A ValidatingAdmissionPolicy that refuses adding the retention finalizer to JobSets of
+    ``namespace`` (status writes are not matched). Returns its name; enforced once this returns
+    (probed with a JobSet no controller manages)."""
+    name = f"no-retention-{namespace}"
+    rule = {
+        "apiGroups": [api.GROUP],
+        "apiVersions": [api.VERSION],
+        "operations": ["UPDATE"],
+        "resources": ["jobsets"],
+    }
+    expression = (
+        f"!has(object.metadata.finalizers) || !{_HAS} || "
+        f"(has(oldObject.metadata.finalizers) && {_HAD})"
+    )
+    await client.create(
+        POLICIES,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [
+                    {"expression": expression, "message": "retention finalizers are not allowed"}
+                ],
+            },
+        },
+    )
+    selector = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    await client.create(
+        BINDINGS,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": selector},
+            },
+        },
+    )
+    probe = jobset("probe", replicated_job("marker"), managedBy="example.com/not-us")
+    await client.create(api.JOBSETS, probe, namespace)
+
+    async def refused() -> bool:
+        patch = {"metadata": {"finalizers": [RETENTION]}}
+        try:
+            await client.patch(api.JOBSETS, "probe", patch, namespace)
+        except ApiError as err:
+            if err.status in (403, 422):
+                return True
+            raise
+        await client.patch(api.JOBSETS, "probe", {"metadata": {"finalizers": None}}, namespace)
+        return False
+
+    await wait_for(refused, bool, "the admission policy to refuse the retention finalizer")
+    return name
+
+
+async def test_refused_retention_finalizer_is_reported_and_no_claim_is_made(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """The JobSet's retention finalizer must be on it before any claim exists (else deleting the
+    JobSet could skip its retention). When the API server refuses to add it (here an admission
+    policy), the pass still ends with a truthful status: VolumesReady names the refusal, no claim
+    is created, the Job that mounts nothing runs, retries rewrite nothing; once the refusal is
+    lifted, the finalizer, the claim and the waiting Job follow."""
+    policy = await refuse_retention_finalizers(client, namespace)
+    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    try:
+        await client.create(api.JOBSETS, with_claim("guarded", spec), namespace)
+
+        def reported(obj: Obj) -> bool:
+            found = condition(obj, VOLUMES_READY)
+            return found is not None and found.get("reason") == "RetentionFinalizerFailed"
+
+        js = await wait_for(
+            lambda: get_jobset(client, namespace, "guarded"),
+            reported,
+            "VolumesReady=False RetentionFinalizerFailed",
+        )
+        ready = condition(js, VOLUMES_READY)
+        assert ready is not None and ready["status"] == "False"
+        assert RETENTION in ready["message"], ready
+        assert "retention finalizers are not allowed" in ready["message"], ready
+        assert "data-guarded" in ready["message"], ready
+        assert RETENTION not in (js["metadata"].get("finalizers") or [])
+        jobs = await wait_jobs(client, namespace, "guarded", 1)
+        assert [j["metadata"]["name"] for j in jobs] == ["guarded-free-0"]
+        assert "data-guarded" not in {
+            c["metadata"]["name"] for c in (await client.list(CLAIMS, namespace))["items"]
+        }
+        events = await wait_for(
+            lambda: events_about(client, namespace, "guarded", "RetentionFinalizerFailed"),
+            bool,
+            "the RetentionFinalizerFailed Event",
+        )
+        assert RETENTION in events[0]["message"], events
+        await assert_retries_rewrite_nothing(
+            controller, client, namespace, "guarded", "RetentionFinalizerFailed"
+        )
+    finally:
+        await client.delete(BINDINGS, policy, None)
+        await client.delete(POLICIES, policy, None)
+
+    # Lifted: the JobSet's change of generation is not needed; the retry (with backoff) gets it.
+    jobs = await wait_jobs(client, namespace, "guarded", 2, seconds=120)
+    assert [j["metadata"]["name"] for j in jobs] == ["guarded-free-0", "guarded-train-0"]
+    js = await get_jobset(client, namespace, "guarded")
+    assert RETENTION in js["metadata"]["finalizers"]

@@ -93,6 +93,17 @@ def _row(found: Condition) -> tuple[str, str, str, str | None]:
              "could not delete claim data-js: forbidden. Besides: released", "Warning"),
             id="retention-delete-refused",
         ),
+        pytest.param(
+            PENDING,
+            writefailures.finalizer_refused(
+                "jobset.x-k8s.io/volume-retention", "denied", ["data-js"]
+            ),
+            ("False", "RetentionFinalizerFailed",
+             "could not add the finalizer jobset.x-k8s.io/volume-retention to the JobSet: "
+             "denied; could not create claim data-js: waits for the JobSet's retention "
+             f"finalizer. Besides: {PENDING.message}", "Warning"),
+            id="finalizer-refused-first-and-no-claim-created",
+        ),
     ],
 )  # fmt: skip
 def test_volumes_ready(
