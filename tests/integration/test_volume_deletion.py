@@ -11,8 +11,9 @@ from typing import Any
 
 from controller.jobset import api, volumes
 from controller.jobset.model import parse
-from controller.runtime.client import CLAIMS, EVENTS, ApiError, KubeClient, Resource
+from controller.runtime.client import CLAIMS, EVENTS, ApiError, KubeClient
 from tests.helpers import wait_for
+from tests.support.admission import BINDINGS, POLICIES
 from tests.support.jobsets import (
     RunningController,
     condition,
@@ -255,22 +256,6 @@ async def test_unrelated_claim_event_reconciles_no_jobset(
     await client.patch(CLAIMS, "unrelated", {"metadata": {"finalizers": None}}, namespace)
     await settled(controller, client, quiet=True)
     assert reconciles(controller.manager) == before
-
-
-POLICIES = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingadmissionpolicies",
-    "ValidatingAdmissionPolicy",
-    namespaced=False,
-)
-BINDINGS = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingadmissionpolicybindings",
-    "ValidatingAdmissionPolicyBinding",
-    namespaced=False,
-)
 
 
 async def refuses_deletes(client: KubeClient, namespace: str) -> bool:

@@ -20,6 +20,7 @@ from controller.runtime.client import (
     Resource,
 )
 from tests.helpers import wait_for
+from tests.support.admission import BINDINGS, POLICIES
 from tests.support.jobsets import (
     RunningController,
     condition,
@@ -282,20 +283,6 @@ async def test_job_name_held_by_a_job_not_ours_is_reported(
         assert [r["uid"] for r in refs] == [js["metadata"]["uid"]], job["metadata"]
 
 
-POLICIES = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingadmissionpolicies",
-    "ValidatingAdmissionPolicy",
-    namespaced=False,
-)
-BINDINGS = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingadmissionpolicybindings",
-    "ValidatingAdmissionPolicyBinding",
-    namespaced=False,
-)
 RETENTION = "jobset.x-k8s.io/volume-retention"
 _HAS = f"object.metadata.finalizers.exists(f, f == '{RETENTION}')"
 _HAD = f"oldObject.metadata.finalizers.exists(f, f == '{RETENTION}')"
