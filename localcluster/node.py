@@ -1,35 +1,38 @@
 """A real node next to the local control plane: containerd 2.x + runc + a kubelet (issue 13).
 
-SPIKE, not a profile yet. What this module does today:
+What :class:`RealNode` does (the ``node`` profile of :class:`LocalCluster` starts one after the
+control plane, instead of KWOK's nodes, and stops it first):
 
+- takes the host lock (``HOST_LOCK``: one real node per host), saves the host sysctls and the
+  kubelet's iptables chains (``host-state.json``) and starts the guardian;
+- makes the CNI bridge with the pods' gateway address, starts the local image registry
+  (``localcluster.registry``: the locally built busybox and pause images; containerd's
+  ``certs.d`` sends every docker.io and registry.k8s.io pull there, so unchanged manifests and the
+  ``Always`` pull policy work) and CoreDNS on the gateway (``localcluster.dns``: the JobSets'
+  headless Service names);
 - writes a containerd 2.x configuration (version 3) with its own root, state and socket under the
   node's directory, the Debian ``runc`` as the only runtime (cgroupfs, no systemd), the Debian CNI
   plugins (``/usr/lib/cni``) and a conflist of ours (bridge + host-local + loopback);
-- builds a tiny OCI image tarball from Debian's ``busybox-static`` (``docker.io/library/busybox``
-  and the sandbox image ``registry.k8s.io/pause``, the same layer) and imports it with ``ctr``;
 - issues a ``system:node:<name>`` client certificate from the control plane's CA and starts the
   kubelet (cgroup v1 allowed with ``failCgroupV1: false``, cgroupfs, swap tolerated, webhook
-  authentication/authorization, ``registerWithTaints`` so that only pods that tolerate
-  ``localcluster.test/real-node`` land there);
+  authentication/authorization, ``clusterDNS`` = the gateway, no host search domains);
 - stops everything it started: the kubelet, every task and container in containerd's ``k8s.io``
-  namespace, containerd, then :func:`clean_host`: any shim naming our socket and any process in a
-  ``kubepods`` cgroup killed, what is left under the node's directory unmounted (pods' netns
-  included), the CNI bridge and the kubelet's ``kubepods`` cgroups and iptables chains deleted,
-  the host sysctls the kubelet and the bridge plugin change restored (``host-state.json``).
+  namespace, containerd, the registry and CoreDNS, then :func:`clean_host`: any shim naming our
+  socket and any process in a ``kubepods`` cgroup killed, what is left under the node's directory
+  unmounted (pods' netns included), the CNI bridge and the kubelet's ``kubepods`` cgroups and
+  iptables chains deleted, the host sysctls the kubelet and the bridge plugin change restored.
 
-The ``node`` profile of :class:`LocalCluster` starts a :class:`RealNode` after the ``full``
-control plane and stops it first. If the launcher dies without stopping it (``kill -9``), its
-children die with it (``PR_SET_PDEATHSIG``) but shims and containers are re-parented and run on:
-the node's guardian (``localcluster/guardian.py``, started by :meth:`RealNode.start`, outliving
-the launcher on purpose) runs :func:`clean_host` at once. If the guardian was killed too, the
-next start on the same state directory does (:meth:`RealNode.recover`), before it deletes the
-directory. Proven by ``tests/node/test_node_lifecycle.py``.
+If the launcher dies without stopping the node (``kill -9``), its children die with it
+(``PR_SET_PDEATHSIG``) but shims and containers are re-parented and run on: the node's guardian
+(``localcluster/guardian.py``, outliving the launcher on purpose) runs :func:`clean_host` at once.
+If the guardian was killed too, the next start on the same state directory does
+(:meth:`RealNode.recover`), before it deletes the directory. Proven by
+``tests/node/test_node_lifecycle.py``.
 
-``python -m localcluster.node`` builds what is missing (:func:`node_binaries`: containerd and the
-kubelet, both in ``build.NODE_COMPONENTS``, built on demand only), starts a ``full`` control
-plane, the node, runs one busybox ``echo hello`` pod on it, prints its log, checks pod-to-pod
-traffic by IP (``--pods N``: start latency over N pods, RSS) and stops it all.
-Findings: docs/development.md, "Real node (issue 13): spike findings".
+``python -m localcluster.node`` builds what is missing (:func:`node_binaries`: containerd, the
+kubelet and CoreDNS, in ``build.NODE_COMPONENTS``), starts the ``node`` profile, runs one busybox
+``echo hello`` pod, prints its log, checks pod-to-pod traffic by IP (``--pods N``: start latency
+over N pods, RSS) and stops it all. Docs: docs/development.md, "The real node".
 """
 
 from __future__ import annotations
