@@ -240,14 +240,6 @@ def write_layout(directory_path: Path, images: Mapping[str, Image]) -> Path:
     return directory_path
 
 
-def write_archive(path: Path, images: Mapping[str, Image]) -> Path:
-    """Write the same layout as one reproducible tarball (``ctr images import`` reads it)."""
-    entries = [file(name, data) for name, data in _layout_files(images).items()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(layer_tar(entries))
-    return path
-
-
 # ---------------------------------------------------------------------------------------------
 # The two images of the real node
 
