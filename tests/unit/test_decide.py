@@ -892,7 +892,7 @@ def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
     second = decide(model.parse(one), jobs[:1], None, T0, claims=volumes.views(going))
     one, _ = _stored_after(one, second, last_write=0.0 if not wrote else 1.0, now=11.0)
     record = volumes.parse_record(one["status"].get("volumes"))
-    assert record.get(("ckpt", "workers", 1)) is None
+    assert record.get(("ckpt", "workers", 1, None)) is None
     # Scaled up again once the claim is gone: a new, empty claim, as whenScaled: Delete promised.
     up = copy.deepcopy(one)
     up["spec"]["replicatedJobs"][0]["replicas"] = 2

@@ -55,9 +55,9 @@ def test_job_scope_one_claim_per_job_and_none_for_zero_replicas() -> None:
     js = make([{"templates": [tpl("x")], "scope": "Job"}], rjobs=rjobs)
     desired = volumes.model(js).desired
     assert [(c.name, c.replicated_job, c.job_index, c.slot) for c in desired] == [
-        ("x-js-a-0", "a", 0, ("x", "a", 0)),
-        ("x-js-a-1", "a", 1, ("x", "a", 1)),
-        ("x-js-a-2", "a", 2, ("x", "a", 2)),
+        ("x-js-a-0", "a", 0, ("x", "a", 0, None)),
+        ("x-js-a-1", "a", 1, ("x", "a", 1, None)),
+        ("x-js-a-2", "a", 2, ("x", "a", 2, None)),
     ]
 
 

@@ -43,7 +43,7 @@ from tests.unit.volumes.factories import (
 
 P = prefix_of("data-js")
 P1 = prefix_of("data-js", 1)
-DATA: Slot = ("data", None, None)
+DATA: Slot = ("data", None, None, None)
 CLASSES = StorageClasses(wait_for_first_consumer=frozenset({"wffc"}), expandable=frozenset())
 WFFC: Obj = {"storageClassName": "wffc", **tpl("data")["spec"]}
 
@@ -598,7 +598,7 @@ def test_scaled_away_claims_in_the_plan(
     vplan = plan(recorded(js, existing), existing)
     assert vplan.delete == delete
     assert dict(vplan.record.uids) == {
-        ("ckpt", "workers", i): prefix_of(f"ckpt-js-workers-{i}") for i in record
+        ("ckpt", "workers", i, None): prefix_of(f"ckpt-js-workers-{i}") for i in record
     }
     assert [c.name for c in vplan.claims] == ["ckpt-js-workers-0"]
 
@@ -625,7 +625,7 @@ def test_a_scaled_away_claim_still_recorded_after_its_delete(
     vplan = plan(js, terminating)
     assert vplan.delete == []
     assert dict(vplan.record.uids) == {
-        ("ckpt", "workers", i): prefix_of(f"ckpt-js-workers-{i}") for i in record
+        ("ckpt", "workers", i, None): prefix_of(f"ckpt-js-workers-{i}") for i in record
     }
 
 

@@ -169,8 +169,8 @@ def test_example_03_job_scope_claims_retained_and_labelled() -> None:
     by_name = {c.name: c for c in model.desired}
     ckpt = by_name["ckpt-resumable-workers-1"]
     assert (ckpt.replicated_job, ckpt.job_index) == ("workers", 1)
-    assert ckpt.slot == ("ckpt", "workers", 1)
-    assert by_name["dataset-resumable"].slot == ("dataset", None, None)
+    assert ckpt.slot == ("ckpt", "workers", 1, None)
+    assert by_name["dataset-resumable"].slot == ("dataset", None, None, None)
     assert "ownerReferences" not in ckpt.object["metadata"]
     assert ckpt.object["metadata"]["labels"] == {
         api.JOBSET_NAME: "resumable",
@@ -581,17 +581,17 @@ def test_model_reads_the_stored_record() -> None:
     model = volumes.model(parse(raw))
     assert model.record == ClaimRecord(
         {
-            ("ckpt", "workers", 0): "aaaaaaaa",
-            ("ckpt", "workers", 1): "bbbbbbbb",
-            ("data", None, None): "cccccccc",
+            ("ckpt", "workers", 0, None): "aaaaaaaa",
+            ("ckpt", "workers", 1, None): "bbbbbbbb",
+            ("data", None, None, None): "cccccccc",
         }
     )
-    assert model.slot_name(("ckpt", "workers", 1)) == "ckpt-js-workers-1"
-    assert model.slot_name(("data", None, None)) == "data-js"
+    assert model.slot_name(("ckpt", "workers", 1, None)) == "ckpt-js-workers-1"
+    assert model.slot_name(("data", None, None, None)) == "data-js"
     assert [d.slot for d in model.desired] == [
-        ("ckpt", "workers", 0),
-        ("ckpt", "workers", 1),
-        ("data", None, None),
+        ("ckpt", "workers", 0, None),
+        ("ckpt", "workers", 1, None),
+        ("data", None, None, None),
     ]
     assert model.desired is model.desired  # built once, whatever asks for it
     assert volumes.model(make([{"templates": [tpl("data")]}])).record == ClaimRecord()
@@ -618,7 +618,8 @@ def test_claim_name(args: tuple[Any, ...], expected: str) -> None:
     [
         (("data", "js", "Job"), "needs a replicated job and index"),
         (("data", "js", "Job", "w"), "needs a replicated job and index"),
-        (("data", "js", "Pod", "w", 0), "Pod scope is not supported yet"),
+        (("data", "js", "Pod", "w", 0), "needs a replicated job, a job index and a pod index"),
+        (("data", "js", "Pod", None, 0, 1), "needs a replicated job, a job index and a pod index"),
     ],
 )
 def test_claim_name_errors(args: tuple[Any, ...], message: str) -> None:

@@ -15,6 +15,7 @@ from controller.jobset.model import JobSet, Obj, parse
 from controller.jobset.volumes import (
     REPLACE_LOST_ANNOTATION,
     Condition,
+    Slot,
     StorageClasses,
     VolumeModel,
 )
@@ -427,9 +428,9 @@ def test_with_created_claims() -> None:
     the record in the status that pass writes; the rest of the status is kept."""
     model = volumes.model(status_jobset([ckpt(0)]))
     stored: Obj = {"restarts": 1, "volumes": {"templates": [{"name": "ckpt"}], "claimUIDs": []}}
-    created = {
-        ("ckpt", "workers", 2): uid_of("ckpt-js-workers-2"),
-        ("data", None, None): uid_of("data-js"),
+    created: dict[Slot, str] = {
+        ("ckpt", "workers", 2, None): uid_of("ckpt-js-workers-2"),
+        ("data", None, None, None): uid_of("data-js"),
     }
     status = volumes.with_created_claims(stored, model.record, created)
     assert status == {
