@@ -607,6 +607,8 @@ def test_model_reads_the_stored_record() -> None:
         (("data", "js", "JobSet", "workers", 3), "data-js"),
         (("data", "js", "Job", "workers", 3), "data-js-workers-3"),
         (("model", "volume-sample", "Job", "A", 0), "model-volume-sample-a-0"),
+        (("ckpt", "js", "Pod", "Workers", 1, 2), "ckpt-js-workers-1-2"),
+        (("ckpt", "js", "Job", "workers", 1, 2), "ckpt-js-workers-1"),  # Job scope: per Job
     ],
 )
 def test_claim_name(args: tuple[Any, ...], expected: str) -> None:
@@ -856,3 +858,122 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
         if any(js.replicated_job(r).replicas for r in volumes.targeted(c.policy, js))  # type: ignore[union-attr]
     }
     assert mounted_claims == used
+
+
+# ----------------------------------------------------------------------------- Pod scope
+
+POD = {"templates": [tpl("ckpt")], "scope": "Pod"}
+
+
+def indexed(name: str = "workers", replicas: int = 2, **job_spec: Any) -> Obj:
+    """A replicated job mounting ``ckpt``, ``data`` and ``T63``, with these Job spec fields."""
+    entry = mounting(name, replicas, ("ckpt", "data", T63))
+    entry["template"]["spec"].update(job_spec)
+    return entry
+
+
+def test_pod_scope_refused_until_the_controller_accepts_it() -> None:
+    """The one switch left: ``pod_scope_refused`` (the default refuses; None accepts; the
+    reconciler will pass why, e.g. the admission policy is missing)."""
+    js = make([POD], rjobs=[indexed(completions=3)])
+    with pytest.raises(InvalidJobSet, match=r"^spec.volumeClaimPolicies\[0\].scope: Pod scope is "):
+        volumes.model(js)
+    assert volumes.POD_SCOPE_REFUSED is not None
+    with pytest.raises(InvalidJobSet, match="scope: the policy is missing"):
+        volumes.policies(js, pod_scope_refused="the policy is missing")
+    accepted = volumes.model(js, pod_scope_refused=None)
+    assert [p.scope for p in accepted.policies] == ["Pod"]
+    assert len(accepted.desired) == 6
+    # Other scopes are never refused.
+    volumes.model(make([{**POD, "scope": "Job"}], rjobs=[indexed()]), pod_scope_refused="no")
+
+
+# The longest template name, and a JobSet name making the last claim of ``indexed("workers",
+# 1, completions=10)``, ``<T63>-<JS177>-workers-0-9``, exactly 253 characters long.
+T63 = "t" * 63
+JS177 = "j" * 177
+LONG_TEMPLATE = {"templates": [tpl(T63)], "scope": "Pod"}
+
+
+@pytest.mark.parametrize(
+    ("vcp", "rjobs", "message"),
+    [
+        pytest.param(
+            [POD], [indexed(completionMode="NonIndexed", completions=3)],
+            r"spec.volumeClaimPolicies\[0\].scope: Pod scope needs completionMode Indexed .*"
+            r"spec.replicatedJobs\[0\].template.spec.completionMode of replicated job 'workers' "
+            "is 'NonIndexed'",
+            id="not-indexed",
+        ),
+        pytest.param(
+            [POD], [mounting("leader", 1, ("x",)), indexed(parallelism=2)],
+            r"Pod scope needs spec.replicatedJobs\[1\].template.spec.completions for replicated "
+            "job 'workers'",
+            id="parallelism-without-completions",
+        ),
+        pytest.param(
+            [POD], [indexed(completions="3")],
+            r"spec.replicatedJobs\[0\].template.spec.completions must be a non-negative "
+            "integer, got '3'",
+            id="completions-not-a-number",
+        ),
+        pytest.param(
+            [POD], [indexed(completions=-1)], "must be a non-negative integer, got -1",
+            id="completions-negative",
+        ),
+        # The largest pod index counts: 0-9 fits, 0-10 is one character too many.
+        pytest.param(
+            [LONG_TEMPLATE], [indexed(replicas=1, completions=11)],
+            f"the Pod-scope claim of the last pod of the last Job, '{T63}-{JS177}-workers-0-10', "
+            "has 254 characters, more than the 253 of a claim name",
+            id="last-claim-name-too-long",
+        ),
+        pytest.param(
+            [POD], [indexed(replicas=101, completions=100)],
+            "ask for 10100 claims; at most 10000 .* Pod-scope ones once per completion index",
+            id="too-many-claims",
+        ),
+    ],
+)  # fmt: skip
+def test_pod_scope_invalid(vcp: list[Obj], rjobs: list[Obj], message: str) -> None:
+    with pytest.raises(InvalidJobSet, match=message):
+        volumes.policies(make(vcp, rjobs=rjobs, name=JS177), pod_scope_refused=None)
+
+
+def test_pod_scope_longest_claim_name_that_fits() -> None:
+    js = make([LONG_TEMPLATE], rjobs=[indexed(replicas=1, completions=10)], name=JS177)
+    model = volumes.model(js, pod_scope_refused=None)
+    assert max(len(c.name) for c in model.desired) == 253
+    assert len(model.desired) == 10
+
+
+@pytest.mark.parametrize(
+    ("rjobs", "expected"),
+    [
+        pytest.param([indexed(replicas=2, completions=3, parallelism=1)], 6, id="2x3"),
+        pytest.param([indexed(replicas=3)], 3, id="one-pod-each"),
+        pytest.param([indexed(replicas=0, completions=3)], 0, id="no-jobs"),
+        pytest.param([indexed(replicas=2, completions=0)], 0, id="no-completions"),
+        pytest.param(
+            [indexed(replicas=2, completions=3), indexed("b", replicas=1, completions=4)],
+            10,
+            id="two-replicated-jobs",
+        ),
+    ],
+)
+def test_pod_scope_claim_count(rjobs: list[Obj], expected: int) -> None:
+    js = make([POD, {"templates": [tpl("data")]}], rjobs=rjobs)
+    model = volumes.model(js, pod_scope_refused=None)
+    # The JobSet-scope template adds one, whoever mounts it.
+    assert volumes.claim_count(js, model.policies) == len(model.desired) == expected + 1
+
+
+def test_pod_scope_checks_only_the_replicated_jobs_it_targets() -> None:
+    other = mounting("other", 1)
+    other["template"]["spec"]["completionMode"] = "NonIndexed"
+    js = make([POD], rjobs=[indexed(completions=2), other])
+    model = volumes.model(js, pod_scope_refused=None)
+    assert [c.name for c in model.desired] == [
+        f"ckpt-js-workers-{j}-{p}" for j in range(2) for p in range(2)
+    ]
+    assert model.job_claims.for_job("other", 0) == {}
