@@ -20,12 +20,14 @@ from controller.jobset.volumes import (
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
     OWNER_UID_ANNOTATION,
+    POD_SCOPE_LABEL,
     REPLACE_LOST_ANNOTATION,
     ClaimRecord,
     ClaimState,
     ClaimTemplate,
     Retention,
     StorageClasses,
+    podscope,
 )
 from tests.support.examples import EXAMPLES
 from tests.unit.jobset_factories import make_jobset, make_jobset_obj
@@ -717,6 +719,7 @@ TEMPLATE_NAMES = ["data", "ckpt", "model", "scratch-1", "logs", "cache"]
 def valid_jobsets(draw: st.DrawFn) -> Obj:
     names = draw(st.lists(st.sampled_from(RJOB_NAMES), min_size=1, max_size=4, unique=True))
     replicas = {n: draw(st.integers(0, 3)) for n in names}
+    completions = {n: draw(st.one_of(st.none(), st.integers(0, 3))) for n in names}
     templates = draw(st.lists(st.sampled_from(TEMPLATE_NAMES), max_size=6, unique=True))
     count = draw(st.integers(0, min(3, len(templates))))
     groups: list[list[str]] = [[] for _ in range(count)]
@@ -746,7 +749,7 @@ def valid_jobsets(draw: st.DrawFn) -> Obj:
                 },
             )
         )
-        scope = draw(st.sampled_from(["JobSet", "Job"]))
+        scope = draw(st.sampled_from(["JobSet", "Job", "Pod"]))
         if scope == "JobSet" and request is None and draw(st.booleans()):
             request = {"volumeClaimTemplates": [tpl(t) for t in group]}
             if targets is not None:
@@ -769,6 +772,9 @@ def valid_jobsets(draw: st.DrawFn) -> Obj:
         )
         for n in names
     ]
+    for entry in rjobs:
+        if completions[entry["name"]] is not None:
+            entry["template"]["spec"]["completions"] = completions[entry["name"]]
     spec: Obj = {}
     if policies:
         spec["volumeClaimPolicies"] = policies
@@ -782,7 +788,7 @@ def valid_jobsets(draw: st.DrawFn) -> Obj:
 @given(valid_jobsets(), st.sampled_from(["", "Pending", "Bound"]))
 def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     js = parse(obj)
-    model = volumes.model(js)
+    model = volumes.model(js, pod_scope_refused=None)
     policies = model.policies
     desired = model.desired
     names = [c.name for c in desired]
@@ -816,7 +822,7 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     # ... and once that record is stored, every one is mountable and the pass writes no claim.
     raw = copy.deepcopy(js.raw)
     raw["status"]["volumes"] = volumes.volumes_status(model, first)
-    stored = volumes.model(parse(raw))
+    stored = volumes.model(parse(raw), pod_scope_refused=None)
     second = volumes.plan(stored, found, StorageClasses(), terminal_state="")
     assert second.mountable == set(names)
     assert (second.create, second.patch, second.delete) == ([], [], [])
@@ -841,16 +847,24 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
             }
             assert claims == volumes.claims_for_job(js, policies, r.name, index)
             assert claims == model.job_claims.for_job(r.name, index)
+            # Pod scope: the template mounts placeholders, labelled for the admission policy.
+            placeholders = [c for c in claims.values() if podscope.is_placeholder(c)]
+            labels = (mounted["spec"]["template"].get("metadata") or {}).get("labels") or {}
+            assert (labels.get(POD_SCOPE_LABEL) == "true") is bool(placeholders)
+            needed = model.job_claims.needed(r.name, index)
+            assert len(needed) == len(claims) - len(placeholders) + len(placeholders) * (
+                volumes.pod_indexes(r)
+            )
             mounts = {
                 m["name"]
                 for c in mounted["spec"]["template"]["spec"]["containers"]
                 for m in c.get("volumeMounts", [])
             }
             assert mounts <= set(volume_names)  # every mount has its volume
-            for claim_name in claims.values():
+            for claim_name in needed:
                 assert claim_name in by_name
-            mounted_claims.update(claims.values())
-            assert set(claims.values()) <= second.mountable  # no Job waits once recorded
+            mounted_claims.update(needed)
+            assert set(needed) <= second.mountable  # no Job waits once recorded
     # Every desired claim is mounted by some Job, unless its replicated jobs have no replicas.
     used = {
         c.name
