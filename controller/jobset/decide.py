@@ -34,7 +34,7 @@ from controller.jobset import (
     writefailures,
 )
 from controller.jobset.model import JobSet
-from controller.jobset.volumes import ClaimView, StorageClasses, VolumeModel, VolumePlan
+from controller.jobset.volumes import ClaimView, StorageClasses, VolumeModel, VolumePlan, podscope
 from controller.jobset.writefailures import Failure
 
 Obj = dict[str, Any]
@@ -148,12 +148,20 @@ class _Status:
 
 
 def _claims_mounted(job: Obj) -> set[str]:
-    pod_spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-    return {
+    """The claims the Job's pods use: a Pod-scope placeholder stands for the claim of each of
+    the Job's completion indexes (as the admission policy resolves it for each pod)."""
+    spec = job.get("spec") or {}
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    names = {
         str(v["persistentVolumeClaim"].get("claimName"))
         for v in pod_spec.get("volumes") or []
         if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
     }
+    completions = spec.get("completions")
+    pods = completions if isinstance(completions, int) and completions > 0 else 1
+    for name in [n for n in names if podscope.is_placeholder(n)]:
+        names.update(podscope.resolved_claim_name(name, i) for i in range(pods))
+    return names
 
 
 def _beyond_replicas(jobset: JobSet, job: Obj) -> bool:
@@ -170,28 +178,30 @@ def _mounted_jobs(
     existing: set[str],
     others: Mapping[str, Obj],
 ) -> tuple[list[Obj], list[Failure]]:
-    """Desired Jobs not in ``existing``, with their claims mounted; a Job whose claims are not
-    mountable yet waits. A name held by a Job in ``others`` (not this JobSet's) is reported,
-    never taken over: creating it would only get a 409."""
+    """Desired Jobs not in ``existing``, with their claims mounted; a Job waits until every claim
+    its pods use is mountable (Pod scope: the claims of all its completion indexes, although its
+    template mounts one placeholder). A name held by a Job in ``others`` (not this JobSet's) is
+    reported, never taken over: creating it would only get a 409."""
     result = []
     held = []
     for job in construct.desired_jobs(jobset, allowed, existing):
         if job["metadata"]["name"] in others:
             held.append(job["metadata"]["name"])
             continue
-        wanted = _claims_of(job, model)
-        if wanted is not None:
-            if not all(map(mountable.__contains__, wanted.values())):
+        needed = _claims_of(job, model)
+        if needed is not None:
+            if not all(map(mountable.__contains__, needed)):
                 continue  # a claim it needs is not mountable yet
             labels = job["metadata"]["labels"]
             rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
+            wanted = model.job_claims.for_job(rjob, index)
             job = volumes.mount(job, jobset, model.policies, rjob, index, wanted)
         result.append(job)
     return result, writefailures.held_jobs(held, others)
 
 
-def _claims_of(job: Obj, model: VolumeModel) -> dict[str, str] | None:
-    """Pod volume name -> claim name that the Job mounts; None when the JobSet has no volume
+def _claims_of(job: Obj, model: VolumeModel) -> list[str] | None:
+    """Every claim the Job's pods use (``JobClaims.needed``); None when the JobSet has no volume
     policies (or the Job lacks the labels that place it)."""
     if not model.policies:
         return None
@@ -199,7 +209,7 @@ def _claims_of(job: Obj, model: VolumeModel) -> dict[str, str] | None:
     rjob, index = labels.get(api.REPLICATED_JOB_NAME), labels.get(api.JOB_INDEX)
     if not isinstance(rjob, str) or not isinstance(index, str) or not index.isdigit():
         return None
-    return model.job_claims.for_job(rjob, int(index))
+    return model.job_claims.needed(rjob, int(index))
 
 
 def _suspend_on_lost_claims(
@@ -219,8 +229,8 @@ def _suspend_on_lost_claims(
     for job in children.current_jobs(jobset, jobs):
         if children.is_finished(job) or children.is_deleting(job) or children.is_suspended(job):
             continue
-        wanted = _claims_of(job, model)
-        if wanted is not None and lost.intersection(wanted.values()):
+        needed = _claims_of(job, model)
+        if needed is not None and lost.intersection(needed):
             patches.append((children.name_of(job), {"spec": {"suspend": True}}))
     return patches
 
@@ -242,8 +252,8 @@ def _withhold_unmountable(
     def waits(name: str, patch: Obj) -> bool:
         if patch.get("spec", {}).get("suspend") is not False or name not in by_name:
             return False
-        wanted = _claims_of(by_name[name], model)
-        return wanted is not None and not all(map(mountable.__contains__, wanted.values()))
+        needed = _claims_of(by_name[name], model)
+        return needed is not None and not all(map(mountable.__contains__, needed))
 
     withheld = {name for name, patch in decision.patches if waits(name, patch)}
     if not withheld:

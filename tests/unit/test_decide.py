@@ -86,6 +86,64 @@ def _claim(phase: str, uid: str = CLAIM_UID) -> Obj:
     }
 
 
+# Pod scope (built past its refusal: ``Case.pod_scope``): 2 worker Jobs of 3 completion indexes,
+# one pod at a time, each pod mounting its own claim of template "ckpt".
+POD_RJOBS = [
+    rjob(
+        "workers",
+        2,
+        parallelism=1,
+        completions=3,
+        pod_spec={"containers": [{"name": "main", "image": "busybox",
+                                  "volumeMounts": [{"name": "ckpt", "mountPath": "/ckpt"}]}]},
+    )
+]  # fmt: skip
+POD_SPEC: Obj = {
+    "volumeClaimPolicies": [
+        {"templates": [{"metadata": {"name": "ckpt"}, "spec": CLAIM_SPEC}], "scope": "Pod"},
+    ]
+}
+POD_INDEXES = [(j, p) for j in range(2) for p in range(3)]
+POD_CLAIMS = [f"ckpt-js-workers-{j}-{p}" for j, p in POD_INDEXES]
+
+
+def _pod_claim(job: int, pod: int) -> Obj:
+    """The Pod-scope claim of pod ``pod`` of Job workers-``job``, as this controller made it; its
+    uid prefix is ``<job><pod>000000``."""
+    obj = _claim("Bound", f"{job}{pod}000000-0000-4000-8000-000000000000")
+    obj["metadata"]["name"] = f"ckpt-js-workers-{job}-{pod}"
+    obj["metadata"]["labels"].update({
+        "jobset.sigs.k8s.io/volume-template": "ckpt",
+        "jobset.sigs.k8s.io/volume-scope": "Pod",
+        api.REPLICATED_JOB_NAME: "workers",
+        api.JOB_INDEX: str(job),
+        "jobset.sigs.k8s.io/pod-index": str(pod),
+    })  # fmt: skip
+    return obj
+
+
+def _pod_record(*missing: tuple[int, int]) -> list[Obj]:
+    """``status.volumes.claimUIDs`` remembering the six Pod-scope claims but ``missing``."""
+    uids = ";".join(
+        ",".join("" if (j, p) in missing else f"{j}{p}000000" for p in range(3)) for j in range(2)
+    )
+    return [{"template": "ckpt", "replicatedJob": "workers", "scope": "Pod", "uids": uids}]
+
+
+def _with_pods(
+    *, missing: tuple[tuple[int, int], ...] = (), gone: tuple[int, int] | None = None, **kw: Any
+) -> Case:
+    """The Pod-scope JobSet with its six claims Bound but ``gone``, remembered but ``missing``."""
+    return Case(
+        jobset={"replicated_jobs": POD_RJOBS, "spec": POD_SPEC},
+        stored={"volumes": {"claimUIDs": _pod_record(*missing)}},
+        finalizers=(RETENTION_FINALIZER,),
+        claims=tuple(_pod_claim(j, p) for j, p in POD_INDEXES if (j, p) != gone),
+        pod_scope=True,
+        **kw,
+    )
+
+
 def _counts(**per_rjob: dict[str, int]) -> list[Obj]:
     """Stored ``replicatedJobsStatus``: every counter, zero unless given."""
     zero = {"ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
@@ -142,6 +200,13 @@ LOST_DATA_JS = (
 )
 
 
+LOST_POD_CLAIM = (
+    "1 of 6 claims this JobSet had are lost, with their data: ckpt-js-workers-1-1 (deleted). The "
+    "Jobs that mount them wait; they are not replaced by empty claims unless you accept it: "
+    f"kubectl annotate jobset js {REPLACE_LOST}=ckpt-js-workers-1-1@11000000 --overwrite"
+)
+
+
 def _ours(kind: str, reason: str, message: str, status: str = "True", generation: int = 1) -> Obj:
     """A condition as this controller writes it (with observedGeneration)."""
     return {
@@ -166,6 +231,8 @@ class Case:
     service: bool = True
     claims: tuple[Obj, ...] = ()
     now: datetime.datetime = T0
+    # Accept Pod scope, as the controller will once it checks the admission policy at startup.
+    pod_scope: bool = False
 
 
 def _run(case: Case) -> Plan:
@@ -178,7 +245,15 @@ def _run(case: Case) -> Plan:
     jobset = model.parse(raw)
     jobs = [make_job(jobset, name, index, **kw) for name, index, kw in case.jobs]
     claims = volumes.views(case.claims)
-    return decide(jobset, jobs, SERVICE if case.service else None, case.now, claims=claims or None)
+    found = volumes.model(jobset, pod_scope_refused=None) if case.pod_scope else None
+    return decide(
+        jobset,
+        jobs,
+        SERVICE if case.service else None,
+        case.now,
+        claims=claims or None,
+        model=found,
+    )
 
 
 # ----------------------------------------------------------------------------- the summary
@@ -226,6 +301,17 @@ def _summary(plan: Plan) -> Obj:
         mounts = {j["metadata"]["name"]: _mounted(j) for j in plan.create_jobs if _mounted(j)}
         if mounts:
             out["mounts"] = mounts
+        # Pod templates selected for the admission policy that resolves Pod-scope placeholders.
+        labelled = [
+            j["metadata"]["name"]
+            for j in plan.create_jobs
+            if (j["spec"]["template"].get("metadata") or {})
+            .get("labels", {})
+            .get(volumes.POD_SCOPE_LABEL)
+            == "true"
+        ]
+        if labelled:
+            out["pod_scope_label"] = labelled
     if plan.create_service is not None:
         out["service"] = plan.create_service["metadata"]["name"]
     if plan.delete_jobs:
@@ -546,6 +632,71 @@ ROWS = [
                  leader={"succeeded": 1}, workers={"succeeded": 2})}, now=at(60)),
         {"delete_jobset": True, "writes": 1},
         id="ttl-expired-deletes-jobset",
+    ),
+    # --- Pod scope (built past its refusal, as the controller will once it checks the policy)
+    # One claim per completion index of every Job (completions 3, not parallelism 1), all
+    # created before any Job; the status stays one count per template.
+    pytest.param(
+        Case(jobset={"replicated_jobs": POD_RJOBS, "spec": POD_SPEC}, pod_scope=True),
+        {
+            "status": {"restarts": 0, "conditions": [("VolumesReady", "False", "ClaimsPending")],
+                       "replicatedJobs": {"workers": {}},
+                       "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6, "existing": 6,
+                                    "pending": 6}]},
+            "claims": {"add_finalizer": True, "create": POD_CLAIMS},
+            "writes": 8,
+        },
+        id="pod-scope-claims-per-index-created-jobs-wait",
+    ),
+    # Five of six recorded: the Job whose three claims are all recorded is created, the other
+    # waits for its last pod's claim (this pass records it). The template mounts the placeholder
+    # and carries the label that has the admission policy resolve it per pod.
+    pytest.param(
+        _with_pods(missing=((1, 2),)),
+        {
+            "create": [("js-workers-0", 0, "running")],
+            "mounts": {"js-workers-0": ["ckpt-js-workers-0-POD-INDEX"]},
+            "pod_scope_label": ["js-workers-0"],
+            "status": {"restarts": 0, "conditions": [("VolumesReady", "True", "ClaimsBound")],
+                       "replicatedJobs": {"workers": {}},
+                       "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6, "existing": 6,
+                                    "bound": 6}],
+                       "claimUIDs": _pod_record()},
+            "writes": 2,
+        },
+        id="pod-scope-job-waits-for-all-its-pods-claims",
+    ),
+    pytest.param(
+        _with_pods(),
+        {
+            "create": [("js-workers-0", 0, "running"), ("js-workers-1", 0, "running")],
+            "mounts": {"js-workers-0": ["ckpt-js-workers-0-POD-INDEX"],
+                       "js-workers-1": ["ckpt-js-workers-1-POD-INDEX"]},
+            "pod_scope_label": ["js-workers-0", "js-workers-1"],
+            "status": {"restarts": 0, "conditions": [("VolumesReady", "True", "ClaimsBound")],
+                       "replicatedJobs": {"workers": {}},
+                       "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6, "existing": 6,
+                                    "bound": 6}],
+                       "claimUIDs": _pod_record()},
+            "writes": 3,
+        },
+        id="pod-scope-all-recorded-jobs-mount-the-placeholder",
+    ),
+    # One pod's claim is lost: its Job is suspended (a retried pod of that index would wait for
+    # any claim of the name), the other Job runs on.
+    pytest.param(
+        _with_pods(gone=(1, 1), jobs=(("workers", 0, RUNNING), ("workers", 1, RUNNING))),
+        {
+            "patch": {"js-workers-1": {"spec": {"suspend": True}}},
+            "status": {"restarts": 0, "conditions": [("VolumesReady", "False", "ClaimsLost")],
+                       "replicatedJobs": {"workers": {"active": 2}},
+                       "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6, "existing": 5,
+                                    "bound": 5, "lost": 1}],
+                       "claimUIDs": _pod_record()},
+            "events": [("Warning", "ClaimsLost", LOST_POD_CLAIM)],
+            "writes": 2,
+        },
+        id="pod-scope-lost-claim-suspends-its-job-only",
     ),
     # --- scale-down (extension: replicas may be lowered)
     pytest.param(
@@ -892,10 +1043,34 @@ def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
     second = decide(model.parse(one), jobs[:1], None, T0, claims=volumes.views(going))
     one, _ = _stored_after(one, second, last_write=0.0 if not wrote else 1.0, now=11.0)
     record = volumes.parse_record(one["status"].get("volumes"))
-    assert record.get(("ckpt", "workers", 1)) is None
+    assert record.get(("ckpt", "workers", 1, None)) is None
     # Scaled up again once the claim is gone: a new, empty claim, as whenScaled: Delete promised.
     up = copy.deepcopy(one)
     up["spec"]["replicatedJobs"][0]["replicas"] = 2
     third = decide(model.parse(up), jobs[:1], None, T0, claims=volumes.views(claims[:1]))
     assert third.volume is not None
     assert [c.name for c in third.volume.create] == ["ckpt-js-workers-1"]
+
+
+def test_pod_scope_release_deletes_the_finished_jobs_using_the_claims() -> None:
+    """``whenCompleted: Delete`` on a Completed Pod-scope JobSet: the finished Jobs' pods still
+    use their claims (pvc-protection would keep them), so those Jobs go too; each is found by
+    the placeholder its template mounts, which stands for all its completion indexes' claims."""
+    spec = copy.deepcopy(POD_SPEC)
+    spec["volumeClaimPolicies"][0]["retentionPolicy"] = {"whenCompleted": "Delete"}
+    raw = make_jobset_obj(
+        replicated_jobs=POD_RJOBS, spec=spec, conditions=[COMPLETED], terminal_state="Completed"
+    )
+    raw["metadata"]["finalizers"] = [RETENTION_FINALIZER]
+    raw["status"]["volumes"] = {"claimUIDs": _pod_record()}
+    js = model.parse(raw)
+    found = volumes.model(js, pod_scope_refused=None)
+    jobs = [
+        volumes.mount(make_job(js, "workers", j, complete=True), js, found.policies, "workers", j)
+        for j in range(2)
+    ]
+    claims = volumes.views(_pod_claim(j, p) for j, p in POD_INDEXES)
+    plan = decide(js, jobs, SERVICE, T0, claims=claims, model=found)
+    assert sorted(plan.delete_jobs) == ["js-workers-0", "js-workers-1"]
+    assert plan.volume is not None
+    assert sorted(plan.volume.delete) == POD_CLAIMS

@@ -27,7 +27,6 @@ from controller.jobset import api, construct, volumes
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet
 from controller.jobset.volumes import desired as desiredmod
-from controller.jobset.volumes import spec as specmod
 from tests.unit.jobset_factories import make_jobset, rjob
 
 NOW = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -72,10 +71,9 @@ class DeepCopies:
 
 
 def spy_on_claim_names(patch: pytest.MonkeyPatch) -> Calls:
-    """Counts the claim names made, wherever the volume package makes them."""
+    """Counts the claim names made: the volume package makes them all in ``desired``."""
     named = Calls(desiredmod.claim_name)
     patch.setattr(desiredmod, "claim_name", named)
-    patch.setattr(specmod, "claim_name", named)
     return named
 
 

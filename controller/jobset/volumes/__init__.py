@@ -24,6 +24,8 @@ from controller.jobset.volumes.desired import (
     desired_claims,
     mount,
     mounted_names,
+    pod_indexes,
+    slot_claim_name,
     targeted,
 )
 from controller.jobset.volumes.lifecycle import (
@@ -47,11 +49,13 @@ from controller.jobset.volumes.lifecycle import (
     released_by,
 )
 from controller.jobset.volumes.model import (
+    CLAIM_POD_INDEX_LABEL,
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
     FINALIZER,
     MAX_CLAIMS,
     OWNER_UID_ANNOTATION,
+    POD_SCOPE_LABEL,
     REPLACE_LOST_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
@@ -71,7 +75,13 @@ from controller.jobset.volumes.ownership import (
 )
 from controller.jobset.volumes.quantity import parse_quantity
 from controller.jobset.volumes.record import ClaimRecord, parse_record, uid_prefix
-from controller.jobset.volumes.spec import VolumeModel, claim_count, model, policies
+from controller.jobset.volumes.spec import (
+    POD_SCOPE_REFUSED,
+    VolumeModel,
+    claim_count,
+    model,
+    policies,
+)
 from controller.jobset.volumes.status import (
     EXPANSION_BLOCKED,
     REASON_CLAIM_CONFLICT,
@@ -99,12 +109,15 @@ from controller.jobset.volumes.status import (
 )
 
 __all__ = [
+    "CLAIM_POD_INDEX_LABEL",
     "CLAIM_SCOPE_LABEL",
     "CLAIM_TEMPLATE_LABEL",
     "EXPANSION_BLOCKED",
     "FINALIZER",
     "MAX_CLAIMS",
     "OWNER_UID_ANNOTATION",
+    "POD_SCOPE_LABEL",
+    "POD_SCOPE_REFUSED",
     "REASON_CLAIMS_BOUND",
     "REASON_CLAIMS_LOST",
     "REASON_CLAIMS_MISSING",
@@ -165,10 +178,12 @@ __all__ = [
     "parse_quantity",
     "parse_record",
     "plan",
+    "pod_indexes",
     "policies",
     "released_by",
     "released_claims",
     "retain_patch",
+    "slot_claim_name",
     "targeted",
     "template_counts",
     "uid_prefix",

@@ -38,6 +38,7 @@ from controller.jobset.model import JobSet
 from controller.jobset.volumes import ownership
 from controller.jobset.volumes.desired import DesiredClaim, Slot
 from controller.jobset.volumes.model import (
+    CLAIM_POD_INDEX_LABEL,
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
     FINALIZER,
@@ -197,12 +198,18 @@ def slot_of(claim: ClaimView) -> Slot | None:
     template = claim.labels.get(CLAIM_TEMPLATE_LABEL)
     if not template:
         return None
-    if claim.labels.get(CLAIM_SCOPE_LABEL) != "Job":
-        return (template, None, None)
+    scope = claim.labels.get(CLAIM_SCOPE_LABEL)
+    if scope not in ("Job", "Pod"):
+        return (template, None, None, None)
     rjob, index = claim.labels.get(api.REPLICATED_JOB_NAME), claim.labels.get(api.JOB_INDEX)
     if not rjob or index is None or not index.isdigit():
         return None
-    return (template, rjob, int(index))
+    if scope == "Job":
+        return (template, rjob, int(index), None)
+    pod = claim.labels.get(CLAIM_POD_INDEX_LABEL)
+    if pod is None or not pod.isdigit():
+        return None
+    return (template, rjob, int(index), int(pod))
 
 
 def _policy_of(claim: ClaimView, found: Iterable[VolumePolicy]) -> VolumePolicy | None:
@@ -211,9 +218,9 @@ def _policy_of(claim: ClaimView, found: Iterable[VolumePolicy]) -> VolumePolicy 
 
 
 def scaled_away(claim: ClaimView, policy: VolumePolicy, replicas: Callable[[str], int]) -> bool:
-    """A Job-scope claim of a child Job beyond its replicated job's ``replicas`` now."""
+    """A Job- or Pod-scope claim of a child Job beyond its replicated job's ``replicas`` now."""
     slot = slot_of(claim)
-    if policy.scope != "Job" or slot is None or slot[1] is None or slot[2] is None:
+    if policy.scope == "JobSet" or slot is None or slot[1] is None or slot[2] is None:
         return False
     return slot[2] >= replicas(slot[1])
 
@@ -356,12 +363,12 @@ def _scaled_away_slots(model: VolumeModel) -> list[Slot]:
     deleting = {
         t.name
         for p in model.policies
-        if p.scope == "Job" and p.retention.when_scaled == "Delete"
+        if p.scope != "JobSet" and p.retention.when_scaled == "Delete"
         for t in p.templates
     }
     found = []
     for slot in model.record.uids:
-        template, rjob, index = slot
+        template, rjob, index, _ = slot
         if template not in deleting or rjob is None or index is None:
             continue
         replicated = model.jobset.replicated_job(rjob)

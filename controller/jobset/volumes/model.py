@@ -17,10 +17,14 @@ Obj = dict[str, Any]
 Scope = Literal["JobSet", "Job", "Pod"]
 Keep = Literal["Retain", "Delete"]
 
-# Labels on the claims we create (besides api.JOBSET_NAME, and for Job scope
+# Labels on the claims we create (besides api.JOBSET_NAME, and for Job and Pod scope
 # api.REPLICATED_JOB_NAME and api.JOB_INDEX).
 CLAIM_TEMPLATE_LABEL = "jobset.sigs.k8s.io/volume-template"
 CLAIM_SCOPE_LABEL = "jobset.sigs.k8s.io/volume-scope"
+# On a Pod-scope claim: the completion index of the pod that mounts it. Ours, next to upstream's
+# job-index, rather than Kubernetes' batch.kubernetes.io/job-completion-index (the pods' label):
+# keys under kubernetes.io are the Kubernetes project's, and the claim is not a pod.
+CLAIM_POD_INDEX_LABEL = "jobset.sigs.k8s.io/pod-index"
 # On the pod template of a Pod-scope replicated job: selects its pods for the admission policy
 # that resolves their placeholder claim names (podscope.py, manifests/pod-scope/).
 POD_SCOPE_LABEL = "jobset.sigs.k8s.io/pod-scope-volumes"

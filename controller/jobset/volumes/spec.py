@@ -8,6 +8,12 @@ Both spellings of a policy normalise to ``VolumePolicy``:
   ``volumeClaimTemplates``, ``retentionPolicy``), always JobSet scope.
 
 Invalid policies raise ``InvalidJobSet`` naming the field; nothing else is raised for bad input.
+
+Pod scope is parsed and validated like the others (``completionMode: Indexed``, claim names that
+fit), but refused while ``pod_scope_refused`` says why: its pods start only with the admission
+policy of ``podscope.py`` installed, and the controller does not check that yet (issue 14). The
+CRD refuses it too (``controller/api/schema.py``). Deletion (``readable_policies``) reads Pod-scope
+policies whatever the refusal: retention must not depend on it.
 ``VolumeModel`` is what the rest of the package works on: the policies, the desired claims, the
 claims this JobSet is known to have had (its uid record) and the Lost claims it accepts to
 replace, all read from the JobSet once.
@@ -23,16 +29,18 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.jobset.model import InvalidJobSet, JobSet
+from controller.jobset.model import InvalidJobSet, JobSet, ReplicatedJob
+from controller.jobset.volumes import podscope
 from controller.jobset.volumes import record as recordmod
 from controller.jobset.volumes.desired import (
     DesiredClaim,
     JobClaims,
     Slot,
-    claim_name,
     claim_slots,
     desired_claims,
     mounted_names,
+    pod_indexes,
+    slot_claim_name,
     targeted,
 )
 from controller.jobset.volumes.model import (
@@ -53,6 +61,14 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _MAX_LABEL = 63
 _MAX_SUBDOMAIN = 253
+
+# Why Pod scope is refused; None accepts it. The one switch left: once the controller checks at
+# startup that the API server serves MutatingAdmissionPolicy and that the policy of
+# manifests/pod-scope/ is installed and current (issue 14), the reconciler passes None when it is
+# and a message naming the missing policy when not, and the CRD's refusal goes.
+POD_SCOPE_REFUSED: str | None = (
+    "Pod scope is not supported yet (a later release adds it); use JobSet or Job"
+)
 
 
 def _str_map(value: Any, where: str) -> dict[str, str]:
@@ -155,14 +171,9 @@ def _upstream_policy(raw: Any, where: str) -> VolumePolicy:
     scope = raw.get("scope")
     if scope is None or scope == "":
         scope = "JobSet"
-    if scope == "Pod":
-        raise InvalidJobSet(
-            f"{where}.scope: Pod scope is not supported yet (a later release adds it); "
-            "use JobSet or Job"
-        )
-    if scope not in ("JobSet", "Job"):
+    if scope not in ("JobSet", "Job", "Pod"):
         raise InvalidJobSet(f"{where}.scope must be JobSet, Job or Pod, got {scope!r}")
-    chosen: Scope = "Job" if scope == "Job" else "JobSet"
+    chosen: Scope = "Job" if scope == "Job" else "Pod" if scope == "Pod" else "JobSet"
     return VolumePolicy(
         templates=_templates(raw.get("templates"), f"{where}.templates"),
         retention=_retention(raw.get("retentionPolicy"), f"{where}.retentionPolicy"),
@@ -300,9 +311,66 @@ def _validate(jobset: JobSet, found: list[VolumePolicy]) -> None:
                     )
 
 
+def _job_spec_field(jobset: JobSet, rjob: ReplicatedJob, key: str) -> str:
+    position = next(i for i, r in enumerate(jobset.replicated_jobs) if r.name == rjob.name)
+    return f"spec.replicatedJobs[{position}].template.spec.{key}"
+
+
+def _validate_pod_rjob(jobset: JobSet, policy: VolumePolicy, rjob: ReplicatedJob) -> None:
+    """A replicated job a Pod-scope policy targets: Indexed, with one claim per completion
+    index, the longest of whose names (largest Job and pod index) is a valid claim name."""
+    spec = rjob.template.get("spec", {})
+    mode = spec.get("completionMode")
+    if mode != "Indexed":
+        raise InvalidJobSet(
+            f"{policy.where}.scope: Pod scope needs completionMode Indexed (each pod finds its "
+            f"claim by its completion index), but {_job_spec_field(jobset, rjob, 'completionMode')}"
+            f" of replicated job {rjob.name!r} is {mode!r}"
+        )
+    completions = spec.get("completions")
+    if completions is not None and (
+        not isinstance(completions, int) or isinstance(completions, bool) or completions < 0
+    ):
+        raise InvalidJobSet(
+            f"{_job_spec_field(jobset, rjob, 'completions')} must be a non-negative integer, "
+            f"got {completions!r}"
+        )
+    if completions is None and "parallelism" in spec:
+        raise InvalidJobSet(
+            f"{policy.where}.scope: Pod scope needs {_job_spec_field(jobset, rjob, 'completions')}"
+            f" for replicated job {rjob.name!r}: an Indexed Job has one pod, and one claim, per "
+            "completion index"
+        )
+    pods = pod_indexes(rjob)
+    if rjob.replicas <= 0 or pods <= 0:
+        return
+    for template in policy.templates:
+        name = podscope.pod_claim_name(
+            template.name, jobset.name, rjob.name, rjob.replicas - 1, pods - 1
+        )
+        if len(name) > _MAX_SUBDOMAIN:
+            raise InvalidJobSet(
+                f"{policy.where}: the Pod-scope claim of the last pod of the last Job, {name!r}, "
+                f"has {len(name)} characters, more than the {_MAX_SUBDOMAIN} of a claim name: "
+                "shorten the JobSet, template or replicated job name"
+            )
+
+
+def _validate_pod_scope(jobset: JobSet, found: Iterable[VolumePolicy], refused: str | None) -> None:
+    for policy in found:
+        if policy.scope != "Pod":
+            continue
+        if refused is not None:
+            raise InvalidJobSet(f"{policy.where}.scope: {refused}")
+        for name in targeted(policy, jobset):
+            rjob = jobset.replicated_job(name)
+            if rjob is not None:
+                _validate_pod_rjob(jobset, policy, rjob)
+
+
 def _validate_claim_names(jobset: JobSet, found: tuple[VolumePolicy, ...]) -> None:
     seen: dict[str, str] = {}
-    for policy, template, _, _, name in claim_slots(jobset, found):
+    for policy, template, _, name in claim_slots(jobset, found):
         if not _valid_claim_name(name):
             raise InvalidJobSet(
                 f"{policy.where}: claim name {name!r} must be a DNS-1123 subdomain of at most "
@@ -318,32 +386,43 @@ def _validate_claim_names(jobset: JobSet, found: tuple[VolumePolicy, ...]) -> No
 
 def claim_count(jobset: JobSet, found: Iterable[VolumePolicy]) -> int:
     """How many claims the policies ask for: one per JobSet-scope template, one per Job-scope
-    template and child Job of the replicated jobs it targets."""
+    template and child Job of the replicated jobs it targets, one per Pod-scope template and
+    completion index of each such child Job."""
     count = 0
     for policy in found:
         if policy.scope == "JobSet":
             count += len(policy.templates)
             continue
-        replicas = 0
+        per_template = 0
         for name in targeted(policy, jobset):
             rjob = jobset.replicated_job(name)
-            replicas += rjob.replicas if rjob is not None else 0
-        count += len(policy.templates) * replicas
+            if rjob is None:
+                continue
+            pods = pod_indexes(rjob) if policy.scope == "Pod" else 1
+            per_template += rjob.replicas * pods
+        count += len(policy.templates) * per_template
     return count
 
 
-def policies(jobset: JobSet) -> tuple[VolumePolicy, ...]:
-    """The JobSet's volume claim policies, both spellings, validated; () when it has none."""
+def policies(
+    jobset: JobSet, *, pod_scope_refused: str | None = POD_SCOPE_REFUSED
+) -> tuple[VolumePolicy, ...]:
+    """The JobSet's volume claim policies, both spellings, validated; () when it has none.
+
+    A Pod-scope policy is refused with ``pod_scope_refused`` as the reason, unless it is None.
+    """
     found = _raw_policies(jobset)
     _validate(jobset, found)
     result = tuple(found)
+    _validate_pod_scope(jobset, result, pod_scope_refused)
     count = claim_count(jobset, result)
     if count > MAX_CLAIMS:
         # Every reconcile lists every desired claim several times; 16 Job-scope templates on
         # 10,000 Jobs (160,000 claims) took over a minute of event-loop time per reconcile.
         raise InvalidJobSet(
             f"spec: the volume claim policies ask for {count} claims; at most {MAX_CLAIMS} per "
-            "JobSet (Job-scope templates count once per child Job they target)"
+            "JobSet (Job-scope templates count once per child Job they target, Pod-scope ones "
+            "once per completion index of each)"
         )
     _validate_claim_names(jobset, result)
     return result
@@ -370,17 +449,16 @@ class VolumeModel:
         return JobClaims(self.jobset, self.policies)
 
     def slot_name(self, slot: Slot) -> str:
-        template, rjob, index = slot
-        scope: Scope = "JobSet" if rjob is None else "Job"
-        return claim_name(template, self.jobset.name, scope, rjob, index)
+        return slot_claim_name(self.jobset.name, slot)
 
 
-def model(jobset: JobSet) -> VolumeModel:
-    """The JobSet's volume model; raises ``InvalidJobSet`` for policies that cannot be acted on."""
+def model(jobset: JobSet, *, pod_scope_refused: str | None = POD_SCOPE_REFUSED) -> VolumeModel:
+    """The JobSet's volume model; raises ``InvalidJobSet`` for policies that cannot be acted on
+    (``policies``: Pod scope is refused with ``pod_scope_refused`` unless it is None)."""
     annotations = as_dict(as_dict(jobset.raw.get("metadata")).get("annotations"))
     return VolumeModel(
         jobset,
-        policies(jobset),
+        policies(jobset, pod_scope_refused=pod_scope_refused),
         recordmod.parse_record(jobset.status.raw.get("volumes")),
         recordmod.accepted_losses(annotations, REPLACE_LOST_ANNOTATION),
     )

@@ -82,7 +82,7 @@ def template_counts(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> lis
                 "conflicts": 0,
             }
             if policy.scope == "JobSet":
-                entry["claimName"] = model.slot_name((template.name, None, None))
+                entry["claimName"] = model.slot_name((template.name, None, None, None))
             entries[template.name] = entry
     for at in claims:
         entry = entries[at.desired.template.name]

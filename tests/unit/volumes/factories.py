@@ -21,6 +21,7 @@ from controller.jobset import api, volumes
 from controller.jobset.decide import Plan
 from controller.jobset.model import JobSet, Obj, owner_reference, parse
 from controller.jobset.volumes import (
+    CLAIM_POD_INDEX_LABEL,
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
     OWNER_UID_ANNOTATION,
@@ -132,6 +133,7 @@ def claim(
     scope: str = "JobSet",
     rjob_name: str | None = None,
     index: int | None = None,
+    pod_index: int | None = None,
     spec: Obj | None = None,
     phase: str | None = "Bound",
     refs: list[Obj] | None = None,
@@ -147,6 +149,8 @@ def claim(
         labels[api.REPLICATED_JOB_NAME] = rjob_name
     if index is not None:
         labels[api.JOB_INDEX] = str(index)
+    if pod_index is not None:
+        labels[CLAIM_POD_INDEX_LABEL] = str(pod_index)
     notes: Obj = dict(annotations or {})
     if owner_uid is not None:
         notes[OWNER_UID_ANNOTATION] = owner_uid
@@ -178,6 +182,19 @@ def ckpt(index: int, **kw: Any) -> Obj:
     """The Job-scope claim of template ``ckpt`` for Job ``workers-<index>`` of JobSet js."""
     kw.setdefault("template", "ckpt")
     return claim(f"ckpt-js-workers-{index}", scope="Job", rjob_name="workers", index=index, **kw)
+
+
+def pod_ckpt(index: int, pod: int, **kw: Any) -> Obj:
+    """The Pod-scope claim of template ``ckpt`` for pod ``pod`` of Job ``workers-<index>``."""
+    kw.setdefault("template", "ckpt")
+    return claim(
+        f"ckpt-js-workers-{index}-{pod}",
+        scope="Pod",
+        rjob_name="workers",
+        index=index,
+        pod_index=pod,
+        **kw,
+    )
 
 
 def created(desired: DesiredClaim, phase: str | None = "Bound", generation: int = 0) -> Obj:
@@ -214,13 +231,16 @@ def views(claims: Iterable[Obj]) -> dict[str, ClaimView]:
 def slot_of(obj: Obj) -> Slot:
     """The record slot of one of our claims, read from the labels ``claim`` gives it."""
     labels = obj["metadata"]["labels"]
-    if labels[CLAIM_SCOPE_LABEL] == "Job":
-        return (
-            labels[CLAIM_TEMPLATE_LABEL],
-            labels[api.REPLICATED_JOB_NAME],
-            int(labels[api.JOB_INDEX]),
-        )
-    return (labels[CLAIM_TEMPLATE_LABEL], None, None)
+    scope = labels[CLAIM_SCOPE_LABEL]
+    if scope == "JobSet":
+        return (labels[CLAIM_TEMPLATE_LABEL], None, None, None)
+    pod = int(labels[CLAIM_POD_INDEX_LABEL]) if scope == "Pod" else None
+    return (
+        labels[CLAIM_TEMPLATE_LABEL],
+        labels[api.REPLICATED_JOB_NAME],
+        int(labels[api.JOB_INDEX]),
+        pod,
+    )
 
 
 def record_of(claims: Iterable[Obj]) -> list[Obj]:

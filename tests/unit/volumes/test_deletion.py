@@ -21,12 +21,21 @@ from controller.jobset.volumes import (
     retain_patch,
     views,
 )
-from tests.unit.volumes.factories import ckpt, claim, make_obj, merge_patch, mounting, owner, tpl
+from tests.unit.volumes.factories import (
+    ckpt,
+    claim,
+    make_obj,
+    merge_patch,
+    mounting,
+    owner,
+    pod_ckpt,
+    tpl,
+)
 
 ORPHANED = (FINALIZER, deletion.ORPHAN_FINALIZER)
 RETAIN = {"whenDeleted": "Retain"}
 KEPT = {RETAINED_FROM_ANNOTATION: "uid-js"}  # what retain_patch leaves (and no ownerReference)
-POD_SCOPE = "spec.volumeClaimPolicies[1].scope: Pod scope is not supported yet"
+UNREADABLE = "spec.volumeClaimPolicies[1].scope must be JobSet, Job or Pod, got 'Node'"
 
 
 def policy(*templates: str, scope: str = "JobSet", **retention: str) -> Obj:
@@ -86,6 +95,18 @@ CASES = [
                  {"delete": ["ckpt-js-workers-1"],
                   "keep": {"ckpt-js-workers-0": ("Normal", "whenDeleted: Retain")}},
                  id="whenScaled-Delete-deletes-scaled-away-only"),
+    # Pod scope: read whatever the controller's refusal of it (retention must not depend on
+    # it), per claim as Job scope.
+    pytest.param(going(policy("ckpt", scope="Pod")),
+                 [pod_ckpt(0, 0, refs=[owner()]), pod_ckpt(1, 2, refs=[owner()])],
+                 {"delete": ["ckpt-js-workers-0-0", "ckpt-js-workers-1-2"]},
+                 id="pod-scope-whenDeleted-Delete-deletes"),
+    pytest.param(going(policy("ckpt", scope="Pod", **RETAIN, whenScaled="Delete"), replicas=1),
+                 [pod_ckpt(0, 1, refs=[owner()]), pod_ckpt(1, 0, refs=[owner()]),
+                  pod_ckpt(1, 1, refs=[owner()])],
+                 {"delete": ["ckpt-js-workers-1-0", "ckpt-js-workers-1-1"],
+                  "keep": {"ckpt-js-workers-0-1": ("Normal", "whenDeleted: Retain")}},
+                 id="pod-scope-whenScaled-Delete-deletes-scaled-away-only"),
     pytest.param(going(policy("ckpt", scope="Job", **RETAIN, whenScaled="Delete"),
                        replicas="many"),
                  [ckpt(1, refs=[owner()])],
@@ -97,7 +118,7 @@ CASES = [
                  {"keep": {"ckpt-js-workers-1": ("Normal", "whenDeleted: Retain")}},
                  id="unreadable-replicated-jobs-nothing-scaled-away"),
     # --- the JobSet is invalid, but this claim's policy entry is readable on its own
-    pytest.param(going(policy("data"), policy("other", scope="Pod")), [data()],
+    pytest.param(going(policy("data"), policy("other", scope="Node")), [data()],
                  {"delete": ["data-js"]}, id="other-entry-unreadable-this-one-decides"),
     # --- orphan propagation: the Jobs and their pods stay, so do the claims
     pytest.param(going(policy("data"), finalizers=ORPHANED), [data()],
@@ -109,8 +130,8 @@ CASES = [
                        terminal="Completed"),
                  [data()], {"delete": ["data-js"]}, id="orphan-whenCompleted-Delete-stands"),
     # --- nothing justifies a delete: kept, with a Warning saying why
-    pytest.param(going(policy("data"), policy("ckpt", scope="Pod")), [ckpt(0, refs=[owner()])],
-                 {"keep": {"ckpt-js-workers-0": ("Warning", POD_SCOPE)}},
+    pytest.param(going(policy("data"), policy("ckpt", scope="Node")), [ckpt(0, refs=[owner()])],
+                 {"keep": {"ckpt-js-workers-0": ("Warning", UNREADABLE)}},
                  id="its-policy-entry-unreadable-kept"),
     pytest.param(going(policy("data")), [data(template="gone")],
                  {"keep": {"data-js": ("Warning", "no readable volume claim policy has its "

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from controller.jobset import construct, volumes
+from controller.jobset import api, construct, volumes
 from controller.jobset.model import Obj
 from controller.jobset.volumes import JobClaims, Retention, VolumePolicy
 from tests.unit.volumes.factories import make, mounting, only, owner, tpl
@@ -55,9 +55,9 @@ def test_job_scope_one_claim_per_job_and_none_for_zero_replicas() -> None:
     js = make([{"templates": [tpl("x")], "scope": "Job"}], rjobs=rjobs)
     desired = volumes.model(js).desired
     assert [(c.name, c.replicated_job, c.job_index, c.slot) for c in desired] == [
-        ("x-js-a-0", "a", 0, ("x", "a", 0)),
-        ("x-js-a-1", "a", 1, ("x", "a", 1)),
-        ("x-js-a-2", "a", 2, ("x", "a", 2)),
+        ("x-js-a-0", "a", 0, ("x", "a", 0, None)),
+        ("x-js-a-1", "a", 1, ("x", "a", 1, None)),
+        ("x-js-a-2", "a", 2, ("x", "a", 2, None)),
     ]
 
 
@@ -176,3 +176,130 @@ def test_mount_untargeted_is_an_equal_copy() -> None:
     mounted = volumes.mount(job, js, volumes.policies(js), "other", 0)
     assert mounted == job
     assert mounted is not job
+
+
+# ----------------------------------------------------------------------------- Pod scope
+
+POD = {"templates": [tpl("ckpt")], "scope": "Pod"}
+
+
+def indexed(
+    name: str,
+    replicas: int,
+    completions: int | None = None,
+    parallelism: int | None = None,
+    mounts: tuple[str, ...] = ("ckpt",),
+) -> Obj:
+    """A replicated job mounting ``mounts``, with these completions and parallelism."""
+    entry = mounting(name, replicas, mounts)
+    spec = entry["template"]["spec"]
+    if completions is not None:
+        spec["completions"] = completions
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    return entry
+
+
+def pod_model(vcp: list[Obj], rjobs: list[Obj]) -> volumes.VolumeModel:
+    """The model of js, Pod scope accepted (as once the controller checks the policy)."""
+    return volumes.model(make(vcp, rjobs=rjobs), pod_scope_refused=None)
+
+
+@pytest.mark.parametrize(
+    ("completions", "parallelism", "expected"),
+    [
+        pytest.param(None, None, 1, id="neither-kubernetes-defaults-to-1"),
+        pytest.param(3, None, 3, id="completions"),
+        # Fewer pods at once than completion indexes: every index still needs its claim.
+        pytest.param(3, 1, 3, id="parallelism-below-completions"),
+        pytest.param(2, 5, 2, id="parallelism-above-completions"),
+        pytest.param(0, None, 0, id="no-completions"),
+    ],
+)
+def test_pod_indexes(completions: int | None, parallelism: int | None, expected: int) -> None:
+    js = make([POD], rjobs=[indexed("workers", 1, completions, parallelism)])
+    assert volumes.pod_indexes(js.replicated_jobs[0]) == expected
+
+
+def test_pod_scope_one_claim_per_completion_index_of_every_job() -> None:
+    model = pod_model([POD], [indexed("workers", 2, completions=3, parallelism=1)])
+    assert [(c.name, c.slot) for c in model.desired] == [
+        (f"ckpt-js-workers-{j}-{p}", ("ckpt", "workers", j, p)) for j in range(2) for p in range(3)
+    ]
+    last = model.desired[-1]
+    assert (last.replicated_job, last.job_index, last.pod_index) == ("workers", 1, 2)
+    assert last.metadata["labels"] == {
+        api.JOBSET_NAME: "js",
+        volumes.CLAIM_TEMPLATE_LABEL: "ckpt",
+        volumes.CLAIM_SCOPE_LABEL: "Pod",
+        api.REPLICATED_JOB_NAME: "workers",
+        api.JOB_INDEX: "1",
+        volumes.CLAIM_POD_INDEX_LABEL: "2",
+    }
+    assert [model.slot_name(c.slot) for c in model.desired] == [c.name for c in model.desired]
+
+
+@pytest.mark.parametrize(
+    ("vcp", "mounted", "needed"),
+    [
+        pytest.param(
+            [POD, {"templates": [tpl("data")]}],
+            {"ckpt": "ckpt-js-workers-1-POD-INDEX", "data": "data-js"},
+            ["ckpt-js-workers-1-0", "ckpt-js-workers-1-1", "ckpt-js-workers-1-2", "data-js"],
+            id="pod-and-jobset-scope",
+        ),
+        pytest.param(
+            [{"templates": [tpl("data")]}, {**POD, "templates": [tpl("ckpt"), tpl("logs")]}],
+            {"data": "data-js", "ckpt": "ckpt-js-workers-1-POD-INDEX",
+             "logs": "logs-js-workers-1-POD-INDEX"},
+            ["data-js", "ckpt-js-workers-1-0", "ckpt-js-workers-1-1", "ckpt-js-workers-1-2",
+             "logs-js-workers-1-0", "logs-js-workers-1-1", "logs-js-workers-1-2"],
+            id="policy-order",
+        ),
+        pytest.param(
+            [{**POD, "scope": "Job"}],
+            {"ckpt": "ckpt-js-workers-1"},
+            ["ckpt-js-workers-1"],
+            id="job-scope-needs-what-it-mounts",
+        ),
+    ],
+)  # fmt: skip
+def test_job_claims_mounted_and_needed(
+    vcp: list[Obj], mounted: dict[str, str], needed: list[str]
+) -> None:
+    """A Job's template mounts one placeholder per Pod-scope template; it needs the claim of
+    each of its completion indexes (3 here, one pod at a time)."""
+    rjobs = [indexed("workers", 2, completions=3, parallelism=1, mounts=("ckpt", "data", "logs"))]
+    model = pod_model(vcp, rjobs)
+    assert model.job_claims.for_job("workers", 1) == mounted
+    assert list(model.job_claims.for_job("workers", 1)) == list(mounted)
+    assert model.job_claims.needed("workers", 1) == needed
+    assert model.job_claims.needed("ghost", 0) == []
+    # Every claim a Job needs is a desired claim.
+    assert set(needed) <= {c.name for c in model.desired}
+
+
+def test_mount_pod_scope_placeholder_and_label() -> None:
+    """The placeholder, and the label that selects the pods for the admission policy resolving
+    it; the template's own labels are kept, the Job given is not changed."""
+    model = pod_model([POD], [indexed("workers", 2, completions=3)])
+    js = model.jobset
+    job = construct.desired_job(js, js.replicated_jobs[0], 1)
+    job["spec"]["template"]["metadata"] = {"labels": {"team": "a"}}
+    before = copy.deepcopy(job)
+    mounted = volumes.mount(job, js, model.policies, "workers", 1)
+    assert job == before
+    template = mounted["spec"]["template"]
+    assert template["spec"]["volumes"] == [
+        {"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt-js-workers-1-POD-INDEX"}}
+    ]
+    assert template["metadata"]["labels"] == {"team": "a", volumes.POD_SCOPE_LABEL: "true"}
+    assert volumes.mount(mounted, js, model.policies, "workers", 1) == mounted
+
+
+def test_mount_without_a_placeholder_adds_no_label() -> None:
+    js = make([{"templates": [tpl("data")]}])
+    job = construct.desired_job(js, js.replicated_jobs[0], 0)
+    mounted = volumes.mount(job, js, volumes.policies(js), "workers", 0)
+    labels = (mounted["spec"]["template"].get("metadata") or {}).get("labels") or {}
+    assert volumes.POD_SCOPE_LABEL not in labels

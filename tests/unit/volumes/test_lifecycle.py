@@ -26,6 +26,7 @@ from controller.jobset.volumes import (
     StorageClasses,
     VolumePlan,
 )
+from controller.jobset.volumes.lifecycle import slot_of
 from tests.unit.volumes.factories import (
     RETAINED,
     accepting,
@@ -34,6 +35,7 @@ from tests.unit.volumes.factories import (
     make_obj,
     mounting,
     owner,
+    pod_ckpt,
     prefix_of,
     recorded,
     tpl,
@@ -43,7 +45,7 @@ from tests.unit.volumes.factories import (
 
 P = prefix_of("data-js")
 P1 = prefix_of("data-js", 1)
-DATA: Slot = ("data", None, None)
+DATA: Slot = ("data", None, None, None)
 CLASSES = StorageClasses(wait_for_first_consumer=frozenset({"wffc"}), expandable=frozenset())
 WFFC: Obj = {"storageClassName": "wffc", **tpl("data")["spec"]}
 
@@ -598,7 +600,7 @@ def test_scaled_away_claims_in_the_plan(
     vplan = plan(recorded(js, existing), existing)
     assert vplan.delete == delete
     assert dict(vplan.record.uids) == {
-        ("ckpt", "workers", i): prefix_of(f"ckpt-js-workers-{i}") for i in record
+        ("ckpt", "workers", i, None): prefix_of(f"ckpt-js-workers-{i}") for i in record
     }
     assert [c.name for c in vplan.claims] == ["ckpt-js-workers-0"]
 
@@ -625,7 +627,7 @@ def test_a_scaled_away_claim_still_recorded_after_its_delete(
     vplan = plan(js, terminating)
     assert vplan.delete == []
     assert dict(vplan.record.uids) == {
-        ("ckpt", "workers", i): prefix_of(f"ckpt-js-workers-{i}") for i in record
+        ("ckpt", "workers", i, None): prefix_of(f"ckpt-js-workers-{i}") for i in record
     }
 
 
@@ -682,3 +684,76 @@ def test_retention_deletes_only_after_the_terminal_state_is_stored(
     vplan = plan(js, existing, after_this_pass)
     assert vplan.delete == (["data-js"] if deleted else [])
     assert dict(vplan.record.uids) == ({} if deleted else RECORDED)
+
+
+# ----------------------------------------------------------------------------- Pod scope
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        pytest.param({}, ("data", None, None, None), id="jobset-scope"),
+        pytest.param({"scope": "Job", "rjob_name": "workers", "index": 1},
+                     ("data", "workers", 1, None), id="job-scope"),
+        pytest.param({"scope": "Pod", "rjob_name": "workers", "index": 1, "pod_index": 2},
+                     ("data", "workers", 1, 2), id="pod-scope"),
+        # A Pod-scope claim whose labels do not place it is nobody's slot.
+        pytest.param({"scope": "Pod", "rjob_name": "workers", "index": 1}, None,
+                     id="pod-scope-without-pod-index"),
+        pytest.param({"scope": "Pod", "rjob_name": "workers", "index": 1, "pod_index": -1},
+                     None, id="pod-index-not-a-number"),
+        pytest.param({"scope": "Pod", "index": 1, "pod_index": 0}, None,
+                     id="pod-scope-without-replicated-job"),
+    ],
+)  # fmt: skip
+def test_slot_of(labels: dict[str, Any], expected: Slot | None) -> None:
+    (view,) = views([claim("x", **labels)]).values()
+    assert slot_of(view) == expected
+
+
+def pod_jobset(retention: Obj, replicas: int, **kw: Any) -> JobSet:
+    """js whose workers (``replicas`` Jobs of 2 completion indexes) mount Pod-scope ``ckpt``."""
+    rjobs = [mounting("workers", replicas, ("ckpt",))]
+    rjobs[0]["template"]["spec"]["completions"] = 2
+    policy = {"templates": [tpl("ckpt")], "scope": "Pod", "retentionPolicy": retention}
+    return jobset([policy], rjobs=rjobs, **kw)
+
+
+@pytest.mark.parametrize(
+    ("when_scaled", "delete", "record"),
+    [
+        pytest.param("Delete", ["ckpt-js-workers-1-0", "ckpt-js-workers-1-1"], [(0, 0), (0, 1)],
+                     id="delete-deletes-and-forgets-the-jobs-beyond-replicas"),
+        pytest.param("Retain", [], [(0, 0), (0, 1), (1, 0), (1, 1)],
+                     id="retain-keeps-and-remembers"),
+    ],
+)  # fmt: skip
+def test_pod_scope_scaled_away(
+    when_scaled: str, delete: list[str], record: list[tuple[int, int]]
+) -> None:
+    """Replicas lowered from 2 to 1: per claim, as for Job scope; every pod index of the Job
+    that went."""
+    existing = [pod_ckpt(j, p, refs=[owner()]) for j in range(2) for p in range(2)]
+    js = recorded(pod_jobset({"whenScaled": when_scaled}, 1), existing)
+    model = volumes.model(js, pod_scope_refused=None)
+    vplan = volumes.plan(model, views(existing), CLASSES, terminal_state="")
+    assert vplan.delete == delete
+    assert dict(vplan.record.uids) == {
+        ("ckpt", "workers", j, p): prefix_of(f"ckpt-js-workers-{j}-{p}") for j, p in record
+    }
+    assert [c.name for c in vplan.claims] == ["ckpt-js-workers-0-0", "ckpt-js-workers-0-1"]
+    assert vplan.create == []
+
+
+def test_pod_scope_lost_claim_is_not_recreated() -> None:
+    """A recorded Pod-scope claim that is gone is Lost, per claim: the others stay mountable."""
+    existing = [pod_ckpt(0, 0, refs=[owner()]), pod_ckpt(0, 1, refs=[owner()])]
+    js = recorded(pod_jobset({}, 1), existing)
+    model = volumes.model(js, pod_scope_refused=None)
+    vplan = volumes.plan(model, views(existing[:1]), CLASSES, terminal_state="")
+    assert vplan.create == []
+    assert [(c.name, c.state) for c in vplan.claims] == [
+        ("ckpt-js-workers-0-0", ClaimState.BOUND),
+        ("ckpt-js-workers-0-1", ClaimState.LOST),
+    ]
+    assert vplan.mountable == {"ckpt-js-workers-0-0"}

@@ -16,30 +16,34 @@ from controller.jobset.volumes import REPLACE_LOST_ANNOTATION, ClaimRecord, Slot
 from controller.jobset.volumes.record import accepted_losses
 
 A, B, C = "aaaaaaaa", "bbbbbbbb", "cccccccc"
+DATA: Slot = ("data", None, None, None)  # JobSet scope
+W0: Slot = ("ckpt", "w", 0, None)  # Job scope
+W1: Slot = ("ckpt", "w", 1, None)
+W9: Slot = ("ckpt", "w", 9, None)
 
 # ----------------------------------------------------------------------------- the stored form
 
 FORMS = [
     pytest.param({}, [], id="empty"),
-    pytest.param({("data", None, None): A}, [{"template": "data", "uids": A}], id="jobset-scope"),
+    pytest.param({DATA: A}, [{"template": "data", "uids": A}], id="jobset-scope"),
     pytest.param(
-        {("ckpt", "workers", 0): A, ("ckpt", "workers", 1): B},
+        {("ckpt", "workers", 0, None): A, ("ckpt", "workers", 1, None): B},
         [{"template": "ckpt", "replicatedJob": "workers", "uids": f"{A},{B}"}],
         id="job-scope-by-index",
     ),
     # Indexes without a claim (not created yet, or forgotten) are empty places.
     pytest.param(
-        {("ckpt", "workers", 2): C, ("ckpt", "workers", 0): A},
+        {("ckpt", "workers", 2, None): C, ("ckpt", "workers", 0, None): A},
         [{"template": "ckpt", "replicatedJob": "workers", "uids": f"{A},,{C}"}],
         id="job-scope-gaps",
     ),
     # Sorted by template, then replicated job (JobSet scope first).
     pytest.param(
         {
-            ("logs", "workers", 0): C,
-            ("ckpt", "workers", 0): A,
-            ("ckpt", "leader", 0): B,
-            ("ckpt", None, None): C,
+            ("logs", "workers", 0, None): C,
+            ("ckpt", "workers", 0, None): A,
+            ("ckpt", "leader", 0, None): B,
+            ("ckpt", None, None, None): C,
         },
         [
             {"template": "ckpt", "uids": C},
@@ -49,7 +53,42 @@ FORMS = [
         ],
         id="sorted",
     ),
-]
+    # Pod scope: ";" between Job indexes, "," between pod indexes, said by "scope".
+    pytest.param(
+        {
+            ("ckpt", "workers", 0, 0): A,
+            ("ckpt", "workers", 0, 1): B,
+            ("ckpt", "workers", 1, 0): C,
+            ("ckpt", "workers", 1, 2): A,
+        },
+        [{"template": "ckpt", "replicatedJob": "workers", "scope": "Pod",
+          "uids": f"{A},{B};{C},,{A}"}],
+        id="pod-scope",
+    ),
+    # One Job of one pod: without "scope" it would read as Job scope's index 0.
+    pytest.param(
+        {("ckpt", "workers", 0, 0): A},
+        [{"template": "ckpt", "replicatedJob": "workers", "scope": "Pod", "uids": A}],
+        id="pod-scope-one-claim",
+    ),
+    # A Job with no recorded claim (not created yet, forgotten) is an empty place between ";".
+    pytest.param(
+        {("ckpt", "workers", 2, 1): C, ("ckpt", "workers", 0, 0): A},
+        [{"template": "ckpt", "replicatedJob": "workers", "scope": "Pod", "uids": f"{A};;,{C}"}],
+        id="pod-scope-gaps",
+    ),
+    # Both scopes for one template and replicated job (its scope was changed): two entries,
+    # Job scope first.
+    pytest.param(
+        {("ckpt", "workers", 0, 0): A, ("ckpt", "workers", 0, None): B, DATA: C},
+        [
+            {"template": "ckpt", "replicatedJob": "workers", "uids": B},
+            {"template": "ckpt", "replicatedJob": "workers", "scope": "Pod", "uids": A},
+            {"template": "data", "uids": C},
+        ],
+        id="pod-and-job-scope",
+    ),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("uids", "stored"), FORMS)
@@ -62,13 +101,12 @@ def test_parse(uids: dict[Slot, str], stored: list[Obj]) -> None:
     assert volumes.parse_record({"claimUIDs": stored}) == ClaimRecord(uids)
 
 
+templates = st.sampled_from(["ckpt", "data", "a-b"])
+rjobs = st.sampled_from(["workers", "leader", "A"])
 slots = st.one_of(
-    st.tuples(st.sampled_from(["ckpt", "data", "a-b"]), st.none(), st.none()),
-    st.tuples(
-        st.sampled_from(["ckpt", "data", "a-b"]),
-        st.sampled_from(["workers", "leader", "A"]),
-        st.integers(0, 40),
-    ),
+    st.tuples(templates, st.none(), st.none(), st.none()),
+    st.tuples(templates, rjobs, st.integers(0, 40), st.none()),
+    st.tuples(templates, rjobs, st.integers(0, 12), st.integers(0, 12)),
 )
 prefixes = st.text(alphabet="0123456789abcdef", min_size=1, max_size=8)
 
@@ -106,11 +144,28 @@ MALFORMED = [
         {"claimUIDs": [{"template": "ckpt", "replicatedJob": "w", "uids": ",,"}]}, {},
         id="job-scope-all-empty",
     ),
+    pytest.param(
+        {"claimUIDs": [{"template": "ckpt", "replicatedJob": "w", "scope": "Pod", "uids": ";,;"}]},
+        {}, id="pod-scope-all-empty",
+    ),
+    # Pod scope without its replicated job: no place to put the claims.
+    pytest.param({"claimUIDs": [{"template": "ckpt", "scope": "Pod", "uids": A}]}, {},
+                 id="pod-scope-no-replicated-job"),
+    # Pod scope's separator in an entry that does not say Pod: not a record this version wrote.
+    pytest.param({"claimUIDs": [{"template": "ckpt", "replicatedJob": "w", "uids": f"{A};{B}"}]},
+                 {}, id="job-scope-with-semicolon"),
+    pytest.param({"claimUIDs": [{"template": "data", "uids": f"{A};{B}"}]}, {},
+                 id="jobset-scope-with-semicolon"),
+    # A scope this version does not know proves nothing.
+    pytest.param(
+        {"claimUIDs": [{"template": "ckpt", "replicatedJob": "w", "scope": "Node", "uids": A}]},
+        {}, id="unknown-scope",
+    ),
     # The good entries of a record with bad ones are kept.
     pytest.param(
         {"claimUIDs": [{"template": 3}, {"template": "data", "uids": A}, "x",
                        {"template": "ckpt", "replicatedJob": "w", "uids": f",{B}"}]},
-        {("data", None, None): A, ("ckpt", "w", 1): B},
+        {DATA: A, W1: B},
         id="good-among-bad",
     ),
 ]  # fmt: skip
@@ -127,25 +182,25 @@ def test_malformed_input_is_ignored(stored: Any, expected: dict[Slot, str]) -> N
 @pytest.mark.parametrize(
     ("add", "drop", "expected"),
     [
-        pytest.param({}, [], {("data", None, None): A, ("ckpt", "w", 0): B}, id="nothing"),
+        pytest.param({}, [], {DATA: A, W0: B}, id="nothing"),
         pytest.param(
-            {("ckpt", "w", 1): C}, [],
-            {("data", None, None): A, ("ckpt", "w", 0): B, ("ckpt", "w", 1): C}, id="add",
+            {W1: C}, [],
+            {DATA: A, W0: B, W1: C}, id="add",
         ),
-        pytest.param({("ckpt", "w", 0): C}, [], {("data", None, None): A, ("ckpt", "w", 0): C},
+        pytest.param({W0: C}, [], {DATA: A, W0: C},
                      id="replace"),
-        pytest.param({}, [("ckpt", "w", 0)], {("data", None, None): A}, id="forget"),
-        pytest.param({}, [("ckpt", "w", 9)], {("data", None, None): A, ("ckpt", "w", 0): B},
+        pytest.param({}, [W0], {DATA: A}, id="forget"),
+        pytest.param({}, [W9], {DATA: A, W0: B},
                      id="forget-unknown"),
         # Forgetting the lost claim and recording its replacement in one pass: the new one wins.
         pytest.param(
-            {("ckpt", "w", 0): C}, [("ckpt", "w", 0)],
-            {("data", None, None): A, ("ckpt", "w", 0): C}, id="add-wins-over-drop",
+            {W0: C}, [W0],
+            {DATA: A, W0: C}, id="add-wins-over-drop",
         ),
     ],
 )  # fmt: skip
 def test_changed(add: dict[Slot, str], drop: list[Slot], expected: dict[Slot, str]) -> None:
-    before = {("data", None, None): A, ("ckpt", "w", 0): B}
+    before = {DATA: A, W0: B}
     record = ClaimRecord(dict(before))
     after = record.changed(add, drop)
     assert after == ClaimRecord(expected)
@@ -155,9 +210,9 @@ def test_changed(add: dict[Slot, str], drop: list[Slot], expected: dict[Slot, st
 
 
 def test_get_and_uid_prefix() -> None:
-    record = ClaimRecord({("data", None, None): A})
-    assert record.get(("data", None, None)) == A
-    assert record.get(("ckpt", "w", 0)) is None
+    record = ClaimRecord({DATA: A})
+    assert record.get(DATA) == A
+    assert record.get(W0) is None
     assert volumes.uid_prefix("3f9c1a27-0b1e-4c8a-9d2f-6e5b4a3c2d1e") == "3f9c1a27"
     assert volumes.uid_prefix("") == ""
 

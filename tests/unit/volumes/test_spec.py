@@ -20,12 +20,14 @@ from controller.jobset.volumes import (
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
     OWNER_UID_ANNOTATION,
+    POD_SCOPE_LABEL,
     REPLACE_LOST_ANNOTATION,
     ClaimRecord,
     ClaimState,
     ClaimTemplate,
     Retention,
     StorageClasses,
+    podscope,
 )
 from tests.support.examples import EXAMPLES
 from tests.unit.jobset_factories import make_jobset, make_jobset_obj
@@ -169,8 +171,8 @@ def test_example_03_job_scope_claims_retained_and_labelled() -> None:
     by_name = {c.name: c for c in model.desired}
     ckpt = by_name["ckpt-resumable-workers-1"]
     assert (ckpt.replicated_job, ckpt.job_index) == ("workers", 1)
-    assert ckpt.slot == ("ckpt", "workers", 1)
-    assert by_name["dataset-resumable"].slot == ("dataset", None, None)
+    assert ckpt.slot == ("ckpt", "workers", 1, None)
+    assert by_name["dataset-resumable"].slot == ("dataset", None, None, None)
     assert "ownerReferences" not in ckpt.object["metadata"]
     assert ckpt.object["metadata"]["labels"] == {
         api.JOBSET_NAME: "resumable",
@@ -581,17 +583,17 @@ def test_model_reads_the_stored_record() -> None:
     model = volumes.model(parse(raw))
     assert model.record == ClaimRecord(
         {
-            ("ckpt", "workers", 0): "aaaaaaaa",
-            ("ckpt", "workers", 1): "bbbbbbbb",
-            ("data", None, None): "cccccccc",
+            ("ckpt", "workers", 0, None): "aaaaaaaa",
+            ("ckpt", "workers", 1, None): "bbbbbbbb",
+            ("data", None, None, None): "cccccccc",
         }
     )
-    assert model.slot_name(("ckpt", "workers", 1)) == "ckpt-js-workers-1"
-    assert model.slot_name(("data", None, None)) == "data-js"
+    assert model.slot_name(("ckpt", "workers", 1, None)) == "ckpt-js-workers-1"
+    assert model.slot_name(("data", None, None, None)) == "data-js"
     assert [d.slot for d in model.desired] == [
-        ("ckpt", "workers", 0),
-        ("ckpt", "workers", 1),
-        ("data", None, None),
+        ("ckpt", "workers", 0, None),
+        ("ckpt", "workers", 1, None),
+        ("data", None, None, None),
     ]
     assert model.desired is model.desired  # built once, whatever asks for it
     assert volumes.model(make([{"templates": [tpl("data")]}])).record == ClaimRecord()
@@ -607,6 +609,8 @@ def test_model_reads_the_stored_record() -> None:
         (("data", "js", "JobSet", "workers", 3), "data-js"),
         (("data", "js", "Job", "workers", 3), "data-js-workers-3"),
         (("model", "volume-sample", "Job", "A", 0), "model-volume-sample-a-0"),
+        (("ckpt", "js", "Pod", "Workers", 1, 2), "ckpt-js-workers-1-2"),
+        (("ckpt", "js", "Job", "workers", 1, 2), "ckpt-js-workers-1"),  # Job scope: per Job
     ],
 )
 def test_claim_name(args: tuple[Any, ...], expected: str) -> None:
@@ -618,7 +622,8 @@ def test_claim_name(args: tuple[Any, ...], expected: str) -> None:
     [
         (("data", "js", "Job"), "needs a replicated job and index"),
         (("data", "js", "Job", "w"), "needs a replicated job and index"),
-        (("data", "js", "Pod", "w", 0), "Pod scope is not supported yet"),
+        (("data", "js", "Pod", "w", 0), "needs a replicated job, a job index and a pod index"),
+        (("data", "js", "Pod", None, 0, 1), "needs a replicated job, a job index and a pod index"),
     ],
 )
 def test_claim_name_errors(args: tuple[Any, ...], message: str) -> None:
@@ -714,6 +719,7 @@ TEMPLATE_NAMES = ["data", "ckpt", "model", "scratch-1", "logs", "cache"]
 def valid_jobsets(draw: st.DrawFn) -> Obj:
     names = draw(st.lists(st.sampled_from(RJOB_NAMES), min_size=1, max_size=4, unique=True))
     replicas = {n: draw(st.integers(0, 3)) for n in names}
+    completions = {n: draw(st.one_of(st.none(), st.integers(0, 3))) for n in names}
     templates = draw(st.lists(st.sampled_from(TEMPLATE_NAMES), max_size=6, unique=True))
     count = draw(st.integers(0, min(3, len(templates))))
     groups: list[list[str]] = [[] for _ in range(count)]
@@ -743,7 +749,7 @@ def valid_jobsets(draw: st.DrawFn) -> Obj:
                 },
             )
         )
-        scope = draw(st.sampled_from(["JobSet", "Job"]))
+        scope = draw(st.sampled_from(["JobSet", "Job", "Pod"]))
         if scope == "JobSet" and request is None and draw(st.booleans()):
             request = {"volumeClaimTemplates": [tpl(t) for t in group]}
             if targets is not None:
@@ -766,6 +772,9 @@ def valid_jobsets(draw: st.DrawFn) -> Obj:
         )
         for n in names
     ]
+    for entry in rjobs:
+        if completions[entry["name"]] is not None:
+            entry["template"]["spec"]["completions"] = completions[entry["name"]]
     spec: Obj = {}
     if policies:
         spec["volumeClaimPolicies"] = policies
@@ -779,7 +788,7 @@ def valid_jobsets(draw: st.DrawFn) -> Obj:
 @given(valid_jobsets(), st.sampled_from(["", "Pending", "Bound"]))
 def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     js = parse(obj)
-    model = volumes.model(js)
+    model = volumes.model(js, pod_scope_refused=None)
     policies = model.policies
     desired = model.desired
     names = [c.name for c in desired]
@@ -813,7 +822,7 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     # ... and once that record is stored, every one is mountable and the pass writes no claim.
     raw = copy.deepcopy(js.raw)
     raw["status"]["volumes"] = volumes.volumes_status(model, first)
-    stored = volumes.model(parse(raw))
+    stored = volumes.model(parse(raw), pod_scope_refused=None)
     second = volumes.plan(stored, found, StorageClasses(), terminal_state="")
     assert second.mountable == set(names)
     assert (second.create, second.patch, second.delete) == ([], [], [])
@@ -838,16 +847,24 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
             }
             assert claims == volumes.claims_for_job(js, policies, r.name, index)
             assert claims == model.job_claims.for_job(r.name, index)
+            # Pod scope: the template mounts placeholders, labelled for the admission policy.
+            placeholders = [c for c in claims.values() if podscope.is_placeholder(c)]
+            labels = (mounted["spec"]["template"].get("metadata") or {}).get("labels") or {}
+            assert (labels.get(POD_SCOPE_LABEL) == "true") is bool(placeholders)
+            needed = model.job_claims.needed(r.name, index)
+            assert len(needed) == len(claims) - len(placeholders) + len(placeholders) * (
+                volumes.pod_indexes(r)
+            )
             mounts = {
                 m["name"]
                 for c in mounted["spec"]["template"]["spec"]["containers"]
                 for m in c.get("volumeMounts", [])
             }
             assert mounts <= set(volume_names)  # every mount has its volume
-            for claim_name in claims.values():
+            for claim_name in needed:
                 assert claim_name in by_name
-            mounted_claims.update(claims.values())
-            assert set(claims.values()) <= second.mountable  # no Job waits once recorded
+            mounted_claims.update(needed)
+            assert set(needed) <= second.mountable  # no Job waits once recorded
     # Every desired claim is mounted by some Job, unless its replicated jobs have no replicas.
     used = {
         c.name
@@ -855,3 +872,122 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
         if any(js.replicated_job(r).replicas for r in volumes.targeted(c.policy, js))  # type: ignore[union-attr]
     }
     assert mounted_claims == used
+
+
+# ----------------------------------------------------------------------------- Pod scope
+
+POD = {"templates": [tpl("ckpt")], "scope": "Pod"}
+
+
+def indexed(name: str = "workers", replicas: int = 2, **job_spec: Any) -> Obj:
+    """A replicated job mounting ``ckpt``, ``data`` and ``T63``, with these Job spec fields."""
+    entry = mounting(name, replicas, ("ckpt", "data", T63))
+    entry["template"]["spec"].update(job_spec)
+    return entry
+
+
+def test_pod_scope_refused_until_the_controller_accepts_it() -> None:
+    """The one switch left: ``pod_scope_refused`` (the default refuses; None accepts; the
+    reconciler will pass why, e.g. the admission policy is missing)."""
+    js = make([POD], rjobs=[indexed(completions=3)])
+    with pytest.raises(InvalidJobSet, match=r"^spec.volumeClaimPolicies\[0\].scope: Pod scope is "):
+        volumes.model(js)
+    assert volumes.POD_SCOPE_REFUSED is not None
+    with pytest.raises(InvalidJobSet, match="scope: the policy is missing"):
+        volumes.policies(js, pod_scope_refused="the policy is missing")
+    accepted = volumes.model(js, pod_scope_refused=None)
+    assert [p.scope for p in accepted.policies] == ["Pod"]
+    assert len(accepted.desired) == 6
+    # Other scopes are never refused.
+    volumes.model(make([{**POD, "scope": "Job"}], rjobs=[indexed()]), pod_scope_refused="no")
+
+
+# The longest template name, and a JobSet name making the last claim of ``indexed("workers",
+# 1, completions=10)``, ``<T63>-<JS177>-workers-0-9``, exactly 253 characters long.
+T63 = "t" * 63
+JS177 = "j" * 177
+LONG_TEMPLATE = {"templates": [tpl(T63)], "scope": "Pod"}
+
+
+@pytest.mark.parametrize(
+    ("vcp", "rjobs", "message"),
+    [
+        pytest.param(
+            [POD], [indexed(completionMode="NonIndexed", completions=3)],
+            r"spec.volumeClaimPolicies\[0\].scope: Pod scope needs completionMode Indexed .*"
+            r"spec.replicatedJobs\[0\].template.spec.completionMode of replicated job 'workers' "
+            "is 'NonIndexed'",
+            id="not-indexed",
+        ),
+        pytest.param(
+            [POD], [mounting("leader", 1, ("x",)), indexed(parallelism=2)],
+            r"Pod scope needs spec.replicatedJobs\[1\].template.spec.completions for replicated "
+            "job 'workers'",
+            id="parallelism-without-completions",
+        ),
+        pytest.param(
+            [POD], [indexed(completions="3")],
+            r"spec.replicatedJobs\[0\].template.spec.completions must be a non-negative "
+            "integer, got '3'",
+            id="completions-not-a-number",
+        ),
+        pytest.param(
+            [POD], [indexed(completions=-1)], "must be a non-negative integer, got -1",
+            id="completions-negative",
+        ),
+        # The largest pod index counts: 0-9 fits, 0-10 is one character too many.
+        pytest.param(
+            [LONG_TEMPLATE], [indexed(replicas=1, completions=11)],
+            f"the Pod-scope claim of the last pod of the last Job, '{T63}-{JS177}-workers-0-10', "
+            "has 254 characters, more than the 253 of a claim name",
+            id="last-claim-name-too-long",
+        ),
+        pytest.param(
+            [POD], [indexed(replicas=101, completions=100)],
+            "ask for 10100 claims; at most 10000 .* Pod-scope ones once per completion index",
+            id="too-many-claims",
+        ),
+    ],
+)  # fmt: skip
+def test_pod_scope_invalid(vcp: list[Obj], rjobs: list[Obj], message: str) -> None:
+    with pytest.raises(InvalidJobSet, match=message):
+        volumes.policies(make(vcp, rjobs=rjobs, name=JS177), pod_scope_refused=None)
+
+
+def test_pod_scope_longest_claim_name_that_fits() -> None:
+    js = make([LONG_TEMPLATE], rjobs=[indexed(replicas=1, completions=10)], name=JS177)
+    model = volumes.model(js, pod_scope_refused=None)
+    assert max(len(c.name) for c in model.desired) == 253
+    assert len(model.desired) == 10
+
+
+@pytest.mark.parametrize(
+    ("rjobs", "expected"),
+    [
+        pytest.param([indexed(replicas=2, completions=3, parallelism=1)], 6, id="2x3"),
+        pytest.param([indexed(replicas=3)], 3, id="one-pod-each"),
+        pytest.param([indexed(replicas=0, completions=3)], 0, id="no-jobs"),
+        pytest.param([indexed(replicas=2, completions=0)], 0, id="no-completions"),
+        pytest.param(
+            [indexed(replicas=2, completions=3), indexed("b", replicas=1, completions=4)],
+            10,
+            id="two-replicated-jobs",
+        ),
+    ],
+)
+def test_pod_scope_claim_count(rjobs: list[Obj], expected: int) -> None:
+    js = make([POD, {"templates": [tpl("data")]}], rjobs=rjobs)
+    model = volumes.model(js, pod_scope_refused=None)
+    # The JobSet-scope template adds one, whoever mounts it.
+    assert volumes.claim_count(js, model.policies) == len(model.desired) == expected + 1
+
+
+def test_pod_scope_checks_only_the_replicated_jobs_it_targets() -> None:
+    other = mounting("other", 1)
+    other["template"]["spec"]["completionMode"] = "NonIndexed"
+    js = make([POD], rjobs=[indexed(completions=2), other])
+    model = volumes.model(js, pod_scope_refused=None)
+    assert [c.name for c in model.desired] == [
+        f"ckpt-js-workers-{j}-{p}" for j in range(2) for p in range(2)
+    ]
+    assert model.job_claims.for_job("other", 0) == {}

@@ -15,6 +15,7 @@ from controller.jobset.model import JobSet, Obj, parse
 from controller.jobset.volumes import (
     REPLACE_LOST_ANNOTATION,
     Condition,
+    Slot,
     StorageClasses,
     VolumeModel,
 )
@@ -25,6 +26,8 @@ from tests.unit.volumes.factories import (
     claim,
     make,
     mounting,
+    owner,
+    pod_ckpt,
     prefix_of,
     recorded,
     tpl,
@@ -427,9 +430,9 @@ def test_with_created_claims() -> None:
     the record in the status that pass writes; the rest of the status is kept."""
     model = volumes.model(status_jobset([ckpt(0)]))
     stored: Obj = {"restarts": 1, "volumes": {"templates": [{"name": "ckpt"}], "claimUIDs": []}}
-    created = {
-        ("ckpt", "workers", 2): uid_of("ckpt-js-workers-2"),
-        ("data", None, None): uid_of("data-js"),
+    created: dict[Slot, str] = {
+        ("ckpt", "workers", 2, None): uid_of("ckpt-js-workers-2"),
+        ("data", None, None, None): uid_of("data-js"),
     }
     status = volumes.with_created_claims(stored, model.record, created)
     assert status == {
@@ -447,3 +450,31 @@ def test_with_created_claims() -> None:
         },
     }
     assert stored["volumes"]["claimUIDs"] == []  # a new status, the old one untouched
+
+
+def test_pod_scope_status_stays_compact() -> None:
+    """20 Pod-scope claims (4 Jobs of 5 completion indexes): one count entry for the template
+    and one record entry, whatever their number; the per-claim detail is in the claims' labels."""
+    rjobs = [mounting("workers", 4, ("ckpt",))]
+    rjobs[0]["template"]["spec"]["completions"] = 5
+    js = make([{"templates": [tpl("ckpt")], "scope": "Pod"}], rjobs=rjobs)
+    made = [pod_ckpt(j, p, refs=[owner()]) for j in range(4) for p in range(5) if (j, p) != (3, 4)]
+    js = recorded(js, made)
+    model = volumes.model(js, pod_scope_refused=None)
+    vplan = volumes.plan(model, views(made), CLASSES, terminal_state="")
+    status = volumes.volumes_status(model, vplan)
+    assert status["templates"] == [
+        {"name": "ckpt", "scope": "Pod", "desired": 20, "existing": 20, "bound": 19,
+         "pending": 1, "lost": 0, "conflicts": 0}
+    ]  # fmt: skip
+    (entry,) = status["claimUIDs"]
+    assert entry == {
+        "template": "ckpt",
+        "replicatedJob": "workers",
+        "scope": "Pod",
+        "uids": ";".join(
+            ",".join(prefix_of(f"ckpt-js-workers-{j}-{p}") for p in range(5 if j < 3 else 4))
+            for j in range(4)
+        ),
+    }  # the claim this pass creates joins once its uid is known (with_created_claims)
+    assert [c.name for c in vplan.create] == ["ckpt-js-workers-3-4"]
