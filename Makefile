@@ -127,8 +127,9 @@ bench-scale: binaries ## scale benchmark (SIZES='100 500 1000', about an hour) a
 soak: binaries ## chaos soak: JobSets + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
 	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)
 
-crd: binaries ## regenerate the JobSet CRD from the local control plane
+crd: binaries ## regenerate the JobSet CRD (from the local control plane) and the Pod-scope admission policy
 	$(PY) -m controller.api.crdgen --local
+	$(PY) -m controller.api.admissiongen
 
 deploy: venv ## install CRD, RBAC, controller into the KUBECONFIG cluster (apply --server-side -k manifests/)
 	$(KUBECTL) apply --server-side -k manifests/

@@ -830,24 +830,16 @@ class Builder:
                     "JobSet (default): one claim per template, shared by every pod, named "
                     "<template>-<jobSet>. Job: one claim per child Job, named "
                     "<template>-<jobSet>-<replicatedJob>-<jobIndex>, kept across restarts. "
-                    "Pod: one claim per pod completion index (not supported yet).",
+                    "Pod: one claim per child Job and pod completion index, named "
+                    "<template>-<jobSet>-<replicatedJob>-<jobIndex>-<podIndex> (Indexed Jobs "
+                    "only; needs the admission policy of manifests/pod-scope, Kubernetes 1.36+).",
                     enum=["JobSet", "Job", "Pod"],
                     default="JobSet",
                 ),
             },
         )
         return self.attach(
-            node,
-            *self.template_rules("spec.volumeClaimPolicies[]", "", "templates"),
-            Rule(
-                id="pod-scope-unsupported",
-                where="spec.volumeClaimPolicies[]",
-                rule="self.scope != 'Pod'",
-                message="scope Pod is not supported yet (a later release adds it); use JobSet "
-                "or Job",
-                field_path=".scope",
-                protects="pods that would start without their own claim",
-            ),
+            node, *self.template_rules("spec.volumeClaimPolicies[]", "", "templates")
         )
 
     def volume_policy(self) -> Schema:
@@ -1430,11 +1422,17 @@ class Builder:
         pod_bad = f"{indexed} && !({chars_ok} && {pod_len} <= 63)"
         shared_len = f"size(t.metadata.name) + 1 + size({js})"
         per_job_len = f"size(t.metadata.name) + 1 + {job_len}"
+        # Pod scope's -<podIndex> is not counted: with Job names of at most 63 characters
+        # (child-job-names) and templates of 63, its claims have at most 138.
         templates_ok = guarded_all(
             "p",
             "templates",
             "t",
             f"p.scope == 'JobSet' ? {shared_len} <= 253 : {rj}.all(r, {per_job_len} <= 253)",
+        )
+        not_indexed = (
+            "p.scope == 'Pod' && has(p.targetReplicatedJobs) && "
+            f"{rj}.exists(r, r.name in p.targetReplicatedJobs && !({indexed}))"
         )
         claims_ok = (
             guarded_all("self", "spec.volumeClaimPolicies", "p", templates_ok)
@@ -1471,11 +1469,23 @@ class Builder:
                 id="claim-names",
                 where="(root)",
                 rule=f"{guard}({claims_ok})",
-                message="claim names (<template>-<jobSet>, or "
-                "<template>-<jobSet>-<replicatedJob>-<jobIndex> for scope Job) must be at most "
-                "253 characters",
+                message="claim names (<template>-<jobSet>, "
+                "<template>-<jobSet>-<replicatedJob>-<jobIndex> for scope Job, and "
+                "<template>-<jobSet>-<replicatedJob>-<jobIndex>-<podIndex> for scope Pod) must "
+                "be at most 253 characters",
                 field_path=".spec",
                 protects="claims the API server would refuse",
+            ),
+            Rule(
+                id="pod-scope-indexed",
+                where="(root)",
+                rule=f"{guard}"
+                + guarded_all("self", "spec.volumeClaimPolicies", "p", f"!({not_indexed})"),
+                message="a scope Pod policy needs completionMode Indexed and completions in every "
+                "replicated job it targets: an Indexed Job has one pod, and one claim, per "
+                "completion index",
+                field_path=".spec.volumeClaimPolicies",
+                protects="pods that would have no completion index to find their claim by",
             ),
             self.claim_collision_rule(),
         ]

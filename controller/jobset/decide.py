@@ -240,11 +240,13 @@ def _withhold_unmountable(
     jobs: Sequence[Obj],
     model: VolumeModel,
     mountable: set[str],
+    blocked: bool = False,
 ) -> suspend.SuspendDecision:
     """A suspended Job is resumed only once every claim it mounts is mountable, as a Job is
     created only then. A Job created suspended before its claim was lost would otherwise get a
     pod that waits for *any* claim of that name, and mounts whatever claim appears there (a copy
-    from YAML, someone else's): the data safety the lost state is for."""
+    from YAML, someone else's): the data safety the lost state is for. ``blocked``: no Job is
+    resumed (the Pod-scope admission policy is missing)."""
     if not model.policies:
         return decision
     by_name = {children.name_of(job): job for job in jobs}
@@ -252,6 +254,8 @@ def _withhold_unmountable(
     def waits(name: str, patch: Obj) -> bool:
         if patch.get("spec", {}).get("suspend") is not False or name not in by_name:
             return False
+        if blocked:
+            return True
         needed = _claims_of(by_name[name], model)
         return needed is not None and not all(map(mountable.__contains__, needed))
 
@@ -265,8 +269,24 @@ def _withhold_unmountable(
     )
 
 
+def _gate_pod_scope(vplan: VolumePlan, blocked: str | None) -> VolumePlan:
+    """While the Pod-scope admission policy cannot work (``blocked`` says why), nothing is
+    created for the JobSet: no claim and, nothing being mountable, no Job; the claims it would
+    have created stay missing. Deletions by retention go on: they never wait for it."""
+    if blocked is None:
+        return vplan
+    held = {c.name for c in vplan.create}
+    missing = volumes.ClaimState.MISSING
+    claims = [replace(c, state=missing) if c.name in held else c for c in vplan.claims]
+    return replace(vplan, create=[], mountable=set(), claims=claims)
+
+
 def _volume_status(
-    built: _Status, model: VolumeModel, vplan: VolumePlan, failures: Sequence[Failure]
+    built: _Status,
+    model: VolumeModel,
+    vplan: VolumePlan,
+    failures: Sequence[Failure],
+    blocked: str | None = None,
 ) -> None:
     if not model.policies:
         return
@@ -280,6 +300,11 @@ def _volume_status(
     for found in volumes.conditions(model, vplan):
         if found.type == volumes.VOLUMES_READY:
             found = writefailures.volumes_ready(found, failures)
+            if blocked is not None:
+                found = volumes.Condition(
+                    volumes.VOLUMES_READY, "False", volumes.REASON_POLICY_MISSING, blocked,
+                    "Warning",
+                )  # fmt: skip
         built.condition(
             found.type,
             found.status,
@@ -313,6 +338,7 @@ def decide(
     message_matches: failure.MessageMatches | None = None,
     others: Mapping[str, Obj] | None = None,
     failures: Sequence[Failure] = (),
+    pod_scope_missing: str | None = None,
 ) -> Plan:
     """Raises ``InvalidJobSet`` when the volume policies cannot be acted on.
 
@@ -320,7 +346,9 @@ def decide(
     parse); ``message_matches`` when the failure messages were matched already
     (``failure.match_messages_in_thread``). ``others``: Jobs with this JobSet's name label that
     are not its own, by name. ``failures``: the writes of this pass the API server refused (the
-    reconciler decides again with them once it knows, for the status).
+    reconciler decides again with them once it knows, for the status). ``pod_scope_missing``:
+    why the Pod-scope admission policy cannot work now (``volumes.admission.missing``), if it
+    cannot; read only for a JobSet with a Pod-scope policy, which then gets nothing created.
     """
     plan = Plan()
     known = list(failures)  # and the Job names held by others, found below
@@ -332,6 +360,7 @@ def decide(
         return plan
     if model is None:
         model = volumes.model(jobset)
+    blocked = pod_scope_missing if model.pod_scope else None
     built = _Status(jobset, now)
     # Parsed and acted on: whatever made it SpecInvalid was fixed (no-op when never invalid).
     built.condition(api.SPEC_INVALID, "False", api.REASON_SPEC_VALID, api.MESSAGE_SPEC_VALID, None)
@@ -348,8 +377,9 @@ def decide(
         plan.delete_jobs.extend(
             j["metadata"]["name"] for j in current if not children.is_finished(j)
         )
-        plan.volume = volumes.plan(
-            model, claims, classes, terminal_state=jobset.status.terminal_state
+        plan.volume = _gate_pod_scope(
+            volumes.plan(model, claims, classes, terminal_state=jobset.status.terminal_state),
+            blocked,
         )
         # Retention on completion/failure releases storage: the finished Jobs' pods still use
         # the claims (pvc-protection would keep them forever), so those Jobs go too. The JobSet
@@ -360,7 +390,7 @@ def decide(
             for j in current
             if children.is_finished(j) and released & _claims_mounted(j)
         )
-        _volume_status(built, model, plan.volume, known)
+        _volume_status(built, model, plan.volume, known, blocked)
         _close(plan, built, known)
         decision = ttl.ttl_decision(jobset, ttl.finished_at(jobset), now)
         plan.delete_jobset = decision.delete_now
@@ -379,8 +409,9 @@ def decide(
         if completes
         else ""
     )
-    plan.volume = vplan = volumes.plan(model, claims, classes, terminal_state=terminal)
-    _volume_status(built, model, vplan, known)
+    vplan = _gate_pod_scope(volumes.plan(model, claims, classes, terminal_state=terminal), blocked)
+    plan.volume = vplan
+    _volume_status(built, model, vplan, known, blocked)
 
     if outcome is not None:
         if outcome.fails_jobset:
@@ -412,7 +443,7 @@ def decide(
         return plan
 
     suspension = _withhold_unmountable(
-        suspend.plan(jobset, current), current, model, vplan.mountable
+        suspend.plan(jobset, current), current, model, vplan.mountable, blocked is not None
     )
     plan.clear_start_time.extend(suspension.clear_start_time)
     plan.patch_jobs.extend(suspension.patches)
@@ -431,7 +462,7 @@ def decide(
         and jobset.failure_policy.restart_strategy == "BlockingRecreate"
         and bool(stale)
     )
-    if not blocking:
+    if not blocking and blocked is None:
         existing = {j["metadata"]["name"] for j in jobs}
         plan.create_jobs, held = _mounted_jobs(
             jobset, frozenset(gate.allowed), model, vplan.mountable, existing, others or {}

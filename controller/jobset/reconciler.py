@@ -41,7 +41,9 @@ from controller.jobset.volumes import (
     StorageClasses,
     VolumeModel,
     VolumePlan,
+    admission,
     deletion,
+    podscope,
 )
 from controller.jobset.wanted import WantedClaims
 from controller.jobset.writefailures import Failure, Write
@@ -71,6 +73,8 @@ class JobSetReconciler:
         *,
         metrics: JobSetMetrics | None = None,
         status_progress_period: float = 0.0,
+        admission_policies: Cache | None = None,
+        admission_bindings: Cache | None = None,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         self.client = client
@@ -80,6 +84,9 @@ class JobSetReconciler:
         self.services = services
         self.claims = claims
         self.storage_classes = storage_classes
+        # MutatingAdmissionPolicies and their bindings: Pod scope works only with ours installed.
+        self.admission_policies = admission_policies
+        self.admission_bindings = admission_bindings
         self.metrics = metrics or JobSetMetrics(None)
         self._wall = wall_clock
         # Per JobSet, the Jobs we created that the cache has not shown yet (``expectations``).
@@ -133,6 +140,18 @@ class JobSetReconciler:
                 expandable.add(name)
         return StorageClasses(frozenset(wffc), frozenset(expandable), frozenset(names))
 
+    def _pod_scope_missing(self) -> str | None:
+        """Why the Pod-scope admission policy cannot work now (``admission.missing``)."""
+        policies, bindings = self.admission_policies, self.admission_bindings
+        if policies is None or bindings is None:
+            return admission.missing(admission.NOT_WATCHED, None, None)
+        status = policies.unavailable() or bindings.unavailable()
+        return admission.missing(
+            admission.not_served(status) if status is not None else None,
+            policies.get(None, podscope.POLICY_NAME),
+            bindings.get(None, podscope.POLICY_NAME),
+        )
+
     # -------------------------------------------------------------- reconcile
 
     async def reconcile(self, key: str) -> Result:
@@ -163,12 +182,14 @@ class JobSetReconciler:
             service = self.services.get(namespace, jobset.subdomain)
             model = volumes.model(jobset)
             claims, classes, wall = self._claims(key, jobset, model), self._classes(), self._wall()
+            missing = self._pod_scope_missing() if model.pod_scope else None
 
             def decide_with(failures: Sequence[Failure]) -> Plan:
                 # The same snapshot of the caches both times: the writes await, the caches move.
                 return decide(
                     jobset, jobs, service, wall, claims=claims, classes=classes, model=model,
                     message_matches=matches, others=others, failures=failures,
+                    pod_scope_missing=missing,
                 )  # fmt: skip
 
             plan = decide_with(())

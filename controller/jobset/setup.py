@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from controller.jobset import api, metrics, volumes
 from controller.jobset.reconciler import JOBSET_INDEX, JobSetReconciler
-from controller.runtime.client import CLAIMS, JOBS, RESOURCE_QUOTAS, SERVICES, STORAGE_CLASSES
+from controller.runtime.client import (
+    CLAIMS,
+    JOBS,
+    MUTATING_ADMISSION_POLICIES,
+    MUTATING_ADMISSION_POLICY_BINDINGS,
+    RESOURCE_QUOTAS,
+    SERVICES,
+    STORAGE_CLASSES,
+)
 from controller.runtime.informer import EventHandler
 from controller.runtime.manager import Manager
 from controller.runtime.store import Obj, by_label, object_key
@@ -25,6 +33,12 @@ def setup(manager: Manager) -> JobSetReconciler:
     storage_classes = manager.cache(STORAGE_CLASSES)
     # Only watched so that a raised (or deleted) quota is acted on at once; never read otherwise.
     quotas = manager.cache(RESOURCE_QUOTAS)
+    # Pod scope works only with our admission policy and binding installed: watched so that
+    # Pod-scope JobSets wait while they are not, and go on as soon as they are. Optional: an API
+    # server older than 1.36 does not serve them (404), an old ClusterRole may not allow them
+    # (403); JobSet and Job scope never wait for them.
+    policies = manager.cache(MUTATING_ADMISSION_POLICIES, optional=True)
+    bindings = manager.cache(MUTATING_ADMISSION_POLICY_BINDINGS, optional=True)
     queue = manager.queue(CONTROLLER)
 
     def enqueue(obj: Obj) -> None:
@@ -71,6 +85,22 @@ def setup(manager: Manager) -> JobSetReconciler:
             on_delete=lambda _: enqueue_waiting(None),
         )
     )
+
+    def on_admission(obj: Obj) -> None:
+        if (obj.get("metadata") or {}).get("name") != volumes.podscope.POLICY_NAME:
+            return  # another policy: says nothing about Pod scope
+        for js in jobsets.items():
+            if volumes.has_pod_scope(js):
+                queue.add(object_key(js))
+
+    for cache in (policies, bindings):
+        cache.add_handler(
+            EventHandler(
+                on_add=on_admission,
+                on_update=lambda old, new: on_admission(new) if changed(old, new) else None,
+                on_delete=on_admission,
+            )
+        )
     for cache in (jobs, services):
         cache.add_handler(
             EventHandler(
@@ -89,6 +119,8 @@ def setup(manager: Manager) -> JobSetReconciler:
         storage_classes,
         metrics=metrics.register(manager.registry, jobsets, claims),
         status_progress_period=manager.config.status_progress_period,
+        admission_policies=policies,
+        admission_bindings=bindings,
     )
 
     def enqueue_for_claim(obj: Obj) -> None:

@@ -80,6 +80,14 @@ RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 STORAGE_CLASSES = Resource(
     "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False
 )
+MUTATING_ADMISSION_POLICIES = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies",
+    "MutatingAdmissionPolicy", namespaced=False,
+)  # fmt: skip
+MUTATING_ADMISSION_POLICY_BINDINGS = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings",
+    "MutatingAdmissionPolicyBinding", namespaced=False,
+)  # fmt: skip
 
 
 class ApiError(Exception):

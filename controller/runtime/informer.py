@@ -11,6 +11,10 @@ Semantics (those of client-go's reflector + shared informer, re-written for asyn
 - Objects pass through a transform before they are stored (by default dropping
   ``metadata.managedFields``, which the controller never reads and which dominates memory).
 - Malformed events are logged and skipped; they never stop the informer.
+- An *optional* resource (one that older API servers do not serve, or that the controller may
+  not be allowed to read) that answers 404 or 403 counts as synced and empty, with
+  ``unavailable`` set to that status; it is listed again every ``unavailable_retry`` seconds (an
+  upgraded cluster, a fixed ClusterRole) and everything else starts meanwhile.
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ class Informer:
         resync_period: float | None = None,
         page_size: int = 500,
         backoff: Backoff | None = None,
+        optional: bool = False,
+        unavailable_retry: float = 60.0,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -123,6 +129,10 @@ class Informer:
         self.resource_version = ""
         self.relists = 0
         self.malformed_events = 0
+        self.optional = optional
+        self.unavailable_retry = unavailable_retry
+        # The status (404, 403) of an optional resource's last list; None once it lists.
+        self.unavailable: int | None = None
         self._handlers: list[EventHandler] = []
         self._log = log.bind(resource=resource.plural, namespace=namespace or "*")
 
@@ -219,6 +229,21 @@ class Informer:
                 break
         self._replace(items)
         self.relists += 1
+        if self.unavailable is not None:
+            self._log.info("resource is readable now")
+            self.unavailable = None
+        self.synced.set()
+
+    def _mark_unavailable(self, status: int) -> None:
+        if self.unavailable != status:
+            self._log.warning(
+                "optional resource unavailable; listing again periodically",
+                status=status,
+                retry_in=self.unavailable_retry,
+            )
+        self.unavailable = status
+        self._replace([])  # what was cached is no longer known
+        self.resource_version = ""
         self.synced.set()
 
     def _handle_line(self, line: bytes) -> None:
@@ -308,6 +333,11 @@ class Informer:
                 except ApiError as err:
                     if err.gone:
                         need_list = True
+                        continue
+                    if self.optional and err.status in (403, 404):
+                        self._mark_unavailable(err.status)
+                        need_list = True
+                        await asyncio.sleep(self.unavailable_retry)
                         continue
                     delay = self.backoff.next()
                     self._log.warning(

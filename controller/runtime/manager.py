@@ -103,6 +103,10 @@ class Cache:
     def has_synced(self) -> bool:
         return all(i.has_synced() for i in self.informers.values())
 
+    def unavailable(self) -> int | None:
+        """The status (404, 403) with which an optional resource could not be listed, if any."""
+        return next((i.unavailable for i in self.informers.values() if i.unavailable), None)
+
     def resync(self) -> None:
         for informer in self.informers.values():
             informer.resync()
@@ -187,11 +191,19 @@ class Manager:
         label_selector: str | None = None,
         indexers: dict[str, Indexer] | None = None,
         transform: Callable[[Obj], Obj] | None = None,
+        optional: bool = False,
     ) -> Cache:
+        """An informer per watched namespace (one for a cluster-scoped resource). ``optional``:
+        a resource the API server may not serve or the controller may not read (404, 403)
+        counts as synced and empty rather than holding every controller back."""
         namespaces: list[str | None] = list(self.config.namespaces) or [None]
         if not resource.namespaced:
             namespaces = [None]
-        kwargs: dict[str, Any] = {"label_selector": label_selector, "indexers": indexers}
+        kwargs: dict[str, Any] = {
+            "label_selector": label_selector,
+            "indexers": indexers,
+            "optional": optional,
+        }
         if transform is not None:
             kwargs["transform"] = transform
         cache = Cache(

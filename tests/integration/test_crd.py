@@ -17,7 +17,7 @@ from controller.api import crdgen, schema
 from localcluster.cluster import LocalCluster
 from tests.helpers import Kube
 from tests.support.crd import CRD_FILE, install_crd
-from tests.support.examples import EXAMPLES, REFUSED, SUPPORTED
+from tests.support.examples import EXAMPLES, SUPPORTED
 
 Obj = dict[str, Any]
 Mutation = Callable[[Obj], None]
@@ -203,14 +203,6 @@ async def test_example_is_accepted(kube: Kube, jobsets: str, example: str) -> No
     assert [r["name"] for r in stored["spec"]["replicatedJobs"]] == [
         r["name"] for r in body["spec"]["replicatedJobs"]
     ]
-
-
-@pytest.mark.parametrize("example", sorted(REFUSED))
-async def test_refused_example_is_refused_with_its_message(
-    kube: Kube, jobsets: str, example: str
-) -> None:
-    body = yaml.safe_load((EXAMPLES / example).read_text())
-    assert REFUSED[example].admission in rejection(await create(kube, jobsets, body, dry_run=True))
 
 
 # ------------------------------------------------------------------ (c) rules on create
@@ -905,10 +897,16 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         "a replicated job that a volume claim policy does not target must not mount its "
         "templates, unless its pod template defines a volume of that name itself: init",
     ),
+    # workers is Indexed (the default) with completions: Pod scope is accepted.
+    ("pod-scope-accepted", _set(lambda js: policy(js, 1), "scope", "Pod"), ""),
     (
-        "pod-scope-unsupported",
-        _set(lambda js: policy(js, 1), "scope", "Pod"),
-        "scope Pod is not supported yet (a later release adds it); use JobSet or Job",
+        "pod-scope-indexed",
+        _all(
+            _set(lambda js: policy(js, 1), "scope", "Pod"),
+            lambda js: rj(js, 1)["template"]["spec"].update(completionMode="NonIndexed"),
+        ),
+        "a scope Pod policy needs completionMode Indexed and completions in every replicated "
+        "job it targets",
     ),
     (
         "scope-enum",
@@ -918,8 +916,9 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
     (
         "claim-names",
         _rename("c" * 250),
-        "claim names (<template>-<jobSet>, or <template>-<jobSet>-<replicatedJob>-<jobIndex> "
-        "for scope Job) must be at most 253 characters",
+        "claim names (<template>-<jobSet>, <template>-<jobSet>-<replicatedJob>-<jobIndex> for "
+        "scope Job, and <template>-<jobSet>-<replicatedJob>-<jobIndex>-<podIndex> for scope "
+        "Pod) must be at most 253 characters",
     ),
     *CLAIM_TEMPLATE_CASES,
     *CLAIM_COLLISION_CASES,

@@ -245,7 +245,7 @@ def _run(case: Case) -> Plan:
     jobset = model.parse(raw)
     jobs = [make_job(jobset, name, index, **kw) for name, index, kw in case.jobs]
     claims = volumes.views(case.claims)
-    found = volumes.model(jobset, pod_scope_refused=None) if case.pod_scope else None
+    found = volumes.model(jobset) if case.pod_scope else None
     return decide(
         jobset,
         jobs,
@@ -1064,7 +1064,7 @@ def test_pod_scope_release_deletes_the_finished_jobs_using_the_claims() -> None:
     raw["metadata"]["finalizers"] = [RETENTION_FINALIZER]
     raw["status"]["volumes"] = {"claimUIDs": _pod_record()}
     js = model.parse(raw)
-    found = volumes.model(js, pod_scope_refused=None)
+    found = volumes.model(js)
     jobs = [
         volumes.mount(make_job(js, "workers", j, complete=True), js, found.policies, "workers", j)
         for j in range(2)

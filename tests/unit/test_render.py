@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from controller.render import main
-from tests.support.examples import EXAMPLES, REFUSED, SUPPORTED
+from tests.support.examples import EXAMPLES, SUPPORTED
 
 
 def _render(path: Path) -> tuple[int, list[dict[str, object]], str]:
@@ -61,13 +61,6 @@ def test_every_example_renders_its_jobs(example: Path) -> None:
         r.get("replicas", 1) for r in yaml.safe_load(example.read_text())["spec"]["replicatedJobs"]
     )
     assert sum(o["kind"] == "Job" for o in objects) == replicas
-
-
-@pytest.mark.parametrize("example", sorted(REFUSED))
-def test_refused_example_is_refused_with_its_message(example: str) -> None:
-    code, objects, err = _render(EXAMPLES / example)
-    assert (code, objects) == (1, [])
-    assert REFUSED[example].parser in err
 
 
 def test_invalid_input_is_a_clear_message_and_exit_1(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ One module per concern, all pure (the reconciler performs the writes):
 - ``spec``: parsing and validating the JobSet's policies into a ``VolumeModel``, once;
 - ``desired``: claim names and objects, and the pod volumes that mount them;
 - ``podscope``: the placeholder claim name of Pod scope and its resolution (admission policy);
+- ``admission``: that admission policy as shipped, and whether the installed one can work;
 - ``observed``: typed, frozen views of existing claims and storage classes;
 - ``ownership``: which claims are the JobSet's, which it may adopt (with proof), the patches;
 - ``record``: the uids of the claims the JobSet had, kept in its status;
@@ -15,6 +16,7 @@ One module per concern, all pure (the reconciler performs the writes):
 - ``status``: what the status and conditions say about the claims.
 """
 
+from controller.jobset.volumes.admission import REASON_POLICY_MISSING
 from controller.jobset.volumes.desired import (
     DesiredClaim,
     JobClaims,
@@ -76,9 +78,9 @@ from controller.jobset.volumes.ownership import (
 from controller.jobset.volumes.quantity import parse_quantity
 from controller.jobset.volumes.record import ClaimRecord, parse_record, uid_prefix
 from controller.jobset.volumes.spec import (
-    POD_SCOPE_REFUSED,
     VolumeModel,
     claim_count,
+    has_pod_scope,
     model,
     policies,
 )
@@ -117,7 +119,6 @@ __all__ = [
     "MAX_CLAIMS",
     "OWNER_UID_ANNOTATION",
     "POD_SCOPE_LABEL",
-    "POD_SCOPE_REFUSED",
     "REASON_CLAIMS_BOUND",
     "REASON_CLAIMS_LOST",
     "REASON_CLAIMS_MISSING",
@@ -136,6 +137,7 @@ __all__ = [
     "REASON_CLAIM_UPDATED",
     "REASON_EXPANSION_NOT_SUPPORTED",
     "REASON_NO_VOLUMES",
+    "REASON_POLICY_MISSING",
     "REASON_STORAGE_CLASS_NOT_FOUND",
     "REASON_WAITING_FOR_FIRST_CONSUMER",
     "REPLACE_LOST_ANNOTATION",
@@ -170,6 +172,7 @@ __all__ = [
     "conflict_reason",
     "desired_claims",
     "growth",
+    "has_pod_scope",
     "lifecycle",
     "model",
     "mount",

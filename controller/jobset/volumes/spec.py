@@ -10,10 +10,8 @@ Both spellings of a policy normalise to ``VolumePolicy``:
 Invalid policies raise ``InvalidJobSet`` naming the field; nothing else is raised for bad input.
 
 Pod scope is parsed and validated like the others (``completionMode: Indexed``, claim names that
-fit), but refused while ``pod_scope_refused`` says why: its pods start only with the admission
-policy of ``podscope.py`` installed, and the controller does not check that yet (issue 14). The
-CRD refuses it too (``controller/api/schema.py``). Deletion (``readable_policies``) reads Pod-scope
-policies whatever the refusal: retention must not depend on it.
+fit); whether its admission policy is installed is the reconciler's question (``admission``), not
+the spec's: a Pod-scope JobSet is valid whatever the cluster has.
 ``VolumeModel`` is what the rest of the package works on: the policies, the desired claims, the
 claims this JobSet is known to have had (its uid record) and the Lost claims it accepts to
 replace, all read from the JobSet once.
@@ -61,14 +59,6 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _MAX_LABEL = 63
 _MAX_SUBDOMAIN = 253
-
-# Why Pod scope is refused; None accepts it. The one switch left: once the controller checks at
-# startup that the API server serves MutatingAdmissionPolicy and that the policy of
-# manifests/pod-scope/ is installed and current (issue 14), the reconciler passes None when it is
-# and a message naming the missing policy when not, and the CRD's refusal goes.
-POD_SCOPE_REFUSED: str | None = (
-    "Pod scope is not supported yet (a later release adds it); use JobSet or Job"
-)
 
 
 def _str_map(value: Any, where: str) -> dict[str, str]:
@@ -356,12 +346,10 @@ def _validate_pod_rjob(jobset: JobSet, policy: VolumePolicy, rjob: ReplicatedJob
             )
 
 
-def _validate_pod_scope(jobset: JobSet, found: Iterable[VolumePolicy], refused: str | None) -> None:
+def _validate_pod_scope(jobset: JobSet, found: Iterable[VolumePolicy]) -> None:
     for policy in found:
         if policy.scope != "Pod":
             continue
-        if refused is not None:
-            raise InvalidJobSet(f"{policy.where}.scope: {refused}")
         for name in targeted(policy, jobset):
             rjob = jobset.replicated_job(name)
             if rjob is not None:
@@ -404,17 +392,12 @@ def claim_count(jobset: JobSet, found: Iterable[VolumePolicy]) -> int:
     return count
 
 
-def policies(
-    jobset: JobSet, *, pod_scope_refused: str | None = POD_SCOPE_REFUSED
-) -> tuple[VolumePolicy, ...]:
-    """The JobSet's volume claim policies, both spellings, validated; () when it has none.
-
-    A Pod-scope policy is refused with ``pod_scope_refused`` as the reason, unless it is None.
-    """
+def policies(jobset: JobSet) -> tuple[VolumePolicy, ...]:
+    """The JobSet's volume claim policies, both spellings, validated; () when it has none."""
     found = _raw_policies(jobset)
     _validate(jobset, found)
     result = tuple(found)
-    _validate_pod_scope(jobset, result, pod_scope_refused)
+    _validate_pod_scope(jobset, result)
     count = claim_count(jobset, result)
     if count > MAX_CLAIMS:
         # Every reconcile lists every desired claim several times; 16 Job-scope templates on
@@ -426,6 +409,15 @@ def policies(
         )
     _validate_claim_names(jobset, result)
     return result
+
+
+def has_pod_scope(stored: Obj) -> bool:
+    """Whether a stored JobSet asks for Pod-scope claims (a cheap look, without parsing: which
+    JobSets an admission policy event concerns)."""
+    found = as_dict(stored.get("spec")).get("volumeClaimPolicies")
+    return isinstance(found, list) and any(
+        isinstance(p, dict) and p.get("scope") == "Pod" for p in found
+    )
 
 
 @dataclass(frozen=True)
@@ -448,17 +440,21 @@ class VolumeModel:
     def job_claims(self) -> JobClaims:
         return JobClaims(self.jobset, self.policies)
 
+    @functools.cached_property
+    def pod_scope(self) -> bool:
+        """Whether any policy is Pod scope (its pods need the admission policy)."""
+        return any(p.scope == "Pod" for p in self.policies)
+
     def slot_name(self, slot: Slot) -> str:
         return slot_claim_name(self.jobset.name, slot)
 
 
-def model(jobset: JobSet, *, pod_scope_refused: str | None = POD_SCOPE_REFUSED) -> VolumeModel:
-    """The JobSet's volume model; raises ``InvalidJobSet`` for policies that cannot be acted on
-    (``policies``: Pod scope is refused with ``pod_scope_refused`` unless it is None)."""
+def model(jobset: JobSet) -> VolumeModel:
+    """The JobSet's volume model; raises ``InvalidJobSet`` for policies that cannot be acted on."""
     annotations = as_dict(as_dict(jobset.raw.get("metadata")).get("annotations"))
     return VolumeModel(
         jobset,
-        policies(jobset, pod_scope_refused=pod_scope_refused),
+        policies(jobset),
         recordmod.parse_record(jobset.status.raw.get("volumes")),
         recordmod.accepted_losses(annotations, REPLACE_LOST_ANNOTATION),
     )

@@ -202,7 +202,7 @@ def indexed(
 
 def pod_model(vcp: list[Obj], rjobs: list[Obj]) -> volumes.VolumeModel:
     """The model of js, Pod scope accepted (as once the controller checks the policy)."""
-    return volumes.model(make(vcp, rjobs=rjobs), pod_scope_refused=None)
+    return volumes.model(make(vcp, rjobs=rjobs))
 
 
 @pytest.mark.parametrize(

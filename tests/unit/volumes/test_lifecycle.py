@@ -735,7 +735,7 @@ def test_pod_scope_scaled_away(
     that went."""
     existing = [pod_ckpt(j, p, refs=[owner()]) for j in range(2) for p in range(2)]
     js = recorded(pod_jobset({"whenScaled": when_scaled}, 1), existing)
-    model = volumes.model(js, pod_scope_refused=None)
+    model = volumes.model(js)
     vplan = volumes.plan(model, views(existing), CLASSES, terminal_state="")
     assert vplan.delete == delete
     assert dict(vplan.record.uids) == {
@@ -749,7 +749,7 @@ def test_pod_scope_lost_claim_is_not_recreated() -> None:
     """A recorded Pod-scope claim that is gone is Lost, per claim: the others stay mountable."""
     existing = [pod_ckpt(0, 0, refs=[owner()]), pod_ckpt(0, 1, refs=[owner()])]
     js = recorded(pod_jobset({}, 1), existing)
-    model = volumes.model(js, pod_scope_refused=None)
+    model = volumes.model(js)
     vplan = volumes.plan(model, views(existing[:1]), CLASSES, terminal_state="")
     assert vplan.create == []
     assert [(c.name, c.state) for c in vplan.claims] == [

@@ -386,12 +386,6 @@ LONG = "a" * 63
             "spec.volumeClaimPolicies[0].targetReplicatedJobs[0] must be a replicated job name",
         ),
         (
-            [{"templates": [tpl("data")], "scope": "Pod"}],
-            None,
-            None,
-            "spec.volumeClaimPolicies[0].scope: Pod scope is not supported yet",
-        ),
-        (
             [{"templates": [tpl("data")], "scope": "Node"}],
             None,
             None,
@@ -788,7 +782,7 @@ def valid_jobsets(draw: st.DrawFn) -> Obj:
 @given(valid_jobsets(), st.sampled_from(["", "Pending", "Bound"]))
 def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     js = parse(obj)
-    model = volumes.model(js, pod_scope_refused=None)
+    model = volumes.model(js)
     policies = model.policies
     desired = model.desired
     names = [c.name for c in desired]
@@ -822,7 +816,7 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     # ... and once that record is stored, every one is mountable and the pass writes no claim.
     raw = copy.deepcopy(js.raw)
     raw["status"]["volumes"] = volumes.volumes_status(model, first)
-    stored = volumes.model(parse(raw), pod_scope_refused=None)
+    stored = volumes.model(parse(raw))
     second = volumes.plan(stored, found, StorageClasses(), terminal_state="")
     assert second.mountable == set(names)
     assert (second.create, second.patch, second.delete) == ([], [], [])
@@ -886,20 +880,14 @@ def indexed(name: str = "workers", replicas: int = 2, **job_spec: Any) -> Obj:
     return entry
 
 
-def test_pod_scope_refused_until_the_controller_accepts_it() -> None:
-    """The one switch left: ``pod_scope_refused`` (the default refuses; None accepts; the
-    reconciler will pass why, e.g. the admission policy is missing)."""
+def test_pod_scope_is_a_valid_spec_whatever_the_cluster_has() -> None:
+    """Whether the admission policy is installed is the reconciler's question, not the spec's."""
     js = make([POD], rjobs=[indexed(completions=3)])
-    with pytest.raises(InvalidJobSet, match=r"^spec.volumeClaimPolicies\[0\].scope: Pod scope is "):
-        volumes.model(js)
-    assert volumes.POD_SCOPE_REFUSED is not None
-    with pytest.raises(InvalidJobSet, match="scope: the policy is missing"):
-        volumes.policies(js, pod_scope_refused="the policy is missing")
-    accepted = volumes.model(js, pod_scope_refused=None)
+    accepted = volumes.model(js)
     assert [p.scope for p in accepted.policies] == ["Pod"]
+    assert accepted.pod_scope
     assert len(accepted.desired) == 6
-    # Other scopes are never refused.
-    volumes.model(make([{**POD, "scope": "Job"}], rjobs=[indexed()]), pod_scope_refused="no")
+    assert not volumes.model(make([{**POD, "scope": "Job"}], rjobs=[indexed()])).pod_scope
 
 
 # The longest template name, and a JobSet name making the last claim of ``indexed("workers",
@@ -951,12 +939,12 @@ LONG_TEMPLATE = {"templates": [tpl(T63)], "scope": "Pod"}
 )  # fmt: skip
 def test_pod_scope_invalid(vcp: list[Obj], rjobs: list[Obj], message: str) -> None:
     with pytest.raises(InvalidJobSet, match=message):
-        volumes.policies(make(vcp, rjobs=rjobs, name=JS177), pod_scope_refused=None)
+        volumes.policies(make(vcp, rjobs=rjobs, name=JS177))
 
 
 def test_pod_scope_longest_claim_name_that_fits() -> None:
     js = make([LONG_TEMPLATE], rjobs=[indexed(replicas=1, completions=10)], name=JS177)
-    model = volumes.model(js, pod_scope_refused=None)
+    model = volumes.model(js)
     assert max(len(c.name) for c in model.desired) == 253
     assert len(model.desired) == 10
 
@@ -977,7 +965,7 @@ def test_pod_scope_longest_claim_name_that_fits() -> None:
 )
 def test_pod_scope_claim_count(rjobs: list[Obj], expected: int) -> None:
     js = make([POD, {"templates": [tpl("data")]}], rjobs=rjobs)
-    model = volumes.model(js, pod_scope_refused=None)
+    model = volumes.model(js)
     # The JobSet-scope template adds one, whoever mounts it.
     assert volumes.claim_count(js, model.policies) == len(model.desired) == expected + 1
 
@@ -986,7 +974,7 @@ def test_pod_scope_checks_only_the_replicated_jobs_it_targets() -> None:
     other = mounting("other", 1)
     other["template"]["spec"]["completionMode"] = "NonIndexed"
     js = make([POD], rjobs=[indexed(completions=2), other])
-    model = volumes.model(js, pod_scope_refused=None)
+    model = volumes.model(js)
     assert [c.name for c in model.desired] == [
         f"ckpt-js-workers-{j}-{p}" for j in range(2) for p in range(2)
     ]

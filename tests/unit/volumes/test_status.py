@@ -460,7 +460,7 @@ def test_pod_scope_status_stays_compact() -> None:
     js = make([{"templates": [tpl("ckpt")], "scope": "Pod"}], rjobs=rjobs)
     made = [pod_ckpt(j, p, refs=[owner()]) for j in range(4) for p in range(5) if (j, p) != (3, 4)]
     js = recorded(js, made)
-    model = volumes.model(js, pod_scope_refused=None)
+    model = volumes.model(js)
     vplan = volumes.plan(model, views(made), CLASSES, terminal_state="")
     status = volumes.volumes_status(model, vplan)
     assert status["templates"] == [

@@ -1,0 +1,210 @@
+"""The admission policy that gives each pod of a Pod-scope Job its own claim, and its check.
+
+``policy()`` and ``binding()`` are the objects shipped in ``manifests/pod-scope/`` (generated from
+here by ``python -m controller.api.admissiongen [--check]``, which ``make crd`` runs). The
+controller reads the installed ones from its caches and ``missing`` says, purely, whether Pod scope
+can work: the API server serves ``MutatingAdmissionPolicy`` (Kubernetes 1.36 or later), the
+controller may read it, the policy is installed and contains everything the shipped one says, and
+its binding binds it. While ``missing`` returns a message, Pod-scope JobSets get
+``VolumesReady=False`` with reason ``PodScopePolicyMissing`` and nothing is created for them.
+
+The check is predictive; the placeholder makes the actual outcome safe whatever it says: a pod the
+policy did not rewrite (admission plugin disabled, binding narrowed to other namespaces) names a
+claim that cannot exist and waits Pending (``podscope``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller.jobset.volumes.model import POD_SCOPE_LABEL
+from controller.jobset.volumes.podscope import (
+    COMPLETION_INDEX_ANNOTATION,
+    PLACEHOLDER_SUFFIX,
+    POLICY_NAME,
+)
+
+Obj = dict[str, Any]
+
+API_VERSION = "admissionregistration.k8s.io/v1"
+REASON_POLICY_MISSING = "PodScopePolicyMissing"
+INSTALL_HINT = (
+    "install it with `kubectl apply --server-side -k manifests/pod-scope` "
+    '(docs/operations.md, "Pod-scope volumes")'
+)
+
+_ENDS_WITH_PLACEHOLDER = f"v.persistentVolumeClaim.claimName.endsWith('-{PLACEHOLDER_SUFFIX}')"
+
+
+def _has_placeholder(indent: str) -> str:
+    return f"has(v.persistentVolumeClaim) &&\n{indent}{_ENDS_WITH_PLACEHOLDER}"
+
+
+def policy() -> Obj:
+    """The MutatingAdmissionPolicy: the trailing ``POD-INDEX`` of a placeholder claim name becomes
+    the pod's completion index. Its CEL computes exactly ``podscope.resolved_claim_name``
+    (tests/integration/test_pod_scope_policy.py checks both through the API server)."""
+    index = f"object.metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": POLICY_NAME},
+        "spec": {
+            # An expression that cannot be evaluated refuses the pod: never started unresolved.
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "Never",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                    }
+                ],
+                # Only pods of Pod-scope replicated jobs: every other pod skips the policy
+                # before any CEL runs.
+                "objectSelector": {"matchLabels": {POD_SCOPE_LABEL: "true"}},
+            },
+            "matchConditions": [
+                # Without a canonical completion index (a pod not made by an Indexed Job's
+                # controller, an edited annotation) the pod keeps the placeholder and waits.
+                {
+                    "name": "has-completion-index",
+                    "expression": (
+                        "has(object.metadata.annotations) &&\n"
+                        f"'{COMPLETION_INDEX_ANNOTATION}' in object.metadata.annotations &&\n"
+                        f"{index}.matches('^(0|[1-9][0-9]*)$')"
+                    ),
+                },
+                {
+                    "name": "has-placeholder-claim",
+                    "expression": (
+                        f"has(object.spec.volumes) &&\nobject.spec.volumes.exists(v, "
+                        f"{_has_placeholder('  ')})"
+                    ),
+                },
+            ],
+            "variables": [{"name": "index", "expression": index}],
+            "mutations": [
+                # A server-side-apply merge: pod volumes are a list keyed by name, so only the
+                # placeholder volumes' claimName is set; everything else stays as it is.
+                {
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {
+                        "expression": (
+                            "Object{\n"
+                            "  spec: Object.spec{\n"
+                            "    volumes: object.spec.volumes.filter(v, "
+                            f"{_has_placeholder(' ' * 6)}).map(v,\n"
+                            "      Object.spec.volumes{\n"
+                            "        name: v.name,\n"
+                            "        persistentVolumeClaim: "
+                            "Object.spec.volumes.persistentVolumeClaim{\n"
+                            "          claimName: v.persistentVolumeClaim.claimName.substring(0,\n"
+                            "            size(v.persistentVolumeClaim.claimName) - "
+                            f"size('{PLACEHOLDER_SUFFIX}')) + variables.index\n"
+                            "        }\n"
+                            "      })\n"
+                            "  }\n"
+                            "}"
+                        )
+                    },
+                }
+            ],
+        },
+    }
+
+
+def binding() -> Obj:
+    """Binds the policy cluster-wide (the policy itself selects the pods)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": POLICY_NAME},
+        "spec": {"policyName": POLICY_NAME},
+    }
+
+
+def _difference(installed: Any, shipped: Any, path: str) -> str | None:
+    """The first path where ``installed`` lacks what ``shipped`` says; None when it has it all.
+
+    Fields the API server defaults (``matchPolicy``, an empty ``namespaceSelector``) or an
+    operator adds are not differences; a changed or missing value, or a list of another length,
+    is.
+    """
+    if isinstance(shipped, Mapping):
+        if not isinstance(installed, Mapping):
+            return path
+        for key, value in shipped.items():
+            found = _difference(installed.get(key), value, f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(shipped, list):
+        if not isinstance(installed, list) or len(installed) != len(shipped):
+            return path
+        for position, (mine, theirs) in enumerate(zip(installed, shipped, strict=True)):
+            found = _difference(mine, theirs, f"{path}[{position}]")
+            if found is not None:
+                return found
+        return None
+    return None if installed == shipped else path
+
+
+def _deleting(obj: Obj) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def missing(
+    unavailable: str | None, installed_policy: Obj | None, installed_binding: Obj | None
+) -> str | None:
+    """Why Pod-scope volumes cannot work now, as the JobSet's condition says it; None when they can.
+
+    ``unavailable``: why the policies cannot be read at all (the API server does not serve them,
+    or the controller may not read them), from the informer; else the installed objects of
+    ``POLICY_NAME`` (None: not installed).
+    """
+    subject = f"MutatingAdmissionPolicy {POLICY_NAME!r}"
+    if unavailable is not None:
+        return f"Pod-scope volumes need the {subject}, and {unavailable}"
+    if installed_policy is None or _deleting(installed_policy):
+        return f"Pod-scope volumes need the {subject}, which is not installed: {INSTALL_HINT}"
+    differs = _difference(installed_policy.get("spec"), policy()["spec"], "spec")
+    if differs is not None:
+        return (
+            f"Pod-scope volumes need the {subject} as this controller ships it, and the "
+            f"installed one differs at {differs} (an older or edited copy): reinstall it with "
+            "`kubectl apply --server-side --force-conflicts -k manifests/pod-scope`"
+        )
+    if installed_binding is None or _deleting(installed_binding):
+        return (
+            f"Pod-scope volumes need the MutatingAdmissionPolicyBinding {POLICY_NAME!r} (without "
+            f"it the policy does nothing), which is not installed: {INSTALL_HINT}"
+        )
+    bound = (installed_binding.get("spec") or {}).get("policyName")
+    if bound != POLICY_NAME:
+        return (
+            f"Pod-scope volumes need the MutatingAdmissionPolicyBinding {POLICY_NAME!r} to bind "
+            f"the policy {POLICY_NAME!r}, and it binds {bound!r}: {INSTALL_HINT}"
+        )
+    return None
+
+
+# When the reconciler was built without the policy caches (never in the shipped setup).
+NOT_WATCHED = "this controller does not watch MutatingAdmissionPolicies"
+
+
+def not_served(status: int) -> str:
+    """What ``missing`` says when listing the policies answered ``status`` (404 or 403)."""
+    if status == 404:
+        return (
+            "the API server does not serve admissionregistration.k8s.io/v1 "
+            "mutatingadmissionpolicies: Pod scope needs Kubernetes 1.36 or later (JobSet and "
+            "Job scope work on older versions)"
+        )
+    return (
+        "the controller may not read mutatingadmissionpolicies and their bindings: its "
+        "ClusterRole (manifests/rbac) needs get, list and watch on them"
+    )
