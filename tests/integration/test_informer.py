@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
-from controller.runtime.client import CONFIG_MAPS, KubeClient
+from controller.runtime.client import CONFIG_MAPS, ApiError, KubeClient, Resource
 from controller.runtime.informer import Backoff, EventHandler, Informer
 from controller.runtime.store import Obj
 from tests.helpers import Kube, current, wait_for
@@ -210,3 +210,61 @@ async def test_client_side_qps_limit_holds(kube: Kube, namespace: str) -> None:
     await asyncio.gather(*(client.list(CONFIG_MAPS, namespace) for _ in range(12)))
     elapsed = time.monotonic() - started
     assert elapsed >= 2.0 - 0.05, f"12 requests at 5 qps took only {elapsed:.2f}s"
+
+
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+    namespaced=False,
+)  # fmt: skip
+
+
+async def test_an_optional_resource_not_served_is_synced_empty_until_it_is(kube: Kube) -> None:
+    """What the Pod-scope policies need on an API server older than 1.36: the informer of a
+    resource the server does not serve (404) counts as synced and empty, says why, and lists
+    again until the resource appears (a cluster upgraded, here a CRD created)."""
+    client = _client(kube.api)
+    group = f"optional-{uuid.uuid4().hex[:8]}.example.com"
+    widgets = Resource(group, "v1", "widgets", "Widget", namespaced=False)
+    informer = Informer(client, widgets, optional=True, unavailable_retry=0.5)
+    recorder = Recorder()
+    informer.add_handler(recorder.handler())
+    async with running(informer):
+        assert informer.unavailable == 404
+        assert list(informer.store) == []
+        crd = {
+            "metadata": {"name": f"widgets.{group}"},
+            "spec": {
+                "group": group,
+                "scope": "Cluster",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{
+                    "name": "v1", "served": True, "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                }],
+            },
+        }  # fmt: skip
+        await client.create(CRDS, crd)
+        try:
+
+            async def created() -> bool:
+                try:
+                    await client.create(
+                        widgets,
+                        {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w1"}},
+                    )
+                except ApiError as err:
+                    if err.status == 404:  # the CRD is not established yet
+                        return False
+                    raise
+                return True
+
+            await wait_for(created, lambda done: done, "the CRD to serve widgets", seconds=30)
+            await wait_for(
+                current(lambda: list(recorder.events)),
+                lambda events: ("add", "w1") in events,
+                "the informer to list the resource once served",
+                seconds=30,
+            )
+            assert informer.unavailable is None
+        finally:
+            await client.delete(CRDS, f"widgets.{group}")

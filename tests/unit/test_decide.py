@@ -207,6 +207,9 @@ LOST_POD_CLAIM = (
 )
 
 
+NO_POLICY = "Pod-scope volumes need the MutatingAdmissionPolicy 'x', which is not installed"
+
+
 def _ours(kind: str, reason: str, message: str, status: str = "True", generation: int = 1) -> Obj:
     """A condition as this controller writes it (with observedGeneration)."""
     return {
@@ -231,8 +234,10 @@ class Case:
     service: bool = True
     claims: tuple[Obj, ...] = ()
     now: datetime.datetime = T0
-    # Accept Pod scope, as the controller will once it checks the admission policy at startup.
+    # Build the volume model before deciding (the Pod-scope rows, whose claims it lists).
     pod_scope: bool = False
+    # Why the Pod-scope admission policy cannot work (``admission.missing``), if it cannot.
+    pod_scope_missing: str | None = None
 
 
 def _run(case: Case) -> Plan:
@@ -253,6 +258,7 @@ def _run(case: Case) -> Plan:
         case.now,
         claims=claims or None,
         model=found,
+        pod_scope_missing=case.pod_scope_missing,
     )
 
 
@@ -698,6 +704,53 @@ ROWS = [
         },
         id="pod-scope-lost-claim-suspends-its-job-only",
     ),
+    # The admission policy is missing: nothing is created (no claim, no Job), the finalizer that
+    # guards retention still is; VolumesReady says why, with a Warning.
+    pytest.param(
+        Case(jobset={"replicated_jobs": POD_RJOBS, "spec": POD_SPEC}, pod_scope=True,
+             pod_scope_missing=NO_POLICY),
+        {
+            "status": {"restarts": 0,
+                       "conditions": [("VolumesReady", "False", "PodScopePolicyMissing")],
+                       "replicatedJobs": {"workers": {}},
+                       "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6}]},
+            "events": [("Warning", "PodScopePolicyMissing", NO_POLICY)],
+            "claims": {"add_finalizer": True},
+            "writes": 2,
+        },
+        id="pod-scope-policy-missing-creates-nothing",
+    ),
+    # Every claim there and recorded: still no Job (its pods would wait on the placeholder).
+    pytest.param(
+        _with_pods(pod_scope_missing=NO_POLICY),
+        {
+            "status": {"restarts": 0,
+                       "conditions": [("VolumesReady", "False", "PodScopePolicyMissing")],
+                       "replicatedJobs": {"workers": {}},
+                       "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6, "existing": 6,
+                                    "bound": 6}],
+                       "claimUIDs": _pod_record()},
+            "events": [("Warning", "PodScopePolicyMissing", NO_POLICY)],
+            "writes": 1,
+        },
+        id="pod-scope-policy-missing-no-job-even-with-claims",
+    ),
+    # Jobs created suspended are not resumed while it is missing; running ones are left alone.
+    pytest.param(
+        _with_pods(pod_scope_missing=NO_POLICY,
+                   jobs=(("workers", 0, SUSPENDED_JOB), ("workers", 1, RUNNING))),
+        {
+            "status": {"restarts": 0,
+                       "conditions": [("VolumesReady", "False", "PodScopePolicyMissing")],
+                       "replicatedJobs": {"workers": {"active": 1, "suspended": 1}},
+                       "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6, "existing": 6,
+                                    "bound": 6}],
+                       "claimUIDs": _pod_record()},
+            "events": [("Warning", "PodScopePolicyMissing", NO_POLICY)],
+            "writes": 1,
+        },
+        id="pod-scope-policy-missing-no-resume",
+    ),
     # --- scale-down (extension: replicas may be lowered)
     pytest.param(
         Case(jobset={"replicated_jobs": [rjob("leader"), rjob("workers", 1)]}, jobs=ALL_ACTIVE,
@@ -960,6 +1013,15 @@ ROWS = [
 @pytest.mark.parametrize(("case", "expected"), ROWS)
 def test_decide(case: Case, expected: Obj) -> None:
     assert _summary(_run(case)) == expected
+
+
+@pytest.mark.parametrize(
+    "case",
+    [p.values[0] for p in ROWS if isinstance(p.values[0], Case) and not p.values[0].pod_scope],
+)
+def test_a_missing_pod_scope_policy_changes_nothing_for_other_scopes(case: Case) -> None:
+    """Only a JobSet with a Pod-scope policy waits for the admission policy."""
+    assert _summary(_run(replace(case, pod_scope_missing=NO_POLICY))) == _summary(_run(case))
 
 
 def test_decide_is_pure() -> None:

@@ -1,0 +1,139 @@
+"""The Pod-scope admission policy: the shipped manifests and whether an installed one can work."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.api import admissiongen
+from controller.jobset.volumes import admission
+from controller.jobset.volumes.podscope import POLICY_NAME
+
+Obj = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _as_installed(obj: Obj) -> Obj:
+    """``obj`` as the API server returns it: metadata filled in, defaults added to the spec."""
+    out = copy.deepcopy(obj)
+    out["metadata"].update(uid="u-1", resourceVersion="7", generation=1)
+    spec = out["spec"]
+    if out["kind"] == "MutatingAdmissionPolicy":
+        spec["matchConstraints"].update(matchPolicy="Equivalent", namespaceSelector={})
+        spec["matchConstraints"]["resourceRules"][0]["scope"] = "*"
+    return out
+
+
+POLICY = _as_installed(admission.policy())
+BINDING = _as_installed(admission.binding())
+
+
+def _edited(obj: Obj, edit: Any) -> Obj:
+    out = copy.deepcopy(obj)
+    edit(out)
+    return out
+
+
+def test_the_committed_manifests_are_the_generated_ones() -> None:
+    for name, text in admissiongen.manifests().items():
+        path = ROOT / "manifests" / "pod-scope" / name
+        assert path.read_text() == text, f"{path} is out of date: run `make crd`"
+
+
+def test_installed_as_shipped_works_whatever_the_server_defaulted() -> None:
+    assert admission.missing(None, POLICY, BINDING) is None
+
+
+@pytest.mark.parametrize(
+    ("unavailable", "policy", "binding", "says"),
+    [
+        pytest.param(
+            admission.not_served(404), None, None,
+            "the API server does not serve admissionregistration.k8s.io/v1 "
+            "mutatingadmissionpolicies: Pod scope needs Kubernetes 1.36 or later",
+            id="not-served",
+        ),
+        pytest.param(
+            admission.not_served(403), None, None,
+            "the controller may not read mutatingadmissionpolicies",
+            id="forbidden",
+        ),
+        pytest.param(
+            None, None, BINDING, f"MutatingAdmissionPolicy '{POLICY_NAME}', which is not installed",
+            id="no-policy",
+        ),
+        pytest.param(
+            None, _edited(POLICY, lambda p: p["metadata"].update(deletionTimestamp="2026-01-01")),
+            BINDING, "which is not installed", id="policy-being-deleted",
+        ),
+        pytest.param(
+            None,
+            _edited(POLICY, lambda p: p["spec"]["mutations"][0]["applyConfiguration"].update(
+                expression="Object{}")),
+            BINDING,
+            "the installed one differs at spec.mutations[0].applyConfiguration.expression",
+            id="edited-mutation",
+        ),
+        pytest.param(
+            None, _edited(POLICY, lambda p: p["spec"]["matchConditions"].pop()), BINDING,
+            "differs at spec.matchConditions", id="a-condition-less",
+        ),
+        pytest.param(
+            None, _edited(POLICY, lambda p: p["spec"].update(failurePolicy="Ignore")), BINDING,
+            "differs at spec.failurePolicy", id="fails-open",
+        ),
+        pytest.param(
+            None,
+            _edited(POLICY, lambda p: p["spec"]["matchConstraints"].pop("objectSelector")),
+            BINDING, "differs at spec.matchConstraints.objectSelector", id="selects-all-pods",
+        ),
+        pytest.param(
+            None, POLICY, None,
+            f"MutatingAdmissionPolicyBinding '{POLICY_NAME}' (without it the policy does "
+            "nothing), which is not installed",
+            id="no-binding",
+        ),
+        pytest.param(
+            None, POLICY, _edited(BINDING, lambda b: b["spec"].update(policyName="other")),
+            "and it binds 'other'", id="binding-binds-another",
+        ),
+    ],
+)  # fmt: skip
+def test_missing_says_what_is_wrong_and_how_to_install(
+    unavailable: str | None, policy: Obj | None, binding: Obj | None, says: str
+) -> None:
+    message = admission.missing(unavailable, policy, binding)
+    assert message is not None
+    assert says in message
+    assert POLICY_NAME in message
+
+
+def test_every_missing_policy_message_names_the_install_command() -> None:
+    for policy, binding in ((None, BINDING), (POLICY, None)):
+        message = admission.missing(None, policy, binding)
+        assert message is not None
+        assert "kubectl apply --server-side -k manifests/pod-scope" in message
+
+
+def test_fields_an_operator_adds_are_not_differences() -> None:
+    """Labels, annotations, a narrowed binding: the policy still resolves what it selects."""
+    labelled = _edited(POLICY, lambda p: p["metadata"].update(labels={"team": "ml"}))
+    narrowed = _edited(
+        BINDING,
+        lambda b: b["spec"].update(
+            matchResources={"namespaceSelector": {"matchLabels": {"ml": "true"}}}
+        ),
+    )
+    assert admission.missing(None, labelled, narrowed) is None
+
+
+def test_the_policy_selects_only_labelled_pods_and_fails_closed() -> None:
+    spec = admission.policy()["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["objectSelector"] == {
+        "matchLabels": {"jobset.sigs.k8s.io/pod-scope-volumes": "true"}
+    }
+    assert spec["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE"]
