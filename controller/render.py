@@ -3,10 +3,15 @@
 Uses the same pure functions as the reconciler (parse with defaults, desired Service and Jobs), so
 what it prints is what a cluster would get for a fresh JobSet (restart attempt 0). No cluster is
 needed. Invalid input ends with a message naming the problem and exit status 1.
+
+A Job whose pods get Pod-scope claims mounts a placeholder (``volumes.podscope``); after it comes a
+sample Pod (completion index 0 of the first Job of each such replicated job) as the admission
+policy admits it: with its own claim.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +21,7 @@ import yaml
 
 from controller.jobset import api, construct, volumes
 from controller.jobset.model import InvalidJobSet, parse
+from controller.jobset.volumes import podscope
 
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
 
@@ -47,8 +53,46 @@ def render(documents: list[Any], namespace: str) -> list[dict[str, Any]]:
         for job in construct.desired_jobs(jobset):
             labels = job["metadata"]["labels"]
             rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
-            objects.append(volumes.mount(job, jobset, policies, rjob, index))
+            mounted = volumes.mount(job, jobset, policies, rjob, index)
+            objects.append(mounted)
+            sample = sample_pod(mounted) if index == 0 else None
+            if sample is not None:
+                objects.append(sample)
     return objects
+
+
+SAMPLE_INDEX = 0
+
+
+def sample_pod(job: dict[str, Any]) -> dict[str, Any] | None:
+    """Pod ``SAMPLE_INDEX`` of a Job with Pod-scope claims as the admission policy admits it
+    (placeholders resolved to that index's claims); None for a Job without them."""
+    template = job["spec"]["template"]
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    if labels.get(volumes.POD_SCOPE_LABEL) != "true":
+        return None
+    spec = copy.deepcopy(template["spec"])
+    for volume in spec.get("volumes") or []:
+        claim = volume.get("persistentVolumeClaim") or {}
+        if podscope.is_placeholder(str(claim.get("claimName", ""))):
+            claim["claimName"] = podscope.resolved_claim_name(claim["claimName"], SAMPLE_INDEX)
+    index = str(SAMPLE_INDEX)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            # The Job controller adds a random suffix; "sample" stands for it.
+            "name": f"{job['metadata']['name']}-{index}-sample",
+            "namespace": job["metadata"]["namespace"],
+            "labels": {**labels, podscope.COMPLETION_INDEX_ANNOTATION: index},
+            "annotations": {
+                podscope.COMPLETION_INDEX_ANNOTATION: index,
+                "stateful-jobset.render/sample": "a pod of this Job as the Pod-scope admission "
+                "policy admits it: the claim of its completion index, not the placeholder",
+            },
+        },
+        "spec": spec,
+    }
 
 
 def main(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:

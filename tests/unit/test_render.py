@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -83,3 +84,39 @@ def test_invalid_input_is_a_clear_message_and_exit_1(tmp_path: Path) -> None:
         assert message in err, (name, err)
     code, _, err = _render(tmp_path / "missing.yaml")
     assert code == 1 and "cannot read" in err
+
+
+def test_pod_scope_example_renders_per_pod_claims_and_a_sample_pod() -> None:
+    """Six claims (2 Jobs x 3 completion indexes), Jobs mounting the placeholder, and one sample
+    pod per Pod-scope replicated job showing the claim the admission policy gives index 0."""
+    code, objects, err = _render(EXAMPLES / "04-per-pod-rank-checkpoints.yaml")
+    assert code == 0, err
+    claims = sorted(o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim")  # type: ignore[index]
+    assert claims == [f"ckpt-ranks-trainer-{j}-{p}" for j in range(2) for p in range(3)] + [
+        "shared-ranks"
+    ]
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    for job in jobs:
+        template = job["spec"]["template"]  # type: ignore[index]
+        assert template["metadata"]["labels"]["jobset.sigs.k8s.io/pod-scope-volumes"] == "true"
+        named = {
+            v["name"]: v["persistentVolumeClaim"]["claimName"] for v in template["spec"]["volumes"]
+        }
+        index = job["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"]  # type: ignore[index]
+        assert named == {"ckpt": f"ckpt-ranks-trainer-{index}-POD-INDEX", "shared": "shared-ranks"}
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert len(pods) == 1
+    (sample,) = pods
+    assert sample["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "0"  # type: ignore[index]
+    listed: Any = sample["spec"]["volumes"]  # type: ignore[index]
+    volumes = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in listed}
+    assert volumes == {"ckpt": "ckpt-ranks-trainer-0-0", "shared": "shared-ranks"}
+
+
+def test_no_sample_pod_without_pod_scope() -> None:
+    for example in SUPPORTED:
+        if example.name.startswith("04-"):
+            continue
+        code, objects, err = _render(example)
+        assert code == 0, err
+        assert not [o for o in objects if o["kind"] == "Pod"], example.name
