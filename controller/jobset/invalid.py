@@ -39,7 +39,8 @@ class InvalidReport:
 def report(obj: Mapping[str, Any], message: str, now: datetime.datetime) -> InvalidReport | None:
     """The status and Event reporting ``message`` for ``obj``; None when already reported."""
     stored = obj.get("status") or {}
-    conditions = [c for c in stored.get("conditions") or [] if isinstance(c, dict)]
+    listed = stored.get("conditions")
+    conditions = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
     generation = (obj.get("metadata") or {}).get("generation") or 0
     updated = set_condition(
         conditions, api.SPEC_INVALID, "True", api.REASON_SPEC_INVALID, message,

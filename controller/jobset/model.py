@@ -368,16 +368,25 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
     )
 
 
+def _objects(value: Any) -> tuple[Obj, ...]:
+    """The objects of a status list; nothing of a field that is not a list (a status is ours,
+    but anyone with access to the subresource may write it)."""
+    return tuple(v for v in value if isinstance(v, dict)) if isinstance(value, list) else ()
+
+
+def _count(value: Any) -> int:
+    """A non-negative status counter; 0 for anything else (a bool is not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def _status(raw: Any) -> JobSetStatus:
     obj = raw if isinstance(raw, dict) else {}
-    conditions = tuple(c for c in obj.get("conditions") or [] if isinstance(c, dict))
-    replicated = tuple(c for c in obj.get("replicatedJobsStatus") or [] if isinstance(c, dict))
-    restarts = obj.get("restarts")
-    towards = obj.get("restartsCountTowardsMax")
+    conditions = _objects(obj.get("conditions"))
+    replicated = _objects(obj.get("replicatedJobsStatus"))
     terminal = obj.get("terminalState")
     return JobSetStatus(
-        restarts=restarts if isinstance(restarts, int) and restarts >= 0 else 0,
-        restarts_count_towards_max=towards if isinstance(towards, int) and towards >= 0 else 0,
+        restarts=_count(obj.get("restarts")),
+        restarts_count_towards_max=_count(obj.get("restartsCountTowardsMax")),
         terminal_state=terminal if isinstance(terminal, str) else "",
         conditions=conditions,
         replicated_jobs_status=replicated,

@@ -85,3 +85,27 @@ def test_the_clock_is_the_callers() -> None:
     report = invalid.report(_obj(), MESSAGE, T0)
     assert report is not None
     assert report.status["conditions"][0]["lastTransitionTime"] == S_T0
+
+
+@pytest.mark.parametrize("junk", [True, 3, "x", {"a": 1}])
+def test_a_status_with_fields_of_the_wrong_type_is_read_as_empty(junk: Any) -> None:
+    """Anyone allowed to write the status subresource can put anything there; found by the bad
+    input fuzz (``conditions: true`` made parse raise TypeError; ``restarts: true`` counted 1)."""
+    from controller.jobset import model, volumes
+    from tests.unit.jobset_factories import make_jobset_obj
+
+    raw = make_jobset_obj()
+    raw["spec"]["volumeClaimPolicies"] = [{"templates": [{"metadata": {"name": "d"}}]}]
+    raw["status"] = {
+        "conditions": junk,
+        "replicatedJobsStatus": junk,
+        "restarts": True,
+        "restartsCountTowardsMax": True,
+    }
+    parsed = model.parse(raw)
+    assert (parsed.status.restarts, parsed.status.restarts_count_towards_max) == (0, 0)
+    assert parsed.status.conditions == () and parsed.status.replicated_jobs_status == ()
+    assert volumes.waits_for_volumes(raw)
+    found = invalid.report(_obj(status={"conditions": junk}), MESSAGE, NOW)
+    assert found is not None
+    assert [c["reason"] for c in found.status["conditions"]] == ["InvalidSpec"]

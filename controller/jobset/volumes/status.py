@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.lifecycle import ClaimLifecycle, ClaimState, VolumePlan, released_by
-from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, Obj, as_dict, listing
+from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, Obj, as_dict, as_list, listing
 from controller.jobset.volumes.record import ClaimRecord, uid_prefix
 from controller.jobset.volumes.spec import VolumeModel
 
@@ -277,7 +277,7 @@ def waits_for_volumes(jobset: Obj) -> bool:
         return False
     if status.get("terminalState"):
         return False
-    for found in status.get("conditions") or []:
+    for found in as_list(status.get("conditions")):
         if isinstance(found, dict) and found.get("type") == VOLUMES_READY:
             return found.get("status") != "True"
     return True
