@@ -35,6 +35,7 @@ from controller.jobset import (
 )
 from controller.jobset.model import JobSet
 from controller.jobset.volumes import ClaimView, StorageClasses, VolumeModel, VolumePlan, podscope
+from controller.jobset.volumes.admission import Blocked
 from controller.jobset.writefailures import Failure
 
 Obj = dict[str, Any]
@@ -269,7 +270,7 @@ def _withhold_unmountable(
     )
 
 
-def _gate_pod_scope(vplan: VolumePlan, blocked: str | None) -> VolumePlan:
+def _gate_pod_scope(vplan: VolumePlan, blocked: Blocked | None) -> VolumePlan:
     """While the Pod-scope admission policy cannot work (``blocked`` says why), nothing is
     created for the JobSet: no claim and, nothing being mountable, no Job; the claims it would
     have created stay missing. Deletions by retention go on: they never wait for it."""
@@ -286,7 +287,7 @@ def _volume_status(
     model: VolumeModel,
     vplan: VolumePlan,
     failures: Sequence[Failure],
-    blocked: str | None = None,
+    blocked: Blocked | None = None,
 ) -> None:
     if not model.policies:
         return
@@ -302,9 +303,8 @@ def _volume_status(
             found = writefailures.volumes_ready(found, failures)
             if blocked is not None:
                 found = volumes.Condition(
-                    volumes.VOLUMES_READY, "False", volumes.REASON_POLICY_MISSING, blocked,
-                    "Warning",
-                )  # fmt: skip
+                    volumes.VOLUMES_READY, "False", blocked.reason, blocked.message, "Warning"
+                )
         built.condition(
             found.type,
             found.status,
@@ -338,7 +338,7 @@ def decide(
     message_matches: failure.MessageMatches | None = None,
     others: Mapping[str, Obj] | None = None,
     failures: Sequence[Failure] = (),
-    pod_scope_missing: str | None = None,
+    pod_scope_blocked: Blocked | None = None,
 ) -> Plan:
     """Raises ``InvalidJobSet`` when the volume policies cannot be acted on.
 
@@ -346,9 +346,10 @@ def decide(
     parse); ``message_matches`` when the failure messages were matched already
     (``failure.match_messages_in_thread``). ``others``: Jobs with this JobSet's name label that
     are not its own, by name. ``failures``: the writes of this pass the API server refused (the
-    reconciler decides again with them once it knows, for the status). ``pod_scope_missing``:
-    why the Pod-scope admission policy cannot work now (``volumes.admission.missing``), if it
-    cannot; read only for a JobSet with a Pod-scope policy, which then gets nothing created.
+    reconciler decides again with them once it knows, for the status). ``pod_scope_blocked``:
+    why Pod-scope pods cannot get their claims now (``volumes.admission``: the policy missing,
+    settling, or pods admitted without it), if so; read only for a JobSet with a Pod-scope
+    policy, which then gets nothing created.
     """
     plan = Plan()
     known = list(failures)  # and the Job names held by others, found below
@@ -360,7 +361,7 @@ def decide(
         return plan
     if model is None:
         model = volumes.model(jobset)
-    blocked = pod_scope_missing if model.pod_scope else None
+    blocked = pod_scope_blocked if model.pod_scope else None
     built = _Status(jobset, now)
     # Parsed and acted on: whatever made it SpecInvalid was fixed (no-op when never invalid).
     built.condition(api.SPEC_INVALID, "False", api.REASON_SPEC_VALID, api.MESSAGE_SPEC_VALID, None)

@@ -75,6 +75,7 @@ class JobSetReconciler:
         status_progress_period: float = 0.0,
         admission_policies: Cache | None = None,
         admission_bindings: Cache | None = None,
+        pods: Cache | None = None,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         self.client = client
@@ -87,6 +88,10 @@ class JobSetReconciler:
         # MutatingAdmissionPolicies and their bindings: Pod scope works only with ours installed.
         self.admission_policies = admission_policies
         self.admission_bindings = admission_bindings
+        # Pods of Pod-scope replicated jobs, reduced to their placeholders (podscope.pod_view).
+        self.pods = pods
+        # The policy and binding versions first seen installed, and when (monotonic).
+        self._admission_seen: tuple[tuple[str, str], float] | None = None
         self.metrics = metrics or JobSetMetrics(None)
         self._wall = wall_clock
         # Per JobSet, the Jobs we created that the cache has not shown yet (``expectations``).
@@ -140,17 +145,42 @@ class JobSetReconciler:
                 expandable.add(name)
         return StorageClasses(frozenset(wffc), frozenset(expandable), frozenset(names))
 
-    def _pod_scope_missing(self) -> str | None:
-        """Why the Pod-scope admission policy cannot work now (``admission.missing``)."""
+    def _pod_scope_blocked(
+        self, key: str, jobset: JobSet, now: float
+    ) -> tuple[admission.Blocked | None, float | None]:
+        """Why Pod-scope pods of this JobSet cannot get their claims now, if so, and when to look
+        again: the policy missing (``admission.missing``), just installed (given
+        ``SETTLE_SECONDS`` to take effect), or pods of the JobSet admitted without it."""
         policies, bindings = self.admission_policies, self.admission_bindings
         if policies is None or bindings is None:
-            return admission.missing(admission.NOT_WATCHED, None, None)
+            why = admission.missing(admission.NOT_WATCHED, None, None)
+            return admission.Blocked(admission.REASON_POLICY_MISSING, str(why)), None
         status = policies.unavailable() or bindings.unavailable()
-        return admission.missing(
-            admission.not_served(status) if status is not None else None,
-            policies.get(None, podscope.POLICY_NAME),
-            bindings.get(None, podscope.POLICY_NAME),
+        policy = policies.get(None, podscope.POLICY_NAME)
+        binding = bindings.get(None, podscope.POLICY_NAME)
+        why = admission.missing(
+            admission.not_served(status) if status is not None else None, policy, binding
         )
+        if why is not None:
+            self._admission_seen = None
+            return admission.Blocked(admission.REASON_POLICY_MISSING, why), None
+        assert policy is not None and binding is not None
+        version = (_resource_version(policy), _resource_version(binding))
+        if self._admission_seen is None or self._admission_seen[0] != version:
+            self._admission_seen = (version, now)
+        remaining = admission.SETTLE_SECONDS - (now - self._admission_seen[1])
+        if remaining > 0:
+            message = admission.settling(remaining)
+            return admission.Blocked(admission.REASON_POLICY_MISSING, message), remaining
+        stuck = {
+            str(pod["metadata"]["name"]): podscope.placeholders(pod)
+            for pod in (self.pods.by_index(JOBSET_INDEX, key) if self.pods else [])
+            if podscope.placeholders(pod)
+        }
+        if stuck:
+            message = admission.unresolved(jobset.namespace, jobset.name, stuck)
+            return admission.Blocked(admission.REASON_PODS_UNRESOLVED, message), None
+        return None, None
 
     # -------------------------------------------------------------- reconcile
 
@@ -182,17 +212,23 @@ class JobSetReconciler:
             service = self.services.get(namespace, jobset.subdomain)
             model = volumes.model(jobset)
             claims, classes, wall = self._claims(key, jobset, model), self._classes(), self._wall()
-            missing = self._pod_scope_missing() if model.pod_scope else None
+            blocked, look_again = (
+                self._pod_scope_blocked(key, jobset, time.monotonic())
+                if model.pod_scope
+                else (None, None)
+            )
 
             def decide_with(failures: Sequence[Failure]) -> Plan:
                 # The same snapshot of the caches both times: the writes await, the caches move.
                 return decide(
                     jobset, jobs, service, wall, claims=claims, classes=classes, model=model,
                     message_matches=matches, others=others, failures=failures,
-                    pod_scope_missing=missing,
+                    pod_scope_blocked=blocked,
                 )  # fmt: skip
 
             plan = decide_with(())
+            if look_again is not None:
+                plan.requeue_after = min(plan.requeue_after or look_again, look_again)
         except InvalidJobSet as err:
             self.wanted.drop(key)  # it acts on no claim until the object changes
             await self._report_invalid(key, obj, str(err))
@@ -589,6 +625,10 @@ class JobSetReconciler:
 def _namespace(obj: Obj) -> str | None:
     namespace = (obj.get("metadata") or {}).get("namespace")
     return namespace if isinstance(namespace, str) else None
+
+
+def _resource_version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
 def _controlled_by(obj: Obj, uid: str) -> bool:

@@ -9,6 +9,7 @@ from controller.runtime.client import (
     JOBS,
     MUTATING_ADMISSION_POLICIES,
     MUTATING_ADMISSION_POLICY_BINDINGS,
+    PODS,
     RESOURCE_QUOTAS,
     SERVICES,
     STORAGE_CLASSES,
@@ -39,6 +40,14 @@ def setup(manager: Manager) -> JobSetReconciler:
     # (403); JobSet and Job scope never wait for them.
     policies = manager.cache(MUTATING_ADMISSION_POLICIES, optional=True)
     bindings = manager.cache(MUTATING_ADMISSION_POLICY_BINDINGS, optional=True)
+    # Only the pods of Pod-scope replicated jobs, reduced to the placeholders they still mount: a
+    # pod the policy did not rewrite waits Pending for good, and its JobSet must say so.
+    pods = manager.cache(
+        PODS,
+        label_selector=f"{volumes.POD_SCOPE_LABEL}=true",
+        indexers={JOBSET_INDEX: by_label(api.JOBSET_NAME)},
+        transform=volumes.podscope.pod_view,
+    )
     queue = manager.queue(CONTROLLER)
 
     def enqueue(obj: Obj) -> None:
@@ -101,6 +110,22 @@ def setup(manager: Manager) -> JobSetReconciler:
                 on_delete=on_admission,
             )
         )
+
+    def on_pod(old: Obj | None, new: Obj | None) -> None:
+        # Only a pod that mounts a placeholder, or no longer does, changes what a JobSet says.
+        target = new if new is not None else old
+        if target is not None and any(
+            o is not None and volumes.podscope.placeholders(o) for o in (old, new)
+        ):
+            enqueue_parent(target)
+
+    pods.add_handler(
+        EventHandler(
+            on_add=lambda obj: on_pod(None, obj),
+            on_update=on_pod,
+            on_delete=lambda obj: on_pod(obj, None),
+        )
+    )
     for cache in (jobs, services):
         cache.add_handler(
             EventHandler(
@@ -121,6 +146,7 @@ def setup(manager: Manager) -> JobSetReconciler:
         status_progress_period=manager.config.status_progress_period,
         admission_policies=policies,
         admission_bindings=bindings,
+        pods=pods,
     )
 
     def enqueue_for_claim(obj: Obj) -> None:

@@ -20,6 +20,7 @@ import pytest
 from controller.jobset import api, model, pacing, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import Obj
+from controller.jobset.volumes.admission import Blocked
 from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset_obj, rjob
 
 # ----------------------------------------------------------------------------- inputs
@@ -207,7 +208,13 @@ LOST_POD_CLAIM = (
 )
 
 
-NO_POLICY = "Pod-scope volumes need the MutatingAdmissionPolicy 'x', which is not installed"
+NO_POLICY = Blocked(
+    "PodScopePolicyMissing",
+    "Pod-scope volumes need the MutatingAdmissionPolicy 'x', which is not installed",
+)
+
+
+UNRESOLVED = Blocked("PodScopePodsUnresolved", "1 pod(s) of this JobSet were admitted without")
 
 
 def _ours(kind: str, reason: str, message: str, status: str = "True", generation: int = 1) -> Obj:
@@ -236,8 +243,8 @@ class Case:
     now: datetime.datetime = T0
     # Build the volume model before deciding (the Pod-scope rows, whose claims it lists).
     pod_scope: bool = False
-    # Why the Pod-scope admission policy cannot work (``admission.missing``), if it cannot.
-    pod_scope_missing: str | None = None
+    # Why Pod-scope pods cannot get their claims now (``volumes.admission``), if so.
+    pod_scope_blocked: Blocked | None = None
 
 
 def _run(case: Case) -> Plan:
@@ -258,7 +265,7 @@ def _run(case: Case) -> Plan:
         case.now,
         claims=claims or None,
         model=found,
-        pod_scope_missing=case.pod_scope_missing,
+        pod_scope_blocked=case.pod_scope_blocked,
     )
 
 
@@ -708,13 +715,13 @@ ROWS = [
     # guards retention still is; VolumesReady says why, with a Warning.
     pytest.param(
         Case(jobset={"replicated_jobs": POD_RJOBS, "spec": POD_SPEC}, pod_scope=True,
-             pod_scope_missing=NO_POLICY),
+             pod_scope_blocked=NO_POLICY),
         {
             "status": {"restarts": 0,
                        "conditions": [("VolumesReady", "False", "PodScopePolicyMissing")],
                        "replicatedJobs": {"workers": {}},
                        "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6}]},
-            "events": [("Warning", "PodScopePolicyMissing", NO_POLICY)],
+            "events": [("Warning", "PodScopePolicyMissing", NO_POLICY.message)],
             "claims": {"add_finalizer": True},
             "writes": 2,
         },
@@ -722,7 +729,7 @@ ROWS = [
     ),
     # Every claim there and recorded: still no Job (its pods would wait on the placeholder).
     pytest.param(
-        _with_pods(pod_scope_missing=NO_POLICY),
+        _with_pods(pod_scope_blocked=NO_POLICY),
         {
             "status": {"restarts": 0,
                        "conditions": [("VolumesReady", "False", "PodScopePolicyMissing")],
@@ -730,14 +737,14 @@ ROWS = [
                        "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6, "existing": 6,
                                     "bound": 6}],
                        "claimUIDs": _pod_record()},
-            "events": [("Warning", "PodScopePolicyMissing", NO_POLICY)],
+            "events": [("Warning", "PodScopePolicyMissing", NO_POLICY.message)],
             "writes": 1,
         },
         id="pod-scope-policy-missing-no-job-even-with-claims",
     ),
     # Jobs created suspended are not resumed while it is missing; running ones are left alone.
     pytest.param(
-        _with_pods(pod_scope_missing=NO_POLICY,
+        _with_pods(pod_scope_blocked=NO_POLICY,
                    jobs=(("workers", 0, SUSPENDED_JOB), ("workers", 1, RUNNING))),
         {
             "status": {"restarts": 0,
@@ -746,10 +753,25 @@ ROWS = [
                        "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6, "existing": 6,
                                     "bound": 6}],
                        "claimUIDs": _pod_record()},
-            "events": [("Warning", "PodScopePolicyMissing", NO_POLICY)],
+            "events": [("Warning", "PodScopePolicyMissing", NO_POLICY.message)],
             "writes": 1,
         },
         id="pod-scope-policy-missing-no-resume",
+    ),
+    # Pods admitted without the rewrite: the same gate, under its own reason.
+    pytest.param(
+        _with_pods(pod_scope_blocked=UNRESOLVED, jobs=(("workers", 0, RUNNING),)),
+        {
+            "status": {"restarts": 0,
+                       "conditions": [("VolumesReady", "False", "PodScopePodsUnresolved")],
+                       "replicatedJobs": {"workers": {"active": 1}},
+                       "volumes": [{"name": "ckpt", "scope": "Pod", "desired": 6, "existing": 6,
+                                    "bound": 6}],
+                       "claimUIDs": _pod_record()},
+            "events": [("Warning", "PodScopePodsUnresolved", UNRESOLVED.message)],
+            "writes": 1,
+        },
+        id="pod-scope-pods-unresolved-nothing-more-created",
     ),
     # --- scale-down (extension: replicas may be lowered)
     pytest.param(
@@ -1021,7 +1043,7 @@ def test_decide(case: Case, expected: Obj) -> None:
 )
 def test_a_missing_pod_scope_policy_changes_nothing_for_other_scopes(case: Case) -> None:
     """Only a JobSet with a Pod-scope policy waits for the admission policy."""
-    assert _summary(_run(replace(case, pod_scope_missing=NO_POLICY))) == _summary(_run(case))
+    assert _summary(_run(replace(case, pod_scope_blocked=NO_POLICY))) == _summary(_run(case))
 
 
 def test_decide_is_pure() -> None:

@@ -30,7 +30,9 @@ NAME_LABELS = {
     "app.kubernetes.io/component": "controller",
 }
 
-FORBIDDEN_RESOURCES = {"secrets", "configmaps", "pods", "pods/exec", "nodes", "serviceaccounts"}
+FORBIDDEN_RESOURCES = {"secrets", "configmaps", "pods/exec", "nodes", "serviceaccounts"}
+# Pods may be listed and watched (those of Pod-scope replicated jobs), never written.
+READ_ONLY_RESOURCES = {"pods": {"list", "watch"}}
 CONTROLLER = Path(controller.__file__).resolve().parent
 # KubeClient methods and the RBAC verb each one needs.
 CLIENT_VERBS = {
@@ -360,6 +362,7 @@ def test_cluster_role_grants_exactly_what_the_controller_uses() -> None:
     for group, resource, verb in grants:
         assert "*" not in (group, resource, verb)
         assert resource not in FORBIDDEN_RESOURCES
+        assert verb in READ_ONLY_RESOURCES.get(resource, {verb}), (resource, verb)
 
 
 def test_leader_election_role_is_namespaced_to_the_controller() -> None:

@@ -16,6 +16,7 @@ claim that cannot exist and waits Pending (``podscope``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset.volumes.model import POD_SCOPE_LABEL
@@ -29,6 +30,17 @@ Obj = dict[str, Any]
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 REASON_POLICY_MISSING = "PodScopePolicyMissing"
+REASON_PODS_UNRESOLVED = "PodScopePodsUnresolved"
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why nothing is created for a Pod-scope JobSet now: its VolumesReady reason and message."""
+
+    reason: str
+    message: str
+
+
 INSTALL_HINT = (
     "install it with `kubectl apply --server-side -k manifests/pod-scope` "
     '(docs/operations.md, "Pod-scope volumes")'
@@ -207,4 +219,37 @@ def not_served(status: int) -> str:
     return (
         "the controller may not read mutatingadmissionpolicies and their bindings: its "
         "ClusterRole (manifests/rbac) needs get, list and watch on them"
+    )
+
+
+# How long the controller waits, after it first sees the policy installed and bound, before it
+# creates Pod-scope Jobs: the API server loads admission policies asynchronously (about 1 s on
+# the local v1.37.2 server), and a pod admitted before then keeps its placeholder for good.
+SETTLE_SECONDS = 5.0
+
+
+def settling(remaining: float) -> str:
+    """The condition while the policy, just seen installed, is given time to take effect."""
+    return (
+        f"the MutatingAdmissionPolicy {POLICY_NAME!r} and its binding were just installed or "
+        f"changed: waiting {remaining:.0f}s more for the API server to load them before any "
+        "Pod-scope pod is created"
+    )
+
+
+def unresolved(namespace: str, jobset: str, pods: Mapping[str, list[str]]) -> str:
+    """The condition when pods of the JobSet were admitted without the policy's rewrite (by pod
+    name, the placeholders they mount): they wait Pending for claims that cannot exist."""
+    names = sorted(pods)
+    shown = ", ".join(f"{name} ({', '.join(pods[name])})" for name in names[:3])
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return (
+        f"{len(names)} pod(s) of this JobSet were admitted without the Pod-scope admission "
+        f"policy's rewrite and wait Pending for a claim that cannot exist: {shown}{more}. The "
+        f"MutatingAdmissionPolicy {POLICY_NAME!r} and its binding are installed, so the API "
+        "server did not run them for these pods: created before it loaded them, the "
+        "MutatingAdmissionPolicy admission plugin disabled, or a binding whose matchResources "
+        f"excludes namespace {namespace!r}. Once fixed, suspend and resume the JobSet (kubectl "
+        f"patch jobset {jobset} -n {namespace} --type=merge -p "
+        '\'{"spec":{"suspend":true}}\', then false): its pods are made again and resolved'
     )

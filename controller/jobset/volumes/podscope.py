@@ -12,11 +12,15 @@ name is a lowercase DNS-1123 subdomain), while a pod's ``claimName`` may be any 
 A pod the policy did not rewrite (policy or binding missing, no index) therefore waits Pending for
 a claim that can never exist: it never starts with another index's claim or without one.
 
-The controller side (writing placeholders, creating the per-index claims) is not built yet:
-``scope: Pod`` is still refused at admission.
+The controller writes the placeholders (``desired.mount``) and watches the pods that carry the
+label of Pod scope (``pod_view``): one still mounting a placeholder (``placeholders``) was admitted
+without the rewrite, and its JobSet says so (``admission``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 # What the policy replaces; capitals make the placeholder an impossible claim name.
 PLACEHOLDER_SUFFIX = "POD-INDEX"
@@ -64,3 +68,28 @@ def pod_claim_name(
     return resolved_claim_name(
         placeholder_claim_name(template, jobset, replicated_job, job_index), pod_index
     )
+
+
+def placeholders(pod: Mapping[str, Any]) -> list[str]:
+    """The placeholder claim names a pod mounts: left unresolved by the admission policy."""
+    spec = pod.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, Mapping) else None
+    found = []
+    for volume in volumes if isinstance(volumes, list) else []:
+        claim = volume.get("persistentVolumeClaim") if isinstance(volume, Mapping) else None
+        name = claim.get("claimName") if isinstance(claim, Mapping) else None
+        if isinstance(name, str) and is_placeholder(name):
+            found.append(name)
+    return found
+
+
+def pod_view(pod: dict[str, Any]) -> dict[str, Any]:
+    """What the controller keeps of a Pod-scope pod (its informer's transform): who it is, its
+    labels, and the placeholders it still mounts. Nothing else of a pod is ever read."""
+    meta = pod.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    kept = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}
+    labels = meta.get("labels")
+    kept["labels"] = dict(labels) if isinstance(labels, Mapping) else {}
+    claims = [{"persistentVolumeClaim": {"claimName": name}} for name in placeholders(pod)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": kept, "spec": {"volumes": claims}}

@@ -137,3 +137,17 @@ def test_the_policy_selects_only_labelled_pods_and_fails_closed() -> None:
         "matchLabels": {"jobset.sigs.k8s.io/pod-scope-volumes": "true"}
     }
     assert spec["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE"]
+
+
+def test_unresolved_pods_are_named_with_their_placeholders_and_the_way_out() -> None:
+    pods = {f"js-w-0-{i}-abcde": ["ckpt-js-w-0-POD-INDEX"] for i in range(5)}
+    message = admission.unresolved("team-a", "js", pods)
+    assert message.startswith("5 pod(s) of this JobSet were admitted without")
+    assert "js-w-0-0-abcde (ckpt-js-w-0-POD-INDEX), js-w-0-1-abcde" in message
+    assert "and 2 more" in message
+    assert "excludes namespace 'team-a'" in message
+    assert "kubectl patch jobset js -n team-a" in message
+
+
+def test_settling_says_how_long_is_left() -> None:
+    assert "waiting 4s more" in admission.settling(3.6)

@@ -98,3 +98,46 @@ def test_the_policy_file_selects_what_the_module_says() -> None:
     cel = yaml.safe_dump(spec)
     assert podscope.COMPLETION_INDEX_ANNOTATION in cel
     assert f"'-{podscope.PLACEHOLDER_SUFFIX}'" in cel
+
+
+def _pod(*claims: str, **meta: object) -> dict[str, object]:
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "5", **meta},
+        "spec": {
+            "containers": [{"name": "c", "env": [{"name": "TOKEN", "value": "secret"}]}],
+            "volumes": [
+                {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
+                for i, c in enumerate(claims)
+            ]
+            + [{"name": "scratch", "emptyDir": {}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_placeholders_are_the_claims_the_policy_left_unresolved() -> None:
+    pod = _pod("ckpt-js-w-0-POD-INDEX", "ckpt-js-w-0-1", "shared-js")
+    assert podscope.placeholders(pod) == ["ckpt-js-w-0-POD-INDEX"]
+    assert podscope.placeholders(_pod("ckpt-js-w-0-1")) == []
+    for junk in ({}, {"spec": None}, {"spec": {"volumes": 3}}, {"spec": {"volumes": [1, None]}}):
+        assert podscope.placeholders(junk) == []
+
+
+def test_pod_view_keeps_only_identity_labels_and_placeholders() -> None:
+    """What the informer caches of a pod: nothing of its containers (env may hold secrets)."""
+    pod = _pod(
+        "ckpt-js-w-0-POD-INDEX", "shared-js", labels={"jobset.sigs.k8s.io/jobset-name": "js"}
+    )
+    view = podscope.pod_view(pod)
+    assert view == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "resourceVersion": "5",
+            "labels": {"jobset.sigs.k8s.io/jobset-name": "js"},
+        },
+        "spec": {"volumes": [{"persistentVolumeClaim": {"claimName": "ckpt-js-w-0-POD-INDEX"}}]},
+    }
+    assert podscope.placeholders(view) == ["ckpt-js-w-0-POD-INDEX"]
