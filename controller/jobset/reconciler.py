@@ -170,7 +170,7 @@ class JobSetReconciler:
             self._admission_seen = (version, now)
         remaining = admission.SETTLE_SECONDS - (now - self._admission_seen[1])
         if remaining > 0:
-            message = admission.settling(remaining)
+            message = admission.settling()
             return admission.Blocked(admission.REASON_POLICY_MISSING, message), remaining
         stuck = {
             str(pod["metadata"]["name"]): podscope.placeholders(pod)

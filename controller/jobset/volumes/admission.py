@@ -228,11 +228,12 @@ def not_served(status: int) -> str:
 SETTLE_SECONDS = 5.0
 
 
-def settling(remaining: float) -> str:
-    """The condition while the policy, just seen installed, is given time to take effect."""
+def settling() -> str:
+    """The condition while the policy, just seen installed, is given time to take effect (the
+    same words all along: a countdown would rewrite the status on every pass)."""
     return (
         f"the MutatingAdmissionPolicy {POLICY_NAME!r} and its binding were just installed or "
-        f"changed: waiting {remaining:.0f}s more for the API server to load them before any "
+        f"changed: waiting {SETTLE_SECONDS:.0f}s for the API server to load them before any "
         "Pod-scope pod is created"
     )
 

@@ -149,5 +149,5 @@ def test_unresolved_pods_are_named_with_their_placeholders_and_the_way_out() -> 
     assert "kubectl patch jobset js -n team-a" in message
 
 
-def test_settling_says_how_long_is_left() -> None:
-    assert "waiting 4s more" in admission.settling(3.6)
+def test_settling_says_how_long_it_waits() -> None:
+    assert "waiting 5s for the API server to load them" in admission.settling()
