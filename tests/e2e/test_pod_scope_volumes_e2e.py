@@ -26,9 +26,10 @@ from tests.support.jobsets import (
     get_jobset,
     jobset,
     replicated_job,
+    settled_process,
     with_pod_annotations,
 )
-from tests.support.podscope import policy_in_effect
+from tests.support.podscope import install_policy, policy_in_effect, wait_until_removed
 from tests.support.volumes_e2e import (
     EXIT_CODE,
     RUN_DURATION,
@@ -38,6 +39,7 @@ from tests.support.volumes_e2e import (
     mounting,
     phase,
     pod_claims,
+    pods_of,
     wait_claim_phase,
     wait_event,
     wait_gone,
@@ -278,3 +280,50 @@ async def test_scaling_down_deletes_only_the_claims_beyond_replicas(
         r: pods[r]["metadata"]["uid"] for r in kept
     }
     controller.assert_clean()
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason=(
+        "controller bug (a race; failed 6 runs of 7 here): once its cache has the policy the "
+        "controller creates the Jobs at once, the Job controller creates their pods before the "
+        "API server's admission plugin applies the new policy (asynchronous, about 1 s), so the "
+        "pods keep the placeholder claim and stay Pending forever while VolumesReady says True"
+    ),
+)
+async def test_installing_the_policy_releases_a_held_jobset(
+    controller: ControllerProcesses, client: KubeClient, full_kube: Kube, full_namespace: str
+) -> None:
+    """The operator's way (docs/volumes.md): a Pod-scope JobSet created before the policy waits
+    with PodScopePolicyMissing; ``kubectl apply`` of manifests/pod-scope, and nothing else, lets
+    every pod run with its own claim."""
+    ns = full_namespace
+    await wait_until_removed(full_kube, ns)  # not installed, and no longer applied
+    try:
+        await client.create(api.JOBSETS, ranks_jobset(), ns)
+        await wait_for(
+            lambda: get_jobset(client, ns, NAME),
+            lambda obj: (
+                (condition(obj, volumes.VOLUMES_READY) or {}).get("reason")
+                == volumes.REASON_POLICY_MISSING
+            ),
+            f"VolumesReady to say {volumes.REASON_POLICY_MISSING}",
+        )
+        await settled_process(controller.replicas[-1], client, ns)
+        assert await live_claims(client, ns) == {}
+        assert await pods_of(client, ns, NAME) == []
+
+        install_policy(full_kube)
+        made = await wait_for(
+            lambda: pods_of(client, ns, NAME),
+            lambda found: len(found) == len(ALL_RANKS),
+            f"the {len(ALL_RANKS)} pods",
+        )
+        # A pod admitted before the API server applied the new policy keeps the placeholder.
+        assert_each_pod_mounts_its_claim({rank_of_pod(p): p for p in made})
+        pods = await running_by_rank(client, ns, attempt=0)
+        assert_each_pod_mounts_its_claim(pods)
+        await bound_claims(client, ns, ALL_RANKS)
+        controller.assert_clean()
+    finally:
+        await wait_until_removed(full_kube, ns)
