@@ -89,10 +89,13 @@ async def policy_applies(kube: Kube, namespace: str) -> bool:
     return claim_names(probe)["ckpt"] != PROBE
 
 
-def install_policy(kube: Kube) -> None:
-    """``kubectl apply --server-side -k manifests/pod-scope``, as docs/volumes.md says."""
+def install_policy(kube: Kube, *, force_conflicts: bool = False) -> None:
+    """``kubectl apply --server-side -k manifests/pod-scope``, as docs/volumes.md says;
+    ``force_conflicts``: with ``--force-conflicts``, as the controller says to reinstall an edited
+    copy."""
     kubectl = ensure_binaries(lambda _: None).path("kubectl")
-    apply = ["apply", "--server-side", "-k", str(POLICY_DIR)]
+    apply = ["apply", "--server-side", *(["--force-conflicts"] if force_conflicts else [])]
+    apply += ["-k", str(POLICY_DIR)]
     result = subprocess.run(
         [str(kubectl), f"--kubeconfig={kube.cluster.kubeconfig}", *apply],
         capture_output=True,
