@@ -173,7 +173,11 @@ def pvc(name: str, storage: str, access: str = "ReadWriteOnce") -> Obj:
 
 
 def container(rjob: Obj) -> Obj:
-    result: Obj = rjob["template"]["spec"]["template"]["spec"]["containers"][0]
+    containers = rjob["template"]["spec"]["template"]["spec"].setdefault("containers", [])
+    if not containers:
+        # An earlier mutation (no_containers) removed it; this later one needs one to edit.
+        containers.append({"name": "main", "image": "busybox"})
+    result: Obj = containers[0]
     return result
 
 
@@ -570,9 +574,20 @@ def no_containers(draw: st.DrawFn, js: Obj) -> str | None:
 
 def bad_scope(draw: st.DrawFn, js: Obj) -> str | None:
     policy = draw(st.sampled_from(_policies(js)))
-    scope = draw(st.sampled_from(["Pod", "Node", "job"]))
-    policy["scope"] = scope
-    return "scope Pod is not supported yet" if scope == "Pod" else "Unsupported value"
+    policy["scope"] = draw(st.sampled_from(["Node", "job", "pod"]))
+    return "Unsupported value"
+
+
+def pod_scope_not_indexed(draw: st.DrawFn, js: Obj) -> str | None:
+    """Pod scope on a replicated job it names whose Jobs are not Indexed."""
+    policy = draw(st.sampled_from(_policies(js)))
+    rjob = draw(st.sampled_from(_rjobs(js)))
+    policy["scope"] = "Pod"
+    targets = policy.setdefault("targetReplicatedJobs", [])
+    if rjob["name"] not in targets:
+        targets.append(rjob["name"])
+    rjob["template"]["spec"]["completionMode"] = "NonIndexed"
+    return "a scope Pod policy needs completionMode Indexed and completions"
 
 
 def duplicate_template(draw: st.DrawFn, js: Obj) -> str | None:
@@ -753,6 +768,7 @@ CREATE_MUTATIONS: tuple[Mutation, ...] = (
     wrong_type,
     no_containers,
     bad_scope,
+    pod_scope_not_indexed,
     duplicate_template,
     template_volume_collision,
     bad_retention,
