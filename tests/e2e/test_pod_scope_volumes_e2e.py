@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
-from controller.jobset.volumes.podscope import COMPLETION_INDEX_ANNOTATION
+from controller.jobset.volumes import admission
+from controller.jobset.volumes.podscope import COMPLETION_INDEX_ANNOTATION, POLICY_NAME
 from controller.jobset.volumes.record import uid_prefix
 from controller.runtime.client import CLAIMS, PODS, KubeClient
 from tests.helpers import Kube, wait_for
@@ -29,7 +30,13 @@ from tests.support.jobsets import (
     settled_process,
     with_pod_annotations,
 )
-from tests.support.podscope import install_policy, policy_in_effect, wait_until_removed
+from tests.support.podscope import (
+    ADMISSION,
+    install_policy,
+    policy_applies,
+    policy_in_effect,
+    wait_until_removed,
+)
 from tests.support.volumes_e2e import (
     EXIT_CODE,
     RUN_DURATION,
@@ -282,21 +289,14 @@ async def test_scaling_down_deletes_only_the_claims_beyond_replicas(
     controller.assert_clean()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "controller bug (a race; failed 6 runs of 7 here): once its cache has the policy the "
-        "controller creates the Jobs at once, the Job controller creates their pods before the "
-        "API server's admission plugin applies the new policy (asynchronous, about 1 s), so the "
-        "pods keep the placeholder claim and stay Pending forever while VolumesReady says True"
-    ),
-)
 async def test_installing_the_policy_releases_a_held_jobset(
     controller: ControllerProcesses, client: KubeClient, full_kube: Kube, full_namespace: str
 ) -> None:
     """The operator's way (docs/volumes.md): a Pod-scope JobSet created before the policy waits
     with PodScopePolicyMissing; ``kubectl apply`` of manifests/pod-scope, and nothing else, lets
-    every pod run with its own claim."""
+    every pod run with its own claim. (Before the controller gave a new policy time to load, the
+    Jobs came at once and their pods, admitted before the API server applied it, kept the
+    placeholder for good: 6 runs of 7.)"""
     ns = full_namespace
     await wait_until_removed(full_kube, ns)  # not installed, and no longer applied
     try:
@@ -324,6 +324,78 @@ async def test_installing_the_policy_releases_a_held_jobset(
         pods = await running_by_rank(client, ns, attempt=0)
         assert_each_pod_mounts_its_claim(pods)
         await bound_claims(client, ns, ALL_RANKS)
+        controller.assert_clean()
+    finally:
+        await wait_until_removed(full_kube, ns)
+
+
+async def test_pods_the_policy_did_not_rewrite_are_reported_and_recovered(
+    controller: ControllerProcesses, client: KubeClient, full_kube: Kube, full_namespace: str
+) -> None:
+    """What the policy objects cannot show, the pods do. A binding narrowed (``matchResources``)
+    to other namespaces passes the object check; the JobSet's pods are admitted with the
+    placeholder and wait. The JobSet says PodScopePodsUnresolved, naming them; fixing the binding
+    and then suspending and resuming the JobSet (the message's way out) gives every pod its own
+    claim, without a restart counted."""
+    ns = full_namespace
+    await wait_until_removed(full_kube, ns)
+    bindings = f"{ADMISSION}/mutatingadmissionpolicybindings"
+    try:
+        install_policy(full_kube)
+        await full_kube.raw("DELETE", f"{bindings}/{POLICY_NAME}")
+        narrowed = admission.binding()
+        narrowed["spec"]["matchResources"] = {
+            "namespaceSelector": {"matchLabels": {"pod-scope-e2e": "elsewhere"}}
+        }
+        created = await full_kube.raw("POST", bindings, narrowed)
+        assert created.get("kind") == "MutatingAdmissionPolicyBinding", created
+        await wait_for(
+            lambda: policy_applies(full_kube, ns),
+            lambda applies: not applies,
+            "the narrowed binding to leave this namespace out",
+        )
+        await client.create(api.JOBSETS, ranks_jobset(), ns)
+        held = await wait_for(
+            lambda: get_jobset(client, ns, NAME),
+            lambda obj: (
+                (condition(obj, volumes.VOLUMES_READY) or {}).get("reason")
+                == admission.REASON_PODS_UNRESOLVED
+            ),
+            f"VolumesReady to say {admission.REASON_PODS_UNRESOLVED}",
+        )
+        message = (condition(held, volumes.VOLUMES_READY) or {})["message"]
+        stuck = await pods_of(client, ns, NAME)
+        assert stuck, "no pod was made"
+        for pod in stuck:
+            claims = pod_claims(pod["spec"])
+            assert any(n.endswith("-POD-INDEX") for n in claims.values()), claims
+        assert any(p["metadata"]["name"] in message for p in stuck), message
+        assert f"excludes namespace '{ns}'" in message, message
+        await wait_event(
+            full_kube, ns, NAME, admission.REASON_PODS_UNRESOLVED, event_type="Warning"
+        )
+
+        # The fix: the shipped binding, then the JobSet suspended and resumed.
+        await full_kube.raw("DELETE", f"{bindings}/{POLICY_NAME}")
+        install_policy(full_kube)
+        await wait_for(
+            lambda: policy_applies(full_kube, ns),
+            lambda applies: applies,
+            "the shipped binding to apply the policy here again",
+        )
+        await client.patch(api.JOBSETS, NAME, {"spec": {"suspend": True}}, ns)
+        await wait_for(
+            lambda: pods_of(client, ns, NAME),
+            lambda found: found == [],
+            "the suspended Jobs' pods to be gone",
+        )
+        await client.patch(api.JOBSETS, NAME, {"spec": {"suspend": False}}, ns)
+        pods = await running_by_rank(client, ns, attempt=0)
+        assert_each_pod_mounts_its_claim(pods)
+        await bound_claims(client, ns, ALL_RANKS)
+        done = await get_jobset(client, ns, NAME)
+        assert (condition(done, volumes.VOLUMES_READY) or {}).get("status") == "True", done
+        assert done["status"].get("restarts", 0) == 0
         controller.assert_clean()
     finally:
         await wait_until_removed(full_kube, ns)
