@@ -903,7 +903,7 @@ def worker_job(index: int, *, deleting: bool = False) -> Obj:
     return job(f"js-workers-{index}", index, 0, deleting=deleting)
 
 
-LIVE_JOB_CASES = [
+LIVE_JOB_CLAIMS_CASES = [
     ("all there", pod_record(), [live_jobset()], [worker_job(0)],
      [DATA, CKPT[0], *RANK[0]], []),
     ("an index's claim absent", pod_record(), [live_jobset()], [worker_job(0)],
@@ -922,8 +922,8 @@ LIVE_JOB_CASES = [
 
 @pytest.mark.parametrize(
     ("rec", "jobsets", "jobs", "claims", "absent"),
-    [c[1:] for c in LIVE_JOB_CASES],
-    ids=[c[0] for c in LIVE_JOB_CASES],
+    [c[1:] for c in LIVE_JOB_CLAIMS_CASES],
+    ids=[c[0] for c in LIVE_JOB_CLAIMS_CASES],
 )
 def test_live_jobs_without_claims(
     rec: JobSetRecord, jobsets: list[Obj], jobs: list[Obj], claims: list[str], absent: list[str]
