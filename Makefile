@@ -20,7 +20,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale soak test test-unit test-integration test-e2e test-node node-binaries cluster-up cluster-down \
+.PHONY: help venv binaries tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod soak test test-unit test-integration test-e2e test-node node-binaries cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run
 
 help: ## list the targets
@@ -123,6 +123,11 @@ bench-scale: binaries ## scale benchmark (SIZES='100 500 1000', about an hour) a
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
 	$(PY) bench/bench_scale.py --sizes $(SIZES)
 	$(PY) bench/plot_scale.py
+
+COMPLETIONS ?= 4
+bench-scale-pod: binaries ## scale benchmark, Pod-scope variant (2 Indexed Jobs of COMPLETIONS=4 pods, a claim each; SIZES)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
+	$(PY) bench/bench_scale.py --sizes $(SIZES) --pod-scope $(COMPLETIONS)
 
 soak: binaries ## chaos soak: JobSets + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
 	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)

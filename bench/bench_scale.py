@@ -1,15 +1,18 @@
 """Scale benchmark: N JobSets at once on the local control plane with KWOK.
 
 Each JobSet: two replicated jobs (2 Jobs each, 4 Jobs in all), one shared claim and one Job-scope
-claim per Job of the first replicated job. For each N it measures, in one run:
+claim per Job of the first replicated job. With ``--pod-scope C`` (the Pod-scope variant), each
+JobSet is one replicated job of 2 Indexed Jobs of C pods with a Pod-scope claim per pod (2 x C
+claims), and the Pod-scope admission policy is installed first. For each N it measures, in one run:
 - seconds until every child Job exists, and until every JobSet is Completed;
 - API requests per JobSet by verb and resource, from the API server's own
   ``apiserver_request_total`` (not self-reported), and the controller's writes per JobSet;
 - writes during a steady-state window after completion (must be 0);
 - controller RSS (peak) and CPU seconds; reconcile latency percentiles from its histogram.
 
-    .venv/bin/python bench/bench_scale.py --sizes 100 500 1000 [--steady 60]
-Results: bench/results/scale.json (append per size) and a table on stdout.
+    .venv/bin/python bench/bench_scale.py --sizes 100 500 1000 [--steady 60] [--pod-scope 4]
+Results: bench/results/scale.json (scale-pod.json for the Pod-scope variant) and the runs on
+stdout.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+Obj = dict[str, Any]
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -40,7 +46,13 @@ from localcluster import audit, pki  # noqa: E402
 from localcluster.cluster import LocalCluster  # noqa: E402
 from localcluster.demo import CRD, _wait_established  # noqa: E402
 from localcluster.processes import ManagedProcess, free_port, https_get  # noqa: E402
-from tests.support.jobsets import SCALE_JOBSET_MINIMUM_WRITES, scale_jobset  # noqa: E402
+from tests.support.jobsets import (  # noqa: E402
+    SCALE_JOBSET_MINIMUM_WRITES,
+    scale_jobset,
+    scale_pod_jobset,
+    scale_pod_jobset_minimum_writes,
+)
+from tests.support.podscope import POLICY_DIR, wait_policy_applied  # noqa: E402
 
 NAMESPACE = "scale"
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -175,9 +187,28 @@ def _rfc3339_now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def workload(pod_scope: int) -> tuple[Callable[[str], Obj], int, dict[str, int]]:
+    """(the JobSet of a name, its Job count, its derived minimum writes) of a variant; pod_scope:
+    completions per Job of the Pod-scope variant, 0 for the default JobSet."""
+    if pod_scope:
+        return (
+            lambda name: scale_pod_jobset(name, pod_scope),
+            2,
+            scale_pod_jobset_minimum_writes(pod_scope),
+        )
+    return scale_jobset, 4, SCALE_JOBSET_MINIMUM_WRITES
+
+
 async def run_size(
-    cluster: LocalCluster, n: int, steady: float, logs: Path, qps: int, extra: list[str]
+    cluster: LocalCluster,
+    n: int,
+    steady: float,
+    logs: Path,
+    qps: int,
+    extra: list[str],
+    pod_scope: int = 0,
 ) -> dict[str, Any]:
+    make, jobs_per_jobset, minimum = workload(pod_scope)
     port = free_port()
     ns = f"{NAMESPACE}-{n}"
     controller = ManagedProcess(
@@ -206,6 +237,8 @@ async def run_size(
     async with api_client:
         client = KubeClient(api_client, qps=500, burst=500)
         await client.create(NAMESPACES, {"metadata": {"name": ns}})
+        if pod_scope:
+            await wait_policy_applied(client, ns)  # else pods would wait for a placeholder claim
         await asyncio.sleep(3)  # the controller's caches sync
         before = apiserver_requests(cluster)
         audit_from = _rfc3339_now()
@@ -215,7 +248,7 @@ async def run_size(
 
         async def creator() -> None:
             for i in pending:
-                await client.create(api.JOBSETS, scale_jobset(f"js-{i:04d}"), ns)
+                await client.create(api.JOBSETS, make(f"js-{i:04d}"), ns)
 
         await asyncio.gather(*(creator() for _ in range(16)))
         print(f"  N={n}: created {n} JobSets in {time.monotonic() - started:.1f}s", flush=True)
@@ -227,9 +260,10 @@ async def run_size(
             elapsed = time.monotonic() - started
             if children_at is None:
                 jobs = (await client.list(JOBS, ns))["items"]
-                if len(jobs) >= 4 * n:
+                if len(jobs) >= jobs_per_jobset * n:
                     children_at = elapsed
-                    print(f"  N={n}: all {4 * n} Jobs exist after {children_at:.1f}s", flush=True)
+                    print(f"  N={n}: all {jobs_per_jobset * n} Jobs exist after "
+                          f"{children_at:.1f}s", flush=True)  # fmt: skip
             listed = (await client.list(api.JOBSETS, ns))["items"]
             done = sum(1 for j in listed if (j.get("status") or {}).get("terminalState"))
             if done == n:
@@ -263,10 +297,10 @@ async def run_size(
             per_jobset[f"{key[0]} {key[1]}"] = round(delta / n, 2)
     run_writes = audited_writes(cluster, audit_from, audit_done)
     steady_audited = sum(audited_writes(cluster, audit_done, audit_steady).values())
-    minimum = SCALE_JOBSET_MINIMUM_WRITES
     controller_writes = {k: round(v / n, 3) for k, v in sorted(run_writes.items())}
     return {
         "n": n,
+        "variant": f"pod-scope, {pod_scope} completions per Job" if pod_scope else "default",
         "controller_args": extra,
         "children_exist_seconds": round(children_at or 0, 1),
         "all_completed_seconds": round(completed_at, 1),
@@ -318,8 +352,17 @@ def main() -> int:
         default=[],
         help="extra controller flag, e.g. --controller-arg=--status-progress-period=0",
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
+    parser.add_argument(
+        "--pod-scope",
+        type=int,
+        default=0,
+        metavar="COMPLETIONS",
+        help="the Pod-scope variant: 2 Indexed Jobs of COMPLETIONS pods, a claim per pod",
+    )
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    name = "scale-pod.json" if args.pod_scope else "scale.json"
+    out = args.out or ROOT / "bench" / "results" / name
     results = []
     for n in args.sizes:
         # A fresh control plane per size: no leftovers of the previous size in etcd or caches.
@@ -331,8 +374,12 @@ def main() -> int:
         ):
             cluster.kubectl("apply", "--server-side", "-f", str(CRD))
             _wait_established(cluster)
+            if args.pod_scope:
+                cluster.kubectl("apply", "--server-side", "-k", str(POLICY_DIR))
             print(f"N={n}: starting", flush=True)
-            run = run_size(cluster, n, args.steady, Path(tmp), args.qps, args.controller_arg)
+            run = run_size(
+                cluster, n, args.steady, Path(tmp), args.qps, args.controller_arg, args.pod_scope
+            )
             results.append(asyncio.run(run))
             print(json.dumps(results[-1], indent=2), flush=True)
     report = {
@@ -342,9 +389,9 @@ def main() -> int:
         "client_qps": args.qps,
         "results": results,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"written to {args.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"written to {out}")
     return 0
 
 

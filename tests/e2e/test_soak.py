@@ -1,9 +1,9 @@
 """The chaos soak for 60 seconds (``make soak`` runs the same engine for 5 minutes).
 
 Its own control plane (the API server is restarted, so it cannot share the session's), two
-controller replicas, the leader killed at random, JobSets of every scope and retention setting
-created, failed, restarted, suspended, scaled and deleted. Every invariant of tests/soak must hold,
-and the run must really have done that work.
+controller replicas, the leader killed at random, JobSets of every scope (Pod scope with the
+admission policy installed) and retention setting created, failed, restarted, suspended, scaled
+and deleted. Every invariant of tests/soak must hold, and the run must really have done that work.
 """
 
 from __future__ import annotations
@@ -60,4 +60,9 @@ def test_soak_for_a_minute_keeps_every_invariant(tmp_path: Path) -> None:
     # An impostor claim (a copied name label) and a claim deleted out of band, then accepted.
     assert report.checked["impostor_claims"] >= 1, summary
     assert report.checked["claims_lost"] >= 1 and report.checked["losses_accepted"] >= 1, summary
+    # Pod scope: JobSets with a claim per Job x completion index, whose pods were checked to
+    # mount their own index's claim.
+    assert report.checked["pod_scope_jobsets"] >= 5, summary
+    assert report.checked["pod_scope_claims_created"] >= 4 * 5, summary
+    assert report.checked["pod_scope_pods_checked"] >= 4, summary
     assert report.rss_peak_mib and max(report.rss_peak_mib.values()) > 0, summary

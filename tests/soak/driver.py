@@ -19,7 +19,7 @@ import aiohttp
 from controller.jobset import api
 from controller.runtime.client import CLAIMS, PODS, ApiError, KubeClient
 from tests.soak.model import JobSetRecord, Loss, Obj, OptIn, Scale, meta, name_of
-from tests.soak.scenarios import EXIT_CODE, Planned, pod_scope_manifest
+from tests.soak.scenarios import EXIT_CODE, Planned
 
 T = TypeVar("T")
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -215,7 +215,7 @@ class Driver:
             jobset = await self.get_jobset(record)
             volumes = ((jobset or {}).get("status") or {}).get("volumes") or {}
             prefixes = {
-                p for entry in volumes.get("claimUIDs") or [] for p in entry["uids"].split(",")
+                p for entry in volumes.get("claimUIDs") or [] for p in _uid_prefixes(entry["uids"])
             }
             if uid and uid[:8] in prefixes:
                 return uid
@@ -325,25 +325,11 @@ class Driver:
         await self.patch(record, patch, f"accept the loss of {value}", json=False)
         await self.terminal(record)
 
-    async def pod_scope_rejected(self) -> str | None:
-        """Admission must reject Pod scope ("not supported yet"); a violation message if not."""
-        name = "soak-pod-scope"
-        try:
-            await self.call(
-                lambda: self.client.create(api.JOBSETS, pod_scope_manifest(name), self.namespace),
-                "create the Pod-scope JobSet",
-            )
-        except DriverError as err:
-            cause = err.__cause__
-            if isinstance(cause, ApiError) and cause.status == 422:
-                if "not supported yet" in cause.message:
-                    return None
-                return f"Pod scope was rejected, but not as unsupported: {cause.message}"
-            raise
-        await self.call(
-            lambda: self.client.delete(api.JOBSETS, name, self.namespace), f"delete {name}"
-        )
-        return "a JobSet with a Pod-scope volume claim policy was admitted (expected a rejection)"
+
+def _uid_prefixes(record: str) -> list[str]:
+    """The uid prefixes of one ``status.volumes.claimUIDs`` entry: comma-separated, and for Pod
+    scope one group per Job, separated by semicolons."""
+    return [p for group in record.split(";") for p in group.split(",") if p]
 
 
 def _condition(jobset: Obj | None, kind: str) -> Obj:

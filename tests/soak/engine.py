@@ -1,14 +1,15 @@
 """The soak run: set up, drive, break things, watch, quiesce, judge.
 
-``run_soak`` starts its own local control plane (``full`` profile), installs the CRD, runs two
-controller replicas, and then, for ``Options.seconds``:
+``run_soak`` starts its own local control plane (``full`` profile), installs the CRD and the
+Pod-scope admission policy (``manifests/pod-scope``; waits until the API server applies it), runs
+two controller replicas, and then, for ``Options.seconds``:
 
 - the driver creates a JobSet every ``interval`` seconds and plays its scenario;
 - the current leader is ``kill -9``ed every ``kill_min``..``kill_max`` seconds (a replacement
   replica starts at once; one that exits by itself is replaced too);
 - kube-apiserver is stopped for ``apiserver_down`` seconds once, half-way;
-- every ``check_every`` seconds the monitor lists JobSets, Jobs and claims, reads the new audit
-  log lines, samples the replicas' RSS and checks the invariants.
+- every ``check_every`` seconds the monitor lists JobSets, Jobs, claims and pods, reads the new
+  audit log lines, samples the replicas' RSS and checks the invariants.
 
 Then chaos stops, the run quiesces (scenarios finish, everything becomes terminal or gone,
 bounded by ``quiesce_seconds``) and every invariant is checked once more on the final state.
@@ -31,18 +32,30 @@ import aiohttp
 from kubernetes_asyncio import config as kubeconfig
 
 from controller.jobset import api
-from controller.runtime.client import CLAIMS, JOBS, LEASES, ApiError, KubeClient
+from controller.jobset.volumes.model import POD_SCOPE_LABEL
+from controller.runtime.client import CLAIMS, JOBS, LEASES, PODS, ApiError, KubeClient
 from localcluster.cluster import LocalCluster
 from localcluster.processes import LaunchError
 from tests.soak import invariants
 from tests.soak.chaos import ApiserverRestart, AuditTail, Replicas, restart_apiserver
 from tests.soak.driver import Driver, DriverError
-from tests.soak.model import DRIVER_AGENT, AuditEntry, JobSetRecord, Obj, name_of, terminal_state
+from tests.soak.model import (
+    DRIVER_AGENT,
+    AuditEntry,
+    JobSetRecord,
+    Obj,
+    labels,
+    meta,
+    name_of,
+    terminal_state,
+)
 from tests.soak.report import MIB, Report, jobset_counts, write_counts
 from tests.soak.scenarios import plan
+from tests.support.podscope import wait_policy_applied
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "manifests" / "crd" / "jobsets.jobset.x-k8s.io.yaml"
+POD_SCOPE_POLICY = ROOT / "manifests" / "pod-scope"
 NAMESPACE = "soak"
 LEASE = "stateful-jobset-soak"
 
@@ -71,6 +84,7 @@ class Observed:
     jobsets: list[Obj] = field(default_factory=list)
     jobs: list[Obj] = field(default_factory=list)
     claims: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
     at: float = 0.0
 
 
@@ -88,6 +102,8 @@ class Engine:
     scenarios: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     started: float = 0.0
     rounds: int = 0  # continuous checks done
+    pods_seen: set[str] = field(default_factory=set)  # uids of the JobSets' pods checked
+    pod_scope_pods_seen: set[str] = field(default_factory=set)  # those with a Pod-scope label
 
     def violate(self, *messages: str) -> None:
         for message in messages:
@@ -132,13 +148,14 @@ class Engine:
         rng: random.Random,
     ) -> Report:
         options = self.options
+        try:
+            await wait_policy_applied(client, NAMESPACE)
+        except TimeoutError as err:
+            raise LaunchError(str(err)) from err
         replicas.start()
         replicas.start()
         leader = await self._wait_leader(client, replicas)
         self.say(f"leader: {leader}; second replica on standby")
-        rejected = await driver.pod_scope_rejected()
-        if rejected:
-            self.violate(rejected)
         self.started = time.time()
         deadline = time.monotonic() + options.seconds
         stop_monitor = asyncio.Event()
@@ -252,17 +269,20 @@ class Engine:
 
     async def _list(self, client: KubeClient) -> Observed | None:
         try:
-            jobsets, jobs, claims = await asyncio.wait_for(
+            jobsets, jobs, claims, pods = await asyncio.wait_for(
                 asyncio.gather(
                     client.list(api.JOBSETS, NAMESPACE),
                     client.list(JOBS, NAMESPACE),
                     client.list(CLAIMS, NAMESPACE),
+                    client.list(PODS, NAMESPACE),
                 ),
                 15,
             )
         except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
             return None  # the API server is away
-        return Observed(jobsets["items"], jobs["items"], claims["items"], time.time())
+        return Observed(
+            jobsets["items"], jobs["items"], claims["items"], pods["items"], time.time()
+        )
 
     async def _observe(self, client: KubeClient, audit: AuditTail) -> bool:
         for entry in audit.read():
@@ -272,6 +292,11 @@ class Engine:
         if observed is None:
             return False
         self.observed = observed
+        for pod in observed.pods:
+            if labels(pod).get(invariants.JOBSET_NAME) in self.records:
+                self.pods_seen.add(str(meta(pod).get("uid")))
+                if labels(pod).get(POD_SCOPE_LABEL) == "true":
+                    self.pod_scope_pods_seen.add(str(meta(pod).get("uid")))
         live = {name_of(j): j for j in observed.jobsets}
         for record in self.records.values():
             jobset = live.get(record.name)
@@ -301,6 +326,8 @@ class Engine:
         settled = [e for e in self.entries if now - e.time >= self.options.audit_lag]
         self.violate(*invariants.audit_violations(settled, self.records))
         self.violate(*invariants.live_duplicate_jobs(self.observed.jobs))
+        # A pod keeps the claims it was admitted with: a wrong one is wrong at once.
+        self.violate(*invariants.pods_with_wrong_claims(self.observed.pods, self.records))
         unexplained = invariants.unexplained_claims(
             self.observed.claims, self.observed.jobsets, self.records
         )
@@ -368,7 +395,12 @@ class Engine:
         self.violate(*driver.errors)
         self.violate(
             *invariants.final_violations(
-                self.entries, observed.jobsets, observed.jobs, observed.claims, self.records
+                self.entries,
+                observed.jobsets,
+                observed.jobs,
+                observed.claims,
+                self.records,
+                observed.pods,
             )
         )
         limit = int(self.options.rss_limit_mib * MIB)
@@ -380,6 +412,9 @@ class Engine:
         self, driver: Driver, replicas: Replicas, converged: bool, quiesce_seconds: float
     ) -> Report:
         restart = self.restart
+        pod_scope_claims = {
+            c.name for r in self.records.values() for c in r.claims if c.scope == "Pod"
+        }
         return Report(
             seconds=self.options.seconds,
             wall_seconds=self.elapsed(),
@@ -428,6 +463,18 @@ class Engine:
                 "jobsets_at_end": len(self.observed.jobsets),
                 "jobs_at_end": len(self.observed.jobs),
                 "claims_at_end": len(self.observed.claims),
+                "pod_scope_jobsets": sum(
+                    any(c.scope == "Pod" for c in r.claims) for r in self.records.values()
+                ),
+                "pod_scope_claims_created": sum(
+                    e.resource == "persistentvolumeclaims"
+                    and e.verb == "create"
+                    and e.code == 201
+                    and e.name in pod_scope_claims
+                    for e in self.entries
+                ),
+                "pods_checked": len(self.pods_seen),
+                "pod_scope_pods_checked": len(self.pod_scope_pods_seen),
             },
             controller_errors=_error_lines(replicas),
             logs=str(self.cluster.state_dir / "logs"),
@@ -460,6 +507,11 @@ def _install_crd(cluster: LocalCluster) -> None:
         time.sleep(0.3)
 
 
+def _install_pod_scope_policy(cluster: LocalCluster) -> None:
+    """The shipped MutatingAdmissionPolicy and binding, as docs/operations.md installs them."""
+    cluster.kubectl("apply", "--server-side", "-k", str(POD_SCOPE_POLICY))
+
+
 def _create_namespace(cluster: LocalCluster) -> None:
     cluster.kubectl("create", "namespace", NAMESPACE)
     deadline = time.monotonic() + 60
@@ -477,6 +529,7 @@ def run_soak(options: Options, say: Callable[[str], None] | None = None) -> Repo
     began = time.time()
     with LocalCluster(options.state_dir, profile="full", report=report_to) as cluster:
         _install_crd(cluster)
+        _install_pod_scope_policy(cluster)
         _create_namespace(cluster)
         report_to(
             f"soak: {options.seconds:.0f}s, a JobSet every {options.interval}s, leader killed "

@@ -35,6 +35,12 @@ REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 RETAINED_FROM = "jobset.sigs.k8s.io/retained-from-uid"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+# What the Pod-scope admission policy replaces in a pod's claim name (never a valid claim name).
+PLACEHOLDER_SUFFIX = "-POD-INDEX"
+PER_JOB = ("Job", "Pod")
+# How long the controller may act on a cache that has not yet seen an out-of-band claim delete.
+LOSS_NOTICE = 30.0  # scopes whose claims belong to one Job (whenScaled acts on them)
 # Conditions carry whole seconds (truncated): the transition happened at most this much later.
 CONDITION_RESOLUTION = 1.0
 _CHILDREN = ("jobs", "persistentvolumeclaims")
@@ -166,7 +172,7 @@ def delete_reasons(plan: PlannedClaim, record: JobSetRecord, at: float) -> list[
         reasons.append(f"whenCompleted=Delete (Completed at {stamp(finished)})")
     if retention.when_failed == DELETE and record.terminal == FAILED and at >= earliest:
         reasons.append(f"whenFailed=Delete (Failed at {stamp(finished)})")
-    if plan.scope == "Job" and retention.when_scaled == DELETE and plan.job_index is not None:
+    if plan.scope in PER_JOB and retention.when_scaled == DELETE and plan.job_index is not None:
         for scale in record.scales:
             if (
                 scale.replicated_job == plan.replicated_job
@@ -409,7 +415,7 @@ def _live_owner_drops(plan: PlannedClaim, jobset: Obj) -> list[str]:
         why.append("the JobSet is Completed and whenCompleted=Delete")
     if state == FAILED and retention.when_failed == DELETE:
         why.append("the JobSet is Failed and whenFailed=Delete")
-    if plan.scope == "Job" and retention.when_scaled == DELETE and plan.job_index is not None:
+    if plan.scope in PER_JOB and retention.when_scaled == DELETE and plan.job_index is not None:
         replicas = _replicas(jobset, plan.replicated_job)
         if plan.job_index >= replicas:
             why.append(f"{plan.replicated_job} has {replicas} replicas and whenScaled=Delete")
@@ -491,6 +497,158 @@ def rss_exceeded(peaks: Mapping[str, int], limit_bytes: int) -> list[str]:
     ]
 
 
+# ----------------------------------------------------------------------------- 7. mounts
+
+
+def _claim_at(history: list[AuditEntry], received: float, answered: float) -> str:
+    """What the audit log proves about a claim (its time-ordered ``claim_histories``) while a write
+    received at ``received`` and answered at ``answered`` ran: "" when a create by the controller
+    may have come first and no delete surely did, else why not. Conservative: a create that
+    overlaps the write counts as before it, a delete that overlaps it does not.
+
+    A claim the driver deleted out of band (Lost) less than ``LOSS_NOTICE`` before the write is
+    not held against it: the controller acts on its caches, which learn of the delete a moment
+    later (a Job created then is suspended once the loss is seen; ``recreated_after_loss`` checks
+    that the claim is not replaced without the opt-in)."""
+    made: AuditEntry | None = None
+    deleted: AuditEntry | None = None
+    for entry in history:
+        if entry.verb == "create" and entry.received < answered:
+            made, deleted = entry, None
+        elif entry.verb == "delete" and entry.time < received:
+            made, deleted = None, entry
+    if made is None:
+        if (
+            deleted is not None
+            and deleted.user_agent == DRIVER_AGENT
+            and received - deleted.time < LOSS_NOTICE
+        ):
+            return ""
+        return "it did not exist (never created before, or deleted since)"
+    if not by_controller(made):
+        return f"it was not the controller's ({made.describe()})"
+    return ""
+
+
+def jobs_created_before_their_claims(entries: Iterable[AuditEntry], records: Records) -> list[str]:
+    """Every claim a Job's pods mount exists, created by the controller, before the Job is created:
+    the JobSet-scope claims, the Job's Job-scope claim and, for Pod scope, the claim of every
+    completion index (also those a parallelism below completions would start later)."""
+    histories = claim_histories(entries)
+    owner = {job: r for r in records.values() for job in r.job_names()}
+    found = []
+    for entry in sorted(entries, key=lambda e: e.time):
+        if not (entry.resource == "jobs" and entry.verb == "create" and entry.code == 201):
+            continue
+        record = owner.get(entry.name)
+        where = record.job_of(entry.name) if record is not None else None
+        if record is None or where is None:
+            continue  # reported by job_creates_beyond_attempts
+        for plan in record.claims:
+            if not plan.mounted_by(*where):
+                continue
+            state = _claim_at(histories.get(plan.name, []), entry.received, entry.time)
+            if state:
+                found.append(  # no fate in the message: it is reported once
+                    f"Job {entry.name} created ({entry.describe()}) before its {plan.scope}-scope "
+                    f"claim {plan.name}: {state}; JobSet {record.name} (scenario "
+                    f"{record.scenario})"
+                )
+    return found
+
+
+def _pod_claims(pod: Obj) -> dict[str, str]:
+    """Volume name -> claimName of a pod's claim volumes."""
+    found = {}
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        claim = volume.get("persistentVolumeClaim") if isinstance(volume, dict) else None
+        if isinstance(claim, dict):
+            found[str(volume.get("name"))] = str(claim.get("claimName"))
+    return found
+
+
+def pods_with_wrong_claims(pods: Iterable[Obj], records: Records) -> list[str]:
+    """Every pod of a driver's JobSet that exists (it was admitted) mounts exactly the claims its
+    Job's scope says: the JobSet's, its Job's and, for Pod scope, the claim of its own completion
+    index; never a Pod-scope placeholder (the admission policy did not rewrite it)."""
+    found = []
+    for pod in pods:
+        tags = labels(pod)
+        record = records.get(str(tags.get(JOBSET_NAME)))
+        if record is None:
+            continue
+        rjob, job_index = str(tags.get(REPLICATED_JOB)), str(tags.get(JOB_INDEX))
+        annotations = meta(pod).get("annotations") or {}
+        pod_index = str(annotations.get(COMPLETION_INDEX))
+        who = f"pod {name_of(pod)} ({rjob} Job {job_index}, completion index {pod_index})"
+        mounted = _pod_claims(pod)
+        for volume, claim_name in sorted(mounted.items()):
+            if claim_name.endswith(PLACEHOLDER_SUFFIX):
+                found.append(
+                    f"{who} was admitted with the Pod-scope placeholder {claim_name} in volume "
+                    f"{volume}: the admission policy did not give it its claim; "
+                    f"{record.describe()}"
+                )
+        expected = {
+            plan.template: plan.name
+            for plan in record.claims
+            if job_index.isdigit()
+            and plan.mounted_by(rjob, int(job_index))
+            and (plan.pod_index is None or str(plan.pod_index) == pod_index)
+        }
+        wrong = {  # a placeholder is reported above
+            v: c
+            for v, c in mounted.items()
+            if expected.get(v) != c and not c.endswith(PLACEHOLDER_SUFFIX)
+        }
+        missing = sorted(set(expected) - set(mounted))
+        if wrong or missing:
+            found.append(
+                f"{who} mounts {dict(sorted(mounted.items()))}, expected "
+                f"{dict(sorted(expected.items()))}; {record.describe()}"
+            )
+    return found
+
+
+def live_jobs_without_claims(
+    entries: Iterable[AuditEntry],
+    jobsets: Iterable[Obj],
+    jobs: Iterable[Obj],
+    claims: Iterable[Obj],
+    records: Records,
+) -> list[str]:
+    """Once quiesced: every claim the pods of a live Job of a live JobSet mount exists (all
+    completion indexes of a Pod-scope Job), unless policy deleted it by now or the driver did
+    (out of band, on purpose)."""
+    live = {name_of(j): j for j in jobsets if not terminating(j)}
+    existing = {name_of(c) for c in claims if not terminating(c)}
+    lost = _last_deleted_by_driver(entries)
+    found = []
+    for job in sorted(jobs, key=name_of):
+        record = records.get(str(labels(job).get(JOBSET_NAME)))
+        if record is None or terminating(job) or record.name not in live:
+            continue
+        if record.uid and _controller_uid(job) not in ("", record.uid):
+            continue  # a leftover of an earlier JobSet of that name (never in the soak)
+        where = record.job_of(name_of(job))
+        if where is None:
+            continue
+        absent = [
+            plan.name
+            for plan in record.claims
+            if plan.mounted_by(*where)
+            and plan.name not in existing
+            and plan.name not in lost
+            and not delete_reasons(plan, record, math.inf)
+        ]
+        if absent:
+            found.append(
+                f"Job {name_of(job)} of {record.describe()} exists but its claims "
+                f"{', '.join(absent)} do not"
+            )
+    return found
+
+
 # ----------------------------------------------------------------------------- all of them
 
 
@@ -501,6 +659,7 @@ def audit_violations(entries: list[AuditEntry], records: Records) -> list[str]:
         *unjustified_claim_deletes(entries, records),
         *deletes_without_proof(entries, records),
         *recreated_after_loss(entries, records),
+        *jobs_created_before_their_claims(entries, records),
     ]
 
 
@@ -510,11 +669,14 @@ def final_violations(
     jobs: list[Obj],
     claims: list[Obj],
     records: Records,
+    pods: list[Obj] | None = None,
 ) -> list[str]:
     """Everything that must hold once the soak has quiesced (RSS is checked separately)."""
     return [
         *audit_violations(entries, records),
         *live_duplicate_jobs(jobs),
+        *pods_with_wrong_claims(pods or [], records),
+        *live_jobs_without_claims(entries, jobsets, jobs, claims, records),
         *unexplained_claims(claims, jobsets, records).values(),
         *retained_claims_missing(entries, claims, records),
         *not_terminal(jobsets, records),

@@ -59,10 +59,17 @@ class PlannedClaim:
 
     name: str
     template: str
-    scope: str  # JobSet | Job
+    scope: str  # JobSet | Job | Pod
     retention: Retention
-    replicated_job: str | None = None
+    replicated_job: str | None = None  # None: every Job mounts it (JobSet scope)
     job_index: int | None = None
+    pod_index: int | None = None  # Pod scope: the completion index whose pods mount it
+
+    def mounted_by(self, replicated_job: str, job_index: int) -> bool:
+        """Whether the pods of that Job mount this claim (some of them, for Pod scope)."""
+        if self.replicated_job is None:
+            return True
+        return self.replicated_job == replicated_job and self.job_index == job_index
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,17 @@ class JobSetRecord:
 
     def claim(self, name: str) -> PlannedClaim | None:
         return next((c for c in self.claims if c.name == name), None)
+
+    def job_of(self, job: str) -> tuple[str, int] | None:
+        """(replicated job, index) of one of this JobSet's Job names; None if it is not one."""
+        for rjob, replicas in self.replicated_jobs.items():
+            for scale in self.scales:
+                if scale.replicated_job == rjob:
+                    replicas = max(replicas, scale.replicas)
+            for i in range(replicas):
+                if job == f"{self.name}-{rjob.lower()}-{i}":
+                    return rjob, i
+        return None
 
     def job_names(self) -> set[str]:
         return {

@@ -4,9 +4,12 @@ Each JobSet has a replicated job ``leader`` (1 Job) and ``workers`` (2 or 3 Jobs
 
 - ``data``: JobSet scope, mounted by both (``volumeClaimPolicies`` or, every other JobSet, the
   original request's ``volumePolicy`` spelling);
-- ``ckpt``: Job scope, one claim per ``workers`` Job (``volumeClaimPolicies``).
+- ``ckpt``: Job scope, one claim per ``workers`` Job (``volumeClaimPolicies``);
+- ``rank``: Pod scope, in one JobSet out of three (``pod_scope``): ``workers`` is then an Indexed
+  Job of 2 completions and each completion index of each Job gets its own claim, which the
+  Pod-scope admission policy (installed in the soak's cluster) puts into each pod.
 
-The two policies' retention settings walk through all 16 combinations of
+The policies' retention settings walk through all 16 combinations of
 whenDeleted/whenCompleted/whenFailed/whenScaled x Retain/Delete. The scenario says what the driver
 does to the JobSet (see ``engine.Driver``).
 """
@@ -91,6 +94,25 @@ def _template(name: str, storage_class: str) -> Obj:
     }
 
 
+# Pods per workers Job of a Pod-scope JobSet (Indexed; one "rank" claim per completion index).
+POD_SCOPE_COMPLETIONS = 2
+
+
+def pod_scope(index: int) -> bool:
+    """Whether the ``index``-th JobSet has a Pod-scope policy: one out of three (each brings 4
+    claims more, and the test provisioner makes about one volume a second on a busy machine), and,
+    as 3 and the number of scenarios are coprime, every scenario with and without it in turn."""
+    return index % 3 == 0
+
+
+def _lose_target(name: str, rounds: int, with_pod_scope: bool) -> str:
+    """lose-claim: the claim the driver deletes out of band; in turn a JobSet-scope, a Job-scope
+    and (when the JobSet has one) a Pod-scope claim, each with both endings over six rounds."""
+    if with_pod_scope and rounds % 3 == 1:
+        return f"rank-{name}-workers-0-1"
+    return f"data-{name}" if rounds // 2 % 2 == 0 else f"ckpt-{name}-workers-0"
+
+
 def _run_seconds(scenario: str) -> tuple[str, str]:
     """(leader, workers) run durations."""
     if scenario == "delete-running":
@@ -111,7 +133,12 @@ def plan(index: int, now: float) -> Planned:
 
     leader = _mount(replicated_job("leader"), "data")
     with_pod_annotations(leader, **{RUN_DURATION: leader_run})
-    workers = _mount(replicated_job("workers", workers_replicas), "data", "ckpt")
+    with_pod_scope = pod_scope(index)
+    completions = POD_SCOPE_COMPLETIONS if with_pod_scope else 1
+    workers = replicated_job("workers", workers_replicas, completions)
+    workers = _mount(workers, "data", "ckpt", *(("rank",) if with_pod_scope else ()))
+    if with_pod_scope:
+        workers["template"]["spec"]["completionMode"] = "Indexed"
     with_pod_annotations(workers, **{RUN_DURATION: workers_run})
     if scenario in ("fail", "fail-deleted"):
         with_pod_annotations(workers, **{EXIT_CODE: "3", FAIL_AFTER: "2s"})
@@ -123,6 +150,14 @@ def plan(index: int, now: float) -> Planned:
         "scope": "Job",
         "targetReplicatedJobs": ["workers"],
     }
+    rank_retention = _RETENTIONS[(index * 5 + 1) % 16]
+    rank_policy: Obj = {
+        "templates": [_template("rank", ckpt_class)],
+        "retentionPolicy": retention_field(rank_retention),
+        "scope": "Pod",
+        "targetReplicatedJobs": ["workers"],
+    }
+    extra = [rank_policy] if with_pod_scope else []
     spec: Obj = {}
     if index % 2:
         spec["volumePolicy"] = {  # the original request's spelling
@@ -130,7 +165,7 @@ def plan(index: int, now: float) -> Planned:
             "volumeClaimTemplates": [_template("data", "standard")],
             "retentionPolicy": retention_field(data_retention),
         }
-        spec["volumeClaimPolicies"] = [ckpt_policy]
+        spec["volumeClaimPolicies"] = [ckpt_policy, *extra]
     else:
         data_policy: Obj = {
             "templates": [_template("data", "standard")],
@@ -138,7 +173,7 @@ def plan(index: int, now: float) -> Planned:
         }
         if index % 4 == 0:
             data_policy["scope"] = "JobSet"  # else left to its default
-        spec["volumeClaimPolicies"] = [data_policy, ckpt_policy]
+        spec["volumeClaimPolicies"] = [data_policy, ckpt_policy, *extra]
     if scenario == "fail":
         spec["failurePolicy"] = {"maxRestarts": 1}
     elif scenario == "restart":
@@ -153,6 +188,14 @@ def plan(index: int, now: float) -> Planned:
         PlannedClaim(f"ckpt-{name}-workers-{i}", "ckpt", "Job", ckpt_retention, "workers", i)
         for i in range(workers_replicas)
     ]
+    if with_pod_scope:
+        claims += [
+            PlannedClaim(
+                f"rank-{name}-workers-{i}-{k}", "rank", "Pod", rank_retention, "workers", i, k
+            )
+            for i in range(workers_replicas)
+            for k in range(completions)
+        ]
     record = JobSetRecord(
         name=name,
         scenario=scenario,
@@ -172,15 +215,5 @@ def plan(index: int, now: float) -> Planned:
         }
     lose = ""
     if scenario == "lose-claim":
-        lose = f"data-{name}" if rounds // 2 % 2 == 0 else f"ckpt-{name}-workers-0"
+        lose = _lose_target(name, rounds, with_pod_scope)
     return Planned(copy.deepcopy(manifest), record, impostor, lose, rounds % 2 == 0)
-
-
-def pod_scope_manifest(name: str) -> Obj:
-    """A JobSet asking for Pod scope, which admission must reject ("not supported yet")."""
-    workers = _mount(replicated_job("workers", 1), "scratch")
-    return jobset(
-        name,
-        workers,
-        volumeClaimPolicies=[{"templates": [_template("scratch", "standard")], "scope": "Pod"}],
-    )

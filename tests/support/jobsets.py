@@ -108,6 +108,35 @@ SCALE_JOBSET_MINIMUM_WRITES = {
 }
 
 
+def scale_pod_jobset(name: str, completions: int) -> Obj:
+    """The Pod-scope JobSet of the scale benchmark: one replicated job of 2 Indexed Jobs of
+    ``completions`` pods each (all running at once), a Pod-scope claim per pod (2 x completions)."""
+    workers = with_mounts(replicated_job("workers", 2, completions), "rank")
+    workers["template"]["spec"]["completionMode"] = "Indexed"
+    return jobset(
+        name,
+        workers,
+        volumeClaimPolicies=[
+            {"scope": "Pod", "templates": [{"metadata": {"name": "rank"}, "spec": _CLAIM_SPEC}]}
+        ],
+    )
+
+
+def scale_pod_jobset_minimum_writes(completions: int) -> dict[str, int]:
+    """The fewest writes a ``scale_pod_jobset`` run to completion needs (docs/performance.md),
+    derived as ``SCALE_JOBSET_MINIMUM_WRITES``: one claim and one ClaimCreated Event per Job x
+    completion index, the rest as for the other JobSet."""
+    claims = 2 * completions
+    return {
+        "create jobs": 2,
+        "create persistentvolumeclaims": claims,
+        "create services": 1,
+        "patch jobsets": 1,
+        "update jobsets/status": 3,  # VolumesReady False (ClaimsPending), True, Completed
+        "create events": claims + 1,  # ClaimCreated per claim, AllJobsCompleted
+    }
+
+
 @dataclass
 class RunningController:
     manager: Manager

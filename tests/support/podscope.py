@@ -5,7 +5,9 @@ asynchronously: the API server watches policies and bindings).
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +20,7 @@ from controller.jobset.volumes.podscope import (
     POLICY_NAME,
     placeholder_claim_name,
 )
+from controller.runtime.client import PODS, KubeClient
 from localcluster.build import ensure_binaries
 from tests.helpers import Kube, wait_for
 
@@ -139,3 +142,18 @@ async def policy_in_effect(kube: Kube, namespace: str) -> AsyncIterator[None]:
         yield
     finally:
         await wait_until_removed(kube, namespace)
+
+
+async def wait_policy_applied(client: KubeClient, namespace: str, seconds: float = 60) -> None:
+    """For the soak and the benchmark (a process of their own, no ``Kube``): until the API server
+    rewrites a probe pod's placeholder claim (it loads policies asynchronously). Each probe, which
+    could never run (its claim does not exist), is deleted again."""
+    deadline = time.monotonic() + seconds
+    while True:
+        probe = await client.create(PODS, job_pod({"ckpt": PROBE}, "0"), namespace)
+        await client.delete(PODS, probe["metadata"]["name"], namespace)
+        if claim_names(probe)["ckpt"] != PROBE:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the API server did not apply the Pod-scope policy in {seconds} s")
+        await asyncio.sleep(0.5)

@@ -22,6 +22,7 @@ from tests.soak.model import (
     Retention,
     Scale,
     parse_audit_line,
+    stamp,
 )
 from tests.soak.scenarios import SCENARIOS, plan
 
@@ -723,7 +724,13 @@ def test_the_scenarios_cover_every_scope_spelling_and_retention() -> None:
     assert {p.record.scenario for p in planned} == set(SCENARIOS)
     data = {c.retention for p in planned for c in p.record.claims if c.scope == "JobSet"}
     ckpt = {c.retention for p in planned for c in p.record.claims if c.scope == "Job"}
-    assert len(data) == len(ckpt) == 16
+    rank = {c.retention for p in planned for c in p.record.claims if c.scope == "Pod"}
+    assert len(data) == len(ckpt) == len(rank) == 16
+    # Every scenario runs with and without a Pod-scope policy.
+    with_pod_scope = {
+        (p.record.scenario, any(c.scope == "Pod" for c in p.record.claims)) for p in planned
+    }
+    assert with_pod_scope == {(s, b) for s in SCENARIOS for b in (True, False)}
     spellings = {("volumePolicy" in p.manifest["spec"]) for p in planned}
     assert spellings == {True, False}
     first = planned[0]
@@ -731,11 +738,15 @@ def test_the_scenarios_cover_every_scope_spelling_and_retention() -> None:
         "data-soak-0000-complete",
         "ckpt-soak-0000-complete-workers-0",
         "ckpt-soak-0000-complete-workers-1",
+        "rank-soak-0000-complete-workers-0-0",
+        "rank-soak-0000-complete-workers-0-1",
+        "rank-soak-0000-complete-workers-1-0",
+        "rank-soak-0000-complete-workers-1-1",
     ]
 
 
 def test_the_impostor_and_loss_scenarios_plan_every_ending() -> None:
-    planned = [plan(i, T0) for i in range(4 * len(SCENARIOS))]
+    planned = [plan(i, T0) for i in range(6 * len(SCENARIOS))]
     impostors = [p for p in planned if p.record.scenario == "impostor"]
     assert {p.first_variant for p in impostors} == {True, False}
     for p in impostors:
@@ -745,11 +756,204 @@ def test_the_impostor_and_loss_scenarios_plan_every_ending() -> None:
         assert meta["labels"][invariants.JOBSET_NAME] == p.record.name  # copied, no proof
     losses = [p for p in planned if p.record.scenario == "lose-claim"]
     assert {(p.lose.split("-")[0], p.first_variant) for p in losses} == {
-        ("data", True),
-        ("data", False),
-        ("ckpt", True),
-        ("ckpt", False),
+        (template, accepted) for template in ("data", "ckpt", "rank") for accepted in (True, False)
     }
     for p in losses:
         assert p.manifest["spec"]["suspend"] is True  # no pod holds the claim it loses
         assert p.lose in {c.name for c in p.record.claims}
+
+
+def test_a_pod_scope_jobset_plans_a_claim_per_job_and_completion_index() -> None:
+    planned = plan(0, T0)  # Pod scope: index % 3 == 0
+    workers = planned.manifest["spec"]["replicatedJobs"][1]
+    assert workers["name"] == "workers"
+    job = workers["template"]["spec"]
+    assert (job["completionMode"], job["completions"], job["parallelism"]) == ("Indexed", 2, 2)
+    policies = planned.manifest["spec"]["volumeClaimPolicies"]
+    assert policies[-1]["scope"] == "Pod" and policies[-1]["targetReplicatedJobs"] == ["workers"]
+    rank = [(c.name, c.job_index, c.pod_index) for c in planned.record.claims if c.scope == "Pod"]
+    name = planned.record.name
+    assert rank == [(f"rank-{name}-workers-{j}-{k}", j, k) for j in range(2) for k in range(2)]
+    without = plan(1, T0)
+    assert all(c.scope != "Pod" for c in without.record.claims)
+    assert "completionMode" not in without.manifest["spec"]["replicatedJobs"][1]["template"]["spec"]
+
+
+# ----------------------------------------------------------------------------- 7. Pod scope
+
+RANK = [[f"rank-js-workers-{j}-{k}" for k in range(2)] for j in range(3)]
+
+
+def pod_record(rank: Retention | None = None, **fields: Any) -> JobSetRecord:
+    """``record`` with a Pod-scope claim ``rank`` per workers Job and completion index (2)."""
+    base = record(**fields)
+    claims = [
+        PlannedClaim(RANK[j][k], "rank", "Pod", rank or Retention(), "workers", j, k)
+        for j in range(3)
+        for k in range(2)
+    ]
+    return replace(base, claims=base.claims + tuple(claims))
+
+
+def claims_of_worker(j: int, at: float) -> list[AuditEntry]:
+    return [create(PVC, n, at) for n in (DATA, CKPT[j], *RANK[j])]
+
+
+def overlapping(name: str, received: float, answered: float) -> AuditEntry:
+    return replace(create(PVC, name, answered), received=received)
+
+
+BEFORE_CLAIMS_CASES = [
+    ("every claim first", [*claims_of_worker(0, T0), create("jobs", "js-workers-0", T0 + 1)], []),
+    ("the leader needs only the JobSet's claim",
+     [create(PVC, DATA, T0), create("jobs", "js-leader-0", T0 + 1)], []),
+    ("one completion index's claim missing",
+     [create(PVC, n, T0) for n in (DATA, CKPT[0], RANK[0][0])]
+     + [create("jobs", "js-workers-0", T0 + 1)],
+     [f"before its Pod-scope claim {RANK[0][1]}: it did not exist"]),
+    ("a claim created after the Job",
+     [*claims_of_worker(1, T0 + 2), create("jobs", "js-workers-1", T0 + 1)],
+     [f"claim {n}: it did not exist" for n in (DATA, CKPT[1], *RANK[1])]),
+    ("a create overlapping the Job's counts as before it",
+     [*claims_of_worker(0, T0)[:-1], overlapping(RANK[0][1], T0 + 0.5, T0 + 1.2),
+      create("jobs", "js-workers-0", T0 + 1)], []),
+    ("deleted by the controller before the Job",
+     [*claims_of_worker(0, T0), delete(RANK[0][0], T0 + 1),
+      create("jobs", "js-workers-0", T0 + 2)],
+     [f"before its Pod-scope claim {RANK[0][0]}: it did not exist"]),
+    ("lost (deleted by the driver) a moment before: the caches had not seen it yet",
+     [*claims_of_worker(0, T0), delete(RANK[0][0], T0 + 1, agent=DRIVER_AGENT),
+      create("jobs", "js-workers-0", T0 + 2)], []),
+    ("lost long before",
+     [*claims_of_worker(0, T0), delete(RANK[0][0], T0 + 1, agent=DRIVER_AGENT),
+      create("jobs", "js-workers-0", T0 + 2 + invariants.LOSS_NOTICE)],
+     [f"before its Pod-scope claim {RANK[0][0]}: it did not exist"]),
+    ("deleted and created again by the controller before the Job",
+     [*claims_of_worker(0, T0), delete(RANK[0][0], T0 + 1, agent=DRIVER_AGENT),
+      create(PVC, RANK[0][0], T0 + 2), create("jobs", "js-workers-0", T0 + 3)], []),
+    ("only the driver's claim at that name",
+     [*claims_of_worker(0, T0)[1:], create(PVC, DATA, T0, agent=DRIVER_AGENT),
+      create("jobs", "js-workers-0", T0 + 1)],
+     [f"before its JobSet-scope claim {DATA}: it was not the controller's"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("entries", "says"),
+    [c[1:] for c in BEFORE_CLAIMS_CASES],
+    ids=[c[0] for c in BEFORE_CLAIMS_CASES],
+)
+def test_jobs_created_before_their_claims(entries: list[AuditEntry], says: list[str]) -> None:
+    found = invariants.jobs_created_before_their_claims(entries, {NAME: pod_record()})
+    assert len(found) == len(says), found
+    for message, expected in zip(found, says, strict=True):
+        assert expected in message
+
+
+def pod(rjob: str, job_index: int, pod_index: int, **volumes: str) -> Obj:
+    return {
+        "metadata": {
+            "name": f"js-{rjob}-{job_index}-{pod_index}-abcde",
+            "labels": {
+                invariants.JOBSET_NAME: NAME,
+                invariants.REPLICATED_JOB: rjob,
+                invariants.JOB_INDEX: str(job_index),
+            },
+            "annotations": {invariants.COMPLETION_INDEX: str(pod_index)},
+        },
+        "spec": {
+            "volumes": [{"name": "token", "projected": {}}]
+            + [{"name": v, "persistentVolumeClaim": {"claimName": c}} for v, c in volumes.items()]
+        },
+    }
+
+
+PODS_CASES = [
+    ("its own claims", pod("workers", 1, 1, data=DATA, ckpt=CKPT[1], rank=RANK[1][1]), None),
+    ("a leader pod", pod("leader", 0, 0, data=DATA), None),
+    ("the placeholder", pod("workers", 1, 1, data=DATA, ckpt=CKPT[1],
+                            rank="rank-js-workers-1-POD-INDEX"),
+     "admitted with the Pod-scope placeholder rank-js-workers-1-POD-INDEX"),
+    ("another index's claim", pod("workers", 1, 1, data=DATA, ckpt=CKPT[1], rank=RANK[1][0]),
+     f"'rank': '{RANK[1][0]}'"),
+    ("another Job's claim", pod("workers", 2, 0, data=DATA, ckpt=CKPT[2], rank=RANK[1][0]),
+     f"expected {{'ckpt': '{CKPT[2]}', 'data': '{DATA}', 'rank': '{RANK[2][0]}'}}"),
+    ("a claim missing", pod("workers", 0, 0, data=DATA, ckpt=CKPT[0]), "expected"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "why"), [c[1:] for c in PODS_CASES], ids=[c[0] for c in PODS_CASES]
+)
+def test_pods_with_wrong_claims(the_pod: Obj, why: str | None) -> None:
+    found = invariants.pods_with_wrong_claims([the_pod], {NAME: pod_record()})
+    if why is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and why in found[0], found
+
+
+def test_a_pod_of_another_jobset_is_not_judged() -> None:
+    stranger = pod("workers", 0, 0, rank="rank-other-workers-0-POD-INDEX")
+    stranger["metadata"]["labels"][invariants.JOBSET_NAME] = "other"
+    assert invariants.pods_with_wrong_claims([stranger], {NAME: pod_record()}) == []
+
+
+def worker_job(index: int, *, deleting: bool = False) -> Obj:
+    return job(f"js-workers-{index}", index, 0, deleting=deleting)
+
+
+LIVE_JOB_CLAIMS_CASES = [
+    ("all there", pod_record(), [live_jobset()], [worker_job(0)],
+     [DATA, CKPT[0], *RANK[0]], []),
+    ("an index's claim absent", pod_record(), [live_jobset()], [worker_job(0)],
+     [DATA, CKPT[0], RANK[0][0]], [RANK[0][1]]),
+    ("a terminating Job is not judged", pod_record(), [live_jobset()],
+     [worker_job(0, deleting=True)], [], []),
+    ("a terminating JobSet is not judged", pod_record(deleted_at=T0),
+     [live_jobset(deleting=True)], [worker_job(0)], [], []),
+    ("policy deleted them", pod_record(terminal="Completed", terminal_at=T0,
+     rank=retention(when_completed=DELETE)), [live_jobset(terminal="Completed")], [worker_job(0)],
+     [DATA, CKPT[0]], []),
+    ("deleted claims count as absent", pod_record(), [live_jobset()], [worker_job(1)],
+     [DATA, CKPT[1], RANK[1][0]], [RANK[1][1]]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rec", "jobsets", "jobs", "claims", "absent"),
+    [c[1:] for c in LIVE_JOB_CLAIMS_CASES],
+    ids=[c[0] for c in LIVE_JOB_CLAIMS_CASES],
+)
+def test_live_jobs_without_claims(
+    rec: JobSetRecord, jobsets: list[Obj], jobs: list[Obj], claims: list[str], absent: list[str]
+) -> None:
+    listed = [claim(n) for n in claims]
+    found = invariants.live_jobs_without_claims([], jobsets, jobs, listed, {NAME: rec})
+    if not absent:
+        assert found == []
+    else:
+        assert len(found) == 1 and f"claims {', '.join(absent)} do not" in found[0], found
+
+
+def test_a_claim_the_driver_lost_is_not_expected_of_a_live_job() -> None:
+    lost = [create(PVC, RANK[0][1], T0), delete(RANK[0][1], T0 + 1, agent=DRIVER_AGENT)]
+    listed = [claim(n) for n in (DATA, CKPT[0], RANK[0][0])]
+    found = invariants.live_jobs_without_claims(
+        lost, [live_jobset()], [worker_job(0)], listed, {NAME: pod_record()}
+    )
+    assert found == []
+
+
+def test_pod_scope_claims_of_jobs_scaled_away() -> None:
+    scaled = pod_record(rank=retention(when_scaled=DELETE))
+    found = invariants.unexplained_claims(
+        [claim(RANK[2][1]), claim(RANK[0][1])], [live_jobset(workers=1)], {NAME: scaled}
+    )
+    assert list(found) == [RANK[2][1]] and "whenScaled=Delete" in found[RANK[2][1]]
+    moment = T0 + 10
+    rec = replace(scaled, scales=[Scale(T0, "workers", 1)])
+    assert invariants.delete_reasons(rec.claims[-1], rec, moment) == [
+        f"whenScaled=Delete (workers scaled to 1 at {stamp(T0)})"
+    ]
+    assert invariants.delete_reasons(rec.claims[3], rec, moment) == []  # Job 0 stays
