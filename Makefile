@@ -108,12 +108,13 @@ lint: venv tools ## ruff, ruff format, mypy --strict, shellcheck, yamllint
 	shellcheck .ci/run
 	$(VENV)/bin/yamllint -c .yamllint.yaml manifests localcluster/kwok .yamllint.yaml
 
-bench: binaries ## run every benchmark (work queue, informer, failover, reconcile cost, scale); results in bench/results/
+bench: binaries ## run every benchmark (work queue, informer, failover, reconcile cost, scale, Pod-scope scale); results in bench/results/
 	$(PY) bench/bench_workqueue.py
 	$(PY) bench/bench_informer.py
 	$(PY) bench/bench_failover.py
 	$(MAKE) bench-reconcile
 	$(MAKE) bench-scale
+	$(MAKE) bench-scale-pod
 
 bench-reconcile: $(STAMP) ## one reconcile's planning time at admission's limits, event-loop stall (under a minute)
 	$(PY) bench/bench_reconcile_cost.py
