@@ -67,10 +67,12 @@ async def test_the_role_is_not_broader_than_needed(
         # What it needs works ...
         await as_controller.list(api.JOBSETS, full_namespace)
         await as_controller.list(CLAIMS, full_namespace)
+        await as_controller.list(PODS, full_namespace)  # Pod scope: read-only
         # ... what it does not need is forbidden.
+        pod = {"metadata": {"name": "nope"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
         for attempt in (
             as_controller.list(SECRETS, full_namespace),
-            as_controller.list(PODS, full_namespace),
+            as_controller.create(PODS, pod, full_namespace),
             as_controller.list(CONFIG_MAPS, full_namespace),
             as_controller.create(CONFIG_MAPS, {"metadata": {"name": "nope"}}, full_namespace),
         ):
