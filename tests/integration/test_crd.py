@@ -1013,7 +1013,8 @@ async def test_template_without_replicated_jobs_is_unmounted_not_an_error(
 ) -> None:
     """template-mounted must not read spec.replicatedJobs when it is absent (an evaluation
     error would be added to the response): the template is simply not mounted."""
-    for replicated_jobs in (None, []):
+    empty: list[Obj] = []
+    for replicated_jobs in (None, empty):
         body = base()
         body["spec"] = {"volumeClaimPolicies": [{"templates": [pvc("data")]}]}
         if replicated_jobs is not None:
