@@ -48,6 +48,7 @@ MAX_CONTAINERS = 16  # containers, and initContainers, of one pod template
 MAX_VOLUME_MOUNTS = 64  # per container
 MAX_POD_VOLUMES = 128
 MAX_FAILURE_RULES = 32
+MAX_DEPENDS_ON = 5  # upstream's maxItems for replicatedJobs[].dependsOn
 MAX_MESSAGE_PATTERNS = 16
 MAX_VOLUME_CLAIM_POLICIES = 50
 MAX_TEMPLATES_PER_POLICY = 16
@@ -920,9 +921,10 @@ class Builder:
                     default=1,
                 ),
                 "dependsOn": array(
-                    "Start this replicated job only when an earlier one reached a status: Ready "
-                    "(every Job ready or finished) or Complete (every Job succeeded). At most "
-                    "one entry; not on the first replicated job.",
+                    "Start this replicated job only when every named earlier replicated job "
+                    "reached its status: Ready (every Job ready or finished) or Complete (every "
+                    f"Job succeeded). At most {MAX_DEPENDS_ON} entries, one per name; not on the "
+                    "first replicated job.",
                     obj(
                         "A dependency on an earlier replicated job.",
                         {
@@ -934,7 +936,7 @@ class Builder:
                         required=["name", "status"],
                     ),
                     list_type="map",
-                    maxItems=1,
+                    maxItems=MAX_DEPENDS_ON,
                     **{"x-kubernetes-list-map-keys": ["name"]},
                 ),
             },
@@ -1001,15 +1003,6 @@ class Builder:
         bad_depends = f"i > 0 && has(r.dependsOn) && r.dependsOn.exists(d, !{earlier})"
         missing = f"!{rjob_exists('t')}"
         return [
-            Rule(
-                id="replicated-jobs-required",
-                where="spec",
-                rule=f"{HAS_RJ} && size({RJ}) > 0",
-                message="spec.replicatedJobs must list at least one replicated job",
-                field_path=".replicatedJobs",
-                reason="FieldValueRequired",
-                protects="a JobSet with nothing to run",
-            ),
             Rule(
                 id="child-jobs-bounded",
                 where="spec",
@@ -1081,7 +1074,7 @@ class Builder:
                 rule=f"!{HAS_RJ} || {RJ}.all(i, r, !({bad_depends}))",
                 message="dependsOn must name a replicated job listed before this one",
                 detail=f"{RJ}.transformList(i, r, {bad_depends}, r.name + ' depends on ' + "
-                "r.dependsOn[0].name)[0]",
+                f"r.dependsOn.map(d, !{earlier}, d.name)[0])[0]",
                 field_path=".replicatedJobs",
                 protects="dependency cycles and dependencies that can never be met",
             ),
@@ -1196,10 +1189,14 @@ class Builder:
             Rule(
                 id="template-mounted",
                 where="spec",
-                rule=f"[{all_mount_names()}].all(ms, {names}.all(n, n in ms))",
+                # Without replicated jobs nothing mounts a template (and reading
+                # self.replicatedJobs would be an evaluation error): any template is unmounted.
+                rule=f"{HAS_RJ} ? [{all_mount_names()}].all(ms, {names}.all(n, n in ms)) : "
+                f"size({names}) == 0",
                 message="every volume claim template must be mounted by a replicated job it "
                 "targets (a volumeMount with the template's name)",
-                detail=f"[{all_mount_names()}].map(ms, {names}.map(n, !(n in ms), n)[0])[0]",
+                detail=f"({HAS_RJ} ? [{all_mount_names()}].map(ms, {names}.map(n, !(n in ms), "
+                f"n)[0])[0] : {names}[0])",
                 protects="claims that no pod would use",
             ),
             Rule(

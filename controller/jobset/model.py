@@ -402,8 +402,8 @@ def parse(obj: Obj) -> JobSet:
         _replicated_job(r, i)
         for i, r in enumerate(_list(spec.get("replicatedJobs"), "spec.replicatedJobs"))
     )
-    if not replicated:
-        raise InvalidJobSet("spec.replicatedJobs must list at least one replicated job")
+    # No replicated jobs is valid, as upstream: such a JobSet creates no Jobs and, since no Job
+    # ever succeeds, never completes (success is decided only once a Job has succeeded).
     if sum(r.replicas for r in replicated) > api.MAX_CHILD_JOBS:
         # Admission refuses it too; this guards objects stored under an older CRD.
         raise InvalidJobSet(

@@ -230,6 +230,25 @@ def _add_rjob(new: Obj) -> Mutation:
     return mutate
 
 
+def _deps(*entries: str) -> list[Obj]:
+    """dependsOn entries from "name:status" strings."""
+    return [dict(zip(("name", "status"), e.split(":"), strict=True)) for e in entries]
+
+
+def _with_earlier_and_last(extra: int, depends: int) -> Mutation:
+    """Add ``extra`` replicated jobs, then one that depends on the first ``depends`` of all."""
+
+    def mutate(js: Obj) -> None:
+        for i in range(extra):
+            js["spec"]["replicatedJobs"].append(rjob(f"step{i}"))
+        names = [r["name"] for r in js["spec"]["replicatedJobs"]][:depends]
+        js["spec"]["replicatedJobs"].append(
+            rjob("last") | {"dependsOn": [{"name": n, "status": "Complete"} for n in names]}
+        )
+
+    return mutate
+
+
 def _add_template(index: int, template: Obj) -> Mutation:
     def mutate(js: Obj) -> None:
         policy(js, index)["templates"].append(template)
@@ -551,10 +570,11 @@ CLAIM_COLLISION_CASES: list[tuple[str, Mutation, str]] = [
 ]
 
 CREATE_CASES: list[tuple[str, Mutation, str]] = [
+    # No replicated jobs is accepted, as upstream (test_jobset_without_replicated_jobs_*).
     (
-        "replicated-jobs-required",
-        _all(without_volumes, lambda js: spec(js).update(replicatedJobs=[])),
-        "spec.replicatedJobs must list at least one replicated job",
+        "no-replicated-jobs-accepted",
+        lambda js: js.update(spec={"replicatedJobs": []}),
+        "",
     ),
     (
         "child-jobs-bounded",
@@ -642,17 +662,30 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         "dependsOn must name a replicated job listed before this one: workers depends on eval",
     ),
     (
-        "depends-on-one-item",
-        _add_rjob(
-            rjob("eval")
-            | {
-                "dependsOn": [
-                    {"name": "init", "status": "Ready"},
-                    {"name": "workers", "status": "Ready"},
-                ]
-            }
-        ),
-        "spec.replicatedJobs[2].dependsOn: Too many: 2: must have at most 1 item",
+        "depends-on-earlier-second-entry",
+        _add_rjob(rjob("eval") | {"dependsOn": _deps("init:Ready", "ghost:Complete")}),
+        "dependsOn must name a replicated job listed before this one: eval depends on ghost",
+    ),
+    (
+        "depends-on-itself",
+        _add_rjob(rjob("eval") | {"dependsOn": _deps("init:Ready", "eval:Ready")}),
+        "dependsOn must name a replicated job listed before this one: eval depends on eval",
+    ),
+    (
+        "depends-on-two",
+        _add_rjob(rjob("eval") | {"dependsOn": _deps("init:Ready", "workers:Ready")}),
+        "",
+    ),
+    ("depends-on-five", _with_earlier_and_last(3, 5), ""),
+    (
+        "depends-on-six",
+        _with_earlier_and_last(4, 6),
+        "spec.replicatedJobs[6].dependsOn: Too many: 6: must have at most 5 items",
+    ),
+    (
+        "depends-on-duplicate",
+        _add_rjob(rjob("eval") | {"dependsOn": _deps("init:Ready", "init:Complete")}),
+        'spec.replicatedJobs[2].dependsOn[1]: Duplicate value: {"name":"init"}',
     ),
     (
         "depends-on-status",
@@ -957,6 +990,41 @@ async def test_base_and_uppercase_names_are_accepted(kube: Kube, jobsets: str) -
     policy(upper, 0)["targetReplicatedJobs"] = ["Init", "Workers"]
     policy(upper, 1)["targetReplicatedJobs"] = ["Workers"]
     accepted(await create(kube, jobsets, upper, dry_run=True))
+
+
+@pytest.mark.parametrize("replicated_jobs", [None, []], ids=["absent", "empty"])
+async def test_jobset_without_replicated_jobs_is_accepted(
+    kube: Kube, jobsets: str, replicated_jobs: list[Obj] | None
+) -> None:
+    """Upstream accepts a JobSet without replicated jobs; no rule may fail to evaluate on it."""
+    body = base()
+    body["spec"] = {"failurePolicy": {"maxRestarts": 1}}
+    if replicated_jobs is not None:
+        body["spec"]["replicatedJobs"] = replicated_jobs
+    stored = accepted(await create(kube, jobsets, body))
+    assert stored["spec"].get("replicatedJobs", []) == []
+    # Updates run the update rules too, with and without replicated jobs on either side.
+    stored["spec"]["suspend"] = True
+    accepted(await replace(kube, jobsets, stored))
+
+
+async def test_template_without_replicated_jobs_is_unmounted_not_an_error(
+    kube: Kube, jobsets: str
+) -> None:
+    """template-mounted must not read spec.replicatedJobs when it is absent (an evaluation
+    error would be added to the response): the template is simply not mounted."""
+    empty: list[Obj] = []
+    for replicated_jobs in (None, empty):
+        body = base()
+        body["spec"] = {"volumeClaimPolicies": [{"templates": [pvc("data")]}]}
+        if replicated_jobs is not None:
+            body["spec"]["replicatedJobs"] = replicated_jobs
+        message = rejection(await create(kube, jobsets, body, dry_run=True))
+        assert message == (
+            'JobSet.jobset.x-k8s.io "train" is invalid: spec: Invalid value: every '
+            "volume claim template must be mounted by a replicated job it targets (a volumeMount "
+            "with the template's name): data"
+        ), message
 
 
 def test_every_rule_has_a_case() -> None:

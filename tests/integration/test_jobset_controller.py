@@ -215,6 +215,65 @@ async def test_depends_on(
     assert [j["metadata"]["name"] for j in jobs] == ["deps-init-0", "deps-train-0", "deps-train-1"]
 
 
+@pytest.mark.parametrize("met_last", ["data", "model"])
+async def test_depends_on_two_replicated_jobs_waits_for_both(
+    controller: RunningController, client: KubeClient, namespace: str, met_last: str
+) -> None:
+    """``train`` depends on ``data`` (Complete) and ``model`` (Ready): it is created only once
+    both are met, whichever is met last (upstream: every dependsOn entry must be met)."""
+    deps = [{"name": "data", "status": "Complete"}, {"name": "model", "status": "Ready"}]
+    body = jobset(
+        "two",
+        replicated_job("data", 1),
+        replicated_job("model", 2),
+        replicated_job("train", 1, dependsOn=deps),
+    )
+    await create(client, namespace, body)
+    jobs = {j["metadata"]["name"]: j for j in await wait_jobs(client, namespace, "two", 3)}
+    assert sorted(jobs) == ["two-data-0", "two-model-0", "two-model-1"]
+
+    if met_last == "data":
+        # model is Ready (both Jobs ready); data runs on, so train waits.
+        await ready_job(client, namespace, jobs["two-model-0"])
+        await ready_job(client, namespace, jobs["two-model-1"])
+    else:
+        # data is Complete; one of model's two Jobs is ready, so train waits.
+        await complete_job(client, namespace, jobs["two-data-0"])
+        await ready_job(client, namespace, jobs["two-model-0"])
+    await settled(controller, client)  # what the test changed was seen and reconciled
+    assert len(await jobs_of(client, namespace, "two")) == 3, f"{met_last} is not met yet"
+    if met_last == "data":
+        await complete_job(client, namespace, jobs["two-data-0"])
+    else:
+        await ready_job(client, namespace, jobs["two-model-1"])
+    after = await wait_jobs(client, namespace, "two", 4)
+    assert [j["metadata"]["name"] for j in after][-1] == "two-train-0"
+
+
+@pytest.mark.parametrize("replicated_jobs", ["absent", "empty"])
+async def test_jobset_without_replicated_jobs(
+    controller: RunningController, client: KubeClient, namespace: str, replicated_jobs: str
+) -> None:
+    """Accepted as upstream, and upstream's behaviour: the headless Service is created, no Job,
+    and the JobSet never completes nor fails (success is decided only once a Job succeeded);
+    it is not SpecInvalid, and reconciling it again writes nothing."""
+    body = jobset("hollow")
+    if replicated_jobs == "absent":
+        del body["spec"]["replicatedJobs"]
+    await create(client, namespace, body)
+    service = await wait_for(
+        lambda: client.get(SERVICES, "hollow", namespace), bool, "the headless Service"
+    )
+    assert service["spec"]["clusterIP"] == "None"
+    await assert_no_writes_at_steady_state(controller, client)
+    assert await jobs_of(client, namespace, "hollow") == []
+    stored = await get_jobset(client, namespace, "hollow")
+    status = stored.get("status") or {}
+    assert "terminalState" not in status, status
+    for kind in (api.COMPLETED, api.FAILED, api.SPEC_INVALID):
+        assert condition(stored, kind) is None, status
+
+
 @pytest.mark.usefixtures("controller")
 async def test_ttl_after_finished_deletes_the_jobset(client: KubeClient, namespace: str) -> None:
     await create(

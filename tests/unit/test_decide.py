@@ -1158,3 +1158,62 @@ def test_pod_scope_release_deletes_the_finished_jobs_using_the_claims() -> None:
     assert sorted(plan.delete_jobs) == ["js-workers-0", "js-workers-1"]
     assert plan.volume is not None
     assert sorted(plan.volume.delete) == POD_CLAIMS
+
+
+NO_RJOBS: dict[str, Any] = {"replicated_jobs": []}
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        pytest.param(
+            Case(service=False, jobset=NO_RJOBS),
+            {"service": "js", "writes": 1},
+            id="new-gets-its-service-only",
+        ),
+        # Success is decided only once a Job has succeeded (upstream): it never completes.
+        pytest.param(Case(jobset=NO_RJOBS), {"writes": 0}, id="stays-active-never-completes"),
+        pytest.param(
+            Case(jobset=NO_RJOBS | {"success_policy": {"operator": "Any"}}),
+            {"writes": 0},
+            id="any-never-completes-either",
+        ),
+        pytest.param(
+            Case(jobset=NO_RJOBS | {"suspend": True}),
+            {
+                "status": {
+                    "restarts": 0,
+                    "conditions": [("Suspended", "True", "SuspendedJobs")],
+                    "replicatedJobs": {},
+                },
+                "events": [("Normal", "SuspendedJobs", "jobset is suspended")],
+                "writes": 1,
+            },
+            id="suspended",
+        ),
+        pytest.param(
+            Case(jobset=NO_RJOBS | {"startup_in_order": True}),
+            {
+                "status": {
+                    "restarts": 0,
+                    "conditions": [
+                        ("StartupPolicyCompleted", "True", "InOrderStartupPolicyCompleted")
+                    ],
+                    "replicatedJobs": {},
+                },
+                "events": [
+                    (
+                        "Normal",
+                        "InOrderStartupPolicyCompleted",
+                        "in order startup policy has completed",
+                    )
+                ],
+                "writes": 1,
+            },
+            id="in-order-completes-at-once",
+        ),
+    ],
+)
+def test_no_replicated_jobs(case: Case, expected: Obj) -> None:
+    """A JobSet without replicated jobs (accepted upstream) creates no Jobs and never finishes."""
+    assert _summary(_run(case)) == expected

@@ -71,9 +71,11 @@ def test_invalid_input_is_a_clear_message_and_exit_1(tmp_path: Path) -> None:
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
             "is a Pod, not a JobSet",
         ),
-        "no-jobs.yaml": (
-            "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: x}\nspec: {}\n",
-            "spec.replicatedJobs must list at least one replicated job",
+        "no-containers.yaml": (
+            "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: x}\nspec:\n"
+            "  replicatedJobs: [{name: a, template: {}}]\n",
+            "spec.replicatedJobs[0].template.spec.template.spec.containers must list at least one "
+            "container",
         ),
     }
     for name, (text, message) in cases.items():
@@ -84,6 +86,17 @@ def test_invalid_input_is_a_clear_message_and_exit_1(tmp_path: Path) -> None:
         assert message in err, (name, err)
     code, _, err = _render(tmp_path / "missing.yaml")
     assert code == 1 and "cannot read" in err
+
+
+def test_no_replicated_jobs_renders_only_the_service(tmp_path: Path) -> None:
+    """Upstream accepts a JobSet without replicated jobs; it gets its headless Service only."""
+    path = tmp_path / "no-jobs.yaml"
+    path.write_text(
+        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: x}\nspec: {}\n"
+    )
+    code, objects, err = _render(path)
+    assert code == 0, err
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [("Service", "x")]  # type: ignore[index]
 
 
 def test_pod_scope_example_renders_per_pod_claims_and_a_sample_pod() -> None:

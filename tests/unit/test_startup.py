@@ -161,6 +161,64 @@ def test_depends_on_every_dependency() -> None:
     assert startup.allowed_replicated_jobs(js, both).allowed == ("x", "y", "z")
 
 
+# "last" depends on five earlier replicated jobs (upstream's maximum), with both statuses.
+FIVE = [
+    rjob("r1", 2),
+    rjob("r2"),
+    rjob("c1", 2),
+    rjob("c2"),
+    rjob("c3"),
+    rjob(
+        "last",
+        depends_on=[
+            ("r1", "Ready"),
+            ("r2", "Ready"),
+            ("c1", "Complete"),
+            ("c2", "Complete"),
+            ("c3", "Complete"),
+        ],
+    ),
+]
+FIVE_MET = {
+    "r1": _s(ready=1, failed=1),
+    "r2": _s(succeeded=1),
+    "c1": _s(succeeded=2),
+    "c2": _s(succeeded=1),
+    "c3": _s(succeeded=1),
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "met"),
+    [
+        pytest.param({}, True, id="all-five-met"),
+        pytest.param({"r1": _s(ready=1)}, False, id="one-ready-dep-short"),
+        pytest.param({"r2": None}, False, id="ready-dep-without-status"),
+        pytest.param({"c1": _s(succeeded=1, ready=1)}, False, id="complete-dep-ready-not-done"),
+        pytest.param({"c3": _s(failed=1)}, False, id="last-complete-dep-failed"),
+        pytest.param({"c2": _s(), "c3": _s()}, False, id="two-short"),
+        pytest.param({"r1": _s(succeeded=2)}, True, id="ready-dep-met-by-completion"),
+    ],
+)
+def test_depends_on_all_of_five(changes: dict[str, dict[str, int] | None], met: bool) -> None:
+    """Every entry must be met (upstream: each entry is checked, the first unmet one blocks)."""
+    js = make_jobset(replicated_jobs=FIVE)
+    statuses = {k: v for k, v in (FIVE_MET | changes).items() if v is not None}
+    d = startup.allowed_replicated_jobs(js, statuses)
+    deps = ("r1", "r2", "c1", "c2", "c3")
+    assert d.allowed == ((*deps, "last") if met else deps)
+    assert d.waiting == (() if met else ("last",))
+
+
+def test_no_replicated_jobs() -> None:
+    """Upstream accepts a JobSet without replicated jobs: nothing to create; InOrder is complete."""
+    assert startup.allowed_replicated_jobs(make_jobset(replicated_jobs=[]), {}) == (
+        startup.StartupDecision((), (), None)
+    )
+    in_order = make_jobset(replicated_jobs=[], startup_in_order=True)
+    assert startup.allowed_replicated_jobs(in_order, {}).in_order_condition == COMPLETED
+
+
 def test_depends_on_regression_keeps_existing() -> None:
     js = make_jobset(replicated_jobs=DEP)
     jobs = [make_job(js, "done-dep", 0, active=1)]
