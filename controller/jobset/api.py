@@ -39,6 +39,8 @@ FAILED = "Failed"
 SUSPENDED = "Suspended"
 STARTUP_POLICY_IN_PROGRESS = "StartupPolicyInProgress"
 STARTUP_POLICY_COMPLETED = "StartupPolicyCompleted"
+# True from a restart by the failure policy until the new attempt's Jobs are all ready.
+RESTARTING = "RestartingJobSet"
 # Ours: the spec is valid per the schema but the controller cannot act on it.
 SPEC_INVALID = "SpecInvalid"
 
@@ -68,6 +70,17 @@ REASON_RESTART_IGNORE_MAX_ACTION = "RestartJobSetAndIgnoreMaxRestartsFailurePoli
 MESSAGE_RESTART_IGNORE_MAX_ACTION = (
     "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
 )
+# RestartingJobSet: True with FailurePolicy_<rule name> (the rule that matched) or the default
+# reason (no rule matched); False once the new attempt's Jobs are ready, or the JobSet failed,
+# completed or was suspended.
+REASON_RESTARTING_DEFAULT = "DefaultFailurePolicy"
+REASON_RESTARTING_RULE_PREFIX = "FailurePolicy_"
+REASON_JOBS_READY = "JobsReady"
+MESSAGE_JOBS_READY = "all jobs are ready"
+REASON_RESTART_ENDED_FAILED = "JobSetFailed"
+MESSAGE_RESTART_ENDED_FAILED = "jobset failed"
+REASON_RESTART_ENDED_COMPLETED = "JobSetCompleted"
+REASON_RESTART_ENDED_SUSPENDED = "JobSetSuspended"
 REASON_SPEC_INVALID = "InvalidSpec"
 # SpecInvalid=False once an edit made the JobSet valid again.
 REASON_SPEC_VALID = "ValidSpec"

@@ -5,8 +5,10 @@ Order of concerns, as upstream's reconcile:
    new attempt's Jobs until the old ones are gone).
 2. A finished JobSet: its still-active Jobs are deleted, then only TTL-after-finished matters.
 3. Status per replicated job is computed from the current attempt's Jobs.
-4. A failed Job → the failure policy (fail, or restart: bump ``status.restarts``; the next pass
-   deletes the old attempt and creates the new one).
+4. A failed Job → the failure policy (fail, or restart: bump ``status.restarts`` and set
+   ``RestartingJobSet=True``; the next pass deletes the old attempt and creates the new one).
+   Before it, ``RestartingJobSet`` turns False once the new attempt's Jobs are all ready; it
+   turns False too when the JobSet fails, completes or is suspended.
 5. The success policy → Completed.
 6. Suspend / resume of child Jobs.
 7. Missing Jobs (allowed by startupPolicy / dependsOn) and the headless Service are created.
@@ -401,6 +403,9 @@ def decide(
     per_rjob = status.replicated_jobs_status(jobset, current)
     built.value["replicatedJobsStatus"] = per_rjob
     by_name = {s["name"]: s for s in per_rjob}
+    ended = failure.restart_ended(jobset, per_rjob)
+    if ended is not None:
+        built.condition(*ended, "Normal")
     outcome = failure.evaluate(jobset, current, message_matches)
     completes = outcome is None and success.evaluate(jobset, by_name)
     terminal = (
@@ -421,10 +426,18 @@ def decide(
                 api.FAILED, "True", outcome.condition_reason, outcome.condition_message, None
             )
             built.events.append(Event("Warning", outcome.event_reason, outcome.event_message))
+            built.condition(*failure.RESTART_ENDED_FAILED, "Normal")
             plan.failed = True
         else:
             built.value["restarts"] = outcome.new_restarts
             built.value["restartsCountTowardsMax"] = outcome.new_restarts_count_towards_max
+            built.condition(
+                outcome.condition_type,
+                "True",
+                outcome.condition_reason,
+                outcome.condition_message,
+                "Warning",
+            )
             built.events.append(Event("Warning", outcome.event_reason, outcome.event_message))
         return _close(plan, built, known)
 
@@ -437,6 +450,7 @@ def decide(
             api.MESSAGE_ALL_JOBS_COMPLETED,
             "Normal",
         )
+        built.condition(*failure.RESTART_ENDED_COMPLETED, "Normal")
         plan.completed = True
         _close(plan, built, known)
         if jobset.ttl_seconds_after_finished is not None:
@@ -452,6 +466,8 @@ def decide(
     if suspension.condition is not None:
         kind, value, reason, message = suspension.condition
         built.condition(kind, value, reason, message, "Normal")
+    if jobset.suspend:
+        built.condition(*failure.RESTART_ENDED_SUSPENDED, "Normal")
 
     gate = startup.allowed_replicated_jobs(jobset, by_name, current)
     if gate.in_order_condition is not None and not jobset.suspend:

@@ -15,6 +15,12 @@ Upstream semantics:
   restarts without counting.
 - Messages name the first failed Job: ``"<message> (first failed job: <job name>)"``; a failing
   JobSet's Event carries the Failed condition's reason and message.
+- Every restart (either restart action, no gate) sets ``RestartingJobSet=True`` with reason
+  ``FailurePolicy_<rule name>`` (``DefaultFailurePolicy`` when no rule matched) and the restart
+  Event's message. It turns False (only if present) with ``JobsReady`` once every Job of the
+  new attempt is ready or succeeded and the JobSet is not suspended (``restart_ended``), and with
+  ``JobSetFailed`` / ``JobSetCompleted`` / ``JobSetSuspended`` when the JobSet fails, completes
+  or is suspended (``RESTART_ENDED_*``).
 
 "First" is the earliest ``lastTransitionTime`` of the Job's Failed condition; we break ties by Job
 name (upstream by list order, which is arbitrary), so the decision does not depend on job order.
@@ -36,7 +42,7 @@ from dataclasses import dataclass
 
 from controller.jobset import api, children, messagepatterns
 from controller.jobset.model import FailurePolicyRule, JobSet, Obj
-from controller.jobset.status import parse_time
+from controller.jobset.status import FALSE, ConditionSpec, counter, parse_time
 from controller.runtime.threads import run_in_daemon_thread
 
 DEFAULT_ACTION = api.RESTART_JOBSET
@@ -50,10 +56,11 @@ class FailureDecision:
     """What the failure policy decided for one reconcile.
 
     ``fails_jobset``: the JobSet fails now; set its Failed condition from ``condition_reason`` /
-    ``condition_message`` (both "" when restarting) and ``terminalState: Failed``. Otherwise it
-    restarts: write ``new_restarts`` and ``new_restarts_count_towards_max`` to status (when
-    failing they equal the current values). Either way, emit the ``event_type`` Event
-    ``event_reason`` / ``event_message`` once the status write succeeded.
+    ``condition_message`` and ``terminalState: Failed``. Otherwise it restarts: write
+    ``new_restarts`` and ``new_restarts_count_towards_max`` to status (when failing they equal
+    the current values) and set ``RestartingJobSet=True`` from ``condition_reason`` /
+    ``condition_message``. ``condition_type`` names the condition either way. Emit the
+    ``event_type`` Event ``event_reason`` / ``event_message`` once the status write succeeded.
     """
 
     action: str
@@ -67,6 +74,49 @@ class FailureDecision:
     event_message: str
     new_restarts: int
     new_restarts_count_towards_max: int
+
+    @property
+    def condition_type(self) -> str:
+        return api.FAILED if self.fails_jobset else api.RESTARTING
+
+
+def restarting_reason(rule: str | None) -> str:
+    """The RestartingJobSet reason of a restart by ``rule`` (None: the default action)."""
+    return (
+        api.REASON_RESTARTING_DEFAULT if rule is None else api.REASON_RESTARTING_RULE_PREFIX + rule
+    )
+
+
+# RestartingJobSet=False, set only over an existing condition (a JobSet that never restarted
+# does not get one).
+RESTART_ENDED_JOBS_READY = ConditionSpec(
+    api.RESTARTING, FALSE, api.REASON_JOBS_READY, api.MESSAGE_JOBS_READY
+)
+RESTART_ENDED_FAILED = ConditionSpec(
+    api.RESTARTING, FALSE, api.REASON_RESTART_ENDED_FAILED, api.MESSAGE_RESTART_ENDED_FAILED
+)
+RESTART_ENDED_COMPLETED = ConditionSpec(
+    api.RESTARTING, FALSE, api.REASON_RESTART_ENDED_COMPLETED, api.MESSAGE_ALL_JOBS_COMPLETED
+)
+RESTART_ENDED_SUSPENDED = ConditionSpec(
+    api.RESTARTING, FALSE, api.REASON_RESTART_ENDED_SUSPENDED, api.MESSAGE_SUSPENDED
+)
+
+
+def all_jobs_ready(jobset: JobSet, statuses: Iterable[Mapping[str, object]]) -> bool:
+    """Ready plus succeeded Jobs, summed over the replicated jobs, equal the replicas summed."""
+    wanted = sum(rjob.replicas for rjob in jobset.replicated_jobs)
+    done = sum(counter(s, "ready") + counter(s, "succeeded") for s in statuses)
+    return done == wanted
+
+
+def restart_ended(jobset: JobSet, statuses: Iterable[Mapping[str, object]]) -> ConditionSpec | None:
+    """``RESTART_ENDED_JOBS_READY`` when the current attempt's Jobs (``statuses``: its
+    replicatedJobsStatus) are all ready or succeeded and the JobSet is not suspended; else None.
+    Checked on every pass before the failure policy, as upstream."""
+    if jobset.suspend or not all_jobs_ready(jobset, statuses):
+        return None
+    return RESTART_ENDED_JOBS_READY
 
 
 def with_first_failed_job(message: str, job_name: str) -> str:
@@ -224,16 +274,17 @@ def _restart(
             api.MESSAGE_RESTART_IGNORE_MAX_ACTION,
         )
     towards = jobset.status.restarts_count_towards_max
+    full = with_first_failed_job(message, job)
     return FailureDecision(
         action=action,
         failed_job=job,
         rule=rule,
         fails_jobset=False,
-        condition_reason="",
-        condition_message="",
+        condition_reason=restarting_reason(rule),
+        condition_message=full,
         event_type=EVENT_WARNING,
         event_reason=reason,
-        event_message=with_first_failed_job(message, job),
+        event_message=full,
         new_restarts=jobset.status.restarts + 1,
         new_restarts_count_towards_max=towards + 1 if count else towards,
     )

@@ -353,3 +353,70 @@ async def test_zero_writes_at_steady_state(kube: Kube, namespace: str, client: K
         await complete_job(client, namespace, jobs[2])
 
         await assert_no_writes_at_steady_state(running, client)
+
+
+@pytest.mark.parametrize(
+    ("failure_reason", "restarting_reason"),
+    [
+        pytest.param("PodFailurePolicy", "FailurePolicy_Rule1", id="rule"),
+        pytest.param("BackoffLimitExceeded", "DefaultFailurePolicy", id="default"),
+    ],
+)
+async def test_restarting_condition_transitions(
+    controller: RunningController,
+    client: KubeClient,
+    namespace: str,
+    failure_reason: str,
+    restarting_reason: str,
+) -> None:
+    """Upstream's "jobset restarting condition transitions": a restart sets RestartingJobSet=True
+    (named after the rule that matched, or the default reason), and the new attempt's Jobs all
+    being ready sets it False (JobsReady); each transition has its Event."""
+    policy = {
+        "maxRestarts": 1,
+        "rules": [
+            {
+                "name": "Rule1",
+                "action": "RestartJobSet",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+            }
+        ],
+    }
+    await create(client, namespace, jobset("phoenix", replicated_job("a", 2), failurePolicy=policy))
+    first = await wait_jobs(client, namespace, "phoenix", 2, attempt=0)
+    await fail_job(client, namespace, first[0], failure_reason, "pod failed")
+    restarting = await wait_condition(client, namespace, "phoenix", api.RESTARTING)
+    found = condition(restarting, api.RESTARTING)
+    assert found is not None
+    assert (found["reason"], found["message"]) == (
+        restarting_reason,
+        "applying RestartJobSet failure policy action (first failed job: phoenix-a-0)",
+    )
+    assert condition(restarting, api.FAILED) is None
+
+    second = await wait_jobs(client, namespace, "phoenix", 2, attempt=1, gc=True)
+    await ready_job(client, namespace, second[0])
+    await settled(controller, client)  # one of two Jobs ready: the restart goes on
+    found = condition(await get_jobset(client, namespace, "phoenix"), api.RESTARTING)
+    assert found is not None and (found["status"], found["reason"]) == ("True", restarting_reason)
+
+    await ready_job(client, namespace, second[1])
+    ready = await wait_condition(client, namespace, "phoenix", api.RESTARTING, status="False")
+    found = condition(ready, api.RESTARTING)
+    assert found is not None
+    assert (found["reason"], found["message"]) == ("JobsReady", "all jobs are ready")
+    assert ready["status"]["restarts"] == 1
+
+    async def restarting_events() -> list[tuple[str, str]]:
+        listed = (await client.list(EVENTS, namespace))["items"]
+        return sorted(
+            (e["type"], e["reason"])
+            for e in listed
+            if e["involvedObject"].get("name") == "phoenix"
+            and e.get("reason") in (restarting_reason, "JobsReady")
+        )
+
+    expected = sorted([("Warning", restarting_reason), ("Normal", "JobsReady")])
+    await wait_for(restarting_events, lambda got: got == expected, "the restart's two Events")
+    # Written once: a pass at steady state leaves the condition (and everything else) alone.
+    await assert_no_writes_at_steady_state(controller, client)

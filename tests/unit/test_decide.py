@@ -374,6 +374,20 @@ COMPLETED = _ours(api.COMPLETED, api.REASON_ALL_JOBS_COMPLETED, api.MESSAGE_ALL_
 SUSPENDED = _ours(api.SUSPENDED, api.REASON_SUSPENDED, api.MESSAGE_SUSPENDED)
 FIRST_FAILED = " (first failed job: js-workers-1)"
 UNSTARTED: dict[str, Obj] = {"leader": {}, "workers": {}}
+READY = tuple((n, i, {"active": 1, "ready": 1}) for n, i, _ in ALL_ACTIVE)
+READY_SUMMARY = {"leader": {"active": 1, "ready": 1}, "workers": {"active": 2, "ready": 2}}
+READY_STATUS = {
+    "replicatedJobsStatus": _counts(
+        leader=READY_SUMMARY["leader"], workers=READY_SUMMARY["workers"]
+    )
+}
+RESTARTING = _ours(
+    api.RESTARTING,
+    "DefaultFailurePolicy",
+    "applying RestartJobSet failure policy action" + FIRST_FAILED,
+)
+RESTART_ENDED = _ours(api.RESTARTING, api.REASON_JOBS_READY, api.MESSAGE_JOBS_READY, "False")
+IGNORE_MAX_MESSAGE = "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
 
 ROWS = [
     # --- creating
@@ -489,14 +503,148 @@ ROWS = [
                                                     workers={"active": 2})},
         ),
         {
-            "status": {"restarts": 1, "restartsCountTowardsMax": 1, "conditions": [],
+            "status": {"restarts": 1, "restartsCountTowardsMax": 1,
+                       "conditions": [("RestartingJobSet", "True", "DefaultFailurePolicy")],
                        "replicatedJobs": {"leader": {"active": 1},
                                           "workers": {"active": 1, "failed": 1}}},
-            "events": [("Warning", "RestartJobSetFailurePolicyAction",
+            "events": [("Warning", "DefaultFailurePolicy",
+                        "applying RestartJobSet failure policy action" + FIRST_FAILED),
+                       ("Warning", "RestartJobSetFailurePolicyAction",
                         "applying RestartJobSet failure policy action" + FIRST_FAILED)],
             "writes": 1,
         },
         id="failed-job-restarts-counter-bumped-first",
+    ),
+    # A rule's restart names the rule; a restart that does not count says so in the message.
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 0, "rules": [
+                {"name": "evicted", "action": "RestartJobSetAndIgnoreMaxRestarts"}]}},
+            jobs=(ALL_ACTIVE[0], ALL_ACTIVE[1], ("workers", 1, {"failed": FAIL})),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1},
+                                                    workers={"active": 2})},
+        ),
+        {
+            "status": {"restarts": 1,
+                       "conditions": [("RestartingJobSet", "True", "FailurePolicy_evicted")],
+                       "replicatedJobs": {"leader": {"active": 1},
+                                          "workers": {"active": 1, "failed": 1}}},
+            "events": [("Warning", "FailurePolicy_evicted", IGNORE_MAX_MESSAGE + FIRST_FAILED),
+                       ("Warning", "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction",
+                        IGNORE_MAX_MESSAGE + FIRST_FAILED)],
+            "writes": 1,
+        },
+        id="rule-restart-names-the-rule",
+    ),
+    # The new attempt's Jobs run but are not all ready: still restarting, nothing to write.
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 2}, "restarts": 1,
+                    "restarts_count_towards_max": 1, "conditions": [RESTARTING]},
+            jobs=(READY[0], READY[1], ALL_ACTIVE[2]),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1, "ready": 1},
+                                                    workers={"active": 2, "ready": 1})},
+        ),
+        {"writes": 0},
+        id="restarting-until-all-ready",
+    ),
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 2}, "restarts": 1,
+                    "restarts_count_towards_max": 1, "conditions": [RESTARTING]},
+            jobs=READY, stored=READY_STATUS,
+        ),
+        {
+            "status": {"restarts": 1, "restartsCountTowardsMax": 1,
+                       "conditions": [("RestartingJobSet", "False", "JobsReady")],
+                       "replicatedJobs": READY_SUMMARY},
+            "events": [("Normal", "JobsReady", "all jobs are ready")],
+            "writes": 1,
+        },
+        id="new-attempt-ready-restart-ends",
+    ),
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 2}, "restarts": 1,
+                    "restarts_count_towards_max": 1, "conditions": [RESTART_ENDED]},
+            jobs=READY, stored=READY_STATUS,
+        ),
+        {"writes": 0},
+        id="steady-restart-ended",
+    ),
+    # Upstream adds RestartingJobSet only by a restart: a JobSet that never restarted gets none.
+    pytest.param(
+        Case(jobset={"failure_policy": {"maxRestarts": 2}}, jobs=READY, stored=READY_STATUS),
+        {"writes": 0},
+        id="never-restarted-no-condition",
+    ),
+    # Jobs ready but the JobSet suspended: the restart ends as suspended, not as ready.
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 2}, "restarts": 1, "suspend": True,
+                    "restarts_count_towards_max": 1, "conditions": [RESTARTING]},
+            jobs=tuple((n, i, {**kw, "suspended": True}) for n, i, kw in READY),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1, "ready": 1,
+                                                            "suspended": 1},
+                                                    workers={"active": 2, "ready": 2,
+                                                             "suspended": 2})},
+        ),
+        {
+            "status": {"restarts": 1, "restartsCountTowardsMax": 1,
+                       "conditions": [("RestartingJobSet", "False", "JobSetSuspended"),
+                                      ("Suspended", "True", "SuspendedJobs")],
+                       "replicatedJobs": {"leader": {"active": 1, "ready": 1, "suspended": 1},
+                                          "workers": {"active": 2, "ready": 2,
+                                                      "suspended": 2}}},
+            "events": [("Normal", "SuspendedJobs", "jobset is suspended"),
+                       ("Normal", "JobSetSuspended", "jobset is suspended")],
+            "writes": 1,
+        },
+        id="suspended-while-restarting",
+    ),
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 1}, "restarts": 1,
+                    "restarts_count_towards_max": 1, "conditions": [RESTARTING]},
+            jobs=(ALL_ACTIVE[0], ALL_ACTIVE[1], ("workers", 1, {"failed": FAIL})),
+            stored={"replicatedJobsStatus": _counts(leader={"active": 1},
+                                                    workers={"active": 2})},
+        ),
+        {
+            "status": {"restarts": 1, "restartsCountTowardsMax": 1, "terminalState": "Failed",
+                       "conditions": [("RestartingJobSet", "False", "JobSetFailed"),
+                                      ("Failed", "True", "ReachedMaxRestarts")],
+                       "replicatedJobs": {"leader": {"active": 1},
+                                          "workers": {"active": 1, "failed": 1}}},
+            "events": [("Warning", "ReachedMaxRestarts",
+                        "jobset failed due to reaching max number of restarts" + FIRST_FAILED),
+                       ("Normal", "JobSetFailed", "jobset failed")],
+            "failed": True,
+            "writes": 1,
+        },
+        id="failed-while-restarting",
+    ),
+    # Succeeded Jobs count as ready (upstream checks readiness first, then success: both
+    # Events, the condition ends as JobSetCompleted).
+    pytest.param(
+        Case(
+            jobset={"failure_policy": {"maxRestarts": 1}, "restarts": 1,
+                    "restarts_count_towards_max": 1, "conditions": [RESTARTING]},
+            jobs=ALL_COMPLETE, stored=ALL_ACTIVE_STATUS,
+        ),
+        {
+            "status": {"restarts": 1, "restartsCountTowardsMax": 1, "terminalState": "Completed",
+                       "conditions": [("RestartingJobSet", "False", "JobSetCompleted"),
+                                      ("Completed", "True", "AllJobsCompleted")],
+                       "replicatedJobs": {"leader": {"succeeded": 1},
+                                          "workers": {"succeeded": 2}}},
+            "events": [("Normal", "JobsReady", "all jobs are ready"),
+                       ("Normal", "AllJobsCompleted", "jobset completed successfully"),
+                       ("Normal", "JobSetCompleted", "jobset completed successfully")],
+            "completed": True,
+            "writes": 1,
+        },
+        id="completed-while-restarting",
     ),
     # The next pass: the old attempt's Jobs go (foreground); the new ones take the same names,
     # so they are created only once the old ones are gone.

@@ -293,7 +293,7 @@ def test_policy(
     jobs.append(make_job(js, "leader", 5, active=1))  # a healthy one never matters
     d = failure.evaluate(js, jobs)
     assert d is not None
-    _action, job, _rule_name, fails, reason, _restarts, _towards = expected
+    _action, job, rule_name, fails, reason, _restarts, _towards = expected
     got = (
         d.action,
         d.failed_job,
@@ -307,10 +307,15 @@ def test_policy(
     assert d.event_type == "Warning"
     suffix = f" (first failed job: {job})"
     assert d.event_message.endswith(suffix)
-    if fails:
-        assert (d.condition_reason, d.condition_message) == (reason, d.event_message)
-    else:
-        assert (d.condition_reason, d.condition_message) == ("", "")
+    # Failing: the Failed condition; restarting: RestartingJobSet=True, named after the rule
+    # that matched (the default reason when none did). Either way with the Event's message.
+    kind, condition_reason = (
+        (api.FAILED, reason)
+        if fails
+        else (api.RESTARTING, f"FailurePolicy_{rule_name}" if rule_name else "DefaultFailurePolicy")
+    )
+    got_condition = (d.condition_type, d.condition_reason, d.condition_message)
+    assert got_condition == (kind, condition_reason, d.event_message)
 
 
 @pytest.mark.parametrize(
@@ -441,3 +446,48 @@ def test_decision_independent_of_job_order(
     shuffled = list(jobs)
     perm.shuffle(shuffled)
     assert failure.evaluate(js, jobs) == failure.evaluate(js, shuffled)
+
+
+def _counts(leader: dict[str, int], workers: dict[str, int]) -> list[dict[str, Any]]:
+    zero = {"ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
+    return [{"name": "leader", **zero, **leader}, {"name": "workers", **zero, **workers}]
+
+
+# RJOBS wants 1 leader + 3 workers. Each row: replicatedJobsStatus of the current attempt,
+# whether the JobSet is suspended, and whether RestartingJobSet turns False (JobsReady).
+@pytest.mark.parametrize(
+    ("statuses", "suspended", "ends"),
+    [
+        pytest.param(_counts({"ready": 1}, {"ready": 3}), False, True, id="all-ready"),
+        pytest.param(
+            _counts({"succeeded": 1}, {"ready": 2, "succeeded": 1}), False, True,
+            id="ready-or-succeeded",
+        ),
+        pytest.param(_counts({"ready": 1}, {"ready": 2, "active": 3}), False, False,
+                     id="one-not-ready"),
+        pytest.param(_counts({"ready": 1}, {"ready": 2, "failed": 1}), False, False,
+                     id="one-failed"),
+        pytest.param(_counts({}, {}), False, False, id="new-attempt-not-created-yet"),
+        pytest.param(_counts({"ready": 1}, {"ready": 3}), True, False, id="suspended"),
+        pytest.param(_counts({"ready": 1}, {}), False, False, id="a-replicated-job-missing"),
+    ],
+)  # fmt: skip
+def test_restart_ended(statuses: list[dict[str, Any]], suspended: bool, ends: bool) -> None:
+    js = _js({"maxRestarts": 1}, suspend=suspended or None)
+    expected = failure.RESTART_ENDED_JOBS_READY if ends else None
+    assert failure.restart_ended(js, statuses) == expected
+
+
+def test_restart_ended_conditions() -> None:
+    """Upstream's reasons and messages for RestartingJobSet=False."""
+    assert [tuple(c) for c in (
+        failure.RESTART_ENDED_JOBS_READY,
+        failure.RESTART_ENDED_FAILED,
+        failure.RESTART_ENDED_COMPLETED,
+        failure.RESTART_ENDED_SUSPENDED,
+    )] == [
+        ("RestartingJobSet", "False", "JobsReady", "all jobs are ready"),
+        ("RestartingJobSet", "False", "JobSetFailed", "jobset failed"),
+        ("RestartingJobSet", "False", "JobSetCompleted", "jobset completed successfully"),
+        ("RestartingJobSet", "False", "JobSetSuspended", "jobset is suspended"),
+    ]  # fmt: skip

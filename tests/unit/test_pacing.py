@@ -62,6 +62,12 @@ def _with(**changes: Any) -> dict[str, Any]:
                      10.0, 0.0, id="restart"),
         pytest.param(BASE, _with(restartsCountTowardsMax=1), 100.0, 101.0, 10.0, 0.0,
                      id="restart-counting"),
+        # The pass that sees the new attempt's Jobs ready ends the restart: the condition takes
+        # the counters along at once.
+        pytest.param(_with(conditions=[_cond("RestartingJobSet", "True", "DefaultFailurePolicy")]),
+                     _with(conditions=[_cond("RestartingJobSet", "False", "JobsReady")],
+                           replicatedJobsStatus=[_rj("w", 1, 1)]), 100.0, 101.0, 10.0, 0.0,
+                     id="restart-ends-with-ready-counters"),
         # The API server drops zero and empty values: they are not a milestone.
         pytest.param(_with(restarts=None), _with(restarts=0,
                      replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 10.0, 9.0,
