@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pluggy
 import pytest
+from hypothesis import settings
 from kubernetes_asyncio import client, config
 
 from localcluster.build import BuildError
@@ -27,6 +28,11 @@ from localcluster.cluster import LocalCluster, Profile
 from localcluster.processes import LaunchError
 from tests.helpers import Kube, create_namespace
 from tests.support import leftovers
+
+# No per-example deadline for property tests: on a shared 2-core machine an example's duration
+# says how busy the machine is, not whether the code is right (timing goes to the benchmarks).
+settings.register_profile("stateful-jobset", deadline=None)
+settings.load_profile("stateful-jobset")
 
 TIERS = ("unit", "integration", "e2e", "node")
 SEED_VARIABLE = "STATEFUL_JOBSET_TEST_SEED"
