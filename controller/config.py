@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller.jobset.api import CONTROLLER_NAME as UPSTREAM_MANAGED_BY
+
 ENV_PREFIX = "STATEFUL_JOBSET_"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# The shape the CRD accepts for spec.managedBy (a DNS-1123 subdomain, "/", URL path characters;
+# 63 characters in all): a flag value no JobSet could carry would serve nothing.
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_PATH = re.compile(r"[-A-Za-z0-9._~!$&'()*+,;=:%/]+")
 
 
 class ConfigError(ValueError):
@@ -47,6 +54,8 @@ class Config:
     identity: str
     shutdown_timeout: float
     status_progress_period: float
+    # The spec.managedBy value served; upstream's reserved one (UPSTREAM_MANAGED_BY) by default.
+    managed_by: str
 
     def address(self, value: str) -> tuple[str, int] | None:
         """``host:port`` → (host, port); ``0`` or empty disables the endpoint."""
@@ -67,6 +76,19 @@ def _bool(value: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def valid_managed_by(value: str) -> bool:
+    """``value`` is a spec.managedBy the CRD would accept: ``<subdomain>/<path>``, at most 63
+    characters."""
+    prefix, slash, path = value.partition("/")
+    return (
+        len(value) <= 63
+        and bool(slash)
+        and len(prefix) <= 253
+        and _DNS1123_SUBDOMAIN.fullmatch(prefix) is not None
+        and _PATH.fullmatch(path) is not None
+    )
 
 
 def _default_namespace(service_account_dir: str) -> str:
@@ -134,6 +156,11 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     flag("--status-progress-period", "seconds between status writes that only update progress "
          "counters (replicatedJobsStatus, volumes); conditions are written at once; 0 writes "
          "every change", 10.0, type=float)  # fmt: skip
+    flag("--managed-by", "the spec.managedBy value this controller serves; JobSets with another "
+         "value are left alone, and JobSets without the field are served only with the default "
+         "(upstream's reserved value, so this controller replaces upstream JobSet). Another value "
+         "(e.g. example.com/canary) runs it beside upstream for the JobSets that name it",
+         UPSTREAM_MANAGED_BY)  # fmt: skip
     flag("--shutdown-timeout", "seconds to let in-flight reconciles finish on SIGTERM", 20.0,
          type=float)  # fmt: skip
     return parser
@@ -216,6 +243,12 @@ def from_args(args: argparse.Namespace) -> Config:
                 "--metrics-secure needs a --metrics-bind-address other than "
                 "--health-probe-bind-address: health probes stay plain HTTP"
             )
+    managed_by = str(args.managed_by)
+    if not valid_managed_by(managed_by):
+        raise ConfigError(
+            "--managed-by must be a domain-prefixed path (e.g. example.com/canary) of at most 63 "
+            f"characters, as spec.managedBy, got {managed_by!r}"
+        )
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     namespaces = tuple(n.strip() for n in str(args.namespaces).split(",") if n.strip())
     return Config(
@@ -243,4 +276,5 @@ def from_args(args: argparse.Namespace) -> Config:
         identity=identity,
         shutdown_timeout=float(args.shutdown_timeout),
         status_progress_period=progress,
+        managed_by=managed_by,
     )

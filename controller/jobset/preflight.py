@@ -1,7 +1,10 @@
 """Before deciding: is the cached JobSet ours to reconcile, and is the cache fresh enough?
 
 - **managedBy**: a JobSet whose ``spec.managedBy`` names another controller (e.g. Kueue's
-  MultiKueue) is left entirely to that controller: no child, no status, no Event from us.
+  MultiKueue, or upstream JobSet running beside a canary of this one) is left entirely to that
+  controller: no child, no status, no Event from us. Which value is ours is a flag
+  (``--managed-by``); a JobSet without the field belongs to upstream's reserved value, as in
+  upstream, so only a controller serving that value takes it.
 - **The stale-cache guard**: after we write a JobSet (its status, the finalizer) the informer may
   still hold the version before that write. Deciding from it would recompute, and rewrite, what
   we just wrote: a 409 at best (optimistic concurrency), a repeated Event or a repeated
@@ -25,11 +28,18 @@ from controller.jobset import api
 STALE_REQUEUE_AFTER = 0.2
 
 
-def managed_elsewhere(obj: Mapping[str, Any]) -> bool:
-    """``spec.managedBy`` names a controller other than this one (absent or empty: ours)."""
+def manager_of(obj: Mapping[str, Any]) -> str:
+    """The controller a JobSet names in ``spec.managedBy``; absent or empty (or, which the CRD
+    rejects, not a string) means upstream's reserved value, the default controller."""
     spec = obj.get("spec")
     managed_by = spec.get("managedBy") if isinstance(spec, Mapping) else None
-    return isinstance(managed_by, str) and bool(managed_by) and managed_by != api.CONTROLLER_NAME
+    return managed_by if isinstance(managed_by, str) and managed_by else api.CONTROLLER_NAME
+
+
+def managed_elsewhere(obj: Mapping[str, Any], serves: str) -> bool:
+    """The JobSet belongs to a controller other than this one, which serves the managedBy value
+    ``serves`` (``--managed-by``)."""
+    return manager_of(obj) != serves
 
 
 def resource_version(obj: Mapping[str, Any]) -> int | None:

@@ -73,6 +73,7 @@ class JobSetReconciler:
         *,
         metrics: JobSetMetrics | None = None,
         status_progress_period: float = 0.0,
+        managed_by: str = api.CONTROLLER_NAME,
         admission_policies: Cache | None = None,
         admission_bindings: Cache | None = None,
         pods: Cache | None = None,
@@ -101,6 +102,9 @@ class JobSetReconciler:
         # Monotonic time of our last status write per JobSet: progress counters are paced by it.
         self._status_written_at: dict[str, float] = {}
         self.status_progress_period = status_progress_period
+        # The spec.managedBy value this controller serves (--managed-by): other JobSets are left
+        # alone, so a canary can run beside upstream JobSet.
+        self.managed_by = managed_by
         # Per JobSet, the claim names it wants: a claim event goes to the JobSets wanting it.
         self.wanted = WantedClaims()
 
@@ -193,7 +197,7 @@ class JobSetReconciler:
             self._expected.pop(key, None)
             self.wanted.drop(key)
             return Result()
-        if preflight.managed_elsewhere(obj):
+        if preflight.managed_elsewhere(obj, self.managed_by):
             return Result()  # another controller's JobSet
         if preflight.is_stale(obj, self._written.get(key)):
             return Result(requeue_after=preflight.STALE_REQUEUE_AFTER)

@@ -144,6 +144,7 @@ def setup(manager: Manager) -> JobSetReconciler:
         storage_classes,
         metrics=metrics.register(manager.registry, jobsets, claims),
         status_progress_period=manager.config.status_progress_period,
+        managed_by=manager.config.managed_by,
         admission_policies=policies,
         admission_bindings=bindings,
         pods=pods,

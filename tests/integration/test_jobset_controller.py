@@ -307,6 +307,33 @@ async def test_managed_by_another_controller_is_left_alone(
     assert not theirs["metadata"].get("finalizers"), theirs["metadata"]["finalizers"]
 
 
+async def test_canary_serves_only_its_managed_by_value(
+    kube: Kube, namespace: str, client: KubeClient
+) -> None:
+    """Started with --managed-by=example.com/canary (beside upstream JobSet), the controller runs
+    the JobSets naming that value, and leaves upstream's: those with its reserved value and
+    those without the field (which upstream takes as its own)."""
+    canary = "example.com/canary"
+    async with running_controller(kube, namespace, f"--managed-by={canary}") as running:
+        await create(
+            client,
+            namespace,
+            jobset("upstream-named", replicated_job("a", 1), managedBy=api.CONTROLLER_NAME),
+        )
+        await create(client, namespace, jobset("upstream-absent", replicated_job("a", 1)))
+        await create(client, namespace, jobset("canary", replicated_job("a", 1), managedBy=canary))
+        jobs = await wait_jobs(client, namespace, "canary", 1)
+        await complete_job(client, namespace, jobs[0])
+        done = await wait_condition(client, namespace, "canary", api.COMPLETED)
+        assert done["status"]["terminalState"] == "Completed"
+        await settled(running, client)  # all three JobSets were seen and reconciled
+        for name in ("upstream-named", "upstream-absent"):
+            assert await jobs_of(client, namespace, name) == []
+            theirs = await get_jobset(client, namespace, name)
+            assert not theirs.get("status"), theirs["status"]
+            assert not theirs["metadata"].get("finalizers"), theirs["metadata"]["finalizers"]
+
+
 @pytest.mark.usefixtures("controller")
 async def test_invalid_regex_is_a_condition_and_event_not_a_crash(
     client: KubeClient, namespace: str

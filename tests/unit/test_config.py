@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from controller.config import ConfigError, parse
+from controller.jobset import api
 
 
 def test_defaults_follow_controller_runtime() -> None:
@@ -44,11 +45,31 @@ def test_environment_variables_set_flags_and_flags_win(tmp_path: Path) -> None:
         (["--lease-duration=5", "--renew-deadline=10"], "--lease-duration > --renew-deadline"),
         (["--log-level=loud"], "--log-level must be"),
         (["--metrics-bind-address=nonsense"], "must be host:port or 0"),
+        (["--managed-by=canary"], "--managed-by must be a domain-prefixed path"),
+        (["--managed-by="], "--managed-by must be a domain-prefixed path"),
+        (["--managed-by=/canary"], "--managed-by must be a domain-prefixed path"),
+        (["--managed-by=Example.com/canary"], "--managed-by must be a domain-prefixed path"),
+        (["--managed-by=example.com/"], "--managed-by must be a domain-prefixed path"),
+        (["--managed-by=example.com/a b"], "--managed-by must be a domain-prefixed path"),
+        (["--managed-by=example.com/" + "x" * 52], "--managed-by must be a domain-prefixed path"),
     ],
 )
 def test_bad_values_are_named(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse(argv, env={})
+
+
+def test_managed_by_defaults_to_upstream_and_reads_flag_and_environment() -> None:
+    assert parse([], env={}).managed_by == api.CONTROLLER_NAME
+    assert parse(["--managed-by=example.com/canary"], env={}).managed_by == "example.com/canary"
+    env = {"STATEFUL_JOBSET_MANAGED_BY": "example.com/from-env"}
+    assert parse([], env=env).managed_by == "example.com/from-env"
+    assert parse(["--managed-by=example.com/flag"], env=env).managed_by == "example.com/flag"
+    # The longest the CRD accepts, and the path characters it allows.
+    longest = "example.com/" + "x" * 51
+    assert parse([f"--managed-by={longest}"], env={}).managed_by == longest
+    odd = "kueue.x-k8s.io/multi~kueue/a:b=c"
+    assert parse([f"--managed-by={odd}"], env={}).managed_by == odd
 
 
 def test_secure_metrics_are_off_unless_asked_for() -> None:

@@ -18,20 +18,44 @@ def test_stale_requeue_is_short() -> None:
     assert preflight.STALE_REQUEUE_AFTER == 0.2
 
 
+CANARY = "example.com/canary"
+
+
 @pytest.mark.parametrize(
-    ("obj", "elsewhere"),
+    ("obj", "serves", "elsewhere"),
     [
-        pytest.param({"spec": {}}, False, id="absent"),
-        pytest.param({}, False, id="no-spec"),
-        pytest.param({"spec": {"managedBy": ""}}, False, id="empty"),
-        pytest.param({"spec": {"managedBy": api.CONTROLLER_NAME}}, False, id="ours-by-name"),
-        pytest.param({"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}, True, id="multikueue"),
-        pytest.param({"spec": {"managedBy": 7}}, False, id="not-a-string"),
-        pytest.param({"spec": None}, False, id="spec-null"),
+        # Serving upstream's reserved value (the default): a drop-in for upstream.
+        pytest.param({"spec": {}}, api.CONTROLLER_NAME, False, id="absent"),
+        pytest.param({}, api.CONTROLLER_NAME, False, id="no-spec"),
+        pytest.param({"spec": {"managedBy": ""}}, api.CONTROLLER_NAME, False, id="empty"),
+        pytest.param(
+            {"spec": {"managedBy": api.CONTROLLER_NAME}}, api.CONTROLLER_NAME, False, id="default"
+        ),
+        pytest.param(
+            {"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}},
+            api.CONTROLLER_NAME,
+            True,
+            id="multikueue",
+        ),
+        pytest.param({"spec": {"managedBy": CANARY}}, api.CONTROLLER_NAME, True, id="canary's"),
+        pytest.param({"spec": {"managedBy": 7}}, api.CONTROLLER_NAME, False, id="not-a-string"),
+        pytest.param({"spec": None}, api.CONTROLLER_NAME, False, id="spec-null"),
+        # Serving another value (a canary beside upstream): only JobSets naming it.
+        pytest.param({"spec": {"managedBy": CANARY}}, CANARY, False, id="canary-ours"),
+        pytest.param({"spec": {}}, CANARY, True, id="canary-absent-is-upstream's"),
+        pytest.param({}, CANARY, True, id="canary-no-spec"),
+        pytest.param({"spec": {"managedBy": ""}}, CANARY, True, id="canary-empty"),
+        pytest.param(
+            {"spec": {"managedBy": api.CONTROLLER_NAME}}, CANARY, True, id="canary-default"
+        ),
+        pytest.param(
+            {"spec": {"managedBy": "example.com/canary2"}}, CANARY, True, id="canary-prefix-only"
+        ),
+        pytest.param({"spec": {"managedBy": 7}}, CANARY, True, id="canary-not-a-string"),
     ],
 )
-def test_managed_elsewhere(obj: Obj, elsewhere: bool) -> None:
-    assert preflight.managed_elsewhere(obj) is elsewhere
+def test_managed_elsewhere(obj: Obj, serves: str, elsewhere: bool) -> None:
+    assert preflight.managed_elsewhere(obj, serves) is elsewhere
 
 
 @pytest.mark.parametrize(
