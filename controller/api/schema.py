@@ -967,8 +967,9 @@ class Builder:
     def managed_by(self) -> Schema:
         node = string(
             "The controller that reconciles this JobSet. Left out or "
-            "jobset.sigs.k8s.io/jobset-controller: this controller; any other value: this "
-            "controller leaves the JobSet alone. A domain-prefixed path (example.com/name) of "
+            "jobset.sigs.k8s.io/jobset-controller: the default controller (this one, unless "
+            "started with another --managed-by); another value: only a controller serving that "
+            "value, others leave the JobSet alone. A domain-prefixed path (example.com/name) of "
             "at most 63 characters. Immutable.",
             maxLength=MAX_OBJECT_NAME,
         )
