@@ -36,9 +36,20 @@ from controller.jobset import (
     writefailures,
 )
 from controller.jobset.model import JobSet
-from controller.jobset.volumes import ClaimView, StorageClasses, VolumeModel, VolumePlan, podscope
+from controller.jobset.volumes import (
+    ClaimView,
+    StorageClasses,
+    VolumeModel,
+    VolumePlan,
+    deletion,
+    podscope,
+)
 from controller.jobset.volumes.admission import Blocked
 from controller.jobset.writefailures import Failure
+
+# How long a due TTL delete waits for claims to lose an ownerReference retention keeps them
+# without (their update events usually bring the next pass sooner).
+TTL_HOLD_SECONDS = 5.0
 
 Obj = dict[str, Any]
 
@@ -398,6 +409,11 @@ def decide(
         decision = ttl.ttl_decision(jobset, ttl.finished_at(jobset), now)
         plan.delete_jobset = decision.delete_now
         plan.requeue_after = decision.requeue_after
+        if decision.delete_now and deletion.kept_but_owned(jobset.raw, claims.values()):
+            # The delete is Foreground: the garbage collector would take these claims before
+            # retention ran. This pass's claim patches drop the ownerReference; delete after.
+            plan.delete_jobset = False
+            plan.requeue_after = TTL_HOLD_SECONDS
         return plan
 
     per_rjob = status.replicated_jobs_status(jobset, current)

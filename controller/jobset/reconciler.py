@@ -342,7 +342,9 @@ class JobSetReconciler:
             try:
                 await self.client.delete(
                     api.JOBSETS, jobset.name, ns,
-                    propagation="Background", precondition_uid=jobset.uid,
+                    # As upstream: Foreground, so the JobSet is gone only after its Jobs (and
+                    # their pods); the uid precondition spares a new JobSet of the same name.
+                    propagation="Foreground", precondition_uid=jobset.uid,
                 )  # fmt: skip
                 log.info("deleted finished JobSet after ttlSecondsAfterFinished")
             except ApiError as err:

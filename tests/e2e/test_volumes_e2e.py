@@ -13,7 +13,7 @@ from typing import Any
 
 from controller.jobset import api, volumes
 from controller.jobset.volumes import EXPANSION_BLOCKED
-from controller.runtime.client import CLAIMS, PODS, KubeClient
+from controller.runtime.client import CLAIMS, JOBS, PODS, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import (
     condition,
@@ -630,3 +630,69 @@ async def test_foreign_claim_is_a_conflict_until_it_is_deleted(
     mine = await wait_claim_phase(client, ns, claim_name)
     assert mine["metadata"]["uid"] != foreign["metadata"]["uid"]
     controller.assert_clean()
+
+
+# ------------------------------------------------------------ ttlSecondsAfterFinished
+
+
+RETAIN, DELETE = "Retain", "Delete"
+HOLD = "jobset.test/hold"  # a test finalizer: keeps the Job, so the foreground phase is seen
+
+
+async def test_ttl_deletes_foreground_after_the_jobs_and_retention_runs(
+    controller: ControllerProcesses, client: KubeClient, full_namespace: str
+) -> None:
+    """As upstream, the TTL delete is Foreground: the JobSet is marked (deletionTimestamp,
+    foregroundDeletion) while the garbage collector deletes its Jobs, and goes only after them.
+    Retention still runs: whenDeleted Retain keeps its claim, Delete deletes its own."""
+    ns = full_namespace
+    name = "expiring"
+    trainer = mounting(mounting(replicated_job("trainer", 1), "keep", "/keep"), "scratch")
+    body = jobset(
+        name,
+        trainer,
+        ttlSecondsAfterFinished=2,
+        volumeClaimPolicies=[
+            {"templates": [claim_template("keep")], "retentionPolicy": {"whenDeleted": "Retain"}},
+            {
+                "templates": [claim_template("scratch")],
+                "retentionPolicy": {"whenDeleted": "Delete"},
+            },
+        ],
+    )
+    await client.create(api.JOBSETS, body, ns)
+    jobs = await wait_live_jobs(client, ns, name, 1)
+    job = jobs[0]["metadata"]["name"]
+    await client.patch(JOBS, job, {"metadata": {"finalizers": [HOLD]}}, ns)
+    await wait_jobset(client, ns, name, api.COMPLETED)
+
+    def marked(obj: Obj | None) -> bool:
+        meta = (obj or {}).get("metadata") or {}
+        return bool(meta.get("deletionTimestamp")) and "foregroundDeletion" in (
+            meta.get("finalizers") or []
+        )
+
+    await wait_for(lambda: find(client, api.JOBSETS, name, ns), marked, "the TTL's delete")
+    # The garbage collector deletes the held Job (Foreground too: it finishes once the pods are
+    # gone, leaving only our finalizer); the JobSet waits for it.
+    await wait_for(
+        lambda: find(client, JOBS, job, ns),
+        lambda obj: (
+            bool((obj or {}).get("metadata", {}).get("deletionTimestamp"))
+            and (obj or {}).get("metadata", {}).get("finalizers") == [HOLD]
+        ),
+        f"the garbage collector to delete Job {job} (all but our finalizer)",
+    )
+    assert marked(await find(client, api.JOBSETS, name, ns))
+    # No finalizer can be added to an object being deleted: [HOLD] is the whole list.
+    await client.patch(JOBS, job, {"metadata": {"finalizers": None}}, ns)
+    await wait_gone(client, JOBS, job, ns)
+    await wait_gone(client, api.JOBSETS, name, ns)
+    await wait_for(
+        lambda: find(client, CLAIMS, f"scratch-{name}", ns),
+        lambda claim: claim is None or bool(claim["metadata"].get("deletionTimestamp")),
+        "claim scratch (whenDeleted: Delete) to be deleted",
+    )
+    kept = await find(client, CLAIMS, f"keep-{name}", ns)
+    assert kept is not None and not kept["metadata"].get("deletionTimestamp"), kept
+    assert not kept["metadata"].get("ownerReferences"), kept

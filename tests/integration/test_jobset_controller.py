@@ -276,6 +276,9 @@ async def test_jobset_without_replicated_jobs(
 
 @pytest.mark.usefixtures("controller")
 async def test_ttl_after_finished_deletes_the_jobset(client: KubeClient, namespace: str) -> None:
+    """The TTL delete is Foreground, as upstream: this tier has no garbage collector to finish
+    it, so the JobSet stays marked (deletionTimestamp, finalizer foregroundDeletion).
+    tests/e2e/test_jobset_e2e.py shows it gone after its Jobs."""
     await create(
         client, namespace, jobset("brief", replicated_job("a", 1), ttlSecondsAfterFinished=2)
     )
@@ -283,12 +286,17 @@ async def test_ttl_after_finished_deletes_the_jobset(client: KubeClient, namespa
     await complete_job(client, namespace, jobs[0])
     await wait_condition(client, namespace, "brief", api.COMPLETED)
 
-    async def exists() -> bool:
-        listed = await client.list(api.JOBSETS, namespace)
-        return any(j["metadata"]["name"] == "brief" for j in listed["items"])
+    def marked(obj: dict[str, Any]) -> bool:
+        meta = obj["metadata"]
+        return bool(meta.get("deletionTimestamp")) and "foregroundDeletion" in (
+            meta.get("finalizers") or []
+        )
 
     await wait_for(
-        exists, lambda present: not present, "the JobSet to be deleted after its TTL", seconds=30
+        lambda: get_jobset(client, namespace, "brief"),
+        marked,
+        "the JobSet to be deleted (Foreground) after its TTL",
+        seconds=30,
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, model, pacing, volumes
-from controller.jobset.decide import Plan, decide
+from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
 from controller.jobset.model import Obj
 from controller.jobset.volumes.admission import Blocked
 from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset_obj, rjob
@@ -1365,3 +1365,33 @@ NO_RJOBS: dict[str, Any] = {"replicated_jobs": []}
 def test_no_replicated_jobs(case: Case, expected: Obj) -> None:
     """A JobSet without replicated jobs (accepted upstream) creates no Jobs and never finishes."""
     assert _summary(_run(case)) == expected
+
+
+def _ttl_due(retention: Obj) -> Case:
+    """js completed 60 s ago with ttl 60, its claim data-js still owned (ownerReference)."""
+    spec = copy.deepcopy(VOLUME_SPEC)
+    spec["volumeClaimPolicies"][0]["retentionPolicy"] = retention
+    return Case(
+        jobset={"replicated_jobs": VOLUME_RJOBS, "spec": spec, "ttl": 60,
+                "conditions": [COMPLETED], "terminal_state": "Completed"},
+        finalizers=(RETENTION_FINALIZER,),
+        jobs=ALL_COMPLETE,
+        claims=(_claim("Bound"),),
+        now=at(60),
+    )  # fmt: skip
+
+
+def test_ttl_delete_waits_for_kept_claims_to_lose_the_owner_reference() -> None:
+    """The TTL delete is Foreground: the garbage collector would take an owned claim before
+    retention ran. One retention keeps waits (this pass drops the ownerReference)."""
+    plan = _run(_ttl_due({"whenDeleted": "Retain"}))
+    assert not plan.delete_jobset
+    assert plan.requeue_after == TTL_HOLD_SECONDS
+    assert plan.volume is not None
+    assert [c.name for c in plan.volume.patch] == ["data-js"]
+    assert plan.volume.patch[0].patch["metadata"]["ownerReferences"] is None
+
+
+def test_ttl_delete_goes_when_the_owned_claims_are_deleted_with_the_jobset() -> None:
+    plan = _run(_ttl_due({"whenDeleted": "Delete"}))
+    assert plan.delete_jobset

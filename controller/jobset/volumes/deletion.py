@@ -173,3 +173,23 @@ def plan(obj: Obj, claims: Iterable[ClaimView]) -> VolumePlan:
     # recorded: the finalizer can go. Otherwise the next pass checks again.
     result.remove_finalizer = not result.delete and not result.patch
     return result
+
+
+def kept_but_owned(obj: Obj, claims: Iterable[ClaimView]) -> list[str]:
+    """Claims retention would keep that still carry the JobSet's ownerReference.
+
+    A Foreground delete (the TTL's, as upstream) makes the garbage collector delete every
+    dependent at once, before the retention finalizer runs: such a claim would be lost. The
+    live reconcile keeps the ownerReference exactly on claims the policy deletes with the
+    JobSet, so this is empty unless that has not happened yet; the TTL delete waits until it is.
+    """
+    jobset = read(obj)
+    if FINALIZER not in jobset.finalizers:
+        return []
+    return [
+        claim.name
+        for claim in claims
+        if ownership.owned_by(claim, jobset.name, jobset.uid)
+        and any(r.get("uid") == jobset.uid for r in claim.owner_references)
+        and isinstance(_one(claim, jobset), ClaimPatch)
+    ]

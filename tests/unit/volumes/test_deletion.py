@@ -204,3 +204,31 @@ def test_deletion_plan_reads_any_stored_object() -> None:
         obj: Obj = {"metadata": meta, "spec": spec, "status": status}
         plan = deletion.plan(obj, views([data()]).values())
         assert (plan.delete, [c.name for c in plan.patch]) == ([], ["data-js"])
+
+
+def live(*policies: Obj) -> Obj:
+    """js finished and alive, with the retention finalizer: what the TTL deletes."""
+    obj = make_obj(list(policies), rjobs=[mounting("workers")], terminal_state="Completed")
+    obj["metadata"]["finalizers"] = [FINALIZER]
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("obj", "found", "held"),
+    [
+        # The live reconcile keeps the ownerReference only where the policy deletes the claim.
+        pytest.param(live(policy("data")), data(), [], id="whenDeleted-Delete-may-go"),
+        pytest.param(live(policy("data", **RETAIN)), data(refs=None), [], id="retain-unowned"),
+        # Not yet released: the garbage collector would take it with a Foreground delete.
+        pytest.param(live(policy("data", **RETAIN)), data(), ["data-js"], id="retain-owned"),
+        pytest.param(live(policy("data")), data(template="gone"), ["data-js"], id="unreadable"),
+        pytest.param(
+            {**live(policy("data", **RETAIN)), "metadata": {"name": "js", "uid": "uid-js"}},
+            data(),
+            [],
+            id="no-finalizer-no-retention",
+        ),
+    ],
+)
+def test_kept_but_owned_holds_a_foreground_delete(obj: Obj, found: Obj, held: list[str]) -> None:
+    assert deletion.kept_but_owned(obj, views([found]).values()) == held
