@@ -58,15 +58,18 @@ UPSTREAM_CONVERSION = {
 }
 
 
-async def _apply(kube: Kube, name: str, body: dict[str, Any], manager: str) -> Any:
+async def _patch(
+    kube: Kube,
+    path: str,
+    body: dict[str, Any],
+    content_type: str,
+    query: list[tuple[str, str]] | None = None,
+) -> Any:
     response = await kube.api.call_api(
-        f"{CRDS}/{name}",
+        path,
         "PATCH",
-        query_params=[("fieldManager", manager), ("force", "true")],
-        header_params={
-            "Content-Type": "application/apply-patch+yaml",
-            "Accept": "application/json",
-        },
+        query_params=query or [],
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
         body=body,
         auth_settings=["BearerToken"],
         _preload_content=False,
@@ -77,22 +80,13 @@ async def _apply(kube: Kube, name: str, body: dict[str, Any], manager: str) -> A
         return await response.json()
 
 
+async def _apply(kube: Kube, name: str, body: dict[str, Any], manager: str) -> Any:
+    query = [("fieldManager", manager), ("force", "true")]
+    return await _patch(kube, f"{CRDS}/{name}", body, "application/apply-patch+yaml", query)
+
+
 async def _merge_patch(kube: Kube, path: str, body: dict[str, Any]) -> Any:
-    response = await kube.api.call_api(
-        path,
-        "PATCH",
-        header_params={
-            "Content-Type": "application/merge-patch+json",
-            "Accept": "application/json",
-        },
-        body=body,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-    )
-    async with response:
-        assert response.status == 200, await response.text()
-        return await response.json()
+    return await _patch(kube, path, body, "application/merge-patch+json")
 
 
 def _established(crd: Any) -> bool:
