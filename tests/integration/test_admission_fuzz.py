@@ -488,7 +488,8 @@ def bad_depends_on(draw: st.DrawFn, js: Obj) -> str | None:
             {"name": rjobs[0]["name"], "status": "Ready"},
             {"name": rjobs[index]["name"], "status": "Ready"},
         ]
-        return "Too many"
+        # Several entries are allowed (up to 5, as upstream); the second one names itself.
+        return "dependsOn must name a replicated job listed before this one"
     else:
         rjobs[index]["dependsOn"] = [{"name": rjobs[0]["name"], "status": "Started"}]
         return "Unsupported value"
