@@ -18,7 +18,7 @@ Order of concerns, as upstream's reconcile:
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -289,10 +289,15 @@ def _gate_pod_scope(vplan: VolumePlan, blocked: Blocked | None) -> VolumePlan:
     have created stay missing. Deletions by retention go on: they never wait for it."""
     if blocked is None:
         return vplan
-    held = {c.name for c in vplan.create}
-    missing = volumes.ClaimState.MISSING
-    claims = [replace(c, state=missing) if c.name in held else c for c in vplan.claims]
-    return replace(vplan, create=[], mountable=set(), claims=claims)
+    held = _not_created(vplan, {c.name for c in vplan.create})
+    return replace(held, create=[], mountable=set())
+
+
+def _not_created(vplan: VolumePlan, names: Iterable[str]) -> VolumePlan:
+    """The plan counted the claims it creates as Pending; these were not created: missing."""
+    missing, skipped = volumes.ClaimState.MISSING, set(names)
+    claims = [replace(c, state=missing) if c.name in skipped else c for c in vplan.claims]
+    return replace(vplan, claims=claims)
 
 
 def _volume_status(
@@ -306,10 +311,7 @@ def _volume_status(
         return
     refused = writefailures.failed_claim_creates(failures)
     if refused:
-        # The plan counted the claims it creates as Pending; these were refused: still missing.
-        missing = volumes.ClaimState.MISSING
-        claims = [replace(c, state=missing) if c.name in refused else c for c in vplan.claims]
-        vplan = replace(vplan, claims=claims)
+        vplan = _not_created(vplan, refused)
     built.value["volumes"] = volumes.volumes_status(model, vplan)
     for found in volumes.conditions(model, vplan):
         if found.type == volumes.VOLUMES_READY:

@@ -177,9 +177,9 @@ class JobSetReconciler:
             message = admission.settling()
             return admission.Blocked(admission.REASON_POLICY_MISSING, message), remaining
         stuck = {
-            str(pod["metadata"]["name"]): podscope.placeholders(pod)
+            str(pod["metadata"]["name"]): found
             for pod in (self.pods.by_index(JOBSET_INDEX, key) if self.pods else [])
-            if podscope.placeholders(pod)
+            if (found := podscope.placeholders(pod))
         }
         if stuck:
             message = admission.unresolved(jobset.namespace, jobset.name, stuck)
