@@ -1,7 +1,10 @@
 # Stateful JobSet controller image.
 #
-#   docker build -t stateful-jobset:0.1.0 .
+#   docker build --build-arg GIT_COMMIT=$(git rev-parse HEAD) -t stateful-jobset:0.1.0 .
 #
+# The tag is the version (controller.__version__); GIT_COMMIT is written into the package as
+# controller/COMMIT, which `python -m controller --version`, the first log line and
+# stateful_jobset_build_info report (without it: "unknown"; .git is not part of the context).
 # Two stages: the builder installs the locked *runtime* dependencies (no test or dev extras) and
 # the package into a virtualenv; the final image gets only that virtualenv, on the same base image
 # (so the venv's python symlink and shebangs stay valid), and runs as the non-root user 65532.
@@ -17,6 +20,9 @@ ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 COPY pyproject.toml requirements.lock README.md ./
 COPY controller ./controller
+ARG GIT_COMMIT=""
+# Always written: a COMMIT file left in the build context must not name another commit.
+RUN printf '%s\n' "$GIT_COMMIT" > controller/COMMIT
 RUN pip install --no-cache-dir -c requirements.lock . \
     && pip uninstall --yes pip setuptools \
     && find /opt/venv -name '__pycache__' -type d -prune -exec rm -rf {} +

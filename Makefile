@@ -20,8 +20,8 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod soak test test-unit test-integration test-e2e test-node node-binaries cluster-up cluster-down \
-	cluster-status lint crd deploy undeploy run
+.PHONY: help venv binaries oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod soak test test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
+	cluster-status lint crd deploy undeploy run image release
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -38,6 +38,10 @@ binaries: venv ## build etcd, Kubernetes and KWOK from the Go module proxy (cach
 	@echo "==> control-plane binaries (first build takes a while; cached afterwards)"
 	$(PY) -m localcluster build
 
+oldest-apiserver: venv ## build the kube-apiserver of the oldest supported Kubernetes release (cached; its tests are in the integration tier)
+	@echo "==> the oldest supported release's kube-apiserver (first build takes a while; cached afterwards)"
+	$(PY) -m localcluster build --min-apiserver
+
 demo: binaries node-tools demo-node-binaries ## a JobSet on the local control plane: a real node if this host can run containers, else KWOK
 	$(PY) -m localcluster demo --state-dir $(STATE_DIR)
 
@@ -50,18 +54,19 @@ demo-node-binaries: venv
 smoke: binaries ## the control plane alone: a claim binds, an Indexed Job completes
 	$(PY) -m localcluster smoke --state-dir $(STATE_DIR)
 
-# Debian packages: prometheus (+promtool) for the e2e tier, shellcheck for lint, and what the real
+# Debian packages: prometheus (+promtool) for the e2e tier, shellcheck for lint, skopeo for the
+# release's image archive (integration tier), and what the real
 # node runs containers with (runc, the CNI plugins, busybox-static for the images, iptables and
 # iproute2 for the kubelet and the bridge).
 NODE_TOOLS := runc containernetworking-plugins busybox-static iptables iproute2
-DEBIAN_TOOLS := prometheus shellcheck $(NODE_TOOLS)
+DEBIAN_TOOLS := prometheus shellcheck skopeo $(NODE_TOOLS)
 define install_missing
 	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "==> installing Debian packages:" $$missing; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 endef
-tools: ## Debian packages the tests and lint use (prometheus, shellcheck, runc, CNI plugins, busybox-static)
+tools: ## Debian packages the tests and lint use (prometheus, shellcheck, skopeo, runc, CNI plugins, busybox-static)
 	$(call install_missing,$(DEBIAN_TOOLS))
 
 # What the real node needs, for the demo: installed where this is root on Debian (apt-get), else
@@ -77,13 +82,23 @@ node-binaries: venv ## build containerd, the kubelet and CoreDNS for the real no
 	@echo "==> real-node binaries (first build takes a while; cached afterwards)"
 	$(PY) -m localcluster build --node
 
-test: binaries node-binaries tools ## run every tier: unit, integration, end-to-end, real node
+# helm, for the chart's tests and for installing from charts/stateful-jobset (cached like the rest).
+ENSURE_HELM := $(PY) -c 'from localcluster.build import ensure_helm; print(ensure_helm())'
+helm: venv ## build helm from the Go module proxy (cached) and print its path
+	@$(ENSURE_HELM)
+
+helm-lint: venv ## helm lint the chart (charts/stateful-jobset), every optional part on
+	helm=$$($(ENSURE_HELM)) && $$helm lint --strict charts/stateful-jobset \
+		--set podScope.enabled=true --set metrics.secure.enabled=true \
+		--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
+
+test: binaries oldest-apiserver node-binaries tools helm ## run every tier: unit, integration, end-to-end, real node
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## unit tier only (no cluster, no Debian tools)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-test-integration: binaries ## integration tier only (etcd + kube-apiserver)
+test-integration: binaries oldest-apiserver helm tools ## integration tier only (etcd + kube-apiserver; the Helm chart; the release)
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 test-e2e: binaries tools ## end-to-end tier only (the whole local control plane, Prometheus, promtool)
@@ -133,9 +148,26 @@ bench-scale-pod: binaries ## scale benchmark, Pod-scope variant (2 Indexed Jobs 
 soak: binaries ## chaos soak: JobSets + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
 	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)
 
-crd: binaries ## regenerate the JobSet CRD (from the local control plane) and the Pod-scope admission policy
+crd: binaries ## regenerate the JobSet CRD (from the local control plane), the Pod-scope admission policy, the chart's copies
 	$(PY) -m controller.api.crdgen --local
 	$(PY) -m controller.api.admissiongen
+	$(PY) -m controller.api.chartgen
+
+# `make image`: the controller's image without a container engine (Debian packages, the locked
+# wheels); IMAGE names it (default stateful-jobset:<version>), IMAGE_DIR is where it goes.
+IMAGE ?=
+IMAGE_DIR ?= build/image
+image: venv ## build the controller's OCI image, no Docker needed (IMAGE=name:tag): build/image/
+	$(PY) -m localcluster.controllerimage build --output $(IMAGE_DIR) $(if $(IMAGE),--tag $(IMAGE))
+
+# `make release VERSION=x.y.z`: dist/ with the install manifest, the chart, the image archive and
+# SHA256SUMS. VERSION must be controller.__version__ (the one source; CHANGELOG.md has its entry).
+# REGISTRY=registry.example.com/team pins the image behind that prefix (manifest and chart).
+VERSION ?=
+REGISTRY ?=
+release: venv ## write dist/ for VERSION (= controller.__version__): install manifest, chart, image, SHA256SUMS
+	@test -n "$(VERSION)" || { echo "VERSION is not set: make release VERSION=x.y.z, the __version__ of controller/__init__.py" >&2; exit 2; }
+	$(PY) -m localcluster.release --version $(VERSION) --output dist --image-dir $(IMAGE_DIR) $(if $(REGISTRY),--registry $(REGISTRY))
 
 deploy: venv ## install CRD, RBAC, controller into the KUBECONFIG cluster (apply --server-side -k manifests/)
 	$(KUBECTL) apply --server-side -k manifests/

@@ -13,7 +13,10 @@ JobSets as the tests, built by the tests' own helpers):
 * ``desired-claims-10000``: listing 10,000 desired claims (their objects not built).
 * ``validate-50-policies-800-templates``: the policies of 50 x 16 templates, 32 replicated jobs
   of 16 containers x 64 mounts.
-* ``decide-3200-jobs-800-shared-claims-pending``: decide for that JobSet with 100 replicas each.
+* ``validate-50-policies-800-templates-100-rjobs``: the same with 100 replicated jobs (today's
+  bound).
+* ``decide-3200-jobs-800-shared-claims-pending``: decide for the 32-job JobSet with 100 replicas
+  each; ``decide-10000-jobs-...``: the 100-job one, 10,000 Jobs (the child-Job bound).
 * ``mount-800-claims-x100``: mounting 800 claims into 100 pods.
 * ``re2-<pattern>``: the issue's backtracking patterns on 86,000-100,000 characters.
 * ``failure-evaluate-backtracking``: a failure policy with ``(a+)+$`` and ``(\\w*\\s?)*X``.
@@ -48,7 +51,7 @@ sys.path.insert(0, str(ROOT))  # the scenarios are built by the unit tests' own 
 
 from controller.jobset import api, construct, failure, messagepatterns, volumes  # noqa: E402
 from controller.jobset.decide import decide  # noqa: E402
-from controller.jobset.model import InvalidJobSet  # noqa: E402
+from controller.jobset.model import InvalidJobSet, JobSet  # noqa: E402
 from tests.unit.jobset_factories import at, make_job, make_jobset, rjob  # noqa: E402
 from tests.unit.test_messagepatterns import BACKOFF_MESSAGE, _hostile_jobs  # noqa: E402
 from tests.unit.test_reconcile_cost import _big_pod, _job_scope, _many_policies  # noqa: E402
@@ -66,6 +69,10 @@ def _claim_policy(name: str) -> dict[str, Any]:
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
     return {"volumeClaimPolicies": [{"templates": [template]}]}
+
+
+def _decide_pending(js: JobSet, policies: tuple[volumes.VolumePolicy, ...]) -> Scenario:
+    return lambda: decide(js, [], None, NOW, model=volumes.VolumeModel(js, policies))
 
 
 def _searcher(compiled: messagepatterns.Pattern, message: str) -> Scenario:
@@ -117,12 +124,15 @@ def scenarios(runs: int) -> dict[str, Scenario]:
     fresh = iter([_many_policies(1) for _ in range(runs)])
     result["validate-50-policies-800-templates"] = lambda: volumes.policies(next(fresh))
 
-    shared = _many_policies(100)
-    shared_policies = volumes.policies(shared)
-    # A fresh model per run (it caches the desired claims), of the policies parsed beforehand.
-    result["decide-3200-jobs-800-shared-claims-pending"] = lambda: decide(
-        shared, [], None, NOW, model=volumes.VolumeModel(shared, shared_policies)
-    )
+    wide = iter([_many_policies(1, replicated_jobs=100) for _ in range(runs)])
+    result["validate-50-policies-800-templates-100-rjobs"] = lambda: volumes.policies(next(wide))
+
+    for rjobs in (32, 100):
+        shared = _many_policies(100, replicated_jobs=rjobs)
+        # A fresh model per run (it caches the desired claims), of the policies parsed beforehand.
+        result[f"decide-{rjobs * 100}-jobs-800-shared-claims-pending"] = _decide_pending(
+            shared, volumes.policies(shared)
+        )
 
     one = _many_policies(1)
     one_policies = volumes.policies(one)

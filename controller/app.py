@@ -12,6 +12,7 @@ import structlog
 from controller import config as configmod
 from controller.runtime import logs
 from controller.runtime.manager import Manager, api_client_for
+from controller.version import build_info
 
 Setup = Callable[[Manager], None]
 
@@ -44,6 +45,14 @@ def main(argv: Sequence[str] | None, setup: Setup) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     logs.configure(config.log_level)
+    # The first line: which build this is, before anything can fail.
+    build = build_info()
+    log.info(
+        "stateful-jobset",
+        version=build.version,
+        commit=build.commit,
+        python_version=build.python_version,
+    )
     try:
         return asyncio.run(run(config, setup))
     except Exception as err:  # configuration the API client rejects, e.g. a broken kubeconfig

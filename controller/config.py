@@ -15,6 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller import features
+from controller import version as versionmod
+from controller.features import DEFAULT as DEFAULT_GATES
+from controller.features import FeatureGates
 from controller.jobset.api import CONTROLLER_NAME as UPSTREAM_MANAGED_BY
 
 ENV_PREFIX = "STATEFUL_JOBSET_"
@@ -27,6 +31,19 @@ _PATH = re.compile(r"[-A-Za-z0-9._~!$&'()*+,;=:%/]+")
 
 class ConfigError(ValueError):
     """A flag or environment variable has a bad value; the message names it."""
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print the build (version, commit, Python) and exit. The commit is looked up
+    only when asked for, not each time a parser is built."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version and the git commit, and exit")  # fmt: skip
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(versionmod.build_info().describe())  # stdout, as argparse's own version action
+        parser.exit()
 
 
 @dataclass(frozen=True)
@@ -56,6 +73,7 @@ class Config:
     status_progress_period: float
     # The spec.managedBy value served; upstream's reserved one (UPSTREAM_MANAGED_BY) by default.
     managed_by: str
+    feature_gates: FeatureGates = DEFAULT_GATES
 
     def address(self, value: str) -> tuple[str, int] | None:
         """``host:port`` → (host, port); ``0`` or empty disables the endpoint."""
@@ -110,6 +128,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
 
+    parser.add_argument("--version", action=_VersionAction)
+
     def flag(name: str, help_text: str, default: object, **kwargs: object) -> None:
         from_env = env.get(_env_name(name))
         parser.add_argument(
@@ -161,6 +181,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
          "(upstream's reserved value, so this controller replaces upstream JobSet). Another value "
          "(e.g. example.com/canary) runs it beside upstream for the JobSets that name it",
          UPSTREAM_MANAGED_BY)  # fmt: skip
+    flag("--feature-gates", "upstream JobSet's alpha features, e.g. RestartJob=true,"
+         "ElasticJobSet=true (both off by default, as upstream); the installed CRD must be the "
+         "one generated with the same gates (components/alpha-features has every gate on)",
+         "")  # fmt: skip
     flag("--shutdown-timeout", "seconds to let in-flight reconciles finish on SIGTERM", 20.0,
          type=float)  # fmt: skip
     return parser
@@ -249,6 +273,10 @@ def from_args(args: argparse.Namespace) -> Config:
             "--managed-by must be a domain-prefixed path (e.g. example.com/canary) of at most 63 "
             f"characters, as spec.managedBy, got {managed_by!r}"
         )
+    try:
+        feature_gates = features.parse(str(args.feature_gates))
+    except features.FeatureGateError as error:
+        raise ConfigError(f"--feature-gates: {error}") from None
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     namespaces = tuple(n.strip() for n in str(args.namespaces).split(",") if n.strip())
     return Config(
@@ -277,4 +305,5 @@ def from_args(args: argparse.Namespace) -> Config:
         shutdown_timeout=float(args.shutdown_timeout),
         status_progress_period=progress,
         managed_by=managed_by,
+        feature_gates=feature_gates,
     )

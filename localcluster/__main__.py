@@ -2,8 +2,11 @@
 
 python -m localcluster build [--node]     build (or find cached) binaries, print versions;
                                           --node: also the real node's (containerd, kubelet,
-                                          CoreDNS, the pause image's binary)
-python -m localcluster run                start in the foreground; Ctrl-C stops everything
+                                          CoreDNS, the pause image's binary); --min-apiserver:
+                                          also the oldest supported release's kube-apiserver
+python -m localcluster run                start in the foreground; Ctrl-C stops everything;
+                                          --profile apiserver --min-apiserver: with the oldest
+                                          supported Kubernetes release's kube-apiserver
 python -m localcluster up                 start in the background, print the kubeconfig path
 python -m localcluster down               stop what `up` started
 python -m localcluster status             is it running, and what
@@ -23,7 +26,15 @@ import sys
 import time
 from pathlib import Path
 
-from localcluster.build import BuildError, describe, ensure_binaries, ensure_node_binaries
+from localcluster.build import (
+    MIN_KUBERNETES,
+    BuildError,
+    describe,
+    ensure_binaries,
+    ensure_min_apiserver,
+    ensure_node_binaries,
+    required_versions,
+)
 from localcluster.cluster import LocalCluster, Profile
 from localcluster.processes import LaunchError, StopSignal, pid_alive, stop_on_signals
 
@@ -44,6 +55,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
         directories.update(ensure_node_binaries(report=_say))
         directories["pause"] = build_pause().parent
+    if args.min_apiserver:
+        directories[MIN_KUBERNETES.name] = ensure_min_apiserver(_say).parent
+        for module, version in required_versions(MIN_KUBERNETES).items():
+            print(f"{MIN_KUBERNETES.name}: {module} {version}")
     for name, directory in sorted(directories.items()):
         print(f"{name} binaries: {directory}")
     return 0
@@ -54,7 +69,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / "launcher.pid").write_text(str(os.getpid()))
     profile: Profile = args.profile
-    cluster = LocalCluster(state_dir, profile=profile, apiserver_port=args.apiserver_port)
+    cluster = LocalCluster(
+        state_dir,
+        profile=profile,
+        apiserver_port=args.apiserver_port,
+        kube_apiserver=ensure_min_apiserver(_say) if args.min_apiserver else None,
+    )
     try:
         cluster.start()
         for line in cluster.describe():
@@ -94,6 +114,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 0
     # Build in the foreground first so progress is visible on this terminal.
     ensure_binaries(_say)
+    if args.min_apiserver:
+        ensure_min_apiserver(_say)
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "launcher.log"
     (state_dir / "cluster.json").unlink(missing_ok=True)
@@ -107,6 +129,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 f"--state-dir={state_dir}",
                 f"--profile={args.profile}",
                 f"--apiserver-port={args.apiserver_port}",
+                *(["--min-apiserver"] if args.min_apiserver else []),
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -235,6 +258,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         if name == "build":
             command.add_argument("--node", action="store_true", help="the real node's too")
+        if name in ("build", "run", "up"):
+            command.add_argument(
+                "--min-apiserver",
+                action="store_true",
+                help="build: also the oldest supported Kubernetes release's kube-apiserver; "
+                "run/up (apiserver profile only): run that one instead of the suite's",
+            )
     args = parser.parse_args(argv)
     stop_on_signals()
     try:

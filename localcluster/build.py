@@ -75,6 +75,19 @@ NODE_COMPONENTS: tuple[Component, ...] = (
     Component("kubelet", (("k8s.io/kubernetes/cmd/kubelet", "kubelet"),)),
 )
 
+# helm, for the chart's tests (lint, template, install/upgrade/uninstall) and `make helm`: built
+# on demand like the node's components, never by ensure_binaries, whose cache keys stay as they are.
+HELM = Component("helm", (("helm.sh/helm/v4/cmd/helm", "helm"),))
+
+
+# The oldest Kubernetes release the project claims to support (docs/operations.md, "Supported
+# Kubernetes versions"): only its kube-apiserver, for the apiserver-only profile's min-version
+# test. Built on demand (``ensure_min_apiserver``), never by ensure_binaries, and from a wrapper
+# module of its own so that its cache key is independent of the control plane's.
+MIN_KUBERNETES = Component(
+    "kubernetes-min", (("k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver"),)
+)
+
 
 def cache_root() -> Path:
     """Where built binaries live: outside the work tree, so clones and CI runs share them."""
@@ -284,6 +297,18 @@ def ensure_node_binaries(
     goversion = go_version()
     wanted = [c for c in NODE_COMPONENTS if names is None or c.name in names]
     return {c.name: build_component(c, goversion, say) for c in wanted}
+
+
+def ensure_helm(report: Callable[[str], None] | None = None) -> Path:
+    """Build (or find cached) helm; returns the binary's path."""
+    say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    return build_component(HELM, go_version(), say) / "helm"
+
+
+def ensure_min_apiserver(report: Callable[[str], None] | None = None) -> Path:
+    """Build (or find cached) the oldest supported kube-apiserver; returns the binary's path."""
+    say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    return build_component(MIN_KUBERNETES, go_version(), say) / "kube-apiserver"
 
 
 def describe() -> list[str]:

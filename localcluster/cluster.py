@@ -48,6 +48,8 @@ NODE_LABEL = "localcluster.test/kwok-node"
 NODE_COUNT = 4
 LAUNCHER_FILES = ("launcher.pid", "launcher.log")
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# Services' ClusterIPs; the first, the ``kubernetes`` Service's, is pki.KUBERNETES_SERVICE_IP.
+SERVICE_CIDR = "10.96.0.0/16"
 
 # Claims' writes and the controller's writes are what tests audit; reads are not logged.
 _AUDIT_POLICY = {
@@ -160,6 +162,9 @@ class LocalCluster:
         default=lambda msg: print(msg, file=sys.stderr, flush=True)
     )
     binaries: Binaries | None = None
+    # Another kube-apiserver binary instead of the suite's (``apiserver`` profile only): the
+    # oldest supported release's (build.ensure_min_apiserver), to test the CRD and a JobSet there.
+    kube_apiserver: Path | None = None
     processes: list[ManagedProcess] = field(default_factory=list)
     # The real node of the ``node`` profile.
     node: RealNode | None = None
@@ -225,7 +230,7 @@ class LocalCluster:
         return self._process(
             "kube-apiserver",
             [
-                str(self.binaries.path("kube-apiserver")),
+                str(self.kube_apiserver or self.binaries.path("kube-apiserver")),
                 f"--etcd-servers={self.etcd_url}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
@@ -240,7 +245,7 @@ class LocalCluster:
                 f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
-                "--service-cluster-ip-range=10.96.0.0/16",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
                 # The built-in "kubernetes" Endpoints cannot point at a loopback address.
@@ -379,6 +384,13 @@ class LocalCluster:
 
             # Before anything is built or started: one message for what the host lacks.
             require_host()
+        if self.kube_apiserver is not None and self.profile != "apiserver":
+            # The other profiles' controller-manager, scheduler and kubelet are of the suite's
+            # release, and Kubernetes supports them only against an API server at least as new.
+            raise LaunchError(
+                f"another kube-apiserver ({self.kube_apiserver}) works with the apiserver profile "
+                f"only, not {self.profile!r}"
+            )
         if self.binaries is None:
             self.binaries = ensure_binaries(self.report)
         if self.profile == "node":

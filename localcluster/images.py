@@ -162,6 +162,25 @@ class Image:
         return (*self.layers, self.config, self.manifest)
 
 
+def tree_entries(root: Path, prefix: str = "") -> list[Entry]:
+    """Every file, directory and symlink under ``root`` (not ``root`` itself), at ``prefix`` +
+    its relative path. Modes are kept (permission bits only); owners are not (a layer's entries
+    belong to root), nor hard links (each becomes a file of its own)."""
+    entries = []
+    for path in sorted(root.rglob("*")):
+        name = prefix + path.relative_to(root).as_posix()
+        mode = path.lstat().st_mode & 0o7777
+        if path.is_symlink():
+            entries.append(symlink(name, os.readlink(path)))
+        elif path.is_dir():
+            entries.append(directory(name, mode))
+        elif path.is_file():
+            entries.append(file(name, path.read_bytes(), mode))
+        else:
+            raise ImageError(f"{path}: neither a file, a directory nor a symlink")
+    return entries
+
+
 def make_image(
     layers: Sequence[Sequence[Entry]],
     *,
@@ -169,6 +188,9 @@ def make_image(
     cmd: Sequence[str] | None = None,
     env: Sequence[str] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",),
     user: str | None = None,
+    workdir: str | None = None,
+    exposed_ports: Sequence[str] = (),
+    labels: Mapping[str, str] | None = None,
     created_by: str = "localcluster.images",
 ) -> Image:
     tars = [layer_tar(entries) for entries in layers]
@@ -180,6 +202,12 @@ def make_image(
         container["Cmd"] = list(cmd)
     if user is not None:
         container["User"] = user
+    if workdir is not None:
+        container["WorkingDir"] = workdir
+    if exposed_ports:
+        container["ExposedPorts"] = {port: {} for port in exposed_ports}
+    if labels:
+        container["Labels"] = dict(labels)
     config_doc = {
         "created": "1970-01-01T00:00:00Z",
         "architecture": "amd64",
@@ -238,6 +266,15 @@ def write_layout(directory_path: Path, images: Mapping[str, Image]) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     return directory_path
+
+
+def write_archive(path: Path, images: Mapping[str, Image]) -> Path:
+    """The same files as :func:`write_layout`, as one reproducible tarball (sorted, mtime 0):
+    what ``ctr images import`` and ``docker load`` read."""
+    entries = [file(name, data) for name, data in _layout_files(images).items()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(layer_tar(entries))
+    return path
 
 
 # ---------------------------------------------------------------------------------------------

@@ -83,6 +83,8 @@ BRIDGE = "sjs-cni0"
 # The bridge's own address (the pods' gateway): made before anything starts, so CoreDNS can bind
 # to it; pods reach it over their veth (a pod's 127.0.0.1 is its own).
 GATEWAY = "10.88.0.1"
+# The ``kubernetes`` Service's port: what the kubelet puts in pods' KUBERNETES_SERVICE_PORT.
+API_SERVICE_PORT = 443
 # One real node per host: kubepods cgroups, the bridge, sysctls and iptables chains are
 # host-wide. A second node (another test run, a demo) waits for this lock instead of breaking
 # the first.
@@ -112,6 +114,14 @@ HOST_TOOLS = (
 )
 # The process that cleans up the host if the one that started the node dies without stopping it.
 GUARDIAN = "node-guardian"
+
+
+def _tcp_probe(host: str, port: int) -> tuple[int, str]:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError as err:
+        return 0, str(err)
+    return 200, "ok"
 
 
 def host_checks() -> list[str]:
@@ -409,6 +419,10 @@ class RealNode:
                     "ipam": {
                         "type": "host-local",
                         "ranges": [[{"subnet": POD_SUBNET}]],
+                        # Pods have no default route; the kubernetes Service's address (the
+                        # API server, relayed on the bridge: _start_api_relay) goes via the
+                        # gateway.
+                        "routes": [{"dst": f"{pkimod.KUBERNETES_SERVICE_IP}/32"}],
                         "dataDir": str(self.directory / "cni" / "ipam"),
                     },
                 },
@@ -566,6 +580,7 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
         self.processes.append(mirror.process)
         registry.write_containerd_hosts(self._certs_d, mirror.url)
         self.report(f"  image registry serving busybox and pause at {mirror.url}")
+        self._start_api_relay()
         coredns = dns.start(
             self.binaries.coredns,
             self.directory,
@@ -649,6 +664,32 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
             ["ip", "link", "set", BRIDGE, "up"],
         ):
             run_tool(argv, what=" ".join(argv), timeout=30)
+
+    def _start_api_relay(self) -> None:
+        """The API server at the ``kubernetes`` Service's address, for pods (a controller in a
+        pod, issue 16): that address on the bridge, relayed to the API server's loopback port
+        (``localcluster/apirelay.py``)."""
+        assert self.cluster.ports is not None
+        address = pkimod.KUBERNETES_SERVICE_IP
+        argv = ["ip", "addr", "add", f"{address}/32", "dev", BRIDGE]
+        run_tool(argv, what=" ".join(argv), timeout=30)
+        relay = ManagedProcess(
+            "apirelay",
+            [
+                sys.executable,
+                "-m",
+                "localcluster.apirelay",
+                address,
+                str(API_SERVICE_PORT),
+                str(self.cluster.ports.apiserver),
+            ],
+            self.directory / "logs" / "apirelay.log",
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+        )
+        relay.start()
+        self.processes.append(relay)
+        wait_ready(relay, lambda: _tcp_probe(address, API_SERVICE_PORT), 30, self.report)
+        self.report(f"  API server for pods at {address}:{API_SERVICE_PORT} (kubernetes Service)")
 
     def _containerd_ready(self) -> tuple[int, str]:
         if not self.socket.exists():

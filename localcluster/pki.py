@@ -20,6 +20,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 _VALIDITY = datetime.timedelta(days=7)
+# The ``kubernetes`` Service's ClusterIP: the first address of the API server's
+# --service-cluster-ip-range (cluster.SERVICE_CIDR). Pods on the real node connect to it (relayed
+# to the API server, localcluster/apirelay.py) and verify the serving certificate against it.
+KUBERNETES_SERVICE_IP = "10.96.0.1"
 _SERVING_NAMES = (
     "localhost",
     "kubernetes",
@@ -196,7 +200,8 @@ def generate(directory: Path, server: str) -> Pki:
 
     serving_key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in _SERVING_NAMES]
-    sans += [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    for ip in ("127.0.0.1", KUBERNETES_SERVICE_IP):
+        sans.append(x509.IPAddress(ipaddress.ip_address(ip)))
     serving = _issue(
         _name("kube-apiserver"),
         serving_key,

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import settings
 from kubernetes_asyncio import client, config
 
-from localcluster.build import BuildError
+from localcluster.build import BuildError, ensure_min_apiserver
 from localcluster.cluster import LocalCluster, Profile
 from localcluster.processes import LaunchError
 from tests.helpers import Kube, create_namespace
@@ -182,10 +182,14 @@ def _stops_what_it_starts(request: pytest.FixtureRequest) -> Iterator[None]:
         )
 
 
-def _start(tmp_path_factory: pytest.TempPathFactory, profile: Profile) -> LocalCluster:
+def _start(
+    tmp_path_factory: pytest.TempPathFactory, profile: Profile, *, oldest: bool = False
+) -> LocalCluster:
     cluster = LocalCluster(tmp_path_factory.mktemp(f"cluster-{profile}"), profile=profile)
     _SESSION_CLUSTERS.append(cluster)
     try:
+        if oldest:
+            cluster.kube_apiserver = ensure_min_apiserver(cluster.report)
         cluster.start()
     except (BuildError, LaunchError) as err:
         # Not a skip: without the control plane this tier proves nothing.
@@ -197,6 +201,15 @@ def _start(tmp_path_factory: pytest.TempPathFactory, profile: Profile) -> LocalC
 def apiserver_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """etcd + kube-apiserver only: object status is driven by the test itself."""
     cluster = _start(tmp_path_factory, "apiserver")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def oldest_apiserver_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """etcd + the kube-apiserver of the oldest Kubernetes release the project claims to support
+    (localcluster/gomod/kubernetes-min; docs/operations.md, "Supported Kubernetes versions")."""
+    cluster = _start(tmp_path_factory, "apiserver", oldest=True)
     yield cluster
     cluster.stop()
 
@@ -241,6 +254,12 @@ async def _kube(cluster: LocalCluster) -> AsyncIterator[Kube]:
 @pytest.fixture
 async def kube(apiserver_cluster: LocalCluster) -> AsyncIterator[Kube]:
     async for k in _kube(apiserver_cluster):
+        yield k
+
+
+@pytest.fixture
+async def oldest_kube(oldest_apiserver_cluster: LocalCluster) -> AsyncIterator[Kube]:
+    async for k in _kube(oldest_apiserver_cluster):
         yield k
 
 

@@ -21,8 +21,11 @@ The JobSet part (spec and status fields, defaults, CEL rules, descriptions) is h
 
 Command line::
 
-    python -m controller.api.crdgen --kubeconfig FILE [--out PATH] [--check]
-    python -m controller.api.crdgen --local [--out PATH] [--check]
+    python -m controller.api.crdgen --kubeconfig FILE [--check]
+    python -m controller.api.crdgen --local [--check]
+
+It writes two CRDs: ``manifests/crd/`` (every feature gate off, upstream's default) and
+``manifests/components/alpha-features/`` (every alpha gate on; see :mod:`controller.features`).
 
 ``--local`` starts an ``apiserver``-profile local control plane, reads the documents and stops it.
 ``--check`` compares instead of writing and exits 1 when the file is out of date.
@@ -41,7 +44,9 @@ from typing import Any
 
 import yaml
 
+from controller import features
 from controller.api import schema
+from controller.features import FeatureGates
 
 Schema = dict[str, Any]
 OpenAPIDocs = Mapping[str, Mapping[str, Any]]
@@ -51,6 +56,8 @@ CORE_V1_PATH = "/openapi/v3/api/v1"
 OPENAPI_PATHS = (BATCH_V1_PATH, CORE_V1_PATH)
 
 DEFAULT_OUT = Path("manifests/crd/jobsets.jobset.x-k8s.io.yaml")
+# The same CRD with every alpha feature gate on (controller/features.py), for that component.
+ALPHA_OUT = Path("manifests/components/alpha-features/jobsets.jobset.x-k8s.io.yaml")
 
 JOB_TEMPLATE_SPEC = "io.k8s.api.batch.v1.JobTemplateSpec"
 PERSISTENT_VOLUME_CLAIM = "io.k8s.api.core.v1.PersistentVolumeClaim"
@@ -247,10 +254,11 @@ def kubernetes_version(docs: OpenAPIDocs) -> str:
     return str(docs[BATCH_V1_PATH].get("info", {}).get("version", "unknown"))
 
 
-def build_crd(docs: OpenAPIDocs) -> dict[str, Any]:
-    """The JobSet CustomResourceDefinition, from the OpenAPI documents of batch/v1 and core/v1."""
+def build_crd(docs: OpenAPIDocs, gates: FeatureGates = features.DEFAULT) -> dict[str, Any]:
+    """The JobSet CustomResourceDefinition, from the OpenAPI documents of batch/v1 and core/v1,
+    admitting what the given feature gates allow."""
     job_template, claim = embedded_types(docs)
-    return schema.custom_resource_definition(job_template, claim)
+    return schema.custom_resource_definition(job_template, claim, gates)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -296,12 +304,17 @@ async def fetch_openapi(kubeconfig: Path | str) -> dict[str, dict[str, Any]]:
     return docs
 
 
-async def generate(kubeconfig: Path | str) -> str:
+async def generate(kubeconfig: Path | str) -> dict[Path, str]:
+    """The default CRD and the all-alpha one, by output path."""
     docs = await fetch_openapi(kubeconfig)
-    return render(build_crd(docs), kubernetes_version(docs))
+    version = kubernetes_version(docs)
+    return {
+        DEFAULT_OUT: render(build_crd(docs), version),
+        ALPHA_OUT: render(build_crd(docs, features.ALPHA), version),
+    }
 
 
-def _generate_local() -> str:
+def _generate_local() -> dict[Path, str]:
     from localcluster.cluster import LocalCluster
 
     with tempfile.TemporaryDirectory(prefix="crdgen-") as tmp:
@@ -317,23 +330,24 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument(
         "--local", action="store_true", help="start a local apiserver-profile control plane"
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default: {DEFAULT_OUT}")
     parser.add_argument(
-        "--check", action="store_true", help="compare with --out instead of writing it"
+        "--check", action="store_true", help="compare with the committed files instead of writing"
     )
     args = parser.parse_args(argv)
-    text = _generate_local() if args.local else asyncio.run(generate(args.kubeconfig))
-    out: Path = args.out
-    if args.check:
-        if not out.exists() or out.read_text() != text:
-            print(f"{out} is out of date: run `make crd`", file=sys.stderr)
-            return 1
-        print(f"{out} is up to date")
-        return 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(f"wrote {out} ({len(text.encode())} bytes)")
-    return 0
+    outputs = _generate_local() if args.local else asyncio.run(generate(args.kubeconfig))
+    stale = 0
+    for out, text in outputs.items():
+        if args.check:
+            if not out.exists() or out.read_text() != text:
+                print(f"{out} is out of date: run `make crd`", file=sys.stderr)
+                stale += 1
+            else:
+                print(f"{out} is up to date")
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        print(f"wrote {out} ({len(text.encode())} bytes)")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -31,7 +31,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller import features
+from controller.features import FeatureGates
 from controller.jobset import api as jobset_api
+from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
 
 Schema = dict[str, Any]
 
@@ -42,16 +45,15 @@ PLURAL = "jobsets"
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
 # Bounds that keep the estimated CEL cost within the API server's limits.
-MAX_REPLICATED_JOBS = 32
+MAX_REPLICATED_JOBS = 100  # upstream: no bound; 128 would exceed untargeted-mount's CEL budget
 MAX_CHILD_JOBS = jobset_api.MAX_CHILD_JOBS
 MAX_CONTAINERS = 16  # containers, and initContainers, of one pod template
 MAX_VOLUME_MOUNTS = 64  # per container
-MAX_POD_VOLUMES = 128
-MAX_FAILURE_RULES = 32
+MAX_POD_VOLUMES = 256  # Kubernetes: no bound; 512 would exceed untargeted-mount's CEL budget
+MAX_FAILURE_RULES = 100  # upstream: no bound; 128 would exceed failure-rule-names-unique's
 MAX_DEPENDS_ON = 5  # upstream's maxItems for replicatedJobs[].dependsOn
-MAX_MESSAGE_PATTERNS = 16
 MAX_VOLUME_CLAIM_POLICIES = 50
-MAX_TEMPLATES_PER_POLICY = 16
+MAX_TEMPLATES_PER_POLICY = 50  # upstream's maxItems for volumeClaimPolicies[].templates
 MAX_CLAIM_RESOURCES = 16  # keys of a claim template's resources.requests / limits
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 MAX_ACCESS_MODES = len(ACCESS_MODES)  # more would repeat one
@@ -60,6 +62,8 @@ MAX_LABEL_VALUE = 63  # Kubernetes' own limit for a label value
 MAX_LABEL_KEY = 317  # Kubernetes' own limit: a DNS subdomain prefix (253), '/', a name (63)
 MAX_ANNOTATIONS_SIZE = 256 * 1024  # Kubernetes' limit for all annotations, keys and values
 MAX_QUANTITY = 64  # a quantity written as a string, e.g. "1000Gi"
+# The exclusive-topology annotation's value on a replicated job's template (CEL).
+EXCLUSIVE_VALUE = f"self.template.metadata.annotations['{EXCLUSIVE_TOPOLOGY}']"
 MAX_NAME = 63  # replicated job, template, volume, container and volumeMount names
 MAX_OBJECT_NAME = 253
 MAX_RULE_NAME = 128
@@ -72,8 +76,13 @@ FAILURE_REASONS = (
     "MaxFailedIndexesExceeded",
     "PodFailurePolicy",
 )
-# A label value (Kubernetes' IsValidLabelValue; its length is bounded by the schema's maxLength).
-LABEL_VALUE_REGEX = r"^([A-Za-z0-9]([-\w.]*[A-Za-z0-9])?)?$"
+# A label value (Kubernetes' IsValidLabelValue; its length is bounded by the schema's maxLength):
+# letters, digits, '-', '_' and '.' (RE2's \w is ASCII), starting and ending with a letter or digit.
+# A regex's estimated cost grows with its length and the rule runs on every label of up to 2500
+# templates: a short regex plus prefix and suffix checks costs a fraction of the whole pattern.
+LABEL_VALUE_RULE = "self.matches('^[-\\\\w.]*$') && " + " && ".join(
+    f"!self.{end}('{c}')" for end in ("startsWith", "endsWith") for c in "-_."
+)
 RULE_NAME_REGEX = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 DEFAULT_RULE_NAME_PREFIX = "failurePolicyRule"
 # Pod template fields that may change while the JobSet is (or is being) suspended, so that a
@@ -84,6 +93,9 @@ SUSPENDED_MUTABLE_POD_SPEC = ("nodeSelector", "schedulingGates", "tolerations")
 # replicatedJobs is immutable): lowering replicas deletes the Jobs whose index is >= replicas (and,
 # with retentionPolicy.whenScaled: Delete, their Job-scope claims); raising it adds Jobs.
 MUTABLE_REPLICATED_JOB_FIELDS = ("replicas",)
+# Job template fields that may change on a running JobSet with the ElasticJobSet gate (upstream's
+# alpha): for an Indexed replicated job only, and the child Jobs are resized in place.
+ELASTIC_JOB_FIELDS = ("parallelism", "completions")
 # The other fields of a replicated job, compared on update (``?``: optional).
 REPLICATED_JOB_FIELDS = ("name", "?groupName", "?dependsOn", "template")
 # CEL reserved words that must be escaped when used as field names.
@@ -204,6 +216,8 @@ def collect(base: str, path: str, var: str, transform: str, when: str = "") -> s
 
 
 RJ = "self.replicatedJobs"
+# CEL: the replicated job ``r`` runs Indexed Jobs.
+INDEXED_R = "r.template.?spec.?completionMode.orValue('') == 'Indexed'"
 HAS_RJ = "has(self.replicatedJobs)"
 POD = "template.spec.template.spec"
 
@@ -248,6 +262,23 @@ def digits(n: str) -> str:
 
 def rjob_exists(name: str) -> str:
     return f"({HAS_RJ} && {RJ}.exists(r, r.name == {name}))"
+
+
+# The replicated job names as a set. Rules that look up many names (targets) bind it once as
+# ``rn``: a lookup costs one step where a search of the list costs as many as there are replicated
+# jobs. replicatedJobs is a list keyed by name, but the API server still runs the rules on a list
+# with a repeated name (and transformMapEntry fails on a repeated key): such rules hold vacuously
+# then, replicated-job-names-unique and the schema's "Duplicate value" say what is wrong.
+RJ_NAMES = "[self].map(x, has(x.replicatedJobs), x.replicatedJobs.map(r, r.name)).flatten()"
+RJ_SET = f"{RJ_NAMES}.transformMapEntry(i, n, {{n: true}})"
+
+
+def with_rjob_set(body: str) -> str:
+    return f"(size({RJ_NAMES}.distinct()) != size({RJ_NAMES}) || [{RJ_SET}].all(rn, {body}))"
+
+
+def with_rjob_set_value(value: str) -> str:
+    return f"[{RJ_SET}].map(rn, {value})[0]"
 
 
 def named(rule: str) -> str:
@@ -303,19 +334,22 @@ EXPLICIT_NAMES = (
     + f".flatten() + [self].map(x, {VP_EXPLICIT}, "
     "x.volumePolicy.volumeClaimTemplates.map(t, t.metadata.name)).flatten()"
 )
-# "<replicatedJob>/<template>" for every replicated job an explicit list targets.
-TARGET_PAIRS = (
-    collect(
-        "self",
-        "volumeClaimPolicies",
-        "p",
-        "p.targetReplicatedJobs.map(r, p.templates.map(t, r + '/' + t.metadata.name)).flatten()",
-        when="has(p.templates) && has(p.targetReplicatedJobs)",
-    )
-    + f".flatten() + [self].map(x, {VP_EXPLICIT}, x.volumePolicy.replicatedJobs.map(r, "
-    "x.volumePolicy.volumeClaimTemplates.map(t, r.name + '/' + t.metadata.name)).flatten())"
-    ".flatten()"
+# Where the targets of each template in EXPLICIT_NAMES are listed: the position of its policy in
+# volumeClaimPolicies, or -1 for volumePolicy. (Looking a replicated job up in its policy's set of
+# targets costs far less than building every "<replicatedJob>/<template>" pair: that product of
+# policies, targets and templates was the largest estimated cost of the CRD.)
+EXPLICIT_POLICY = (
+    "[self].map(x, has(x.volumeClaimPolicies), x.volumeClaimPolicies.transformList(i, p, "
+    "has(p.templates) && has(p.targetReplicatedJobs), p.templates.map(t, i)).flatten()).flatten()"
+    f" + [self].map(x, {VP_EXPLICIT}, x.volumePolicy.volumeClaimTemplates.map(t, -1)).flatten()"
 )
+# The targets of each volume claim policy as a set (empty without an explicit list), in order.
+POLICY_TARGETS = (
+    "[self].map(x, has(x.volumeClaimPolicies), x.volumeClaimPolicies.map(p, "
+    "has(p.targetReplicatedJobs) ? p.targetReplicatedJobs.transformMapEntry(j, n, {n: true}) : "
+    "{})).flatten()"
+)
+VP_TARGETS = collect("self", "volumePolicy.replicatedJobs", "x", "x.name")
 # The keys of the sets are unique when template names are, and each list of targets is.
 MAPS_SAFE = (
     f"(size({TEMPLATE_NAMES}.distinct()) == size({TEMPLATE_NAMES}) && "
@@ -332,26 +366,38 @@ def as_set(names: str) -> str:
     return f"({names}).transformMapEntry(i, n, {{n: true}})"
 
 
+def _bind_sets(quantifier: str, inner: str) -> str:
+    """``inner`` with ``tn`` (template names), ``ex`` (templates with explicit targets, to where
+    their targets are: see EXPLICIT_POLICY), ``ts`` (POLICY_TARGETS) and ``vt`` (volumePolicy's
+    targets) bound, each computed once. ``quantifier`` is ``all``, or ``map`` for a value (each
+    level takes its single element at once: the estimator multiplies nested lists' sizes)."""
+    index = f"({EXPLICIT_NAMES}).transformMapEntry(j, n, {{n: ei[j]}})"
+    bindings = [
+        ("tn", as_set(TEMPLATE_NAMES)),
+        ("ei", EXPLICIT_POLICY),
+        ("ex", index),
+        ("ts", POLICY_TARGETS),
+        ("vt", as_set(VP_TARGETS)),
+    ]
+    out = inner
+    for var, value in reversed(bindings):
+        out = f"[{value}].{quantifier}({var}, {out})" + ("[0]" if quantifier == "map" else "")
+    return out
+
+
 def with_sets(body: str) -> str:
-    """CEL: ``body`` with ``tn`` (template names), ``ex`` (templates with explicit targets) and
-    ``ok`` (allowed "<replicatedJob>/<template>" pairs) bound to sets, each computed once."""
-    return (
-        f"[{as_set(TEMPLATE_NAMES)}].all(tn, [{as_set(EXPLICIT_NAMES)}].all(ex, "
-        f"[{as_set(TARGET_PAIRS)}].all(ok, {body})))"
-    )
+    """CEL: ``body`` with the sets of :func:`_bind_sets` bound."""
+    return _bind_sets("all", body)
 
 
 def with_sets_value(value: str) -> str:
     """Like :func:`with_sets` for a message expression: the value computed with the sets."""
-    return (
-        f"[{as_set(TEMPLATE_NAMES)}].map(tn, [{as_set(EXPLICIT_NAMES)}].map(ex, "
-        f"[{as_set(TARGET_PAIRS)}].map(ok, {value})[0])[0])[0]"
-    )
+    return _bind_sets("map", value)
 
 
 def gets_template(r: str, name: str) -> str:
     """CEL: replicated job ``r`` gets the volume of template ``name`` (``name`` in ``tn``)."""
-    return f"(!({name} in ex) || ({r}.name + '/' + {name}) in ok)"
+    return f"(!({name} in ex) || (ex[{name}] < 0 ? {r}.name in vt : {r}.name in ts[ex[{name}]]))"
 
 
 # ---------------------------------------------------------------- schema building blocks
@@ -400,9 +446,13 @@ def immutable(where: str, protects: str) -> Rule:
 class Builder:
     """Builds the schema from the inlined Kubernetes types, recording every rule."""
 
-    def __init__(self, job_template: Schema, claim: Schema) -> None:
+    def __init__(
+        self, job_template: Schema, claim: Schema, gates: FeatureGates = features.DEFAULT
+    ) -> None:
         self.job_template_raw = job_template
         self.claim_raw = claim
+        # Alpha features whose admission differs (see controller/features.py).
+        self.gates = gates
         self.rules: list[Rule] = []
 
     def attach(self, node: Schema, *rules: Rule) -> Schema:
@@ -481,8 +531,17 @@ class Builder:
                 "action": string(
                     "FailJobSet: fail the JobSet at once. RestartJobSet: recreate every child "
                     "Job, counting towards maxRestarts (the JobSet fails when they are used "
-                    "up). RestartJobSetAndIgnoreMaxRestarts: recreate without counting.",
-                    enum=["FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"],
+                    "up). RestartJobSetAndIgnoreMaxRestarts: recreate without counting. "
+                    "RestartJob (alpha, RestartJob feature gate): recreate only the failed Job, "
+                    "counting towards maxRestarts. RestartJobAndIgnoreMaxRestarts (alpha, same "
+                    "gate): recreate only the failed Job without counting.",
+                    enum=[
+                        "FailJobSet",
+                        "RestartJobSet",
+                        "RestartJobSetAndIgnoreMaxRestarts",
+                        "RestartJob",
+                        "RestartJobAndIgnoreMaxRestarts",
+                    ],
                 ),
                 "onJobFailureReasons": array(
                     "Match only Jobs that failed with one of these reasons (the reason of the "
@@ -493,8 +552,9 @@ class Builder:
                 "onJobFailureMessagePatterns": array(
                     "Match only Jobs whose failure message matches one of these RE2 regular "
                     "expressions. Empty: any message.",
+                    # No maxItems, as upstream: no rule reads the patterns (the controller
+                    # bounds their compiled size, messagepatterns.MAX_POLICY_PROGRAM).
                     {"type": "string", "maxLength": MAX_PATTERN},
-                    maxItems=MAX_MESSAGE_PATTERNS,
                 ),
                 "targetReplicatedJobs": name_list(
                     "Match only Jobs of these replicated jobs. Empty or left out: all."
@@ -526,7 +586,24 @@ class Builder:
                 field_path=".onJobFailureReasons",
                 protects="rules that could never match: Job failure reasons are a fixed set",
             ),
+            *self.restart_job_gated(),
         )
+
+    def restart_job_gated(self) -> list[Rule]:
+        """Without the RestartJob gate, its two actions are refused (upstream's webhook)."""
+        if self.gates.restart_job:
+            return []
+        return [
+            Rule(
+                id="restart-job-gated",
+                where="spec.failurePolicy.rules[]",
+                rule="!(self.action in ['RestartJob', 'RestartJobAndIgnoreMaxRestarts'])",
+                message=jobset_api.MESSAGE_RESTART_JOB_GATED,
+                field_path=".action",
+                protects="a JobSet whose policy the controller would not run (the RestartJob "
+                "feature gate is off; the alpha-features CRD admits it)",
+            )
+        ]
 
     def failure_policy(self) -> Schema:
         node = obj(
@@ -664,7 +741,7 @@ class Builder:
             Rule(
                 id="template-label-values",
                 where="volume claim templates: each metadata.labels value",
-                rule=f"self.matches({_q(LABEL_VALUE_REGEX)})",
+                rule=LABEL_VALUE_RULE,
                 message="metadata.labels values of a volume claim template must be empty or "
                 "letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
                 detail="self",
@@ -962,6 +1039,22 @@ class Builder:
                 field_path=".groupName",
                 protects="the jobset.sigs.k8s.io/group-name label of Jobs and pods",
             ),
+            Rule(
+                # Only the length: a syntax check costs per character of an unbounded string
+                # (32 replicated jobs x any annotation size exceeds the CEL budget). The full
+                # label-key syntax is the controller's (SpecInvalid condition and Event).
+                id="exclusive-topology-key",
+                where="spec.replicatedJobs[]",
+                rule=f"!has(self.template.metadata) || !has(self.template.metadata.annotations) "
+                f"|| !({_q(EXCLUSIVE_TOPOLOGY)} in self.template.metadata.annotations) || "
+                f"(size({EXCLUSIVE_VALUE}) >= 1 && size({EXCLUSIVE_VALUE}) <= 317)",
+                message=f"the {EXCLUSIVE_TOPOLOGY} annotation of a replicated job's template "
+                "must name a node label key (1 to 317 characters)",
+                detail="self.name",
+                field_path=".template.metadata.annotations",
+                protects="child Jobs the API server would refuse (a pod affinity topologyKey "
+                "that is not a label key)",
+            ),
         )
 
     def managed_by(self) -> Schema:
@@ -991,6 +1084,26 @@ class Builder:
 
     # ------------------------------------------------------------ cross-field rules
 
+    def restart_job_replicas(self, has_fp: str, fp: str) -> list[Rule]:
+        """With the RestartJob gate, upstream's bound on replicas: jobRestarts has one entry
+        per Job index, at most 1024 (maxItems)."""
+        if not self.gates.restart_job:
+            return []
+        actions = "['RestartJob', 'RestartJobAndIgnoreMaxRestarts']"
+        limit = jobset_api.MAX_REPLICAS_RESTART_JOB
+        return [
+            Rule(
+                id="restart-job-replicas",
+                where="spec",
+                rule=f"!({has_fp}) || !{fp}.exists(r, r.action in {actions}) || "
+                f"!{HAS_RJ} || {RJ}.all(r, r.replicas <= {limit})",
+                message=jobset_api.MESSAGE_RESTART_JOB_REPLICAS,
+                field_path=".replicatedJobs",
+                protects="status.replicatedJobsStatus[].jobRestarts, one entry per Job index "
+                f"(at most {limit})",
+            )
+        ]
+
     def spec_rules(self) -> list[Rule]:
         fp = "self.failurePolicy.rules"
         has_fp = "has(self.failurePolicy) && has(self.failurePolicy.rules)"
@@ -1002,8 +1115,9 @@ class Builder:
         unique = f"{RJ}.exists_one(o, o.name.lowerAscii() == r.name.lowerAscii())"
         earlier = f"{RJ}.exists(j, e, j < i && e.name == d.name)"
         bad_depends = f"i > 0 && has(r.dependsOn) && r.dependsOn.exists(d, !{earlier})"
-        missing = f"!{rjob_exists('t')}"
+        missing = "!(t in rn)"
         return [
+            *self.restart_job_replicas(has_fp, fp),
             Rule(
                 id="child-jobs-bounded",
                 where="spec",
@@ -1027,24 +1141,30 @@ class Builder:
             Rule(
                 id="success-policy-targets",
                 where="spec",
-                rule=guarded_all(
-                    "self", "successPolicy.targetReplicatedJobs", "t", rjob_exists("t")
+                rule=with_rjob_set(
+                    guarded_all("self", "successPolicy.targetReplicatedJobs", "t", "t in rn")
                 ),
                 message="successPolicy.targetReplicatedJobs must name replicated jobs of this "
                 "JobSet",
-                detail=f"self.successPolicy.targetReplicatedJobs.map(t, {missing}, t)[0]",
+                detail=with_rjob_set_value(
+                    f"self.successPolicy.targetReplicatedJobs.map(t, {missing}, t)[0]"
+                ),
                 field_path=".successPolicy.targetReplicatedJobs",
                 protects="a success policy that could never be met",
             ),
             Rule(
                 id="failure-rule-targets",
                 where="spec",
-                rule=f"!({has_fp}) || {fp}.all(p, "
-                f"{guarded_all('p', 'targetReplicatedJobs', 't', rjob_exists('t'))})",
+                rule=f"!({has_fp}) || "
+                + with_rjob_set(
+                    f"{fp}.all(p, {guarded_all('p', 'targetReplicatedJobs', 't', 't in rn')})"
+                ),
                 message="failurePolicy.rules[].targetReplicatedJobs must name replicated jobs "
                 "of this JobSet",
-                detail=f"{fp}.map(p, has(p.targetReplicatedJobs), "
-                f"p.targetReplicatedJobs.map(t, {missing}, t)).flatten()[0]",
+                detail=with_rjob_set_value(
+                    f"{fp}.map(p, has(p.targetReplicatedJobs), "
+                    f"p.targetReplicatedJobs.map(t, {missing}, t)).flatten()[0]"
+                ),
                 field_path=".failurePolicy.rules",
                 protects="failure rules that could never match",
             ),
@@ -1182,9 +1302,9 @@ class Builder:
             Rule(
                 id="volume-targets",
                 where="spec",
-                rule=f"{all_targets}.all(t, {rjob_exists('t')})",
+                rule=with_rjob_set(f"{all_targets}.all(t, t in rn)"),
                 message="volume claim policies must target replicated jobs of this JobSet",
-                detail=f"{all_targets}.map(t, !{rjob_exists('t')}, t)[0]",
+                detail=with_rjob_set_value(f"{all_targets}.map(t, !(t in rn), t)[0]"),
                 protects="volumes promised to replicated jobs that do not exist",
             ),
             Rule(
@@ -1235,14 +1355,33 @@ class Builder:
             for f in sorted(pod_template["spec"]["properties"])
             if f not in SUSPENDED_MUTABLE_POD_SPEC
         ]
+        # ElasticJobSet: an Indexed replicated job's parallelism and completions are compared
+        # apart (``each_same``), so that they may change; the elastic rules say how.
+        elastic = self.gates.elastic_jobset
+        sized = [f for f in job_fields if elastic and f in ELASTIC_JOB_FIELDS]
+        fixed = [f for f in job_fields if f not in sized]
+        running: list[str] = list(REPLICATED_JOB_FIELDS)
+        if elastic:
+            running = [p for p in REPLICATED_JOB_FIELDS if p != "template"]
+            running += ["template.?metadata", "template.?spec.?template"]
+            running += [f"template.?spec.?{_seg(f)}" for f in fixed]
         # While suspended: every field but the pod templates' placement fields is compared.
         paths = [p for p in REPLICATED_JOB_FIELDS if p != "template"] + ["template.?metadata"]
-        paths += [f"template.?spec.?{_seg(f)}" for f in job_fields]
+        paths += [f"template.?spec.?{_seg(f)}" for f in fixed]
         paths += [f"template.?spec.?template.?metadata.?{_seg(f)}" for f in meta_fields]
         paths += [f"template.?spec.?template.?spec.?{_seg(f)}" for f in pod_fields]
 
         def fields(r: str, compared: Sequence[str]) -> str:
             return "[" + ", ".join(f"dyn({r}.{p})" for p in compared) + "]"
+
+        # An Indexed replicated job may change its sizes (ElasticJobSet); others compare them.
+        sizes = [f"template.?spec.?{f}" for f in sized]
+        resizable = (
+            f" && ({INDEXED_R} || "
+            f"{fields('r', sizes)} == {fields('oldSelf.replicatedJobs[i]', sizes)})"
+            if sized
+            else ""
+        )
 
         def each_same(compared: Sequence[str]) -> str:
             """CEL: the same replicated jobs, in the same order, equal in ``compared``."""
@@ -1250,9 +1389,15 @@ class Builder:
                 "(has(self.replicatedJobs) == has(oldSelf.replicatedJobs) && "
                 "(!has(self.replicatedJobs) || (size(self.replicatedJobs) == "
                 "size(oldSelf.replicatedJobs) && self.replicatedJobs.all(i, r, "
-                f"{fields('r', compared)} == {fields('oldSelf.replicatedJobs[i]', compared)}))))"
+                f"{fields('r', compared)} == {fields('oldSelf.replicatedJobs[i]', compared)}"
+                f"{resizable}))))"
             )
 
+        also = (
+            " (and, ElasticJobSet, parallelism and completions of an Indexed replicated job)"
+            if elastic
+            else ""
+        )
         suspended = (
             "((has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend))"
         )
@@ -1260,9 +1405,9 @@ class Builder:
             Rule(
                 id="replicated-jobs-immutable",
                 where="spec",
-                rule=f"{suspended} || {each_same(REPLICATED_JOB_FIELDS)}",
+                rule=f"{suspended} || {each_same(running)}",
                 message="spec.replicatedJobs is immutable while the JobSet is not suspended, "
-                "except replicas",
+                f"except replicas{also}",
                 field_path=".replicatedJobs",
                 reason="FieldValueForbidden",
                 protects="the child Jobs of a running JobSet",
@@ -1274,12 +1419,96 @@ class Builder:
                 rule=f"!{suspended} || {each_same(paths)}",
                 message="while the JobSet is suspended, only replicas and the labels, "
                 "annotations, nodeSelector, tolerations and schedulingGates of the pod templates "
-                "in spec.replicatedJobs may change",
+                f"in spec.replicatedJobs may change{also}",
                 field_path=".replicatedJobs",
                 reason="FieldValueForbidden",
                 protects="the child Jobs; a queueing system may still place the pods",
                 on_update=True,
             ),
+            *(self.elastic_rules() if elastic else []),
+        ]
+
+    @staticmethod
+    def elastic_rules() -> list[Rule]:
+        """ElasticJobSet (upstream's rules): a resized Indexed replicated job keeps at least one
+        pod and completions equal to parallelism (what Kubernetes allows to change in place on
+        an Indexed Job). Only where the template changed: a JobSet created otherwise stays."""
+        o = "oldSelf.replicatedJobs[i]"
+
+        def changed(field: str) -> str:
+            return f"[dyn(r.template.?spec.?{field})] != [dyn({o}.template.?spec.?{field})]"
+
+        def each(bad: str) -> tuple[str, str]:
+            """CEL: no resized Indexed replicated job is ``bad``; the first that is, by name."""
+            resized = f"i < size(oldSelf.replicatedJobs) && {INDEXED_R} && "
+            guard = f"!{HAS_RJ} || !has(oldSelf.replicatedJobs) || "
+            rule = f"{guard}{RJ}.all(i, r, !({resized}{bad}))"
+            detail = f"{RJ}.transformList(i, r, {resized}{bad}, r.name)[0]"
+            return rule, detail
+
+        def at_least_one(field: str) -> Rule:
+            rule, detail = each(f"{changed(field)} && r.template.?spec.?{field}.orValue(1) < 1")
+            return Rule(
+                id=f"elastic-{field}-at-least-one",
+                where="spec",
+                rule=rule,
+                message=f"{field} must be >= 1 when an Indexed replicated job is resized "
+                "(ElasticJobSet)",
+                detail=detail,
+                field_path=".replicatedJobs",
+                protects="a running Job resized to no pods (its claims and work gone)",
+                on_update=True,
+            )
+
+        p, c = (f"r.template.?spec.?{f}" for f in ELASTIC_JOB_FIELDS)
+        unequal_rule, unequal_detail = each(
+            f"({changed('parallelism')} || {changed('completions')}) && "
+            f"{p}.hasValue() && {c}.hasValue() && {p}.value() != {c}.value()"
+        )
+        return [
+            at_least_one("parallelism"),
+            at_least_one("completions"),
+            Rule(
+                id="elastic-completions-equal-parallelism",
+                where="spec",
+                rule=unequal_rule,
+                message="completions must equal parallelism when an Indexed replicated job is "
+                "resized (elastic Indexed Jobs)",
+                detail=unequal_detail,
+                field_path=".replicatedJobs",
+                protects="a resize Kubernetes refuses on the running Jobs",
+                on_update=True,
+            ),
+        ]
+
+    def elastic_terminal_rule(self) -> list[Rule]:
+        """ElasticJobSet: a finished JobSet is not resized (upstream refuses it too)."""
+        if not self.gates.elastic_jobset:
+            return []
+        sizes = [f"template.?spec.?{f}" for f in ELASTIC_JOB_FIELDS]
+
+        def fields(r: str) -> str:
+            return "[" + ", ".join(f"dyn({r}.{p})" for p in sizes) + "]"
+
+        old = "oldSelf.spec.replicatedJobs"
+        finished = (
+            "has(oldSelf.status) && has(oldSelf.status.terminalState) && "
+            "oldSelf.status.terminalState != ''"
+        )
+        return [
+            Rule(
+                id="elastic-not-when-finished",
+                where="(root)",
+                rule=f"!({finished}) || !has(self.spec.replicatedJobs) || "
+                f"!has({old}) || self.spec.replicatedJobs.all(i, r, i >= size({old}) || "
+                f"{fields('r')} == {fields(f'{old}[i]')})",
+                message="parallelism and completions cannot change once the JobSet is "
+                "Completed or Failed",
+                field_path=".spec.replicatedJobs",
+                reason="FieldValueForbidden",
+                protects="the Jobs and claims of a finished JobSet",
+                on_update=True,
+            )
         ]
 
     def policy_update_rules(self) -> tuple[list[Rule], list[Rule]]:
@@ -1419,27 +1648,55 @@ class Builder:
         pod_len = f"{job_len} + 1 + {digits(pod_index)} + 6"
         pod_bad = f"{indexed} && !({chars_ok} && {pod_len} <= 63)"
         shared_len = f"size(t.metadata.name) + 1 + size({js})"
-        per_job_len = f"size(t.metadata.name) + 1 + {job_len}"
+        # The longest child Job name (mj), worked out once: comparing every template with every
+        # replicated job would cost their product.
+        longest_job = f"({rj}.map(r, {job_len}) + [0]).max()"
+        per_job_len = "size(t.metadata.name) + 1 + mj"
         # Pod scope's -<podIndex> is not counted: with Job names of at most 63 characters
         # (child-job-names) and templates of 63, its claims have at most 138.
         templates_ok = guarded_all(
             "p",
             "templates",
             "t",
-            f"p.scope == 'JobSet' ? {shared_len} <= 253 : {rj}.all(r, {per_job_len} <= 253)",
+            f"p.scope == 'JobSet' ? {shared_len} <= 253 : {per_job_len} <= 253",
         )
         not_indexed = (
             "p.scope == 'Pod' && has(p.targetReplicatedJobs) && "
             f"{rj}.exists(r, r.name in p.targetReplicatedJobs && !({indexed}))"
         )
         claims_ok = (
-            guarded_all("self", "spec.volumeClaimPolicies", "p", templates_ok)
+            f"[{longest_job}].all(mj, "
+            + guarded_all("self", "spec.volumeClaimPolicies", "p", templates_ok)
+            + ")"
             + " && "
             + guarded_all(
                 "self", "spec.volumePolicy.volumeClaimTemplates", "t", f"{shared_len} <= 253"
             )
         )
+        # The coordinator's address goes into a label of every Job and pod: its characters are
+        # those of the names the rules above and subdomain-format check, its length is checked
+        # here (upstream's webhook refuses the same JobSets).
+        c = "self.spec.coordinator"
+        network = "self.spec.network"
+        subdomain = (
+            f"(has({network}) && has({network}.subdomain) && {network}.subdomain != '' ? "
+            f"{network}.subdomain : {js})"
+        )
+        address_len = (
+            f"size({js}) + size({c}.replicatedJob) + {digits(f'{c}.?jobIndex.orValue(0)')} + "
+            f"{digits(f'{c}.?podIndex.orValue(0)')} + size({subdomain}) + 4"
+        )
         return [
+            Rule(
+                id="coordinator-address",
+                where="(root)",
+                rule=f"!has(self.spec) || !has({c}) || {address_len} <= {MAX_LABEL_VALUE}",
+                message="the coordinator's address (<jobSet>-<replicatedJob>-<jobIndex>-"
+                "<podIndex>.<subdomain>) must fit in a label value of at most 63 characters: "
+                "shorten the JobSet, replicated job or subdomain name",
+                field_path=".spec.coordinator",
+                protects="Jobs and pods whose coordinator label the API server would refuse",
+            ),
             Rule(
                 id="child-job-names",
                 where="(root)",
@@ -1625,6 +1882,18 @@ class Builder:
                 "failed": count("failed"),
                 "active": count("active: at least one pod pending or running"),
                 "suspended": count("suspended"),
+                "jobRestarts": array(
+                    "RestartJob feature gate: per job index, how many times that Job was "
+                    "restarted on its own (RestartJob or RestartJobAndIgnoreMaxRestarts).",
+                    integer("Individual restarts of the Job with this index."),
+                    maxItems=jobset_api.MAX_REPLICAS_RESTART_JOB,
+                ),
+                "jobRestartsCountTowardsMax": array(
+                    "RestartJob feature gate: per job index, the individual restarts that count "
+                    "towards failurePolicy.maxRestarts (RestartJob).",
+                    integer("Counted individual restarts of the Job with this index."),
+                    maxItems=jobset_api.MAX_REPLICAS_RESTART_JOB,
+                ),
             },
             required=["name", "ready", "succeeded", "failed", "active", "suspended"],
         )
@@ -1710,16 +1979,24 @@ class Builder:
             {
                 "apiVersion": string("The versioned schema of this object."),
                 "kind": string("The kind of this object: JobSet."),
+                # generateName is declared (unrestricted) only so that API servers before
+                # 1.37 keep name's maxLength in CEL cost estimates: they replace a root metadata
+                # lacking either field with unbounded strings, and the rules on metadata.name
+                # then exceed the cost budget (docs/operations.md, "Supported Kubernetes
+                # versions").
                 "metadata": {
                     "type": "object",
-                    "properties": {"name": {"type": "string", "maxLength": MAX_OBJECT_NAME}},
+                    "properties": {
+                        "name": {"type": "string", "maxLength": MAX_OBJECT_NAME},
+                        "generateName": {"type": "string"},
+                    },
                 },
                 "spec": self.spec(),
                 "status": self.status(),
             },
             required=["spec"],
         )
-        return self.attach(root, *self.root_rules())
+        return self.attach(root, *self.root_rules(), *self.elastic_terminal_rule())
 
 
 PRINTER_COLUMNS: list[Schema] = [
@@ -1756,19 +2033,24 @@ PRINTER_COLUMNS: list[Schema] = [
 ]
 
 
-def rules(job_template: Schema, claim: Schema) -> list[Rule]:
+def rules(
+    job_template: Schema, claim: Schema, gates: FeatureGates = features.DEFAULT
+) -> list[Rule]:
     """Every CEL rule of the CRD, in schema order."""
-    builder = Builder(job_template, claim)
+    builder = Builder(job_template, claim, gates)
     builder.openapi_schema()
     return builder.rules
 
 
-def custom_resource_definition(job_template: Schema, claim: Schema) -> dict[str, Any]:
-    """The JobSet CRD, given the inlined JobTemplateSpec and PersistentVolumeClaim schemas."""
+def custom_resource_definition(
+    job_template: Schema, claim: Schema, gates: FeatureGates = features.DEFAULT
+) -> dict[str, Any]:
+    """The JobSet CRD, given the inlined JobTemplateSpec and PersistentVolumeClaim schemas and
+    the feature gates whose admission it implements (recorded in an annotation)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME},
+        "metadata": {"name": CRD_NAME, "annotations": {features.CRD_ANNOTATION: gates.flag()}},
         "spec": {
             "group": GROUP,
             "names": {
@@ -1783,7 +2065,9 @@ def custom_resource_definition(job_template: Schema, claim: Schema) -> dict[str,
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "schema": {"openAPIV3Schema": Builder(job_template, claim).openapi_schema()},
+                    "schema": {
+                        "openAPIV3Schema": Builder(job_template, claim, gates).openapi_schema()
+                    },
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": copy.deepcopy(PRINTER_COLUMNS),
                 }

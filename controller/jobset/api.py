@@ -28,6 +28,9 @@ JOB_INDEX = _PREFIX + "job-index"
 JOB_GLOBAL_INDEX = _PREFIX + "job-global-index"
 JOB_KEY = _PREFIX + "job-key"
 RESTART_ATTEMPT = _PREFIX + "restart-attempt"
+# Label and annotation (RestartJob gate on): the Job's individual restart attempt, i.e.
+# status.replicatedJobsStatus[<replicated job>].jobRestarts[<job index>] when it was created.
+JOB_RESTART_ATTEMPT = _PREFIX + "job-restart-attempt"
 GROUP_NAME = _PREFIX + "group-name"
 GROUP_REPLICAS = _PREFIX + "group-replicas"
 JOB_GROUP_INDEX = _PREFIX + "job-group-index"
@@ -70,6 +73,13 @@ REASON_RESTART_IGNORE_MAX_ACTION = "RestartJobSetAndIgnoreMaxRestartsFailurePoli
 MESSAGE_RESTART_IGNORE_MAX_ACTION = (
     "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
 )
+# RestartJob feature gate (upstream alpha): only the failed Job is recreated.
+REASON_RESTART_JOB_ACTION = "RestartJobFailurePolicyAction"
+MESSAGE_RESTART_JOB_ACTION = "applying RestartJob failure policy action"
+REASON_RESTART_JOB_IGNORE_MAX_ACTION = "RestartJobAndIgnoreMaxRestartsFailurePolicyAction"
+MESSAGE_RESTART_JOB_IGNORE_MAX_ACTION = (
+    "applying RestartJobAndIgnoreMaxRestarts failure policy action"
+)
 # RestartingJobSet: True with FailurePolicy_<rule name> (the rule that matched) or the default
 # reason (no rule matched); False once the new attempt's Jobs are ready, or the JobSet failed,
 # completed or was suspended.
@@ -90,6 +100,24 @@ MESSAGE_SPEC_VALID = "the spec is valid: the controller acts on it"
 FAIL_JOBSET = "FailJobSet"
 RESTART_JOBSET = "RestartJobSet"
 RESTART_JOBSET_IGNORE_MAX = "RestartJobSetAndIgnoreMaxRestarts"
+# Behind the RestartJob feature gate: restart only the failed Job.
+RESTART_JOB = "RestartJob"
+RESTART_JOB_IGNORE_MAX = "RestartJobAndIgnoreMaxRestarts"
+RESTART_JOB_ACTIONS = (RESTART_JOB, RESTART_JOB_IGNORE_MAX)
+# Upstream's message (its webhook) for those actions while the gate is off.
+MESSAGE_RESTART_JOB_GATED = (
+    "RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed when "
+    "RestartJob feature gate is disabled"
+)
+# Upstream's limit: jobRestarts holds one entry per Job index, at most this many.
+MAX_REPLICAS_RESTART_JOB = 1024
+MESSAGE_RESTART_JOB_REPLICAS = (
+    "JobSet cannot have a failure policy rule with RestartJob or RestartJobAndIgnoreMaxRestarts "
+    f"action and a replicated job with replicas > {MAX_REPLICAS_RESTART_JOB}"
+)
+# Status fields per replicated job (int arrays indexed by job index).
+JOB_RESTARTS = "jobRestarts"
+JOB_RESTARTS_TOWARDS_MAX = "jobRestartsCountTowardsMax"
 
 TERMINAL_COMPLETED = "Completed"
 TERMINAL_FAILED = "Failed"

@@ -176,15 +176,37 @@ def start_time_of(job: Obj) -> str | None:
 # ----------------------------------------------------------------------------- attempts
 
 
+def job_restart_attempt_of(job: Obj) -> int:
+    """The ``job-restart-attempt`` label (RestartJob gate); 0 when missing or malformed: such
+    a Job was created before any individual restart of its index."""
+    return _label_int(job, api.JOB_RESTART_ATTEMPT) or 0
+
+
+def _restarted_individually(jobset: JobSet, job: Obj) -> bool:
+    """A RestartJob action has been decided for this Job's index since it was created: its
+    ``job-restart-attempt`` is below the index's ``jobRestarts`` entry."""
+    if not jobset.status.job_restarts:
+        return False  # the usual case: no Job ever restarted on its own
+    rjob, index = replicated_job_of(job), job_index_of(job)
+    if rjob is None or index is None:
+        return False
+    return job_restart_attempt_of(job) < jobset.status.job_restart_target(rjob, index)
+
+
 def is_current(jobset: JobSet, job: Obj) -> bool:
     """The Job belongs to the JobSet's current run.
 
     Upstream treats every attempt label not below ``status.restarts`` as current (a label above it
     can only come from a status the cache has not caught up with yet). A Job whose label is missing
-    or malformed cannot be placed in any run and is treated as stale.
+    or malformed cannot be placed in any run and is treated as stale. So is a Job whose index was
+    restarted individually (RestartJob) since it was created; upstream keeps a Job without the
+    ``job-restart-attempt`` label, which would fail and restart its index again on every pass:
+    here the missing label counts as 0.
     """
     attempt = restart_attempt_of(job)
-    return attempt is not None and attempt >= jobset.status.restarts
+    if attempt is None or attempt < jobset.status.restarts:
+        return False
+    return not _restarted_individually(jobset, job)
 
 
 def current_jobs(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Container
 from typing import Any
 
-from controller.jobset import api
+from controller.jobset import api, placement
 from controller.jobset.model import JobSet, ReplicatedJob
 
 Obj = dict[str, Any]
@@ -27,7 +27,7 @@ def job_name(jobset: str, replicated_job: str, index: int) -> str:
     label; upstream cannot run such a JobSet at all. For every name upstream accepts, the result
     is identical. Admission rejects two replicated jobs whose names differ only in case.
     """
-    return f"{jobset}-{replicated_job.lower()}-{index}"
+    return placement.job_name(jobset, replicated_job, index)
 
 
 def job_key(namespace: str, name: str) -> str:
@@ -70,8 +70,11 @@ def coordinator_endpoint(jobset: JobSet) -> str | None:
     return f"{job}-{c.pod_index}.{jobset.subdomain}"
 
 
-def child_labels(jobset: JobSet, rjob: ReplicatedJob, index: int) -> dict[str, str]:
-    """The JobSet labels of a child Job (also set as annotations, and on its pods)."""
+def child_labels(
+    jobset: JobSet, rjob: ReplicatedJob, index: int, restart_job: bool = False
+) -> dict[str, str]:
+    """The JobSet labels of a child Job (also set as annotations, and on its pods).
+    ``restart_job``: the RestartJob gate is on, which adds ``job-restart-attempt`` (upstream)."""
     name = job_name(jobset.name, rjob.name, index)
     labels = {
         api.JOBSET_NAME: jobset.name,
@@ -87,6 +90,9 @@ def child_labels(jobset: JobSet, rjob: ReplicatedJob, index: int) -> dict[str, s
         api.GROUP_REPLICAS: str(group_replicas(jobset, rjob.group_name)),
         api.JOB_GROUP_INDEX: str(job_group_index(jobset, rjob.name, index)),
     }
+    if restart_job:
+        attempt = jobset.status.job_restart_target(rjob.name, index)
+        labels[api.JOB_RESTART_ATTEMPT] = str(attempt)
     endpoint = coordinator_endpoint(jobset)
     if endpoint is not None:
         labels[api.COORDINATOR] = endpoint
@@ -107,7 +113,7 @@ def _copied(parent: Obj, key: str) -> Obj:
     return copied
 
 
-def desired_job(jobset: JobSet, rjob: ReplicatedJob, index: int) -> Obj:
+def desired_job(jobset: JobSet, rjob: ReplicatedJob, index: int, restart_job: bool = False) -> Obj:
     """The Job for replica ``index`` of ``rjob``, at the JobSet's current restart attempt.
 
     Only the objects on the paths this function changes are copied; the rest (containers, volumes,
@@ -116,14 +122,26 @@ def desired_job(jobset: JobSet, rjob: ReplicatedJob, index: int) -> Obj:
     up to 10,000 Jobs cost seconds of event-loop time per reconcile.
     """
     template = rjob.template
-    ours = child_labels(jobset, rjob, index)
+    ours = child_labels(jobset, rjob, index, restart_job)
     metadata = template.get("metadata") or {}
+    annotations = metadata.get("annotations")
+    rjob_annotations = annotations if isinstance(annotations, dict) else {}
+    ours_annotated = {
+        **ours,
+        **placement.child_annotations(jobset.annotations, rjob_annotations),
+    }
+    name = job_name(jobset.name, rjob.name, index)
     spec: Obj = dict(template["spec"])
     pod_template = _copied(spec, "template")
     pod_meta = _copied(pod_template, "metadata")
     pod_meta["labels"] = _merged(pod_meta.get("labels"), ours)
-    pod_meta["annotations"] = _merged(pod_meta.get("annotations"), ours)
+    pod_meta["annotations"] = _merged(pod_meta.get("annotations"), ours_annotated)
     pod_spec = _copied(pod_template, "spec")
+    where = placement.placement(jobset.annotations, rjob_annotations)
+    if where is not None:
+        pod_spec = pod_template["spec"] = placement.constrained(
+            pod_spec, where, jobset.namespace, name, ours[api.JOB_KEY]
+        )
     if jobset.network.enable_dns_hostnames:
         # The Job controller names Indexed pods' hostnames <job>-<index>; with the subdomain
         # they resolve as <job>-<index>.<subdomain> through the headless Service.
@@ -133,10 +151,10 @@ def desired_job(jobset: JobSet, rjob: ReplicatedJob, index: int) -> Obj:
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(jobset.name, rjob.name, index),
+            "name": name,
             "namespace": jobset.namespace,
             "labels": _merged(metadata.get("labels"), ours),
-            "annotations": _merged(metadata.get("annotations"), ours),
+            "annotations": _merged(rjob_annotations, ours_annotated),
             "ownerReferences": [jobset.owner_reference()],
         },
         "spec": spec,
@@ -147,11 +165,13 @@ def desired_jobs(
     jobset: JobSet,
     allowed: frozenset[str] | None = None,
     existing: Container[str] = frozenset(),
+    restart_job: bool = False,
 ) -> list[Obj]:
     """Every Job of the current attempt, in spec order (optionally only some replicated jobs),
-    but those named in ``existing``: they are not built at all."""
+    but those named in ``existing``: they are not built at all. ``restart_job``: the RestartJob
+    gate is on (``child_labels``)."""
     return [
-        desired_job(jobset, rjob, index)
+        desired_job(jobset, rjob, index, restart_job)
         for rjob in jobset.replicated_jobs
         if allowed is None or rjob.name in allowed
         for index in range(rjob.replicas)

@@ -6,7 +6,9 @@ Order of concerns, as upstream's reconcile:
 2. A finished JobSet: its still-active Jobs are deleted, then only TTL-after-finished matters.
 3. Status per replicated job is computed from the current attempt's Jobs.
 4. A failed Job → the failure policy (fail, or restart: bump ``status.restarts`` and set
-   ``RestartingJobSet=True``; the next pass deletes the old attempt and creates the new one).
+   ``RestartingJobSet=True``; the next pass deletes the old attempt and creates the new one;
+   RestartJob bumps only the failed Job's ``jobRestarts`` entry, and the next passes replace
+   that Job alone).
    Before it, ``RestartingJobSet`` turns False once the new attempt's Jobs are all ready; it
    turns False too when the JobSet fails, completes or is suspended.
 5. The success policy → Completed.
@@ -26,6 +28,7 @@ from controller.jobset import (
     api,
     children,
     construct,
+    elastic,
     failure,
     startup,
     status,
@@ -191,6 +194,7 @@ def _mounted_jobs(
     mountable: set[str],
     existing: set[str],
     others: Mapping[str, Obj],
+    restart_job: bool = False,
 ) -> tuple[list[Obj], list[Failure]]:
     """Desired Jobs not in ``existing``, with their claims mounted; a Job waits until every claim
     its pods use is mountable (Pod scope: the claims of all its completion indexes, although its
@@ -198,7 +202,7 @@ def _mounted_jobs(
     reported, never taken over: creating it would only get a 409."""
     result = []
     held = []
-    for job in construct.desired_jobs(jobset, allowed, existing):
+    for job in construct.desired_jobs(jobset, allowed, existing, restart_job):
         if job["metadata"]["name"] in others:
             held.append(job["metadata"]["name"])
             continue
@@ -283,6 +287,53 @@ def _withhold_unmountable(
     )
 
 
+def _resize(
+    jobset: JobSet, jobs: Sequence[Obj], model: VolumeModel, vplan: VolumePlan, gate: bool
+) -> list[tuple[str, Obj]]:
+    """ElasticJobSet: the patches that resize running Jobs to their template. A Job waits until
+    every claim its pods use at the new size is mountable, as a Job not created yet does (Pod
+    scope: the claims of the new completion indexes are made first)."""
+    if not gate:
+        return []
+
+    def ready(job: Obj) -> bool:
+        needed = _claims_of(job, model)
+        return needed is None or all(map(vplan.mountable.__contains__, needed))
+
+    return elastic.resize_patches(jobset, jobs, ready)
+
+
+def _resize_condition(built: _Status, jobset: JobSet, jobs: Sequence[Obj], gate: bool) -> None:
+    """Without the gate, a resized template is reported (condition and Event), never applied."""
+    pending = [] if gate else elastic.out_of_size(jobset, jobs)
+    if pending:
+        message = elastic.gate_off_message(pending)
+        built.condition(elastic.CONDITION, "True", elastic.REASON_GATE_OFF, message, "Warning")
+    else:
+        built.condition(
+            elastic.CONDITION, "False", elastic.REASON_IN_SYNC, elastic.MESSAGE_IN_SYNC, "Normal"
+        )
+
+
+def _merged(patches: Sequence[tuple[str, Obj]]) -> list[tuple[str, Obj]]:
+    """One patch per Job: several patches to one Job joined, part by part (they set different
+    fields: suspend, the pod template, the sizes)."""
+    by_name: dict[str, Obj] = {}
+    for name, patch in patches:
+        if name not in by_name:
+            by_name[name] = patch
+            continue
+        joined = dict(by_name[name])
+        for part, value in patch.items():
+            before = joined.get(part)
+            if isinstance(before, dict) and isinstance(value, dict):
+                joined[part] = {**before, **value}
+            else:
+                joined[part] = value
+        by_name[name] = joined
+    return list(by_name.items())
+
+
 def _gate_pod_scope(vplan: VolumePlan, blocked: Blocked | None) -> VolumePlan:
     """While the Pod-scope admission policy cannot work (``blocked`` says why), nothing is
     created for the JobSet: no claim and, nothing being mountable, no Job; the claims it would
@@ -354,6 +405,8 @@ def decide(
     others: Mapping[str, Obj] | None = None,
     failures: Sequence[Failure] = (),
     pod_scope_blocked: Blocked | None = None,
+    restart_job: bool = False,
+    resize: bool = False,
 ) -> Plan:
     """Raises ``InvalidJobSet`` when the volume policies cannot be acted on.
 
@@ -364,7 +417,10 @@ def decide(
     reconciler decides again with them once it knows, for the status). ``pod_scope_blocked``:
     why Pod-scope pods cannot get their claims now (``volumes.admission``: the policy missing,
     settling, or pods admitted without it), if so; read only for a JobSet with a Pod-scope
-    policy, which then gets nothing created.
+    policy, which then gets nothing created. ``restart_job``: the RestartJob feature gate is on
+    (new Jobs carry ``job-restart-attempt``; the reconciler refuses the RestartJob actions
+    without it, ``failure.gate_refusal``). ``resize``: the ElasticJobSet gate is on (running
+    Jobs follow their template's parallelism and completions, ``elastic``).
     """
     plan = Plan()
     known = list(failures)  # and the Job names held by others, found below
@@ -387,6 +443,7 @@ def decide(
     beyond = [j for j in current if _beyond_replicas(jobset, j)]
     plan.delete_jobs.extend(j["metadata"]["name"] for j in beyond)
     current = [j for j in current if j not in beyond]
+    in_use = elastic.pods_in_use(jobs) if model.pod_scope else None
 
     if jobset.finished:
         # Upstream: a finished JobSet's unfinished Jobs are deleted.
@@ -394,7 +451,13 @@ def decide(
             j["metadata"]["name"] for j in current if not children.is_finished(j)
         )
         plan.volume = _gate_pod_scope(
-            volumes.plan(model, claims, classes, terminal_state=jobset.status.terminal_state),
+            volumes.plan(
+                model,
+                claims,
+                classes,
+                terminal_state=jobset.status.terminal_state,
+                pods_in_use=in_use,
+            ),
             blocked,
         )
         # Retention on completion/failure releases storage: the finished Jobs' pods still use
@@ -418,7 +481,7 @@ def decide(
             plan.requeue_after = TTL_HOLD_SECONDS
         return plan
 
-    per_rjob = status.replicated_jobs_status(jobset, current)
+    per_rjob = failure.carry_job_restarts(jobset, status.replicated_jobs_status(jobset, current))
     built.value["replicatedJobsStatus"] = per_rjob
     by_name = {s["name"]: s for s in per_rjob}
     ended = failure.restart_ended(jobset, per_rjob)
@@ -433,7 +496,9 @@ def decide(
         if completes
         else ""
     )
-    vplan = _gate_pod_scope(volumes.plan(model, claims, classes, terminal_state=terminal), blocked)
+    vplan = _gate_pod_scope(
+        volumes.plan(model, claims, classes, terminal_state=terminal, pods_in_use=in_use), blocked
+    )
     plan.volume = vplan
     _volume_status(built, model, vplan, known, blocked)
 
@@ -446,6 +511,12 @@ def decide(
             built.events.append(Event("Warning", outcome.event_reason, outcome.event_message))
             built.condition(*failure.RESTART_ENDED_FAILED, "Normal")
             plan.failed = True
+        elif outcome.job_restart is not None:
+            # Only the failed Job restarts: the next pass finds it stale and replaces it.
+            built.value["replicatedJobsStatus"] = failure.bump_job_restarts(
+                jobset, per_rjob, outcome.job_restart
+            )
+            built.events.append(Event("Warning", outcome.event_reason, outcome.event_message))
         else:
             built.value["restarts"] = outcome.new_restarts
             built.value["restartsCountTowardsMax"] = outcome.new_restarts_count_towards_max
@@ -481,6 +552,8 @@ def decide(
     plan.clear_start_time.extend(suspension.clear_start_time)
     plan.patch_jobs.extend(suspension.patches)
     plan.patch_jobs.extend(_suspend_on_lost_claims(jobset, current, model, vplan))
+    plan.patch_jobs = _merged(plan.patch_jobs + _resize(jobset, current, model, vplan, resize))
+    _resize_condition(built, jobset, current, resize)
     if suspension.condition is not None:
         kind, value, reason, message = suspension.condition
         built.condition(kind, value, reason, message, "Normal")
@@ -500,7 +573,13 @@ def decide(
     if not blocking and blocked is None:
         existing = {j["metadata"]["name"] for j in jobs}
         plan.create_jobs, held = _mounted_jobs(
-            jobset, frozenset(gate.allowed), model, vplan.mountable, existing, others or {}
+            jobset,
+            frozenset(gate.allowed),
+            model,
+            vplan.mountable,
+            existing,
+            others or {},
+            restart_job,
         )
         known.extend(held)
     wanted_service = construct.desired_service(jobset)

@@ -13,6 +13,15 @@ Upstream semantics:
   ``maxRestarts`` (failing with ``ReachedMaxRestarts`` once ``restartsCountTowardsMax`` has
   reached it, so ``maxRestarts: 0`` never restarts); ``RestartJobSetAndIgnoreMaxRestarts``
   restarts without counting.
+- Behind the RestartJob feature gate (upstream alpha), ``RestartJob`` recreates only the failed
+  Job: it bumps ``jobRestarts[index]`` and ``jobRestartsCountTowardsMax[index]`` of its
+  replicated job's status (``JobRestart``); ``RestartJobAndIgnoreMaxRestarts`` bumps only
+  ``jobRestarts``. The Job, whose ``job-restart-attempt`` label is now below its index's entry,
+  is stale and replaced (same name) on the next passes. With Jobs restarting individually,
+  maxRestarts is checked against ``restartsCountTowardsMax`` plus every
+  ``jobRestartsCountTowardsMax`` entry (for RestartJobSet too): those arrays stay empty unless
+  the gate is on, and a controller without the gate refuses a JobSet using the actions
+  (``gate_refusal``). A Job restart sets no RestartingJobSet condition, as upstream.
 - Messages name the first failed Job: ``"<message> (first failed job: <job name>)"``; a failing
   JobSet's Event carries the Failed condition's reason and message.
 - Every restart (either restart action, no gate) sets ``RestartingJobSet=True`` with reason
@@ -52,6 +61,16 @@ _EARLIEST = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
 @dataclass(frozen=True)
+class JobRestart:
+    """A RestartJob decision: the Job of ``replicated_job`` / ``index`` is recreated alone;
+    ``counts``: it counts towards maxRestarts (RestartJob, not ...AndIgnoreMaxRestarts)."""
+
+    replicated_job: str
+    index: int
+    counts: bool
+
+
+@dataclass(frozen=True)
 class FailureDecision:
     """What the failure policy decided for one reconcile.
 
@@ -61,6 +80,8 @@ class FailureDecision:
     the current values) and set ``RestartingJobSet=True`` from ``condition_reason`` /
     ``condition_message``. ``condition_type`` names the condition either way. Emit the
     ``event_type`` Event ``event_reason`` / ``event_message`` once the status write succeeded.
+    ``job_restart``: set for RestartJob actions: only that Job restarts (``bump_job_restarts``),
+    ``new_restarts*`` are unchanged and no RestartingJobSet condition is set.
     """
 
     action: str
@@ -74,6 +95,7 @@ class FailureDecision:
     event_message: str
     new_restarts: int
     new_restarts_count_towards_max: int
+    job_restart: JobRestart | None = None
 
     @property
     def condition_type(self) -> str:
@@ -263,17 +285,18 @@ def _fail(
     )
 
 
-def _restart(
-    jobset: JobSet, action: str, job: str, rule: str | None, count: bool
+def _restarting(
+    action: str,
+    job: str,
+    rule: str | None,
+    event: tuple[str, str],
+    restarts: tuple[int, int],
+    job_restart: JobRestart | None = None,
 ) -> FailureDecision:
-    if count:
-        reason, message = api.REASON_RESTART_ACTION, api.MESSAGE_RESTART_ACTION
-    else:
-        reason, message = (
-            api.REASON_RESTART_IGNORE_MAX_ACTION,
-            api.MESSAGE_RESTART_IGNORE_MAX_ACTION,
-        )
-    towards = jobset.status.restarts_count_towards_max
+    """A restart's decision: the RestartingJobSet condition and a Warning Event, both with
+    ``event``'s message naming the first failed ``job``; ``restarts``: the new (restarts,
+    restartsCountTowardsMax)."""
+    reason, message = event
     full = with_first_failed_job(message, job)
     return FailureDecision(
         action=action,
@@ -285,9 +308,105 @@ def _restart(
         event_type=EVENT_WARNING,
         event_reason=reason,
         event_message=full,
-        new_restarts=jobset.status.restarts + 1,
-        new_restarts_count_towards_max=towards + 1 if count else towards,
+        new_restarts=restarts[0],
+        new_restarts_count_towards_max=restarts[1],
+        job_restart=job_restart,
     )
+
+
+def _restart(
+    jobset: JobSet, action: str, job: str, rule: str | None, count: bool
+) -> FailureDecision:
+    event = (
+        (api.REASON_RESTART_ACTION, api.MESSAGE_RESTART_ACTION)
+        if count
+        else (api.REASON_RESTART_IGNORE_MAX_ACTION, api.MESSAGE_RESTART_IGNORE_MAX_ACTION)
+    )
+    towards = jobset.status.restarts_count_towards_max
+    restarts = (jobset.status.restarts + 1, towards + 1 if count else towards)
+    return _restarting(action, job, rule, event, restarts)
+
+
+def _restart_job(jobset: JobSet, action: str, job: Obj, rule: str | None) -> FailureDecision:
+    counts = action == api.RESTART_JOB
+    event = (
+        (api.REASON_RESTART_JOB_ACTION, api.MESSAGE_RESTART_JOB_ACTION)
+        if counts
+        else (api.REASON_RESTART_JOB_IGNORE_MAX_ACTION, api.MESSAGE_RESTART_JOB_IGNORE_MAX_ACTION)
+    )
+    name = children.name_of(job)
+    rjob, index = children.replicated_job_of(job), children.job_index_of(job)
+    if rjob is None or index is None:
+        # Not placeable at an index (a hand-made Job; upstream errors and retries forever): the
+        # whole JobSet restarts, counting as the action would, which does replace this Job.
+        return _restart(jobset, action, name, rule, count=counts)
+    unchanged = (jobset.status.restarts, jobset.status.restarts_count_towards_max)
+    return _restarting(action, name, rule, event, unchanged, JobRestart(rjob, index, counts))
+
+
+def gate_refusal(jobset: JobSet, restart_job_gate: bool) -> str | None:
+    """Why this controller cannot act on the JobSet's failure policy with the RestartJob gate
+    as given (upstream's webhook messages), or None. A JobSet the CRD admitted (the alpha CRD
+    with a controller whose gate is off) is reported, never half-run."""
+    policy = jobset.failure_policy
+    if policy is None or not any(r.action in api.RESTART_JOB_ACTIONS for r in policy.rules):
+        return None
+    if jobset.finished:
+        return None  # its policy is never evaluated again; TTL and retention still apply
+    if not restart_job_gate:
+        return (
+            f"{api.MESSAGE_RESTART_JOB_GATED} (this controller runs without it: start it with "
+            "--feature-gates=RestartJob=true, with the alpha-features CRD installed)"
+        )
+    if any(r.replicas > api.MAX_REPLICAS_RESTART_JOB for r in jobset.replicated_jobs):
+        return api.MESSAGE_RESTART_JOB_REPLICAS
+    return None
+
+
+def _bumped(values: object, index: int, length: int) -> list[int]:
+    current = [v for v in values if isinstance(v, int)] if isinstance(values, list) else []
+    result = current + [0] * (max(length, index + 1) - len(current))
+    result[index] += 1
+    return result
+
+
+def bump_job_restarts(
+    jobset: JobSet, statuses: Sequence[Mapping[str, object]], restart: JobRestart
+) -> list[Obj]:
+    """``statuses`` (replicatedJobsStatus) with the restarted Job's entries bumped: jobRestarts
+    always, jobRestartsCountTowardsMax when it counts. An array not there yet starts as one 0
+    per replica (upstream); a replicated job raised beyond it grows."""
+    replicas = next(
+        (r.replicas for r in jobset.replicated_jobs if r.name == restart.replicated_job), 0
+    )
+    result = []
+    for entry in statuses:
+        updated = dict(entry)
+        if entry.get("name") == restart.replicated_job:
+            keys = [api.JOB_RESTARTS] + ([api.JOB_RESTARTS_TOWARDS_MAX] if restart.counts else [])
+            for key in keys:
+                updated[key] = _bumped(entry.get(key), restart.index, replicas)
+        result.append(updated)
+    return result
+
+
+def carry_job_restarts(jobset: JobSet, statuses: Sequence[Mapping[str, object]]) -> list[Obj]:
+    """Freshly counted ``statuses`` with the stored jobRestarts arrays kept (they are history,
+    not counts of the current Jobs)."""
+    stored = (jobset.status.job_restarts, jobset.status.job_restarts_towards_max)
+    if not any(stored):
+        return [dict(s) for s in statuses]
+    result = []
+    for entry in statuses:
+        updated = dict(entry)
+        name = str(entry.get("name"))
+        for key, arrays in zip(
+            (api.JOB_RESTARTS, api.JOB_RESTARTS_TOWARDS_MAX), stored, strict=True
+        ):
+            if name in arrays:
+                updated[key] = list(arrays[name])
+        result.append(updated)
+    return result
 
 
 def evaluate(
@@ -330,7 +449,9 @@ def evaluate(
         )
     if action == api.RESTART_JOBSET_IGNORE_MAX:
         return _restart(jobset, action, name, rule_name, count=False)
-    if jobset.status.restarts_count_towards_max >= policy.max_restarts:
+    if action == api.RESTART_JOB_IGNORE_MAX:
+        return _restart_job(jobset, action, chosen, rule_name)
+    if jobset.status.total_restarts_count_towards_max >= policy.max_restarts:
         return _fail(
             jobset,
             action,
@@ -339,4 +460,6 @@ def evaluate(
             api.REASON_REACHED_MAX_RESTARTS,
             api.MESSAGE_REACHED_MAX_RESTARTS,
         )
+    if action == api.RESTART_JOB:
+        return _restart_job(jobset, action, chosen, rule_name)
     return _restart(jobset, action, name, rule_name, count=True)

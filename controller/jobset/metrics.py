@@ -9,13 +9,14 @@ gauges computed from the cache join with the counters on the same labels. Aggreg
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from controller.jobset import api
+from controller.jobset import api, preflight
 from controller.runtime.manager import Cache
 
 # Upstream's label names (and order) for its two counters; every per-JobSet metric uses them.
@@ -90,11 +91,15 @@ class JobSetView(Collector):
 
     ``jobset_restarts{jobset_name,namespace}`` and
     ``jobset_terminal_state{jobset_name,namespace,state}`` (1 for Completed or Failed; absent
-    while running). Cardinality is one series per JobSet.
+    while running), for the JobSets this controller serves (``managed_by``): beside upstream, the
+    JobSets upstream runs are upstream's to report. Those are counted instead, per
+    ``spec.managedBy`` value, in ``stateful_jobset_jobsets_managed_elsewhere{managed_by}``.
+    Cardinality is one series per served JobSet and one per other controller.
     """
 
-    def __init__(self, jobsets: Cache) -> None:
+    def __init__(self, jobsets: Cache, managed_by: str) -> None:
         self.jobsets = jobsets
+        self.managed_by = managed_by
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         restarts = GaugeMetricFamily(
@@ -105,7 +110,12 @@ class JobSetView(Collector):
             "1 for each JobSet that reached a terminal state (Completed or Failed)",
             labels=[*JOBSET_LABELS, "state"],
         )
+        elsewhere: collections.Counter[str] = collections.Counter()
         for obj in self.jobsets.items():
+            manager = preflight.manager_of(obj)
+            if manager != self.managed_by:
+                elsewhere[manager] += 1
+                continue
             meta = obj.get("metadata") or {}
             status = obj.get("status") or {}
             ident = [str(meta.get("name", "")), str(meta.get("namespace", ""))]
@@ -114,13 +124,24 @@ class JobSetView(Collector):
             state = status.get("terminalState")
             if isinstance(state, str) and state:
                 terminal.add_metric([*ident, state], 1.0)
+        others = GaugeMetricFamily(
+            "stateful_jobset_jobsets_managed_elsewhere",
+            "JobSets in the cache whose spec.managedBy names another controller (left alone)",
+            labels=["managed_by"],
+        )
+        for manager, count in sorted(elsewhere.items()):
+            others.add_metric([manager], count)
         yield restarts
         yield terminal
+        yield others
 
 
-def register(registry: CollectorRegistry, jobsets: Cache, claims: Cache) -> JobSetMetrics:
-    """Create the counters and register the scrape-time collectors on ``registry``."""
+def register(
+    registry: CollectorRegistry, jobsets: Cache, claims: Cache, managed_by: str
+) -> JobSetMetrics:
+    """Create the counters and register the scrape-time collectors on ``registry``
+    (``managed_by``: the spec.managedBy value this controller serves)."""
     metrics = JobSetMetrics(registry)
     registry.register(ClaimPhases(claims))
-    registry.register(JobSetView(jobsets))
+    registry.register(JobSetView(jobsets, managed_by))
     return metrics

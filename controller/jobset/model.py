@@ -9,10 +9,11 @@ field, so the reconciler can report it as a condition and an Event instead of cr
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from controller.jobset import api, messagepatterns
+from controller.jobset import api, messagepatterns, placement
 
 Obj = dict[str, Any]
 DependencyStatus = Literal["Ready", "Complete"]
@@ -143,6 +144,23 @@ class JobSetStatus:
     conditions: tuple[Obj, ...] = ()
     replicated_jobs_status: tuple[Obj, ...] = ()
     raw: Obj = field(default_factory=dict)
+    # Per replicated job, status jobRestarts / jobRestartsCountTowardsMax (RestartJob gate):
+    # indexed by job index; a replicated job without restarts is absent. Read per child Job on
+    # every pass, so built once here.
+    job_restarts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    job_restarts_towards_max: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def job_restart_target(self, replicated_job: str, index: int) -> int:
+        """jobRestarts[index] of ``replicated_job``: 0 when absent."""
+        found = self.job_restarts.get(replicated_job, ())
+        return found[index] if 0 <= index < len(found) else 0
+
+    @property
+    def total_restarts_count_towards_max(self) -> int:
+        """What maxRestarts is checked against when Jobs may restart individually (upstream):
+        the JobSet's counted restarts plus every Job's counted individual restarts."""
+        individual = sum(sum(v) for v in self.job_restarts_towards_max.values())
+        return self.restarts_count_towards_max + individual
 
     def condition(self, kind: str) -> Obj | None:
         return next((c for c in self.conditions if c.get("type") == kind), None)
@@ -323,7 +341,12 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
         where = f"spec.failurePolicy.rules[{i}]"
         rule = _dict(rule_raw, where)
         action = _str(rule.get("action"), f"{where}.action")
-        if action not in (api.FAIL_JOBSET, api.RESTART_JOBSET, api.RESTART_JOBSET_IGNORE_MAX):
+        if action not in (
+            api.FAIL_JOBSET,
+            api.RESTART_JOBSET,
+            api.RESTART_JOBSET_IGNORE_MAX,
+            *api.RESTART_JOB_ACTIONS,
+        ):
             raise InvalidJobSet(f"{where}.action {action!r} is not supported")
         patterns = _strings(
             rule.get("onJobFailureMessagePatterns"), f"{where}.onJobFailureMessagePatterns"
@@ -379,6 +402,20 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
+def _counts(value: Any) -> tuple[int, ...]:
+    """A status int array (jobRestarts...): each entry a counter, anything else nothing."""
+    return tuple(_count(v) for v in value) if isinstance(value, list) else ()
+
+
+def _per_replicated_job(replicated: tuple[Obj, ...], key: str) -> dict[str, tuple[int, ...]]:
+    found = {}
+    for entry in replicated:
+        name, values = entry.get("name"), _counts(entry.get(key))
+        if isinstance(name, str) and values:
+            found[name] = values
+    return found
+
+
 def _status(raw: Any) -> JobSetStatus:
     obj = raw if isinstance(raw, dict) else {}
     conditions = _objects(obj.get("conditions"))
@@ -391,7 +428,33 @@ def _status(raw: Any) -> JobSetStatus:
         conditions=conditions,
         replicated_jobs_status=replicated,
         raw=obj,
+        job_restarts=_per_replicated_job(replicated, api.JOB_RESTARTS),
+        job_restarts_towards_max=_per_replicated_job(replicated, api.JOB_RESTARTS_TOWARDS_MAX),
     )
+
+
+def _check_placement(
+    namespace: str, name: str, annotations: Obj, replicated: tuple[ReplicatedJob, ...]
+) -> None:
+    """Exclusive placement that would fail later (a Job or pod the API server refuses): refused
+    now. The JobSet's annotations are out of the CRD's reach (CEL cannot see the root's
+    metadata); the templates' are checked at admission too, and again here for older CRDs."""
+    problem = placement.annotation_error(annotations, "metadata.annotations")
+    for i, rjob in enumerate(replicated):
+        if problem is not None:
+            break
+        rjob_annotations = _as_dict(_as_dict(rjob.template.get("metadata")).get("annotations"))
+        where = f"spec.replicatedJobs[{i}]"
+        problem = placement.annotation_error(
+            rjob_annotations, f"{where}.template.metadata.annotations"
+        )
+        chosen = placement.placement(annotations, rjob_annotations)
+        if problem is None and chosen is not None and chosen.node_selector and rjob.replicas:
+            # The longest value is the last Job's: the index has the most digits.
+            last = placement.job_name(name, rjob.name, rjob.replicas - 1)
+            problem = placement.node_selector_error(namespace, last, where)
+    if problem is not None:
+        raise InvalidJobSet(problem)
 
 
 def parse(obj: Obj) -> JobSet:
@@ -458,6 +521,12 @@ def parse(obj: Obj) -> JobSet:
     managed_by = spec.get("managedBy")
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    _check_placement(
+        _str(meta.get("namespace"), "metadata.namespace"),
+        _str(meta.get("name"), "metadata.name"),
+        annotations or {},
+        replicated,
+    )
     return JobSet(
         name=_str(meta.get("name"), "metadata.name"),
         namespace=_str(meta.get("namespace"), "metadata.namespace"),

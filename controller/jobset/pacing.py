@@ -36,6 +36,14 @@ def _milestones(status: Mapping[str, Any]) -> dict[str, Any]:
     result = {k: v for k, v in status.items() if k not in PROGRESS_FIELDS}
     volumes = status.get("volumes")
     result["volumes.claimUIDs"] = volumes.get("claimUIDs") if isinstance(volumes, Mapping) else None
+    # A Job's individual restart (RestartJob) is a decision, not a count: it is what makes the
+    # failed Job stale, and it must be stored before that Job is replaced.
+    replicated = status.get("replicatedJobsStatus")
+    result["replicatedJobsStatus.jobRestarts"] = {
+        str(r.get("name")): [r.get("jobRestarts"), r.get("jobRestartsCountTowardsMax")]
+        for r in (replicated if isinstance(replicated, list) else [])
+        if isinstance(r, Mapping) and (r.get("jobRestarts") or r.get("jobRestartsCountTowardsMax"))
+    }
     conditions = result.get("conditions")
     if isinstance(conditions, list):
         result["conditions"] = [

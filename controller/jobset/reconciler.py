@@ -20,6 +20,8 @@ from typing import Any
 
 import structlog
 
+from controller import features
+from controller.features import FeatureGates
 from controller.jobset import (
     api,
     expectations,
@@ -74,6 +76,7 @@ class JobSetReconciler:
         metrics: JobSetMetrics | None = None,
         status_progress_period: float = 0.0,
         managed_by: str = api.CONTROLLER_NAME,
+        feature_gates: FeatureGates = features.DEFAULT,
         admission_policies: Cache | None = None,
         admission_bindings: Cache | None = None,
         pods: Cache | None = None,
@@ -105,6 +108,8 @@ class JobSetReconciler:
         # The spec.managedBy value this controller serves (--managed-by): other JobSets are left
         # alone, so a canary can run beside upstream JobSet.
         self.managed_by = managed_by
+        # Upstream's alpha features this controller runs (--feature-gates; the CRD must match).
+        self.feature_gates = feature_gates
         # Per JobSet, the claim names it wants: a claim event goes to the JobSets wanting it.
         self.wanted = WantedClaims()
 
@@ -207,6 +212,9 @@ class JobSetReconciler:
             return await self._finalise(key, obj)
         try:
             jobset = parse(obj)
+            refusal = failure.gate_refusal(jobset, self.feature_gates.restart_job)
+            if refusal is not None:
+                raise InvalidJobSet(refusal)
             jobs, others = self._children(key, jobset.uid)
             self._expected[key] = expectations.observe(
                 self._expected.get(key, {}), (j["metadata"]["name"] for j in jobs)
@@ -227,7 +235,8 @@ class JobSetReconciler:
                 return decide(
                     jobset, jobs, service, wall, claims=claims, classes=classes, model=model,
                     message_matches=matches, others=others, failures=failures,
-                    pod_scope_blocked=blocked,
+                    pod_scope_blocked=blocked, restart_job=self.feature_gates.restart_job,
+                    resize=self.feature_gates.elastic_jobset,
                 )  # fmt: skip
 
             plan = decide_with(())

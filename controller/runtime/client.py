@@ -69,7 +69,8 @@ class Resource:
 
 
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
-EVENTS = Resource("", "v1", "events", "Event")
+EVENTS = Resource("", "v1", "events", "Event")  # how kubectl reads Events
+EVENTS_V1 = Resource("events.k8s.io", "v1", "events", "Event")  # how the recorder writes them
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 PODS = Resource("", "v1", "pods", "Pod")

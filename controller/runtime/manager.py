@@ -37,6 +37,7 @@ from controller.runtime.leaderelection import LeaderElectionConfig, LeaderElecto
 from controller.runtime.metricsauth import MetricsAuthorizer
 from controller.runtime.store import Indexer, Obj
 from controller.runtime.workqueue import WorkQueue, WorkqueueMetrics
+from controller.version import register_build_info
 
 log = structlog.get_logger("manager")
 
@@ -114,10 +115,12 @@ class Cache:
 
 def standard_collectors(registry: CollectorRegistry) -> None:
     """``process_*`` (CPU, memory, file descriptors, start time), ``python_info`` and
-    ``python_gc_*``: what Go's client exports as ``process_*`` / ``go_*`` by default."""
+    ``python_gc_*``: what Go's client exports as ``process_*`` / ``go_*`` by default; and
+    ``stateful_jobset_build_info``, which build runs."""
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
+    register_build_info(registry)
 
 
 class Manager:
@@ -309,4 +312,4 @@ class Manager:
         )
         if not all(drained):
             log.warning("in-flight reconciles did not finish within the shutdown timeout")
-        await self.recorder.flush()
+        await self.recorder.close()

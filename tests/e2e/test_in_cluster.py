@@ -5,6 +5,8 @@ minted (TokenRequest) and written, with the cluster CA and the namespace, into a
 in for /var/run/secrets/kubernetes.io/serviceaccount. The controller then runs with only
 KUBERNETES_SERVICE_HOST/PORT and that folder — no kubeconfig — and must run the original
 request's example to completion. A negative check proves the role is not broader than needed.
+The Deployment itself, the image as pods, is proven on the real node
+(tests/node/test_manifests_in_cluster.py); this one stays for the RBAC checks, in a faster tier.
 """
 
 from __future__ import annotations

@@ -13,10 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
+from controller import features
 from controller.api import crdgen, schema
+from controller.jobset.placement import EXCLUSIVE_TOPOLOGY as EXCLUSIVE
+from controller.jobset.placement import NODE_SELECTOR_STRATEGY as NODE_SELECTOR
 from localcluster.cluster import LocalCluster
 from tests.helpers import Kube
-from tests.support.crd import CRD_FILE, install_crd
+from tests.support.crd import CRD_FILE, REPO, install_crd
 from tests.support.examples import EXAMPLES, SUPPORTED
 
 Obj = dict[str, Any]
@@ -159,13 +162,15 @@ def rejection(response: Obj) -> str:
 
 async def test_committed_crd_matches_the_generator(apiserver_cluster: LocalCluster) -> None:
     generated = await crdgen.generate(apiserver_cluster.kubeconfig)
-    committed = CRD_FILE.read_text()
-    assert generated == committed, (
-        f"{CRD_FILE} is out of date with controller/api/schema.py or the Kubernetes OpenAPI: "
-        "run `make crd` and commit the result"
-    )
-    size = len(committed.encode())
-    assert size < 1024 * 1024, f"the CRD is {size} bytes; etcd's object limit is 1.5 MiB"
+    assert set(generated) == {crdgen.DEFAULT_OUT, crdgen.ALPHA_OUT}
+    for path, text in generated.items():
+        committed = (REPO / path).read_text()
+        assert text == committed, (
+            f"{path} is out of date with controller/api/schema.py or the Kubernetes OpenAPI: "
+            "run `make crd` and commit the result"
+        )
+        size = len(committed.encode())
+        assert size < 1024 * 1024, f"{path} is {size} bytes; etcd's object limit is 1.5 MiB"
 
 
 async def test_crd_is_established_with_printer_columns(
@@ -644,6 +649,22 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         'spec.failurePolicy.rules[0].action: Unsupported value: "Ignore"',
     ),
     (
+        "restart-job-gated",
+        _set(lambda js: spec(js)["failurePolicy"]["rules"][0], "action", "RestartJob"),
+        "RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed "
+        "when RestartJob feature gate is disabled",
+    ),
+    (
+        "restart-job-gated-ignore-max",
+        _set(
+            lambda js: spec(js)["failurePolicy"]["rules"][0],
+            "action",
+            "RestartJobAndIgnoreMaxRestarts",
+        ),
+        "RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed "
+        "when RestartJob feature gate is disabled",
+    ),
+    (
         "restart-strategy",
         _set(lambda js: spec(js)["failurePolicy"], "restartStrategy", "InPlace"),
         'spec.failurePolicy.restartStrategy: Unsupported value: "InPlace"',
@@ -720,6 +741,15 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         "the coordinator's replicated job must use completionMode Indexed: workers",
     ),
     (
+        "coordinator-address",
+        _set(spec, "network", {"subdomain": "s" * 46}),
+        "the coordinator's address (<jobSet>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>) "
+        "must fit in a label value of at most 63 characters: shorten the JobSet, replicated job "
+        "or subdomain name",
+    ),
+    # train-workers-1-1.<45 characters>: 63, the longest label value
+    ("coordinator-address-fits", _set(spec, "network", {"subdomain": "s" * 45}), ""),
+    (
         "child-job-names-length",
         _rename("a" * 54),
         "child Job names (<jobSet>-<replicatedJob>-<jobIndex>) must be DNS-1035 labels: the "
@@ -769,6 +799,27 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         _set(lambda js: rj(js, 0), "groupName", "Group_1"),
         "groupName must be a DNS-1035 label of at most 63 characters: a DNS-1035 label must "
         "consist of lower case alphanumeric characters or '-'",
+    ),
+    (
+        "exclusive-topology-key-empty",
+        _set(lambda js: rj(js, 0)["template"], "metadata", {"annotations": {EXCLUSIVE: ""}}),
+        f"the {EXCLUSIVE} annotation of a replicated job's template must name a node label key "
+        "(1 to 317 characters): init",
+    ),
+    (
+        "exclusive-topology-key-long",
+        _set(lambda js: rj(js, 1)["template"], "metadata", {"annotations": {EXCLUSIVE: "a" * 318}}),
+        f"the {EXCLUSIVE} annotation of a replicated job's template must name a node label key "
+        "(1 to 317 characters): workers",
+    ),
+    (
+        "exclusive-topology-key-accepted",
+        _set(
+            lambda js: rj(js, 1)["template"],
+            "metadata",
+            {"annotations": {EXCLUSIVE: "topology.kubernetes.io/zone", NODE_SELECTOR: "true"}},
+        ),
+        "",
     ),
     (
         "managed-by-format",
@@ -963,19 +1014,40 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("mutation", "expected"),
-    [pytest.param(m, e, id=i) for i, m, e in CREATE_CASES],
-)
-async def test_rule_on_create(kube: Kube, jobsets: str, mutation: Mutation, expected: str) -> None:
-    body = base()
-    mutation(body)
-    response = await create(kube, jobsets, body, dry_run=True)
+def expect(response: dict[str, Any], expected: str) -> None:
+    """``response`` accepted when ``expected`` is empty, else refused with it in the message."""
     if not expected:
         accepted(response)
         return
     message = rejection(response)
     assert expected in message, f"expected {expected!r} in the rejection:\n{message}"
+
+
+async def check_create(kube: Kube, jobsets: str, mutation: Mutation, expected: str) -> None:
+    """One row of CREATE_CASES against the CRD installed at ``jobsets`` (a dry-run create)."""
+    body = base()
+    mutation(body)
+    expect(await create(kube, jobsets, body, dry_run=True), expected)
+
+
+async def check_update(
+    kube: Kube, jobsets: str, before: Mutation, change: Mutation, expected: str
+) -> None:
+    """One row of UPDATE_CASES: a stored JobSet (``before``) replaced with ``change``."""
+    body = base()
+    before(body)
+    stored = accepted(await create(kube, jobsets, body))
+    updated = copy.deepcopy(stored)
+    change(updated)
+    expect(await replace(kube, jobsets, updated), expected)
+
+
+@pytest.mark.parametrize(
+    ("mutation", "expected"),
+    [pytest.param(m, e, id=i) for i, m, e in CREATE_CASES],
+)
+async def test_rule_on_create(kube: Kube, jobsets: str, mutation: Mutation, expected: str) -> None:
+    await check_create(kube, jobsets, mutation, expected)
 
 
 async def test_base_and_uppercase_names_are_accepted(kube: Kube, jobsets: str) -> None:
@@ -1036,11 +1108,12 @@ def test_every_rule_has_a_case() -> None:
     assert not missing, f"rules without a test case: {sorted(missing)}"
 
 
-def test_docs_list_every_rule() -> None:
-    """docs/api.md names every rule with its exact message."""
+@pytest.mark.parametrize("gates", [features.DEFAULT, features.ALPHA], ids=["default", "alpha"])
+def test_docs_list_every_rule(gates: features.FeatureGates) -> None:
+    """docs/api.md names every rule with its exact message, also the alpha CRD's."""
     docs = (CRD_FILE.parents[2] / "docs" / "api.md").read_text()
     job_template, claim = _embedded()
-    for rule in schema.rules(job_template, claim):
+    for rule in schema.rules(job_template, claim, gates):
         assert f"`{rule.id}`" in docs, f"docs/api.md does not list rule {rule.id}"
         assert f"`{rule.message}`" in docs, f"docs/api.md lacks the message of {rule.id}"
 
@@ -1213,7 +1286,8 @@ UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
     ),
     (
         "replicated-jobs-immutable-replicas-pod-names",
-        _rename("a" * 45),
+        # a short subdomain keeps the coordinator's address within its 63 characters
+        _all(_rename("a" * 45), _set(spec, "network", {"subdomain": "s"})),
         _replicas(1, 11),
         "pod names (<jobSet>-<replicatedJob>-<jobIndex>-<podIndex>-<suffix>) must be DNS-1035 "
         "labels of at most 63 characters: shorten the JobSet or replicated job name: "
@@ -1352,17 +1426,7 @@ UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
 async def test_rule_on_update(
     kube: Kube, jobsets: str, before: Mutation, change: Mutation, expected: str
 ) -> None:
-    body = base()
-    before(body)
-    stored = accepted(await create(kube, jobsets, body))
-    updated = copy.deepcopy(stored)
-    change(updated)
-    response = await replace(kube, jobsets, updated)
-    if not expected:
-        accepted(response)
-        return
-    message = rejection(response)
-    assert expected in message, f"expected {expected!r} in the rejection:\n{message}"
+    await check_update(kube, jobsets, before, change, expected)
 
 
 async def test_status_update_does_not_trip_spec_rules(kube: Kube, jobsets: str) -> None:

@@ -382,3 +382,26 @@ async def test_completed_and_failed_counters_name_the_jobset_as_upstream(
     assert series[("jobset_terminal_state", (*failed_ident, ("state", "Failed")))] == 1.0
     assert series[("jobset_restarts", ident)] == 0.0
     assert ("jobset_completed_total", failed_ident) not in series
+
+
+async def test_per_jobset_gauges_leave_out_jobsets_another_controller_manages(
+    client: KubeClient, controller: RunningController, namespace: str
+) -> None:
+    """Beside upstream (a canary), the JobSets upstream runs are not this controller's: its
+    per-JobSet gauges must not report them (they would be double-counted with upstream's). They
+    are counted per managedBy value instead, which tells an operator what is left alone."""
+    await client.create(api.JOBSETS, jobset("ours", replicated_job("a", 1)), namespace)
+    other = jobset("theirs", replicated_job("a", 1), managedBy="example.com/other-controller")
+    await client.create(api.JOBSETS, other, namespace)
+    await wait_jobs(client, namespace, "ours", 1)
+    await settled(controller, client)
+    text = exposition(controller.manager.registry).decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    restarts = {s.labels["jobset_name"] for s in families["jobset_restarts"].samples}
+    assert "ours" in restarts
+    assert "theirs" not in restarts
+    elsewhere = {
+        s.labels["managed_by"]: s.value
+        for s in families["stateful_jobset_jobsets_managed_elsewhere"].samples
+    }
+    assert elsewhere == {"example.com/other-controller": 1.0}

@@ -333,7 +333,10 @@ async def fail_job(
 async def ready_job(client: KubeClient, namespace: str, job: Obj) -> None:
     """Report all of a Job's pods as ready (what the startup policies wait for)."""
     pods = int(job["spec"].get("parallelism") or 1)
-    status = {"startTime": _now(), "active": pods, "ready": pods}
+    # A running Job's startTime is immutable: keep the one it has (e.g. reported active before).
+    fresh = await client.get(JOBS, job["metadata"]["name"], namespace)
+    started = (fresh.get("status") or {}).get("startTime") or _now()
+    status = {"startTime": started, "active": pods, "ready": pods}
     await client.patch(
         JOBS, job["metadata"]["name"], {"status": status}, namespace, subresource="status"
     )
@@ -400,8 +403,9 @@ async def settled(
 
 
 def _marker(name: str) -> Obj:
-    """A JobSet our controller must leave alone (``managedBy`` another controller)."""
-    body = jobset(name, replicated_job("marker", 1), managedBy="example.com/settle-marker")
+    """A JobSet our controller must leave alone: ``managedBy`` another controller, whose name is
+    the marker's own (so the process's count of JobSets managed elsewhere names it)."""
+    body = jobset(name, replicated_job("marker", 1), managedBy=f"example.com/{name}")
     body["metadata"]["labels"] = {"tests.stateful-jobset/marker": "true"}
     return body
 
@@ -413,12 +417,13 @@ async def settled_process(
 
     A process's caches cannot be compared with the API server, so this writes a marker JobSet
     (managed by another controller: ours only caches it) and waits until one scrape of the
-    process's metrics shows the marker in its JobSet cache (``jobset_restarts`` is computed from
-    that cache at scrape time) and an idle work queue, with no reconcile since the previous such
-    scrape. JobSet events reach the controller in order, so every JobSet event before the marker
-    was delivered and reconciled. Events of children (Jobs, claims) are not ordered with the
-    marker; what the controller does about them before they arrive is not covered. The marker is
-    deleted again.
+    process's metrics shows the marker in its JobSet cache
+    (``stateful_jobset_jobsets_managed_elsewhere`` is computed from that cache at scrape time,
+    per managedBy value, and the marker's is its own) and an idle work queue, with no reconcile
+    since the previous such scrape. JobSet events reach the controller in order, so every JobSet
+    event before the marker was delivered and reconciled. Events of children (Jobs, claims) are
+    not ordered with the marker; what the controller does about them before they arrive is not
+    covered. The marker is deleted again.
     """
     name = f"settle-{uuid.uuid4().hex[:8]}"
     await client.create(api.JOBSETS, _marker(name), namespace)
@@ -427,9 +432,9 @@ async def settled_process(
     async def unsettled() -> str:
         families = list(text_string_to_metric_families(replica.metrics_text()))
         seen = any(
-            s.labels.get("namespace") == namespace and name in s.labels.values()
+            s.labels.get("managed_by") == f"example.com/{name}"
             for f in families
-            if f.name == "jobset_restarts"
+            if f.name == "stateful_jobset_jobsets_managed_elsewhere"
             for s in f.samples
         )
         now = progress(families, CONTROLLER)

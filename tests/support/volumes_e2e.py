@@ -275,7 +275,13 @@ async def events_of(kube: Kube, namespace: str, name: str) -> list[Recorded]:
         namespace, field_selector=f"involvedObject.kind={api.KIND},involvedObject.name={name}"
     )
     return [
-        Recorded(e.type or "", e.reason or "", e.message or "", int(e.count or 1))
+        # Written through events.k8s.io: a repeat counts in series, the deprecated count is unset.
+        Recorded(
+            e.type or "",
+            e.reason or "",
+            e.message or "",
+            int((e.series.count if e.series else None) or e.count or 1),
+        )
         for e in listed.items
     ]
 

@@ -1395,3 +1395,39 @@ def test_ttl_delete_waits_for_kept_claims_to_lose_the_owner_reference() -> None:
 def test_ttl_delete_goes_when_the_owned_claims_are_deleted_with_the_jobset() -> None:
     plan = _run(_ttl_due({"whenDeleted": "Delete"}))
     assert plan.delete_jobset
+
+
+def test_restart_job_replaces_only_the_failed_job() -> None:
+    """RestartJob (gate on): the decision is stored first (jobRestarts bumped, an Event, no
+    RestartingJobSet), then the failed Job alone is deleted, then recreated with its
+    job-restart-attempt; the JobSet's restarts stay 0."""
+    policy = {"maxRestarts": 1, "rules": [{"action": api.RESTART_JOB}]}
+    raw = make_jobset_obj(replicated_jobs=TWO, failure_policy=policy)
+    js = model.parse(raw)
+    jobs = [make_job(js, "leader", 0, active=1), make_job(js, "workers", 0, active=1)]
+    jobs.append(make_job(js, "workers", 1, failed=FAIL))
+    plan = decide(js, jobs, None, T0, restart_job=True)
+    assert (plan.delete_jobs, plan.create_jobs) == ([], [])
+    assert plan.status is not None
+    assert [e.reason for e in plan.events] == [api.REASON_RESTART_JOB_ACTION]
+    workers = next(s for s in plan.status["replicatedJobsStatus"] if s["name"] == "workers")
+    assert (workers[api.JOB_RESTARTS], workers[api.JOB_RESTARTS_TOWARDS_MAX]) == ([0, 1], [0, 1])
+    assert plan.status["restarts"] == 0
+    assert all(c["type"] != api.RESTARTING for c in plan.status.get("conditions", []))
+    assert pacing.is_milestone(raw["status"], plan.status)
+
+    raw["status"] = plan.status
+    js = model.parse(raw)
+    plan = decide(js, jobs, None, T0, restart_job=True)
+    assert plan.delete_jobs == ["js-workers-1"]
+    assert plan.create_jobs == [] and plan.events == []
+    # The stale Job no longer counts as failed; the restart history is kept.
+    assert plan.status is not None
+    workers = next(s for s in plan.status["replicatedJobsStatus"] if s["name"] == "workers")
+    assert (workers["failed"], workers[api.JOB_RESTARTS]) == (0, [0, 1])
+
+    plan = decide(js, jobs[:2], None, T0, restart_job=True)
+    assert [j["metadata"]["name"] for j in plan.create_jobs] == ["js-workers-1"]
+    created = plan.create_jobs[0]["metadata"]
+    assert created["labels"][api.JOB_RESTART_ATTEMPT] == "1"
+    assert created["labels"][api.RESTART_ATTEMPT] == "0"

@@ -80,6 +80,17 @@ def _one(kind: str, objects: list[dict[str, Any]] | None = None) -> dict[str, An
     return found[0]
 
 
+def _named(kind: str, name: str) -> dict[str, Any]:
+    found = [o for o in _objects() if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
+def _controller_role() -> dict[str, Any]:
+    """The controller's ClusterRole (the others are for users)."""
+    return _named("ClusterRole", "stateful-jobset-controller")
+
+
 def _grants(role: dict[str, Any]) -> dict[tuple[str, str, str], int]:
     grants: dict[tuple[str, str, str], int] = {}
     for rule in role["rules"]:
@@ -222,7 +233,7 @@ def test_the_derivation_sees_the_calls_it_must() -> None:
         (api.GROUP, "jobsets", "watch"),  # setup.py: manager.cache(api.JOBSETS)
         (api.GROUP, "jobsets/status", "update"),  # reconciler: replace(..., subresource=status)
         ("batch", "jobs", "create"),
-        ("", "events", "patch"),  # events.py: a repeated Event
+        ("events.k8s.io", "events", "patch"),  # events.py: the series of a repeated Event
         ("coordination.k8s.io", "leases", "update"),  # leaderelection.py: replace
         (api.GROUP, "jobsets/finalizers", "update"),  # blockOwnerDeletion on children
     ):
@@ -259,9 +270,11 @@ def test_kustomization_lists_every_manifest_and_not_the_optional_parts() -> None
     kust = _docs(MANIFESTS / "kustomization.yaml")[0]
     assert not kust.get("components"), "the ServiceMonitor component must stay opt-in"
     assert kust["namespace"] == "stateful-jobset-system"
-    assert {"name": "stateful-jobset", "newName": "stateful-jobset", "newTag": "0.1.0"} in kust[
-        "images"
-    ]
+    assert {
+        "name": "stateful-jobset",
+        "newName": "stateful-jobset",
+        "newTag": controller.__version__,
+    } in kust["images"]
     assert _one("Namespace")["metadata"]["name"] == "stateful-jobset-system"
     assert _one("CustomResourceDefinition")["metadata"]["name"] == "jobsets.jobset.x-k8s.io"
 
@@ -292,7 +305,7 @@ def test_deployment_replicas_probes_ports_and_args() -> None:
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert labels.items() >= NAME_LABELS.items()
     assert deployment["spec"]["selector"]["matchLabels"] == NAME_LABELS
-    assert container["image"] == "stateful-jobset:0.1.0"
+    assert container["image"] == f"stateful-jobset:{controller.__version__}"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"http-metrics": 8080, "health": 8081}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
@@ -350,7 +363,7 @@ def _lease_grants(needed: dict[Grant, list[str]]) -> set[Grant]:
 def test_cluster_role_grants_exactly_what_the_controller_uses() -> None:
     needed = _needed_by_the_code()
     wanted = set(needed) - _lease_grants(needed)
-    role = _one("ClusterRole")
+    role = _controller_role()
     grants = _grants(role)
     duplicates = sorted(k for k, n in grants.items() if n > 1)
     assert not duplicates, duplicates
@@ -365,6 +378,33 @@ def test_cluster_role_grants_exactly_what_the_controller_uses() -> None:
         assert verb in READ_ONLY_RESOURCES.get(resource, {verb}), (resource, verb)
 
 
+def test_user_roles_are_upstreams_and_aggregate_into_the_builtin_roles() -> None:
+    """Upstream's jobset-editor-role and jobset-viewer-role rules, with the aggregation labels
+    (tests/e2e/test_user_roles.py proves the aggregation on a real control plane)."""
+    editor, viewer = (
+        _named("ClusterRole", "stateful-jobset-editor"),
+        _named("ClusterRole", "stateful-jobset-viewer"),
+    )
+    status = {("jobset.x-k8s.io", "jobsets/status", "get")}
+    writes = ("create", "delete", "patch", "update")
+    reads = ("get", "list", "watch")
+    assert (
+        set(_grants(editor))
+        == {("jobset.x-k8s.io", "jobsets", verb) for verb in reads + writes} | status
+    )
+    assert set(_grants(viewer)) == {("jobset.x-k8s.io", "jobsets", verb) for verb in reads} | status
+    aggregate = "rbac.authorization.k8s.io/aggregate-to-"
+    marks = {
+        name: {k.removeprefix(aggregate) for k, v in role["metadata"]["labels"].items()
+               if k.startswith(aggregate) and v == "true"}
+        for name, role in (("editor", editor), ("viewer", viewer))
+    }  # fmt: skip
+    assert marks == {"editor": {"edit", "admin"}, "viewer": {"view"}}
+    # Nothing binds them: the built-in roles carry them to users.
+    bound = {o["roleRef"]["name"] for o in _objects() if o["kind"].endswith("Binding")}
+    assert not bound & {"stateful-jobset-editor", "stateful-jobset-viewer"}
+
+
 def test_leader_election_role_is_namespaced_to_the_controller() -> None:
     role = _one("Role")
     assert role["metadata"]["namespace"] == "stateful-jobset-system"
@@ -375,7 +415,7 @@ def test_leader_election_role_is_namespaced_to_the_controller() -> None:
     subject = {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
     for kind, role_kind, name in (
         ("RoleBinding", "Role", role["metadata"]["name"]),
-        ("ClusterRoleBinding", "ClusterRole", _one("ClusterRole")["metadata"]["name"]),
+        ("ClusterRoleBinding", "ClusterRole", _controller_role()["metadata"]["name"]),
     ):
         binding = _one(kind)
         assert binding["roleRef"] == {

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.jobset import api, failure
+from controller.jobset import api, children, construct, failure, model
 from controller.jobset.model import FailurePolicyRule
-from tests.unit.jobset_factories import T0, at, make_job, make_jobset, rjob
+from tests.unit.jobset_factories import T0, at, make_job, make_jobset, make_jobset_obj, rjob
 
 RJOBS = [rjob("leader"), rjob("workers", 3)]
 BACKOFF = "BackoffLimitExceeded"
@@ -491,3 +491,203 @@ def test_restart_ended_conditions() -> None:
         ("RestartingJobSet", "False", "JobSetCompleted", "jobset completed successfully"),
         ("RestartingJobSet", "False", "JobSetSuspended", "jobset is suspended"),
     ]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- RestartJob
+
+
+def _js_restarts(
+    policy: dict[str, Any],
+    job_restarts: dict[str, tuple[list[int], list[int]]] | None = None,
+    **kw: Any,
+) -> Any:
+    """``_js`` with status jobRestarts / jobRestartsCountTowardsMax per replicated job."""
+    obj = make_jobset_obj(replicated_jobs=RJOBS, failure_policy=policy, **kw)
+    obj["status"]["replicatedJobsStatus"] = [
+        {"name": name, api.JOB_RESTARTS: restarts, api.JOB_RESTARTS_TOWARDS_MAX: towards}
+        for name, (restarts, towards) in (job_restarts or {}).items()
+    ]
+    return model.parse(obj)
+
+
+# Each case: policy, stored (restartsCountTowardsMax, {rjob: (jobRestarts, towards)}), and the
+# expected (event reason, fails, job restart (rjob, index, counts) or None).
+RESTART_JOB_CASES = [
+    pytest.param(
+        {"maxRestarts": 1, "rules": [_rule(api.RESTART_JOB)]},
+        (0, {}),
+        (api.REASON_RESTART_JOB_ACTION, False, ("workers", 1, True)),
+        id="restart-job-counts",
+    ),
+    pytest.param(
+        {"maxRestarts": 0, "rules": [_rule(api.RESTART_JOB_IGNORE_MAX)]},
+        (0, {}),
+        (api.REASON_RESTART_JOB_IGNORE_MAX_ACTION, False, ("workers", 1, False)),
+        id="ignore-max-restarts-despite-max-0",
+    ),
+    pytest.param(
+        {"maxRestarts": 0, "rules": [_rule(api.RESTART_JOB)]},
+        (0, {}),
+        (api.REASON_REACHED_MAX_RESTARTS, True, None),
+        id="restart-job-max-0-fails",
+    ),
+    pytest.param(
+        {"maxRestarts": 3, "rules": [_rule(api.RESTART_JOB)]},
+        (1, {"workers": ([1, 0, 1], [1, 0, 0]), "leader": ([1], [1])}),
+        (api.REASON_REACHED_MAX_RESTARTS, True, None),
+        id="max-counts-jobset-and-every-job",
+    ),
+    pytest.param(
+        {"maxRestarts": 3, "rules": [_rule(api.RESTART_JOB)]},
+        (1, {"workers": ([5, 0, 1], [0, 0, 1])}),
+        (api.REASON_RESTART_JOB_ACTION, False, ("workers", 1, True)),
+        id="uncounted-job-restarts-do-not-count",
+    ),
+    pytest.param(
+        {"maxRestarts": 2, "rules": [_rule(api.FAIL_JOBSET, reasons=[DEADLINE])]},
+        (0, {"workers": ([2, 0, 0], [2, 0, 0])}),
+        (api.REASON_REACHED_MAX_RESTARTS, True, None),
+        id="restart-jobset-counts-job-restarts-too",
+    ),
+]
+
+
+@pytest.mark.parametrize(("policy", "stored", "expected"), RESTART_JOB_CASES)
+def test_restart_job(
+    policy: dict[str, Any],
+    stored: tuple[int, dict[str, tuple[list[int], list[int]]]],
+    expected: tuple[str, bool, tuple[str, int, bool] | None],
+) -> None:
+    towards, arrays = stored
+    js = _js_restarts(policy, arrays, restarts=towards, restarts_count_towards_max=towards)
+    d = failure.evaluate(js, [_failed(js, "workers", 1, BACKOFF, "", 0)])
+    assert d is not None
+    reason, fails, restart = expected
+    assert (d.event_reason, d.fails_jobset) == (reason, fails)
+    got = d.job_restart
+    assert (None if got is None else (got.replicated_job, got.index, got.counts)) == restart
+    assert d.event_message.endswith(" (first failed job: js-workers-1)")
+    if restart is not None:
+        # Only the Job restarts: the JobSet's counters stay.
+        assert (d.new_restarts, d.new_restarts_count_towards_max) == (towards, towards)
+
+
+def test_restart_job_messages() -> None:
+    for action, message in (
+        (api.RESTART_JOB, "applying RestartJob failure policy action"),
+        (
+            api.RESTART_JOB_IGNORE_MAX,
+            "applying RestartJobAndIgnoreMaxRestarts failure policy action",
+        ),
+    ):
+        js = _js({"maxRestarts": 1, "rules": [_rule(action)]})
+        d = failure.evaluate(js, [_failed(js, "leader", 0, BACKOFF, "", 0)])
+        assert d is not None
+        assert d.event_message == f"{message} (first failed job: js-leader-0)"
+
+
+# (statuses, restart, expected statuses): arrays start as one 0 per replica, grow if needed.
+BUMP_CASES = [
+    pytest.param(
+        [{"name": "leader"}, {"name": "workers"}],
+        failure.JobRestart("workers", 2, True),
+        [
+            {"name": "leader"},
+            {"name": "workers", "jobRestarts": [0, 0, 1], "jobRestartsCountTowardsMax": [0, 0, 1]},
+        ],
+        id="first-counted",
+    ),
+    pytest.param(
+        [{"name": "workers", "jobRestarts": [0, 0, 1], "jobRestartsCountTowardsMax": [0, 0, 1]}],
+        failure.JobRestart("workers", 2, False),
+        [{"name": "workers", "jobRestarts": [0, 0, 2], "jobRestartsCountTowardsMax": [0, 0, 1]}],
+        id="ignore-max-bumps-only-job-restarts",
+    ),
+    pytest.param(
+        [{"name": "workers", "jobRestarts": [1]}],
+        failure.JobRestart("workers", 0, False),
+        [{"name": "workers", "jobRestarts": [2, 0, 0]}],
+        id="short-array-grows-to-replicas",
+    ),
+]
+
+
+@pytest.mark.parametrize(("statuses", "restart", "expected"), BUMP_CASES)
+def test_bump_job_restarts(
+    statuses: list[dict[str, Any]], restart: failure.JobRestart, expected: list[dict[str, Any]]
+) -> None:
+    assert failure.bump_job_restarts(_js(), statuses, restart) == expected
+
+
+def test_carry_job_restarts_keeps_history() -> None:
+    policy = {"rules": [_rule(api.RESTART_JOB)]}
+    js = _js_restarts(policy, {"workers": ([0, 2, 0], [0, 1, 0])})
+    fresh = [{"name": "leader", "ready": 1}, {"name": "workers", "ready": 3}]
+    assert failure.carry_job_restarts(js, fresh) == [
+        {"name": "leader", "ready": 1},
+        {"name": "workers", "ready": 3, "jobRestarts": [0, 2, 0],
+         "jobRestartsCountTowardsMax": [0, 1, 0]},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("action", "gate", "replicas", "refusal"),
+    [
+        pytest.param(api.RESTART_JOBSET, False, 3, None, id="no-restart-job-action"),
+        pytest.param(api.RESTART_JOB, True, 3, None, id="gate-on"),
+        pytest.param(api.RESTART_JOB, False, 3, api.MESSAGE_RESTART_JOB_GATED, id="gate-off"),
+        pytest.param(
+            api.RESTART_JOB_IGNORE_MAX, False, 3, api.MESSAGE_RESTART_JOB_GATED, id="gate-off-2"
+        ),
+        pytest.param(api.RESTART_JOB, True, 1025, api.MESSAGE_RESTART_JOB_REPLICAS, id="1025"),
+        pytest.param(api.RESTART_JOB, True, 1024, None, id="1024"),
+    ],
+)
+def test_gate_refusal(action: str, gate: bool, replicas: int, refusal: str | None) -> None:
+    js = make_jobset(
+        replicated_jobs=[rjob("leader"), rjob("workers", replicas)],
+        failure_policy={"rules": [_rule(api.FAIL_JOBSET), _rule(action)]},
+    )
+    got = failure.gate_refusal(js, gate)
+    assert (got if refusal is None or got is None else got[: len(refusal)]) == refusal
+    finished = make_jobset(
+        replicated_jobs=[rjob("leader"), rjob("workers", replicas)],
+        failure_policy={"rules": [_rule(api.FAIL_JOBSET), _rule(action)]},
+        terminal_state=api.TERMINAL_FAILED,
+    )
+    assert failure.gate_refusal(finished, gate) is None  # nothing left to run
+
+
+@pytest.mark.parametrize(
+    ("label", "target", "current"),
+    [
+        pytest.param(None, 0, True, id="no-label-no-restart"),
+        pytest.param(None, 1, False, id="no-label-restarted-since"),
+        pytest.param("1", 1, True, id="recreated"),
+        pytest.param("0", 1, False, id="older"),
+        pytest.param("2", 1, True, id="cache-behind-status"),
+    ],
+)
+def test_individually_restarted_job_is_stale(label: str | None, target: int, current: bool) -> None:
+    js = _js_restarts({"rules": [_rule(api.RESTART_JOB)]}, {"workers": ([0, target, 0], [])})
+    job = make_job(js, "workers", 1)
+    other = make_job(js, "workers", 0)
+    if label is not None:
+        job["metadata"]["labels"][api.JOB_RESTART_ATTEMPT] = label
+    assert children.is_current(js, job) is current
+    assert children.is_current(js, other)  # index 0 never restarted
+
+
+def test_job_restart_attempt_label_only_with_gate() -> None:
+    js = _js_restarts({"rules": [_rule(api.RESTART_JOB)]}, {"workers": ([0, 3, 0], [0, 3, 0])})
+    workers = js.replicated_job("workers")
+    assert workers is not None
+    on = construct.desired_job(js, workers, 1, restart_job=True)
+    off = construct.desired_job(js, workers, 1)
+    for where in ("labels", "annotations"):
+        assert on["metadata"][where][api.JOB_RESTART_ATTEMPT] == "3"
+        assert api.JOB_RESTART_ATTEMPT not in off["metadata"][where]
+    pod = on["spec"]["template"]["metadata"]
+    assert pod["labels"][api.JOB_RESTART_ATTEMPT] == pod["annotations"][api.JOB_RESTART_ATTEMPT]
+    first = construct.desired_job(js, workers, 0, restart_job=True)
+    assert first["metadata"]["labels"][api.JOB_RESTART_ATTEMPT] == "0"

@@ -11,7 +11,8 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from localcluster import build, pki
-from localcluster.cluster import STAGES_FILE
+from localcluster.cluster import STAGES_FILE, LocalCluster
+from localcluster.processes import LaunchError
 from localcluster.provisioner import _quantity_bytes, desired_volume, owned_directory
 
 
@@ -129,6 +130,46 @@ def test_real_node_components_are_built_only_on_demand(monkeypatch: pytest.Monke
     assert build.required_versions(kubelet) == build.required_versions(kubernetes)
 
 
+def test_the_oldest_apiserver_is_a_component_of_its_own() -> None:
+    """Its wrapper module is not the suite's (their cache keys are independent), it is never
+    built by ensure_binaries, and it is an older release than the suite's."""
+    oldest = build.MIN_KUBERNETES
+    assert oldest not in build.COMPONENTS + build.NODE_COMPONENTS
+    assert oldest.binaries == ("kube-apiserver",)
+    kubernetes = next(c for c in build.COMPONENTS if c.name == "kubernetes")
+    assert oldest.module_dir != kubernetes.module_dir
+    old = build.required_versions(oldest)["k8s.io/kubernetes"]
+    suite = build.required_versions(kubernetes)["k8s.io/kubernetes"]
+    assert _minor(old) < _minor(suite), (old, suite)
+
+
+def test_the_docs_claim_the_tested_minimum() -> None:
+    """README's and docs/operations.md's minimum is the release the oldest-apiserver test runs."""
+    old = build.required_versions(build.MIN_KUBERNETES)["k8s.io/kubernetes"]
+    repo = Path(__file__).resolve().parents[2]
+    readme = (repo / "README.md").read_text()
+    operations = (repo / "docs" / "operations.md").read_text()
+    minor = f"1.{_minor(old)}"
+    assert f"Kubernetes **{minor}** or later" in readme
+    assert f"Tested on {old}" in readme
+    assert f"| minimum (CRD, controller, JobSet and Job scope volumes) | **{minor}** | {old} " in (
+        operations
+    )
+
+
+def _minor(version: str) -> int:
+    return int(version.removeprefix("v").split(".")[1])
+
+
+def test_another_apiserver_only_with_the_apiserver_profile(tmp_path: Path) -> None:
+    """The other profiles' controller-manager, scheduler and kubelet are the suite's release,
+    which Kubernetes does not support against an older API server."""
+    cluster = LocalCluster(tmp_path, profile="full", kube_apiserver=tmp_path / "kube-apiserver")
+    with pytest.raises(LaunchError, match="apiserver profile only"):
+        cluster.start()
+    assert cluster.processes == []
+
+
 def test_missing_go_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(build.BuildError, match="Go toolchain not found on PATH"):
@@ -165,3 +206,21 @@ def test_only_a_directory_inside_the_volumes_dir_is_ever_removed() -> None:
     assert owned_directory(volume("/v"), Path("/v")) is None
     assert owned_directory(volume("/v/a/b"), Path("/v")) is None
     assert owned_directory({"spec": {"nfs": {}}}, Path("/v")) is None
+
+
+def test_helm_is_built_only_on_demand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """helm has its own wrapper module and is built by ensure_helm alone: adding it to a control
+    plane or node wrapper would change their cache keys (20+ minute rebuilds)."""
+    built: list[str] = []
+
+    def fake_build(component: build.Component, goversion: str, report: object) -> Path:
+        built.append(component.name)
+        return Path("/nowhere") / component.name
+
+    monkeypatch.setattr(build, "go_version", lambda: "go1.26.8")
+    monkeypatch.setattr(build, "build_component", fake_build)
+    assert build.ensure_helm(lambda _: None) == Path("/nowhere/helm/helm")
+    assert built == ["helm"]
+    others = {c.module_dir for c in build.COMPONENTS + build.NODE_COMPONENTS}
+    assert build.HELM.module_dir not in others
+    assert build.required_versions(build.HELM) == {"helm.sh/helm/v4": "v4.3.1"}

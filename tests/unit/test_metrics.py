@@ -300,3 +300,22 @@ def test_ttl_cache_expires_entries_and_stays_bounded() -> None:
     assert len(cache) == 3
     assert cache.get("b") is None  # the oldest went first
     assert [cache.get(k) for k in ("c", "d", "e")] == ["c", "d", "e"]
+
+
+async def test_jobsets_another_controller_manages_are_counted_not_reported(
+    wired: tuple[Manager, JobSetReconciler],
+) -> None:
+    manager, reconciler = wired
+    theirs = {**_jobset("team-a", "upstream-run", restarts=3), "spec": {"managedBy": "x.io/up"}}
+    also = {**_jobset("team-b", "other", terminalState="Failed"), "spec": {"managedBy": "x.io/up"}}
+    kueue = {**_jobset("team-b", "queued"), "spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}
+    _fill(reconciler, _jobset("team-a", "ours", restarts=1), theirs, also, kueue)
+    samples = _samples(_scrape(manager))
+    reported = {s.labels["jobset_name"] for s in samples if "jobset_name" in s.labels}
+    assert reported == {"ours"}
+    elsewhere = {
+        s.labels["managed_by"]: s.value
+        for s in samples
+        if s.name == "stateful_jobset_jobsets_managed_elsewhere"
+    }
+    assert elsewhere == {"x.io/up": 2.0, "kueue.x-k8s.io/multikueue": 1.0}

@@ -144,6 +144,9 @@ def _one(claim: ClaimView, jobset: Deleted) -> str | ClaimPatch | None:
         # Its Jobs and their pods outlive the JobSet: so must the claims they mount.
         retention = replace(retention, when_deleted="Retain")
         why = "the JobSet was deleted with propagationPolicy Orphan: its Jobs and pods stay"
+    # By Job index only: the Jobs are not read here, and one may still have a completion index
+    # that the template (an elastic JobSet resized down) no longer has; its claim follows
+    # whenDeleted.
     scaled = scaled_away(claim, policy, jobset.replicas_of)
     if deleted_by(retention, deleting=True, terminal_state=jobset.terminal_state, scaled=scaled):
         return None if claim.terminating else claim.name

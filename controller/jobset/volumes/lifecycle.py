@@ -36,7 +36,7 @@ from typing import Literal
 from controller.jobset import api
 from controller.jobset.model import JobSet
 from controller.jobset.volumes import ownership
-from controller.jobset.volumes.desired import DesiredClaim, Slot
+from controller.jobset.volumes.desired import DesiredClaim, Slot, pod_indexes
 from controller.jobset.volumes.model import (
     CLAIM_POD_INDEX_LABEL,
     CLAIM_SCOPE_LABEL,
@@ -217,12 +217,52 @@ def _policy_of(claim: ClaimView, found: Iterable[VolumePolicy]) -> VolumePolicy 
     return next((p for p in found if any(t.name == template for t in p.templates)), None)
 
 
-def scaled_away(claim: ClaimView, policy: VolumePolicy, replicas: Callable[[str], int]) -> bool:
-    """A Job- or Pod-scope claim of a child Job beyond its replicated job's ``replicas`` now."""
+def scaled_away(
+    claim: ClaimView,
+    policy: VolumePolicy,
+    replicas: Callable[[str], int],
+    pods: Callable[[str], int] | None = None,
+) -> bool:
+    """A Job- or Pod-scope claim of a child Job beyond its replicated job's ``replicas`` now, or
+    a Pod-scope claim of a completion index beyond ``pods`` (its Jobs' completions now: an
+    elastic JobSet resized down; None: no index is beyond)."""
     slot = slot_of(claim)
     if policy.scope == "JobSet" or slot is None or slot[1] is None or slot[2] is None:
         return False
-    return slot[2] >= replicas(slot[1])
+    return slot_scaled_away(slot, replicas, pods)
+
+
+def slot_scaled_away(
+    slot: Slot, replicas: Callable[[str], int], pods: Callable[[str], int] | None = None
+) -> bool:
+    """The Job (Job scope) or pod (Pod scope) of ``slot`` is beyond the replicated job's size."""
+    _, rjob, index, pod = slot
+    if rjob is None or index is None:
+        return False
+    if index >= replicas(rjob):
+        return True
+    return pod is not None and pods is not None and pod >= pods(rjob)
+
+
+def sizes_of(
+    jobset: JobSet, pods_in_use: Mapping[str, int] | None = None
+) -> tuple[Callable[[str], int], Callable[[str], int]]:
+    """(replicas, completion indexes) of each replicated job of ``jobset``; 0 for one that is
+    gone from the spec (all its claims are scaled away). ``pods_in_use``: the largest
+    completions of the replicated job's existing Jobs: an index a Job still has is not scaled
+    away, whatever the template says (a Job not resized yet, or never: the controller without
+    the ElasticJobSet gate), so that its pods keep their claims."""
+    in_use = pods_in_use or {}
+
+    def replicas(name: str) -> int:
+        rjob = jobset.replicated_job(name)
+        return rjob.replicas if rjob is not None else 0
+
+    def pods(name: str) -> int:
+        rjob = jobset.replicated_job(name)
+        return max(pod_indexes(rjob) if rjob is not None else 0, in_use.get(name, 0))
+
+    return replicas, pods
 
 
 def deleted_by(retention: Retention, *, deleting: bool, terminal_state: str, scaled: bool) -> bool:
@@ -243,14 +283,12 @@ def claims_to_delete(
     *,
     deleting: bool,
     terminal_state: str,
+    pods_in_use: Mapping[str, int] | None = None,
 ) -> list[ClaimView]:
-    """Owned claims whose retention says Delete now (claims already being deleted are left out)."""
+    """Owned claims whose retention says Delete now (claims already being deleted are left out).
+    ``pods_in_use``: see ``sizes_of``."""
     found = tuple(policies)
-
-    def replicas(name: str) -> int:
-        rjob = jobset.replicated_job(name)
-        return rjob.replicas if rjob is not None else 0
-
+    replicas, pods = sizes_of(jobset, pods_in_use)
     result = []
     for claim in claims:
         if claim.terminating or not ownership.owned(claim, jobset):
@@ -258,7 +296,7 @@ def claims_to_delete(
         policy = _policy_of(claim, found)
         if policy is None:
             continue
-        scaled = scaled_away(claim, policy, replicas)
+        scaled = scaled_away(claim, policy, replicas, pods)
         if deleted_by(
             policy.retention, deleting=deleting, terminal_state=terminal_state, scaled=scaled
         ):
@@ -356,25 +394,23 @@ def _update(
         result.patch.append(ClaimPatch(name, trimmed, REASON_CLAIM_UPDATED, message))
 
 
-def _scaled_away_slots(model: VolumeModel) -> list[Slot]:
-    """Recorded slots of Jobs scaled away under ``whenScaled: Delete``: their claims are deleted,
-    not lost. Forgotten from the slot, not only with the delete: a status write lost after the
-    delete (a 409) would otherwise keep the slot, and a later scale-up would find it Lost."""
+def _scaled_away_slots(model: VolumeModel, pods_in_use: Mapping[str, int]) -> list[Slot]:
+    """Recorded slots of Jobs (Pod scope: completion indexes) scaled away under ``whenScaled:
+    Delete``: their claims are deleted, not lost. Forgotten from the slot, not only with the
+    delete: a status write lost after the delete (a 409) would otherwise keep the slot, and a
+    later scale-up would find it Lost."""
     deleting = {
         t.name
         for p in model.policies
         if p.scope != "JobSet" and p.retention.when_scaled == "Delete"
         for t in p.templates
     }
-    found = []
-    for slot in model.record.uids:
-        template, rjob, index, _ = slot
-        if template not in deleting or rjob is None or index is None:
-            continue
-        replicated = model.jobset.replicated_job(rjob)
-        if index >= (replicated.replicas if replicated is not None else 0):
-            found.append(slot)
-    return found
+    replicas, pods = sizes_of(model.jobset, pods_in_use)
+    return [
+        slot
+        for slot in model.record.uids
+        if slot[0] in deleting and slot_scaled_away(slot, replicas, pods)
+    ]
 
 
 def plan(
@@ -383,9 +419,12 @@ def plan(
     classes: StorageClasses,
     *,
     terminal_state: str,
+    pods_in_use: Mapping[str, int] | None = None,
 ) -> VolumePlan:
     """The volume writes for this pass. ``terminal_state`` is the state after this pass (no claim
-    is created for a JobSet that is finishing); deletions follow the stored terminal state."""
+    is created for a JobSet that is finishing); deletions follow the stored terminal state.
+    ``pods_in_use``: the largest completions of each replicated job's existing Jobs (an elastic
+    JobSet's Pod-scope claims are scaled away only once no Job has their index)."""
     jobset = model.jobset
     if not model.policies or jobset.deleting:
         # A JobSet being deleted is finalised by ``deletion.plan``, from the stored object
@@ -452,10 +491,11 @@ def plan(
         claims.values(),
         deleting=False,
         terminal_state=jobset.status.terminal_state,
+        pods_in_use=pods_in_use,
     )
     result.delete = [c.name for c in deleted]
     forget.extend(s for s in map(slot_of, deleted) if s is not None)
-    forget.extend(_scaled_away_slots(model))
+    forget.extend(_scaled_away_slots(model, pods_in_use or {}))
     result.record = model.record.changed(record, forget)
     result.claims = after
     return result

@@ -1,0 +1,56 @@
+"""--feature-gates: parsing, refusals, and the flag value a CRD records."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller import config, features
+from controller.features import FeatureGateError, FeatureGates
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", FeatureGates()),
+        ("RestartJob=true", FeatureGates(restart_job=True)),
+        ("ElasticJobSet=True, RestartJob=false", FeatureGates(elastic_jobset=True)),
+        ("RestartJob=true,ElasticJobSet=true", features.ALPHA),
+        ("InPlaceRestart=false", FeatureGates()),
+    ],
+)
+def test_parse(text: str, expected: FeatureGates) -> None:
+    assert features.parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("RestartJob", "expected Name=true or Name=false, got 'RestartJob'"),
+        ("RestartJob=yes", "expected Name=true or Name=false"),
+        ("Restartjob=true", "unknown feature gate 'Restartjob' (known: ElasticJobSet, "),
+        ("RestartJob=true,RestartJob=false", "feature gate RestartJob is given twice"),
+        ("InPlaceRestart=true", "InPlaceRestart is not supported"),
+    ],
+)
+def test_refused(text: str, message: str) -> None:
+    with pytest.raises(FeatureGateError, match=message.replace("(", r"\(")):
+        features.parse(text)
+
+
+def test_flag_names_every_gate_in_a_stable_order() -> None:
+    assert features.DEFAULT.flag() == "ElasticJobSet=false,RestartJob=false"
+    assert features.ALPHA.flag() == "ElasticJobSet=true,RestartJob=true"
+    assert features.parse(features.ALPHA.flag()) == features.ALPHA
+
+
+def test_config_flag_and_environment() -> None:
+    base: list[str] = []
+    assert config.parse(base, env={}).feature_gates == features.DEFAULT
+    by_flag = config.parse([*base, "--feature-gates=RestartJob=true"], env={})
+    assert by_flag.feature_gates == FeatureGates(restart_job=True)
+    by_env = config.parse(base, env={"STATEFUL_JOBSET_FEATURE_GATES": "ElasticJobSet=true"})
+    assert by_env.feature_gates == FeatureGates(elastic_jobset=True)
+    with pytest.raises(config.ConfigError, match="--feature-gates: unknown feature gate 'Nope'"):
+        config.parse([*base, "--feature-gates=Nope=true"], env={})
