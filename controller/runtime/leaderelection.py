@@ -79,6 +79,9 @@ class LeaderElector:
         self._clock = clock
         self._wall = wall_clock
         self._observed_spec: dict[str, Any] | None = None
+        # The Lease as our last successful write returned it: the leader renews from it without
+        # reading first (its resourceVersion makes the PUT fail if anyone else wrote since).
+        self._written: dict[str, Any] | None = None
         self._observed_at = 0.0
         self._renewed_at: float | None = None  # when the last successful renewal was sent
         self._leading = False
@@ -131,6 +134,11 @@ class LeaderElector:
     async def _try_acquire_or_renew(self) -> bool:
         sent_at = self._clock()
         now = self._wall()
+        if self.is_leader() and self._written is not None:
+            # client-go's fast path: the leader assumes the Lease is still the one it wrote and
+            # renews with an optimistic update, no GET; any failure falls back to reading it.
+            if await self._renew_written(sent_at, now):
+                return True
         cfg = self.config
         try:
             lease = await self.client.get(LEASES, cfg.lease_name, cfg.namespace)
@@ -149,8 +157,7 @@ class LeaderElector:
             except ApiError as create_err:
                 self._log.info("lost the race to create the lease", error=str(create_err))
                 return False
-            self._observe(created.get("spec") or {}, sent_at)
-            self._renewed_at = sent_at
+            self._wrote(created, sent_at)
             return True
 
         spec = lease.get("spec") or {}
@@ -169,9 +176,26 @@ class LeaderElector:
             if not err.conflict:
                 self._log.warning("cannot update the lease", error=str(err))
             return False
-        self._observe(updated.get("spec") or {}, sent_at)
-        self._renewed_at = sent_at
+        self._wrote(updated, sent_at)
         return True
+
+    async def _renew_written(self, sent_at: float, now: datetime.datetime) -> bool:
+        assert self._written is not None
+        spec = self._written.get("spec") or {}
+        lease = {**self._written, "spec": self._spec(spec, now)}
+        try:
+            updated = await self.client.replace(LEASES, lease, self.config.namespace)
+        except ApiError as err:
+            self._log.info("optimistic renewal failed; reading the lease", error=str(err))
+            self._written = None
+            return False
+        self._wrote(updated, sent_at)
+        return True
+
+    def _wrote(self, lease: dict[str, Any], sent_at: float) -> None:
+        self._written = lease
+        self._observe(lease.get("spec") or {}, sent_at)
+        self._renewed_at = sent_at
 
     def _observe(self, spec: dict[str, Any], at: float) -> None:
         self._observed_spec = spec
@@ -183,6 +207,7 @@ class LeaderElector:
             return
         cfg = self.config
         self._set_leading(False)
+        self._written = None
         try:
             lease = await self.client.get(LEASES, cfg.lease_name, cfg.namespace)
             if (lease.get("spec") or {}).get("holderIdentity") != cfg.identity:

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from controller.runtime.client import CONFIG_MAPS, LEASES, ApiError, KubeClient
+from controller.runtime.client import CONFIG_MAPS, LEASES, ApiError, ClientMetrics, KubeClient
+from controller.runtime.leaderelection import LeaderElectionConfig, LeaderElector
 from tests.helpers import Kube
 from tests.support.replicas import LEASE, Replica, start_replica, wait_until
 
@@ -145,6 +147,44 @@ async def test_sigterm_releases_the_lease_for_an_immediate_takeover(
     # Released, not expired: well under one lease duration.
     assert took < LEASE_DURATION, f"takeover after SIGTERM took {took:.1f}s"
     assert any(line.get("msg") == "released the lease" for line in replicas[leader].log_lines())
+
+
+def _requests(registry: CollectorRegistry, method: str) -> float:
+    return sum(
+        sample.value
+        for metric in registry.collect()
+        for sample in metric.samples
+        if sample.name == "rest_client_requests_total" and sample.labels["method"] == method
+    )
+
+
+async def test_the_leader_renews_with_an_update_and_no_read(
+    kube: Kube, namespace: str, lease_name: str
+) -> None:
+    """client-go's optimistic renewal against the real API server: once leading, each renewal is
+    one PUT and no GET; a Lease edited behind the leader's back costs one GET, then it renews."""
+    registry = CollectorRegistry()
+    leader_client = KubeClient(kube.api, metrics=ClientMetrics(registry))
+    config = LeaderElectionConfig(lease_name, namespace, "leader", 15, 10, 2)
+    leader = LeaderElector(leader_client, config, registry=registry)
+    assert await leader.try_acquire_or_renew()
+    leader._set_leading(True)
+    gets, puts = _requests(registry, "GET"), _requests(registry, "PUT")
+    for _ in range(5):
+        assert await leader.try_acquire_or_renew()
+    assert _requests(registry, "GET") == gets
+    assert _requests(registry, "PUT") == puts + 5
+
+    other = KubeClient(kube.api)
+    lease = await other.get(LEASES, lease_name, namespace)
+    lease["metadata"]["labels"] = {"edited": "by-hand"}
+    await other.replace(LEASES, lease, namespace)
+    assert await leader.try_acquire_or_renew()
+    assert _requests(registry, "GET") == gets + 1
+    renewed = await other.get(LEASES, lease_name, namespace)
+    assert renewed["metadata"]["labels"] == {"edited": "by-hand"}
+    assert renewed["spec"]["holderIdentity"] == "leader"
+    assert renewed["spec"]["renewTime"] != lease["spec"]["renewTime"]
 
 
 def _audit_writes_by(

@@ -21,8 +21,10 @@ class LeaseTable:
     def __init__(self) -> None:
         self.lease: dict[str, Any] | None = None
         self.version = 0
+        self.gets = 0
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Any:
+        self.gets += 1
         if self.lease is None:
             raise ApiError(404, {"reason": "NotFound"}, "GET", name)
         return copy.deepcopy(self.lease)
@@ -135,6 +137,55 @@ async def test_a_concurrent_update_makes_the_attempt_fail() -> None:
 
     table.get = racing_get  # type: ignore[method-assign]
     assert not await a.try_acquire_or_renew()
+
+
+async def test_the_leader_renews_without_reading_the_lease() -> None:
+    # client-go's optimistic renewal: one PUT per renewal, no GET before it.
+    table, clock = LeaseTable(), Clock()
+    a = elector(table, "a", clock)
+    assert await a.try_acquire_or_renew()
+    a._set_leading(True)
+    gets = table.gets
+    for _ in range(10):
+        clock.now += 2
+        assert await a.try_acquire_or_renew()
+    assert table.gets == gets
+    assert table.version == 11
+    assert table.lease is not None
+    assert table.lease["spec"]["renewTime"] == "2026-01-01T00:17:00.000000Z"
+
+
+async def test_an_edited_lease_makes_the_leader_read_it_and_renew() -> None:
+    table, clock = LeaseTable(), Clock()
+    a = elector(table, "a", clock)
+    assert await a.try_acquire_or_renew()
+    a._set_leading(True)
+    assert table.lease is not None
+    table.version += 1  # an operator's edit: the leader's copy is stale now
+    table.lease["metadata"]["resourceVersion"] = str(table.version)
+    table.lease["metadata"]["labels"] = {"edited": "yes"}
+    gets = table.gets
+    clock.now += 2
+    assert await a.try_acquire_or_renew()
+    assert table.gets == gets + 1
+    assert table.lease["metadata"]["labels"] == {"edited": "yes"}  # read, not overwritten
+    assert table.lease["spec"]["holderIdentity"] == "a"
+
+
+async def test_a_leader_whose_lease_was_taken_does_not_renew_it() -> None:
+    table, clock_a, clock_b = LeaseTable(), Clock(), Clock()
+    a, b = elector(table, "a", clock_a), elector(table, "b", clock_b)
+    assert await a.try_acquire_or_renew()
+    a._set_leading(True)
+    clock_b.now += 16  # a was frozen; b has waited out the lease and takes it
+    assert not await b.try_acquire_or_renew()
+    clock_b.now += 16
+    assert await b.try_acquire_or_renew()
+    clock_a.now += 5  # a resumes inside its own renew deadline: its optimistic PUT conflicts
+    assert a.is_leader()
+    assert not await a.try_acquire_or_renew()
+    assert table.lease is not None
+    assert table.lease["spec"]["holderIdentity"] == "b"
 
 
 def test_inconsistent_durations_are_rejected() -> None:
