@@ -134,11 +134,10 @@ class LeaderElector:
     async def _try_acquire_or_renew(self) -> bool:
         sent_at = self._clock()
         now = self._wall()
-        if self.is_leader() and self._written is not None:
-            # client-go's fast path: the leader assumes the Lease is still the one it wrote and
-            # renews with an optimistic update, no GET; any failure falls back to reading it.
-            if await self._renew_written(sent_at, now):
-                return True
+        # client-go's fast path: the leader assumes the Lease is still the one it wrote and
+        # renews with an optimistic update, no GET; any failure falls back to reading it.
+        if self.is_leader() and await self._renew_written(sent_at, now):
+            return True
         cfg = self.config
         try:
             lease = await self.client.get(LEASES, cfg.lease_name, cfg.namespace)
@@ -180,7 +179,8 @@ class LeaderElector:
         return True
 
     async def _renew_written(self, sent_at: float, now: datetime.datetime) -> bool:
-        assert self._written is not None
+        if self._written is None:
+            return False
         spec = self._written.get("spec") or {}
         lease = {**self._written, "spec": self._spec(spec, now)}
         try:
