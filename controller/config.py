@@ -174,8 +174,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     flag("--log-level", "debug, info, warning or error", "info")
     flag("--identity", "this replica's name in the Lease (default: hostname + random suffix)", "")
     flag("--status-progress-period", "seconds between status writes that only update progress "
-         "counters (replicatedJobsStatus, volumes); conditions are written at once; 0 writes "
-         "every change", 10.0, type=float)  # fmt: skip
+         "counters (replicatedJobsStatus, volumes), doubled after each such write in a row up to "
+         "8 periods; conditions are written at once; 0 writes every change", 10.0,
+         type=float)  # fmt: skip
     flag("--managed-by", "the spec.managedBy value this controller serves; JobSets with another "
          "value are left alone, and JobSets without the field are served only with the default "
          "(upstream's reserved value, so this controller replaces upstream JobSet). Another value "

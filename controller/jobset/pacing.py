@@ -14,8 +14,12 @@ A JobSet's status carries two kinds of facts:
   benchmark). A progress-only change is held back until ``period`` seconds have passed since
   this controller's last status write for the JobSet; a milestone write carries it along.
 
-The lag of counters is therefore at most ``period`` (plus queue latency); ``period <= 0`` writes
-every change, as upstream JobSet does. This mirrors the Job controller, which batches pod
+Counters of a JobSet that keeps moving would still cost one write per ``period`` for as long as
+it lives (a large JobSet starting under load, say). So each progress-only write in a row doubles
+the next hold, up to ``MAX_HOLD_PERIODS`` periods, and a milestone write starts over: a JobSet
+busy for 80 s writes its counters twice (at 10 and 30 s), not 8 times, and counters lag at most
+``MAX_HOLD_PERIODS * period`` (plus queue latency). ``period <= 0`` writes every change, as
+upstream JobSet does. This mirrors the Job controller, which batches pod
 updates before writing Job status. Pure: time is passed in.
 """
 
@@ -28,6 +32,8 @@ from typing import Any
 from controller.jobset.status import status_equal
 
 PROGRESS_FIELDS = frozenset({"replicatedJobsStatus", "volumes"})
+# The longest hold of progress counters, in periods (80 s at the default 10 s period).
+MAX_HOLD_PERIODS = 8
 
 
 def _milestones(status: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,23 +64,40 @@ def is_milestone(stored: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
     return not status_equal(_milestones(stored), _milestones(desired))
 
 
+def progress_hold(period: float, streak: int) -> float:
+    """How long counters are held after the last status write, when the ``streak`` writes
+    before it were progress-only (0: the last write was a milestone, or none yet)."""
+    return period * min(1 << min(streak, 16), MAX_HOLD_PERIODS)
+
+
+def next_streak(
+    streak: int, stored: Mapping[str, Any], written: Mapping[str, Any], with_events: bool
+) -> int:
+    """The progress-only streak after writing ``written`` over ``stored``."""
+    if with_events or not stored or is_milestone(stored, written):
+        return 0
+    return streak + 1
+
+
 def status_delay(
     stored: Mapping[str, Any],
     desired: Mapping[str, Any],
     last_write: float | None,
     now: float,
     period: float,
+    streak: int = 0,
 ) -> float:
     """Seconds to hold back writing ``desired`` over ``stored``; 0.0 means write now.
 
     ``last_write`` is when this controller last wrote the JobSet's status (None: not since it
     started, so nothing to pace against). ``now`` and ``last_write`` share one monotonic clock.
+    ``streak``: progress-only writes in a row up to ``last_write`` (``next_streak``).
     """
     if period <= 0 or last_write is None or not stored:
         return 0.0
     if is_milestone(stored, desired):
         return 0.0
-    return max(0.0, last_write + period - now)
+    return max(0.0, last_write + progress_hold(period, streak) - now)
 
 
 @dataclass(frozen=True)
@@ -95,6 +118,7 @@ def status_timing(
     last_write: float | None,
     now: float,
     period: float,
+    streak: int = 0,
 ) -> StatusTiming:
     """Whether the plan's ``desired`` status (None: unchanged) goes out now.
 
@@ -104,7 +128,7 @@ def status_timing(
     """
     if desired is None:
         return StatusTiming(write=False, requeue_after=requeue_after)
-    hold = 0.0 if with_events else status_delay(stored, desired, last_write, now, period)
+    hold = 0.0 if with_events else status_delay(stored, desired, last_write, now, period, streak)
     if hold <= 0:
         return StatusTiming(write=True, requeue_after=requeue_after)
     return StatusTiming(

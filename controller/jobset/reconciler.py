@@ -104,6 +104,8 @@ class JobSetReconciler:
         self._written: dict[str, int] = {}
         # Monotonic time of our last status write per JobSet: progress counters are paced by it.
         self._status_written_at: dict[str, float] = {}
+        # Progress-only status writes in a row per JobSet: each one lengthens the next hold.
+        self._progress_streak: dict[str, int] = {}
         self.status_progress_period = status_progress_period
         # The spec.managedBy value this controller serves (--managed-by): other JobSets are left
         # alone, so a canary can run beside upstream JobSet.
@@ -199,6 +201,7 @@ class JobSetReconciler:
         if obj is None:
             self._written.pop(key, None)
             self._status_written_at.pop(key, None)
+            self._progress_streak.pop(key, None)
             self._expected.pop(key, None)
             self.wanted.drop(key)
             return Result()
@@ -273,6 +276,7 @@ class JobSetReconciler:
             last_write=self._status_written_at.get(key),
             now=now,
             period=self.status_progress_period,
+            streak=self._progress_streak.get(key, 0),
         )
         if plan.status is not None and not timing.write:
             # Counters only: they ride on the next milestone or go out when the pace allows.
@@ -607,6 +611,12 @@ class JobSetReconciler:
         )
         self._remember(key, updated)
         self._status_written_at[key] = time.monotonic()
+        self._progress_streak[key] = pacing.next_streak(
+            self._progress_streak.get(key, 0),
+            jobset.raw.get("status") or {},
+            plan.status,
+            bool(plan.events),
+        )
         # Events and metrics describe transitions that are now stored.
         for event in plan.events:
             self._event(jobset.raw, event.type, event.reason, event.message)

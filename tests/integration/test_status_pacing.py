@@ -7,10 +7,14 @@ milestone, which carries it. With period 0 every change is written, as upstream 
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+import itertools
 from typing import Any
 
 from controller.jobset import api
 from controller.runtime.client import KubeClient
+from localcluster import audit
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import (
     complete_job,
@@ -88,3 +92,44 @@ async def test_paced_counters_go_out_within_the_period(
             "the paced ready count to be written",
         )
         assert _counts(seen)["active"] == 1
+
+
+async def test_counters_that_keep_changing_are_written_ever_less_often(
+    kube: Kube, client: KubeClient, namespace: str
+) -> None:
+    """Each progress-only write in a row doubles the next hold (1, 2, 4 s at period 1): one Job
+    becomes ready every 0.4 s for 8 s, and the status writes that carry only counters are spaced
+    at least that far apart (lower bounds only: a slow machine spaces them further)."""
+    jobs_count = 20
+    async with running_controller(kube, namespace, "--status-progress-period=1"):
+        await client.create(api.JOBSETS, jobset("busy", replicated_job("w", jobs_count)), namespace)
+        jobs = await wait_jobs(client, namespace, "busy", jobs_count)
+        await wait_for(
+            lambda: get_jobset(client, namespace, "busy"),
+            lambda obj: bool(obj.get("status")),
+            "the first status write",
+        )
+        for job in jobs:
+            await ready_job(client, namespace, job)
+            await asyncio.sleep(0.4)  # the pace of the changes the controller sees
+        await wait_for(
+            lambda: get_jobset(client, namespace, "busy"),
+            lambda obj: _counts(obj)["ready"] == jobs_count,
+            "the last ready count to be written",
+            seconds=60,
+        )
+    times = [
+        datetime.datetime.fromisoformat(entry["requestReceivedTimestamp"])
+        for entry in audit.entries(kube.cluster.audit_log, namespace)
+        if entry.get("verb") == "update"
+        and entry.get("objectRef", {}).get("namespace") == namespace
+        and entry.get("objectRef", {}).get("name") == "busy"
+        and entry.get("objectRef", {}).get("subresource") == "status"
+    ]
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
+    assert len(gaps) >= 2, f"status writes at {times}"
+    for k, gap in enumerate(gaps):
+        # The first status write (creation) starts the streak at 0: hold 1 s, then 2, 4, 8 ...
+        assert gap >= min(2**k, 8) - 0.25, f"gap {k} was {gap:.2f}s; all gaps {gaps}"
+    # At a fixed 1 s pace the 8 s of changes would have cost about 8 counter writes.
+    assert len(gaps) <= 5, gaps

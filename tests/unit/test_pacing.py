@@ -97,14 +97,62 @@ def test_condition_order_is_not_a_milestone() -> None:
     elapsed=st.floats(min_value=0, max_value=1e6, allow_nan=False),
     period=st.floats(min_value=0, max_value=1e4, allow_nan=False),
     active=st.integers(min_value=0, max_value=100),
+    streak=st.integers(min_value=0, max_value=1000),
 )
-def test_counters_never_wait_longer_than_the_period(
-    elapsed: float, period: float, active: int
+def test_counters_never_wait_longer_than_the_longest_hold(
+    elapsed: float, period: float, active: int, streak: int
 ) -> None:
     desired = _with(replicatedJobsStatus=[_rj("w", active)])
-    delay = pacing.status_delay(BASE, desired, 1000.0, 1000.0 + elapsed, period)
-    assert 0.0 <= delay <= period + 1e-9 * (1000.0 + elapsed + period)
-    assert delay == 0.0 or elapsed + delay == pytest.approx(period)
+    hold = pacing.progress_hold(period, streak)
+    assert hold <= pacing.MAX_HOLD_PERIODS * period
+    delay = pacing.status_delay(BASE, desired, 1000.0, 1000.0 + elapsed, period, streak)
+    assert 0.0 <= delay <= hold + 1e-9 * (1000.0 + elapsed + hold)
+    assert delay == 0.0 or elapsed + delay == pytest.approx(hold)
+
+
+@pytest.mark.parametrize(
+    ("streak", "hold"), [(0, 10.0), (1, 20.0), (2, 40.0), (3, 80.0), (4, 80.0), (60, 80.0)]
+)
+def test_progress_only_writes_in_a_row_double_the_hold(streak: int, hold: float) -> None:
+    assert pacing.progress_hold(10.0, streak) == hold
+    desired = _with(replicatedJobsStatus=[_rj("w", 2)])
+    assert pacing.status_delay(BASE, desired, 100.0, 101.0, 10.0, streak) == hold - 1.0
+
+
+def test_a_milestone_is_never_held_whatever_the_streak() -> None:
+    desired = _with(conditions=[_cond("A"), _cond("Completed")])
+    assert pacing.status_delay(BASE, desired, 100.0, 101.0, 10.0, streak=9) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("stored", "written", "with_events", "after"),
+    [
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 2)]), False, 3,
+                     id="progress-only-lengthens"),
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 2)]), True, 0,
+                     id="with-events-starts-over"),
+        pytest.param(BASE, _with(conditions=[_cond("A"), _cond("Completed")]), False, 0,
+                     id="milestone-starts-over"),
+        pytest.param({}, _with(replicatedJobsStatus=[_rj("w", 2)]), False, 0,
+                     id="first-status-starts-over"),
+    ],
+)  # fmt: skip
+def test_next_streak(
+    stored: dict[str, Any], written: dict[str, Any], with_events: bool, after: int
+) -> None:
+    assert pacing.next_streak(2, stored, written, with_events) == after
+
+
+def test_a_busy_jobset_writes_progress_ever_less_often() -> None:
+    """Counters change every second for 10 minutes: writes at 10, 30, 70 and 150 s, then every
+    80 s (the longest hold)."""
+    period, last_write, streak, writes, stored = 10.0, 0.0, 0, 0, BASE
+    for second in range(1, 601):
+        desired = _with(replicatedJobsStatus=[_rj("w", second)])
+        if pacing.status_delay(stored, desired, last_write, float(second), period, streak) == 0:
+            streak = pacing.next_streak(streak, stored, desired, False)
+            stored, last_write, writes = desired, float(second), writes + 1
+    assert writes == 9  # 60 at a fixed 10 s pace
 
 
 def test_a_condition_message_alone_is_progress() -> None:
