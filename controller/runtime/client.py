@@ -190,6 +190,39 @@ def _settle_environment(api: ApiClient) -> bool:
     return True
 
 
+_JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_json(obj: object) -> bool:
+    """Is ``obj`` made of dicts, lists, strings, numbers, booleans and None only (exact types)?"""
+    kind = type(obj)
+    if kind is dict:
+        return all(_plain_json(value) for value in obj.values())  # type: ignore[attr-defined]
+    if kind is list:
+        return all(_plain_json(item) for item in obj)  # type: ignore[attr-defined]
+    return kind in _JSON_LEAVES
+
+
+def _install_plain_json_serialization(api: ApiClient) -> None:
+    """Send plain-JSON bodies as they are instead of rebuilt (idempotent).
+
+    kubernetes_asyncio's ``sanitize_for_serialization`` rebuilds every request body, dict by
+    dict and list by list, to turn models and datetimes into JSON values; ``json.dumps`` then
+    writes the copy. The controller's bodies are plain JSON already, for which that copy is
+    equal to the original and serialises to the same bytes: the check alone is cheaper than the
+    rebuilding. Anything else (a model, a datetime, a tuple) still goes the original way.
+    """
+    original = api.sanitize_for_serialization
+    if getattr(original, "plain_json_first", False):
+        return
+
+    def sanitize(obj: Any) -> Any:
+        return obj if _plain_json(obj) else original(obj)
+
+    sanitize.plain_json_first = True  # type: ignore[attr-defined]
+    api.sanitize_for_serialization = sanitize  # type: ignore[method-assign]
+
+
 class TokenBucket:
     """Client-side request limiter: ``qps`` tokens per second, at most ``burst`` saved up.
 
@@ -265,6 +298,7 @@ class KubeClient:
         if write_guard is not None:
             _install_fence(api)
         _settle_environment(api)
+        _install_plain_json_serialization(api)
 
     def _refuse_unless_allowed(self, method: str, path: str) -> None:
         if method in _MUTATING and self.write_guard is not None and not self.write_guard():

@@ -1,5 +1,6 @@
 """The environment (proxy variables, ``~/.netrc``) is looked up once for the API server, not before
-every request, and only when it has nothing for that host; what it supplies still applies.
+every request, and only when it has nothing for that host; what it supplies still applies. Plain
+JSON request bodies are sent without the library's rebuilding, as the same bytes.
 
 The server is a recording HTTP endpoint on loopback (as in test_client_fence), not a fake
 Kubernetes API: it answers ``{}`` and remembers the Authorization header of each request.
@@ -8,6 +9,9 @@ Kubernetes API: it answers ``{}`` and remembers the Authorization header of each
 from __future__ import annotations
 
 import base64
+import copy
+import datetime
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +21,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from controller.runtime.client import CONFIG_MAPS, KubeClient, _settle_environment
+from controller.runtime.client import CONFIG_MAPS, KubeClient, _plain_json, _settle_environment
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 
@@ -132,3 +136,57 @@ async def test_an_explicit_proxy_keeps_the_lookups(environment: Path) -> None:
     async with ApiClient(configuration) as api:
         assert _settle_environment(api) is False
         assert _session(api).trust_env
+
+
+# ------------------------------------------------------------------ request bodies
+
+
+@pytest.mark.parametrize(
+    ("value", "plain"),
+    [
+        ({"a": [1, 2.5, True, None, "x", {"b": []}]}, True),
+        ([], True),
+        ({"when": datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)}, False),
+        ({"a": ("tuple",)}, False),
+        ({"a": [b"bytes"]}, False),
+    ],
+)
+def test_plain_json(value: object, plain: bool) -> None:
+    assert _plain_json(value) is plain
+
+
+@pytest.fixture
+async def echo() -> AsyncIterator[tuple[list[bytes], str]]:
+    bodies: list[bytes] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        bodies.append(await request.read())
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    test_server = TestServer(app, host="127.0.0.1")
+    await test_server.start_server()
+    try:
+        yield bodies, f"http://127.0.0.1:{test_server.port}"
+    finally:
+        await test_server.close()
+
+
+async def test_bodies_are_sent_as_the_library_would_serialise_them(
+    echo: tuple[list[bytes], str],
+) -> None:
+    """Plain bodies go out as they are, others the library's way: the bytes are the same."""
+    bodies, url = echo
+    plain = {"metadata": {"name": "cm", "labels": {"a": "b"}}, "data": {"n": "1"}, "x": [1, None]}
+    dated = {"metadata": {"name": "cm"}, "when": datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)}
+    async with _api(url) as api:
+        library = api.sanitize_for_serialization
+        client = KubeClient(api)
+        assert api.sanitize_for_serialization is not library
+        KubeClient(api)  # installed once
+        for body in (plain, dated):
+            await client.create(CONFIG_MAPS, copy.deepcopy(body), "ns")
+        expected = [json.dumps(library(copy.deepcopy(b))).encode() for b in (plain, dated)]
+    assert bodies == expected
+    assert json.loads(bodies[1])["when"] == "2025-01-01T00:00:00+00:00"
