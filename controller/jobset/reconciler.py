@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -60,6 +61,8 @@ log = structlog.get_logger("jobset")
 JOBSET_INDEX = "jobset"
 # Upstream creates and deletes child Jobs with at most this many requests in flight.
 MAX_PARALLELISM = 50
+# The parses kept (JobSetReconciler._parse): about 11 KiB each for a small JobSet.
+PARSED_KEPT = 512
 
 
 class JobSetReconciler:
@@ -115,8 +118,9 @@ class JobSetReconciler:
         # Per JobSet, the cached object last parsed and its parse, and the volume model of that
         # parse: a JobSet is re-read only when the cache holds a new object for it (a watch
         # event), not on every pass its children's events cause. Both are pure functions of the
-        # object, which the cache replaces, never changes.
-        self._parsed: dict[str, tuple[Obj, JobSet]] = {}
+        # object, which the cache replaces, never changes. The PARSED_KEPT JobSets reconciled
+        # last only (a parse with its model is about the size of the object itself).
+        self._parsed: OrderedDict[str, tuple[Obj, JobSet]] = OrderedDict()
         self._models: dict[str, tuple[JobSet, VolumeModel]] = {}
 
     # --------------------------------------------------------------- observe
@@ -201,11 +205,15 @@ class JobSetReconciler:
         """``parse(obj)``, once per cached object (raises ``InvalidJobSet`` as it does)."""
         cached = self._parsed.get(key)
         if cached is not None and cached[0] is obj:
+            self._parsed.move_to_end(key)
             return cached[1]
         self._parsed.pop(key, None)
         self._models.pop(key, None)
         jobset = parse(obj)
         self._parsed[key] = (obj, jobset)
+        while len(self._parsed) > PARSED_KEPT:
+            oldest, _ = self._parsed.popitem(last=False)
+            self._models.pop(oldest, None)
         return jobset
 
     def _model(self, key: str, jobset: JobSet) -> VolumeModel:
@@ -214,7 +222,8 @@ class JobSetReconciler:
         if cached is not None and cached[0] is jobset:
             return cached[1]
         model = volumes.model(jobset)
-        self._models[key] = (jobset, model)
+        if key in self._parsed:  # only beside its parse (bounded with it)
+            self._models[key] = (jobset, model)
         return model
 
     def _forget(self, key: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 from controller.jobset import volumes
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, parse
-from controller.jobset.reconciler import JobSetReconciler
+from controller.jobset.reconciler import PARSED_KEPT, JobSetReconciler
 from tests.unit.jobset_factories import at, make_job
 from tests.unit.volumes.factories import make_obj, tpl
 
@@ -79,3 +79,19 @@ def test_decisions_from_a_reused_parse_equal_those_of_a_fresh_one(passes: int) -
     assert reused.status == fresh.status
     assert reused.volume == fresh.volume
     assert reused.writes == fresh.writes > 0
+
+
+def test_only_the_jobsets_reconciled_last_are_kept() -> None:
+    reconciler = _reconciler()
+    objs = {f"default/js-{i}": _obj(str(i)) for i in range(PARSED_KEPT + 2)}
+    keys = list(objs)
+    for key in keys:
+        reconciler._model(key, reconciler._parse(key, objs[key]))
+        if key == keys[PARSED_KEPT - 1]:
+            reconciler._parse(keys[0], objs[keys[0]])  # used again: kept
+    assert len(reconciler._parsed) == len(reconciler._models) == PARSED_KEPT
+    assert keys[0] in reconciler._parsed
+    assert keys[1] not in reconciler._parsed and keys[1] not in reconciler._models
+    assert keys[2] not in reconciler._parsed
+    first = reconciler._parse(keys[1], objs[keys[1]])  # parsed again, as any new object
+    assert first.raw is objs[keys[1]]
