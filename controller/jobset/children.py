@@ -217,3 +217,30 @@ def current_jobs(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:
 def stale_jobs(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:
     """Jobs of earlier restart attempts (or with an unreadable attempt label), in input order."""
     return [job for job in jobs if not is_current(jobset, job)]
+
+
+# ----------------------------------------------------------------------------- cache view
+
+# Pod-spec fields of a child Job that nothing here reads: the containers (their commands,
+# environment, resources, mounts) are most of a Job's size. What is read of the pod template is
+# its metadata, its volumes (the claims mounted) and the scheduling fields suspend.template_patch
+# compares (nodeSelector, tolerations, schedulingGates).
+_UNREAD_POD_FIELDS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def job_view(job: Obj) -> Obj:
+    """What the Job informer keeps of a child Job (its transform): the object without
+    ``metadata.managedFields`` and without the containers of its pod template. Every reader of
+    observed Jobs (this module, decide, suspend, failure, elastic, status) answers the same for
+    the view as for the whole object. The received object is changed in place (the informer
+    owns it); a part that is not a mapping is left as it is."""
+    meta = job.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    spec = job.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    pod = template.get("spec") if isinstance(template, dict) else None
+    if isinstance(pod, dict):
+        for key in _UNREAD_POD_FIELDS:
+            pod.pop(key, None)
+    return job

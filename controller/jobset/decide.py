@@ -481,7 +481,8 @@ def decide(
             plan.requeue_after = TTL_HOLD_SECONDS
         return plan
 
-    per_rjob = failure.carry_job_restarts(jobset, status.replicated_jobs_status(jobset, current))
+    counted = status.replicated_jobs_status(jobset, current)
+    per_rjob = failure.carry_job_restarts(jobset, counted)  # copies: ``counted`` stays as is
     built.value["replicatedJobsStatus"] = per_rjob
     by_name = {s["name"]: s for s in per_rjob}
     ended = failure.restart_ended(jobset, per_rjob)
@@ -547,7 +548,7 @@ def decide(
         return plan
 
     suspension = _withhold_unmountable(
-        suspend.plan(jobset, current), current, model, vplan.mountable, blocked is not None
+        suspend.plan(jobset, current, counted), current, model, vplan.mountable, blocked is not None
     )
     plan.clear_start_time.extend(suspension.clear_start_time)
     plan.patch_jobs.extend(suspension.patches)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -60,6 +61,8 @@ log = structlog.get_logger("jobset")
 JOBSET_INDEX = "jobset"
 # Upstream creates and deletes child Jobs with at most this many requests in flight.
 MAX_PARALLELISM = 50
+# The parses kept (JobSetReconciler._parse): about 11 KiB each for a small JobSet.
+PARSED_KEPT = 512
 
 
 class JobSetReconciler:
@@ -114,6 +117,13 @@ class JobSetReconciler:
         self.feature_gates = feature_gates
         # Per JobSet, the claim names it wants: a claim event goes to the JobSets wanting it.
         self.wanted = WantedClaims()
+        # Per JobSet, the cached object last parsed and its parse, and the volume model of that
+        # parse: a JobSet is re-read only when the cache holds a new object for it (a watch
+        # event), not on every pass its children's events cause. Both are pure functions of the
+        # object, which the cache replaces, never changes. The PARSED_KEPT JobSets reconciled
+        # last only (a parse with its model is about the size of the object itself).
+        self._parsed: OrderedDict[str, tuple[Obj, JobSet]] = OrderedDict()
+        self._models: dict[str, tuple[JobSet, VolumeModel]] = {}
 
     # --------------------------------------------------------------- observe
 
@@ -193,17 +203,47 @@ class JobSetReconciler:
             return admission.Blocked(admission.REASON_PODS_UNRESOLVED, message), None
         return None, None
 
+    def _parse(self, key: str, obj: Obj) -> JobSet:
+        """``parse(obj)``, once per cached object (raises ``InvalidJobSet`` as it does)."""
+        cached = self._parsed.get(key)
+        if cached is not None and cached[0] is obj:
+            self._parsed.move_to_end(key)
+            return cached[1]
+        self._parsed.pop(key, None)
+        self._models.pop(key, None)
+        jobset = parse(obj)
+        self._parsed[key] = (obj, jobset)
+        while len(self._parsed) > PARSED_KEPT:
+            oldest, _ = self._parsed.popitem(last=False)
+            self._models.pop(oldest, None)
+        return jobset
+
+    def _model(self, key: str, jobset: JobSet) -> VolumeModel:
+        """``volumes.model(jobset)``, once per parse (raises ``InvalidJobSet`` as it does)."""
+        cached = self._models.get(key)
+        if cached is not None and cached[0] is jobset:
+            return cached[1]
+        model = volumes.model(jobset)
+        if key in self._parsed:  # only beside its parse (bounded with it)
+            self._models[key] = (jobset, model)
+        return model
+
+    def _forget(self, key: str) -> None:
+        self._written.pop(key, None)
+        self._status_written_at.pop(key, None)
+        self._progress_streak.pop(key, None)
+        self._expected.pop(key, None)
+        self._parsed.pop(key, None)
+        self._models.pop(key, None)
+        self.wanted.drop(key)
+
     # -------------------------------------------------------------- reconcile
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)
         obj = self.jobsets.get(namespace, name)
         if obj is None:
-            self._written.pop(key, None)
-            self._status_written_at.pop(key, None)
-            self._progress_streak.pop(key, None)
-            self._expected.pop(key, None)
-            self.wanted.drop(key)
+            self._forget(key)
             return Result()
         if preflight.managed_elsewhere(obj, self.managed_by):
             return Result()  # another controller's JobSet
@@ -214,7 +254,7 @@ class JobSetReconciler:
             self.wanted.drop(key)
             return await self._finalise(key, obj)
         try:
-            jobset = parse(obj)
+            jobset = self._parse(key, obj)
             refusal = failure.gate_refusal(jobset, self.feature_gates.restart_job)
             if refusal is not None:
                 raise InvalidJobSet(refusal)
@@ -225,7 +265,7 @@ class JobSetReconciler:
             # A tenant's failure-message patterns can take long on many messages: off the loop.
             matches = await failure.match_messages_in_thread(jobset, jobs)
             service = self.services.get(namespace, jobset.subdomain)
-            model = volumes.model(jobset)
+            model = self._model(key, jobset)
             claims, classes, wall = self._claims(key, jobset, model), self._classes(), self._wall()
             blocked, look_again = (
                 self._pod_scope_blocked(key, jobset, time.monotonic())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.jobset import api, metrics, volumes
+from controller.jobset import api, children, metrics, volumes
 from controller.jobset.reconciler import JOBSET_INDEX, JobSetReconciler
 from controller.runtime.client import (
     CLAIMS,
@@ -25,8 +25,12 @@ def setup(manager: Manager) -> JobSetReconciler:
     jobsets = manager.cache(api.JOBSETS)
     # Only children labelled by this controller are watched (and cached).
     owned = f"{api.JOBSET_NAME}"
+    # Reduced to what the reconciler reads of a Job (children.job_view: no containers).
     jobs = manager.cache(
-        JOBS, label_selector=owned, indexers={JOBSET_INDEX: by_label(api.JOBSET_NAME)}
+        JOBS,
+        label_selector=owned,
+        indexers={JOBSET_INDEX: by_label(api.JOBSET_NAME)},
+        transform=children.job_view,
     )
     services = manager.cache(SERVICES, label_selector=owned)
     # All claims, not only ours: a conflict is precisely a claim we did not label.

@@ -18,6 +18,7 @@ Upstream facts mirrored here:
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -47,8 +48,12 @@ class ConditionSpec(NamedTuple):
 # ----------------------------------------------------------------------------- time
 
 
+@functools.lru_cache(maxsize=64)
 def format_time(moment: datetime.datetime) -> str:
-    """RFC 3339 in UTC with second precision, as ``metav1.Time`` serialises."""
+    """RFC 3339 in UTC with second precision, as ``metav1.Time`` serialises.
+
+    Remembered for the last few moments: a pass stamps every condition it sets with the same
+    ``now`` (datetimes are immutable; equal ones are the same instant, or both naive)."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

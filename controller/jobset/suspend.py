@@ -113,8 +113,13 @@ def _live_jobs(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:
     ]
 
 
-def plan(jobset: JobSet, jobs: Sequence[Obj]) -> SuspendDecision:
-    """The Job patches and the Suspended condition for the JobSet's ``spec.suspend``."""
+def plan(
+    jobset: JobSet, jobs: Sequence[Obj], counted: Sequence[Obj] | None = None
+) -> SuspendDecision:
+    """The Job patches and the Suspended condition for the JobSet's ``spec.suspend``.
+
+    ``counted``: ``replicated_jobs_status(jobset, jobs)`` when the caller has it already (decide
+    does: counting every Job again cost as much as the rest of this function)."""
     live = _live_jobs(jobset, jobs)
     if jobset.suspend:
         patches = tuple(
@@ -124,7 +129,9 @@ def plan(jobset: JobSet, jobs: Sequence[Obj]) -> SuspendDecision:
         )
         return SuspendDecision(patches, (), SUSPENDED)
 
-    status = {s["name"]: s for s in replicated_jobs_status(jobset, jobs)}
+    if counted is None:
+        counted = replicated_jobs_status(jobset, jobs)
+    status = {s["name"]: s for s in counted}
     found: list[tuple[str, Obj]] = []
     clear: list[str] = []
     walked_all = True

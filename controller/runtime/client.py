@@ -30,8 +30,10 @@ from urllib.parse import quote
 
 import aiohttp
 from aiohttp.connector import Connection
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from yarl import URL
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -156,6 +158,71 @@ def _install_fence(api: ApiClient) -> None:
         session._request_class = _FencedRequest
 
 
+def _settle_environment(api: ApiClient) -> bool:
+    """Look the environment up once, not on every request, when it has nothing for the API
+    server (the usual case). Returns whether per-request lookups were turned off.
+
+    kubernetes_asyncio's session trusts the environment, so before each request aiohttp looks
+    in two worker threads for ``~/.netrc`` credentials for the host (reading the file) and for a
+    proxy in the environment: two thread hand-offs per request. The controller talks to one
+    host; when neither lookup finds anything for it now, the session stops repeating them.
+    When one does (a proxy, netrc credentials), nothing changes.
+    """
+    rest = getattr(api, "rest_client", None)
+    session = getattr(rest, "pool_manager", None)
+    host = getattr(getattr(api, "configuration", None), "host", None)
+    if not isinstance(session, aiohttp.ClientSession) or not isinstance(host, str):
+        return False
+    if not session.trust_env or getattr(rest, "proxy", None):
+        return False
+    url = URL(host)
+    if url.host is None:
+        return False
+    try:
+        get_env_proxy_for_url(url)
+    except LookupError:
+        pass  # no proxy for this host: the only outcome that lets the lookups go
+    else:
+        return False
+    if session._get_netrc_auth(url.host) is not None:
+        return False
+    session._trust_env = False
+    return True
+
+
+_JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_json(obj: object) -> bool:
+    """Is ``obj`` made of dicts, lists, strings, numbers, booleans and None only (exact types)?"""
+    kind = type(obj)
+    if kind is dict:
+        return all(_plain_json(value) for value in obj.values())  # type: ignore[attr-defined]
+    if kind is list:
+        return all(_plain_json(item) for item in obj)  # type: ignore[attr-defined]
+    return kind in _JSON_LEAVES
+
+
+def _install_plain_json_serialization(api: ApiClient) -> None:
+    """Send plain-JSON bodies as they are instead of rebuilt (idempotent).
+
+    kubernetes_asyncio's ``sanitize_for_serialization`` rebuilds every request body, dict by
+    dict and list by list, to turn models and datetimes into JSON values; ``json.dumps`` then
+    writes the copy. The controller's bodies are plain JSON already, for which that copy is
+    equal to the original and serialises to the same bytes: the check alone is cheaper than the
+    rebuilding. Anything else (a model, a datetime, a tuple) still goes the original way.
+    """
+    original = api.sanitize_for_serialization
+    if getattr(original, "plain_json_first", False):
+        return
+
+    def sanitize(obj: Any) -> Any:
+        return obj if _plain_json(obj) else original(obj)
+
+    sanitize.plain_json_first = True  # type: ignore[attr-defined]
+    api.sanitize_for_serialization = sanitize  # type: ignore[method-assign]
+
+
 class TokenBucket:
     """Client-side request limiter: ``qps`` tokens per second, at most ``burst`` saved up.
 
@@ -230,6 +297,8 @@ class KubeClient:
         self.write_guard = write_guard
         if write_guard is not None:
             _install_fence(api)
+        _settle_environment(api)
+        _install_plain_json_serialization(api)
 
     def _refuse_unless_allowed(self, method: str, path: str) -> None:
         if method in _MUTATING and self.write_guard is not None and not self.write_guard():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import api, children
+from controller.jobset.model import Obj
 from tests.unit.jobset_factories import condition, make_job, make_jobset, rjob
 
 JS = make_jobset(replicated_jobs=[rjob("w", 2, parallelism=4, completions=3)])
@@ -245,3 +247,49 @@ def test_current_and_stale_partition_the_jobs(restarts: int, attempts: list[int 
     assert len(current) + len(stale) == len(jobs)
     assert all(job in jobs for job in current + stale)
     assert not [job for job in current if job in stale]
+
+
+# ----------------------------------------------------------------------------- cache view
+
+
+def test_job_view_keeps_what_is_read_and_drops_the_containers() -> None:
+    pod = {
+        "containers": [{"name": "main", "image": "busybox", "env": [{"name": "A", "value": "1"}]}],
+        "initContainers": [{"name": "init", "image": "busybox"}],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-js-w-0"}}],
+        "nodeSelector": {"zone": "a"},
+        "tolerations": [{"key": "k", "operator": "Exists"}],
+        "schedulingGates": [{"name": "g"}],
+    }
+    job = {
+        "metadata": {"name": "js-w-0", "labels": {"a": "b"}, "managedFields": [{"manager": "x"}]},
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "suspend": True,
+            "template": {"metadata": {"labels": {"l": "v"}}, "spec": pod},
+        },
+        "status": {"active": 1, "conditions": [{"type": "Complete", "status": "True"}]},
+    }
+    view = children.job_view(job)
+    assert view is job  # in place: the informer owns the object
+    assert view["metadata"] == {"name": "js-w-0", "labels": {"a": "b"}}
+    assert view["spec"]["template"] == {
+        "metadata": {"labels": {"l": "v"}},
+        "spec": {k: v for k, v in pod.items() if k not in ("containers", "initContainers")},
+    }
+    assert view["status"]["active"] == 1 and view["spec"]["parallelism"] == 2
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        {},
+        {"metadata": "x", "spec": "y"},
+        {"spec": {"template": None}},
+        {"spec": {"template": {"spec": ["not", "a", "map"]}}},
+    ],
+)
+def test_job_view_leaves_malformed_parts_alone(job: Obj) -> None:
+    before = copy.deepcopy(job)
+    assert children.job_view(job) == before

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from controller.jobset import api, model, pacing, volumes
+from controller.jobset import api, children, model, pacing, volumes
 from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
 from controller.jobset.model import Obj
 from controller.jobset.volumes.admission import Blocked
@@ -247,7 +247,9 @@ class Case:
     pod_scope_blocked: Blocked | None = None
 
 
-def _run(case: Case) -> Plan:
+def _run(case: Case, view: bool = False) -> Plan:
+    """The plan for ``case``; ``view``: with the Jobs as the Job informer keeps them
+    (``children.job_view``) rather than whole."""
     raw = make_jobset_obj(**case.jobset)
     raw["status"].update(copy.deepcopy(case.stored))
     if case.finalizers:
@@ -256,6 +258,10 @@ def _run(case: Case) -> Plan:
         raw["metadata"]["annotations"] = dict(case.annotations)
     jobset = model.parse(raw)
     jobs = [make_job(jobset, name, index, **kw) for name, index, kw in case.jobs]
+    if view:
+        assert all(_pod_spec(job).get("containers") for job in jobs)  # something to drop
+        jobs = [children.job_view(copy.deepcopy(job)) for job in jobs]
+        assert not any(_pod_spec(job).get("containers") for job in jobs)
     claims = volumes.views(case.claims)
     found = volumes.model(jobset) if case.pod_scope else None
     return decide(
@@ -267,6 +273,11 @@ def _run(case: Case) -> Plan:
         model=found,
         pod_scope_blocked=case.pod_scope_blocked,
     )
+
+
+def _pod_spec(job: Obj) -> Obj:
+    spec: Obj = job["spec"]["template"]["spec"]
+    return spec
 
 
 # ----------------------------------------------------------------------------- the summary
@@ -1192,6 +1203,14 @@ def test_decide(case: Case, expected: Obj) -> None:
 def test_a_missing_pod_scope_policy_changes_nothing_for_other_scopes(case: Case) -> None:
     """Only a JobSet with a Pod-scope policy waits for the admission policy."""
     assert _summary(_run(replace(case, pod_scope_blocked=NO_POLICY))) == _summary(_run(case))
+
+
+@pytest.mark.parametrize(
+    "case", [p.values[0] for p in ROWS if isinstance(p.values[0], Case) and p.values[0].jobs]
+)
+def test_jobs_as_the_informer_keeps_them_decide_the_same(case: Case) -> None:
+    """The Job informer's transform drops what no decision reads: the whole plan is equal."""
+    assert _run(case, view=True) == _run(case)
 
 
 def test_decide_is_pure() -> None:

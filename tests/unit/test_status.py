@@ -176,6 +176,20 @@ def test_format_time() -> None:
     assert format_time(datetime.datetime(2025, 1, 1, 14, tzinfo=plus_two)) == "2025-01-01T12:00:00Z"
 
 
+def test_format_time_remembers_no_wrong_answer() -> None:
+    """Remembered answers (an lru_cache) never stand for another instant: the same wall time
+    naive (UTC) and in another zone, asked in turn and again, keep their own answers."""
+    plus_two = datetime.timezone(datetime.timedelta(hours=2))
+    naive, zoned = (
+        datetime.datetime(2025, 3, 1, 14),
+        datetime.datetime(2025, 3, 1, 14, tzinfo=plus_two),
+    )
+    for _ in range(2):
+        assert format_time(naive) == "2025-03-01T14:00:00Z"
+        assert format_time(zoned) == "2025-03-01T12:00:00Z"
+        assert format_time(naive.replace(tzinfo=datetime.UTC)) == "2025-03-01T14:00:00Z"
+
+
 # ----------------------------------------------------------------------------- conditions
 
 NOW = at(60)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from controller.jobset import api, suspend
 from controller.jobset.model import Obj
+from controller.jobset.status import replicated_jobs_status
 from tests.unit.jobset_factories import T0, make_job, make_jobset, rjob
 
 SUSPEND = {"spec": {"suspend": True}}
@@ -378,3 +379,32 @@ def _merge(target: Obj, patch: Obj) -> None:
             _merge(target[key], value)
         else:
             target[key] = value
+
+
+# ----------------------------------------------------------------------------- counts given
+
+
+@pytest.mark.parametrize("in_order", [False, True])
+@pytest.mark.parametrize(
+    "leader_kw",
+    [
+        pytest.param({"suspended": True}, id="leader-suspended"),
+        pytest.param({"active": 1, "ready": 1}, id="leader-ready"),
+        pytest.param({"complete": True}, id="leader-complete"),
+    ],
+)
+def test_plan_with_the_counts_given_equals_plan_counting_itself(
+    leader_kw: dict[str, Any], in_order: bool
+) -> None:
+    """decide passes the replicated-job counts it made already; the decision is the same."""
+    js = make_jobset(
+        replicated_jobs=[rjob("leader"), rjob("workers", 2, depends_on=[("leader", "Ready")])],
+        startup_in_order=in_order,
+    )
+    jobs = [
+        make_job(js, "leader", 0, **leader_kw),
+        make_job(js, "workers", 0, suspended=True),
+        make_job(js, "workers", 1, suspended=True),
+    ]
+    counted = replicated_jobs_status(js, jobs)
+    assert suspend.plan(js, jobs, counted) == suspend.plan(js, jobs)

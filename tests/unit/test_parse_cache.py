@@ -1,0 +1,97 @@
+"""The reconciler parses a JobSet (and builds its volume model) once per cached object: a pass
+caused by a child's event reuses the parse of the object it already read; a new object (any watch
+event of the JobSet) is parsed afresh, and decides exactly as a fresh parse would."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+import pytest
+
+from controller.jobset import volumes
+from controller.jobset.decide import decide
+from controller.jobset.model import InvalidJobSet, parse
+from controller.jobset.reconciler import PARSED_KEPT, JobSetReconciler
+from tests.unit.jobset_factories import at, make_job
+from tests.unit.volumes.factories import make_obj, tpl
+
+KEY = "default/js"
+
+
+def _reconciler() -> JobSetReconciler:
+    # _parse and _model read no cache and write nothing: no client or informer is involved.
+    none = cast(Any, None)
+    return JobSetReconciler(none, none, none, none, none)
+
+
+def _obj(version: str) -> dict[str, Any]:
+    obj = make_obj([{"templates": [tpl("data")], "scope": "Job"}])
+    obj["metadata"]["resourceVersion"] = version
+    return obj
+
+
+def test_the_same_object_is_parsed_once() -> None:
+    reconciler, obj = _reconciler(), _obj("1")
+    jobset = reconciler._parse(KEY, obj)
+    model = reconciler._model(KEY, jobset)
+    assert reconciler._parse(KEY, obj) is jobset
+    assert reconciler._model(KEY, jobset) is model
+
+
+def test_a_new_object_is_parsed_again_even_if_equal() -> None:
+    reconciler, obj = _reconciler(), _obj("1")
+    first = reconciler._parse(KEY, obj)
+    first_model = reconciler._model(KEY, first)
+    again = copy.deepcopy(obj)  # the cache replaces objects: equal content, a new object
+    second = reconciler._parse(KEY, again)
+    assert second is not first and second.raw is again
+    assert reconciler._model(KEY, second) is not first_model
+
+
+def test_forgetting_a_deleted_jobset_drops_its_parse() -> None:
+    reconciler, obj = _reconciler(), _obj("1")
+    reconciler._model(KEY, reconciler._parse(KEY, obj))
+    reconciler._forget(KEY)
+    assert KEY not in reconciler._parsed and KEY not in reconciler._models
+
+
+def test_an_invalid_jobset_raises_every_time_and_is_not_kept() -> None:
+    reconciler, obj = _reconciler(), _obj("1")
+    obj["spec"]["replicatedJobs"] = "not a list"
+    for _ in range(2):
+        with pytest.raises(InvalidJobSet):
+            reconciler._parse(KEY, obj)
+    assert KEY not in reconciler._parsed
+
+
+@pytest.mark.parametrize("passes", [1, 3])
+def test_decisions_from_a_reused_parse_equal_those_of_a_fresh_one(passes: int) -> None:
+    reconciler, obj = _reconciler(), _obj("1")
+    jobs = [make_job(parse(obj), "workers", 0)]
+    for _ in range(passes):
+        jobset = reconciler._parse(KEY, obj)
+        model = reconciler._model(KEY, jobset)
+        reused = decide(jobset, jobs, None, at(10), model=model)
+    fresh_jobset = parse(copy.deepcopy(obj))
+    fresh = decide(fresh_jobset, jobs, None, at(10), model=volumes.model(fresh_jobset))
+    assert reused.create_jobs == fresh.create_jobs
+    assert reused.status == fresh.status
+    assert reused.volume == fresh.volume
+    assert reused.writes == fresh.writes > 0
+
+
+def test_only_the_jobsets_reconciled_last_are_kept() -> None:
+    reconciler = _reconciler()
+    objs = {f"default/js-{i}": _obj(str(i)) for i in range(PARSED_KEPT + 2)}
+    keys = list(objs)
+    for key in keys:
+        reconciler._model(key, reconciler._parse(key, objs[key]))
+        if key == keys[PARSED_KEPT - 1]:
+            reconciler._parse(keys[0], objs[keys[0]])  # used again: kept
+    assert len(reconciler._parsed) == len(reconciler._models) == PARSED_KEPT
+    assert keys[0] in reconciler._parsed
+    assert keys[1] not in reconciler._parsed and keys[1] not in reconciler._models
+    assert keys[2] not in reconciler._parsed
+    first = reconciler._parse(keys[1], objs[keys[1]])  # parsed again, as any new object
+    assert first.raw is objs[keys[1]]
