@@ -81,7 +81,13 @@ def _git(source: Path, *args: str) -> bytes:
 
 def resolve(source: Path, ref: str) -> str:
     """The commit ``ref`` names in the repository at ``source``."""
-    return _git(source, "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
+    try:
+        return _git(source, "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
+    except BuildError as err:
+        raise BuildError(
+            f"{source} has no commit named {ref} (set UPSTREAM_JOBSET_REF to a tag or commit it "
+            f"has, or fetch the tags into it): {err}"
+        ) from err
 
 
 def _cached(directory: Path) -> str | None:
