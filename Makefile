@@ -20,7 +20,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod soak test test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
+.PHONY: help venv binaries oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare soak test test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run image release
 
 help: ## list the targets
@@ -144,6 +144,17 @@ COMPLETIONS ?= 4
 bench-scale-pod: binaries ## scale benchmark, Pod-scope variant (2 Indexed Jobs of COMPLETIONS=4 pods, a claim each; SIZES)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
 	$(PY) bench/bench_scale.py --sizes $(SIZES) --pod-scope $(COMPLETIONS)
+
+# `make bench-compare`: upstream JobSet's manager is built once from a git clone of its source
+# (the Go module proxy does not serve it): UPSTREAM_JOBSET_SRC=/path/to/jobset (a checkout or a
+# bare mirror), at UPSTREAM_JOBSET_REF. The build is cached; later runs need no source.
+UPSTREAM_JOBSET_SRC ?=
+UPSTREAM_JOBSET_REF ?= v0.12.0
+bench-compare: binaries ## upstream JobSet vs this controller, same workload, fresh cluster each (SIZES, UPSTREAM_JOBSET_SRC)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
+	UPSTREAM_JOBSET_SRC="$(UPSTREAM_JOBSET_SRC)" UPSTREAM_JOBSET_REF="$(UPSTREAM_JOBSET_REF)" \
+		$(PY) bench/bench_compare.py --sizes $(SIZES)
+	$(PY) bench/plot_compare.py
 
 soak: binaries ## chaos soak: JobSets + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
 	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)

@@ -46,3 +46,18 @@ def count_writes(
         if str(entry.get("userAgent", "")).startswith(user_agent + "/") and keep(entry):
             counts[write_key(entry)] += 1
     return counts
+
+
+def count_failed_writes(
+    audit_log: Path, user_agent: str, keep: Callable[[Entry], bool] = lambda _: True
+) -> Counter[str]:
+    """Writes by clients whose User-Agent starts with ``user_agent/`` that the API server answered
+    with a code of 400 or more, by ``<write_key> <code>`` (e.g. ``update jobsets/status 409``)."""
+    counts: Counter[str] = Counter()
+    for entry in entries(audit_log, user_agent):
+        if not str(entry.get("userAgent", "")).startswith(user_agent + "/") or not keep(entry):
+            continue
+        code = int((entry.get("responseStatus") or {}).get("code", 0))
+        if code >= 400:
+            counts[f"{write_key(entry)} {code}"] += 1
+    return counts

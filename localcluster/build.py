@@ -170,9 +170,17 @@ def _is_built(directory: Path, component: Component) -> bool:
 
 
 def _run_go(
-    args: list[str], cwd: Path, log_path: Path, component: Component, report: Callable[[str], None]
+    args: list[str],
+    cwd: Path,
+    log_path: Path,
+    component: Component,
+    report: Callable[[str], None],
+    *,
+    env: dict[str, str] | None = None,
+    retry: str = "`make binaries`",
 ) -> None:
-    """Run one go command, writing its output to a log and reporting progress periodically."""
+    """Run one go command, writing its output to a log and reporting progress periodically;
+    ``env`` replaces the wrappers' environment, ``retry`` is what the error tells to run again."""
     started = time.monotonic()
     compiled = 0
     last_report = started
@@ -182,7 +190,7 @@ def _run_go(
         proc = subprocess.Popen(
             args,
             cwd=cwd,
-            env=_go_env(),
+            env=env if env is not None else _go_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -225,7 +233,7 @@ def _run_go(
             + f"\nFull log: {log_path}\n"
             "Fix: check that the Go module proxy is reachable (GOPROXY) and that `go version` "
             f"is at least the one in {component.module_dir / 'go.mod'}; then run "
-            "`make binaries` again."
+            f"{retry} again."
         )
 
 

@@ -1,0 +1,402 @@
+"""Side by side: upstream JobSet's manager and this controller, the same workload, one at a time.
+
+For each variant and N, each row runs against a FRESH local control plane (full profile:
+scheduler, controller-manager, KWOK nodes, the test provisioner):
+- ``upstream``: upstream JobSet's manager (built once from ``UPSTREAM_JOBSET_SRC``, see
+  localcluster/upstream.py) with its defaults, its CRD, no webhooks registered with the API server
+  (admission is not compared: the workload spells out what upstream's defaulting webhook would
+  set, so that both controllers get the same object);
+- ``ours``: this controller with its defaults;
+- ``ours-qps500``: this controller with upstream's client limits (qps 500, burst 500).
+
+Workload: N JobSets of 2 replicated jobs x 2 Jobs of one tiny pod each (KWOK completes them).
+Variant ``a``: no volumes; variant ``b``: one JobSet-scope claim mounted by every pod, spelled as
+upstream's ``volumeClaimPolicies``.
+
+Figures per run: the controller's writes per JobSet by verb and resource and its failed writes
+(audit log, by User-Agent), seconds until every child Job exists and until every JobSet is
+Completed, the controller's CPU seconds and peak RSS (/proc), API requests per JobSet of every
+client, reads included (the API server's apiserver_request_total), and the controller's writes
+in a steady-state window after completion (must be 0). The table gives ours / upstream per figure.
+
+    .venv/bin/python bench/bench_compare.py --sizes 100 500 1000 [--variants a b] [--steady 60]
+    .venv/bin/python bench/bench_compare.py --table   # the table of bench/results/compare.json
+Results: bench/results/compare.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Obj = dict[str, Any]
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench_scale import apiserver_requests, describe_machine  # noqa: E402
+from kubernetes_asyncio import config  # noqa: E402
+
+from controller.jobset import api  # noqa: E402
+from controller.runtime.client import JOBS, NAMESPACES, KubeClient  # noqa: E402
+from controller.runtime.manager import USER_AGENT  # noqa: E402
+from localcluster import audit, upstream  # noqa: E402
+from localcluster.build import BuildError  # noqa: E402
+from localcluster.cluster import LocalCluster  # noqa: E402
+from localcluster.demo import CRD, _wait_established  # noqa: E402
+from localcluster.processes import ManagedProcess, free_port, https_get  # noqa: E402
+from tests.support.certs import write_self_signed  # noqa: E402
+from tests.support.compare import (  # noqa: E402
+    FIGURES,
+    JOBS_PER_JOBSET,
+    ROWS,
+    VARIANTS,
+    Row,
+    compare_jobset,
+    markdown_table,
+    request_deltas,
+)
+
+NAMESPACE = "compare"
+READ_VERBS = {"GET", "LIST", "WATCH"}
+
+
+def _in_window(entry: audit.Entry, since: str, until: str) -> bool:
+    return since <= str(entry.get("stageTimestamp", "")) < until
+
+
+def writes_in_window(audit_log: Path, user_agent: str, since: str, until: str) -> Counter[str]:
+    """A client's writes by ``<verb> <resource>[/<subresource>]`` between two RFC 3339 times,
+    refused ones included (each request the API server received)."""
+    return audit.count_writes(audit_log, user_agent, lambda e: _in_window(e, since, until))
+
+
+def failed_writes(audit_log: Path, user_agent: str, since: str, until: str) -> Counter[str]:
+    """A client's writes answered with a code >= 400, by ``<verb> <resource> <code>``."""
+    return audit.count_failed_writes(audit_log, user_agent, lambda e: _in_window(e, since, until))
+
+
+# ----------------------------------------------------------------- measuring
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_status_kib(pid: int, field: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status, e.g. VmHWM (peak RSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _rfc3339_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def upstream_process(
+    build: upstream.UpstreamBuild, cluster: LocalCluster, work: Path, logs: Path
+) -> ManagedProcess:
+    """Upstream's manager as a local process: admin kubeconfig, no leader election, metrics and
+    probes on free ports, its webhook server serving a self-signed certificate (no webhook is
+    registered with the API server, so it receives no request)."""
+    certs = work / "upstream-certs"
+    write_self_signed(certs, "jobset-webhook-service")
+    cfg = work / "upstream-config.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+                "kind": "Configuration",
+                "leaderElection": {"leaderElect": False},
+                "internalCertManagement": {"enable": False},
+                "webhook": {"port": free_port(), "host": "127.0.0.1", "certDir": str(certs)},
+                "metrics": {"bindAddress": f"127.0.0.1:{free_port()}", "certDir": str(certs)},
+                "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
+            }
+        )
+    )
+    env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
+    argv = [str(build.manager), f"--config={cfg}", "--leader-elect=false"]
+    return ManagedProcess("upstream-jobset", argv, logs / "upstream-jobset.log", env=env)
+
+
+def our_process(cluster: LocalCluster, row: Row, logs: Path) -> ManagedProcess:
+    argv = [
+        sys.executable,
+        "-m",
+        "controller",
+        f"--kubeconfig={cluster.kubeconfig}",
+        "--leader-elect=false",
+        f"--metrics-bind-address=127.0.0.1:{free_port()}",
+        f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+    ]
+    if row.name == "ours-qps500":
+        argv += [
+            f"--kube-api-qps={upstream.DEFAULT_QPS}",
+            f"--kube-api-burst={upstream.DEFAULT_BURST}",
+        ]
+    return ManagedProcess(row.name, argv, logs / f"{row.name}.log")
+
+
+def wait_healthy(process: ManagedProcess, probe: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not process.running():
+            raise RuntimeError(f"{what} exited:\n{process.log_tail(30)}")
+        if probe():
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{what} did not become ready in 120s:\n{process.log_tail(30)}")
+
+
+def log_errors(path: Path, limit: int = 20) -> list[str]:
+    """Lines of a controller's log that report an error (the first ``limit``)."""
+    found = []
+    for line in path.read_text(errors="replace").splitlines():
+        lowered = line.lower()
+        if "error" in lowered or "panic" in lowered or "warn" in lowered:
+            found.append(line[:400])
+            if len(found) >= limit:
+                break
+    return found
+
+
+async def run_row(
+    cluster: LocalCluster,
+    controller: ManagedProcess,
+    user_agent: str,
+    n: int,
+    shared_claim: bool,
+    steady: float,
+) -> Obj:
+    assert controller.pid is not None
+    pid = controller.pid
+    api_client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    async with api_client:
+        client = KubeClient(api_client, qps=500, burst=500)
+        await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+        await asyncio.sleep(3)  # the controller's caches sync
+        load_before = load_average()
+        before = apiserver_requests(cluster)
+        audit_from = _rfc3339_now()
+        cpu_start = proc_cpu_seconds(pid)
+        started = time.monotonic()
+        pending = iter(range(n))
+
+        async def creator() -> None:
+            for i in pending:
+                await client.create(
+                    api.JOBSETS, compare_jobset(f"js-{i:04d}", shared_claim), NAMESPACE
+                )
+
+        await asyncio.gather(*(creator() for _ in range(16)))
+        print(f"    created {n} JobSets in {time.monotonic() - started:.1f}s", flush=True)
+        children_at = completed_at = None
+        last_report = 0.0
+        while completed_at is None:
+            await asyncio.sleep(1)
+            if not controller.running():
+                raise RuntimeError(f"the controller exited:\n{controller.log_tail(30)}")
+            elapsed = time.monotonic() - started
+            if children_at is None:
+                jobs = (await client.list(JOBS, NAMESPACE))["items"]
+                if len(jobs) >= JOBS_PER_JOBSET * n:
+                    children_at = elapsed
+                    print(
+                        f"    all {JOBS_PER_JOBSET * n} Jobs exist after {elapsed:.1f}s", flush=True
+                    )
+            listed = (await client.list(api.JOBSETS, NAMESPACE))["items"]
+            done = sum(
+                1
+                for j in listed
+                if any(
+                    c.get("type") == "Completed" and c.get("status") == "True"
+                    for c in (j.get("status") or {}).get("conditions") or []
+                )
+            )
+            if done == n:
+                completed_at = elapsed
+            elif elapsed > 2400:
+                raise RuntimeError(f"N={n}: only {done} JobSets Completed in 40 min")
+            elif elapsed - last_report >= 15:
+                last_report = elapsed
+                print(f"    {elapsed:.0f}s: {done}/{n} Completed", flush=True)
+        print(f"    all Completed after {completed_at:.1f}s", flush=True)
+        await asyncio.sleep(10)  # writes that were due land (ours paces progress writes)
+        cpu_seconds = proc_cpu_seconds(pid) - cpu_start
+        after = apiserver_requests(cluster)
+        audit_done = _rfc3339_now()
+        load_run = load_average()
+        print(f"    steady-state window of {steady:.0f}s ...", flush=True)
+        await asyncio.sleep(steady)
+        audit_steady = _rfc3339_now()
+        peak_rss_kib = proc_status_kib(pid, "VmHWM")
+        cpu_total = proc_cpu_seconds(pid)
+    writes = writes_in_window(cluster.audit_log, user_agent, audit_from, audit_done)
+    failed = failed_writes(cluster.audit_log, user_agent, audit_from, audit_steady)
+    steady_writes = writes_in_window(cluster.audit_log, user_agent, audit_done, audit_steady)
+    per_jobset = request_deltas(before, after, n)
+    reads = sum(v for k, v in per_jobset.items() if k.split()[0] in READ_VERBS)
+    return {
+        "n": n,
+        "writes_per_jobset": round(sum(writes.values()) / n, 3),
+        "writes_per_jobset_by_kind": {k: round(v / n, 3) for k, v in sorted(writes.items())},
+        "failed_writes": sum(failed.values()),
+        "failed_writes_by_kind": dict(sorted(failed.items())),
+        "children_exist_seconds": round(children_at or 0.0, 1),
+        "all_completed_seconds": round(completed_at, 1),
+        "controller_cpu_seconds": round(cpu_seconds, 1),
+        "controller_cpu_seconds_incl_startup_and_steady": round(cpu_total, 1),
+        "controller_peak_rss_mib": round(peak_rss_kib / 1024, 1),
+        "apiserver_requests_per_jobset": round(sum(per_jobset.values()), 2),
+        "apiserver_reads_per_jobset": round(reads, 2),
+        "apiserver_requests_per_jobset_by_kind": per_jobset,
+        "steady_state_writes": sum(steady_writes.values()),
+        "steady_state_writes_by_kind": dict(sorted(steady_writes.items())),
+        "steady_state_seconds": steady,
+        "load_average_before": load_before,
+        "load_average_after": load_run,
+    }
+
+
+def run_one(
+    row: Row,
+    variant: str,
+    n: int,
+    steady: float,
+    kcm_qps: int,
+    build: upstream.UpstreamBuild | None,
+) -> Obj:
+    """One row on a fresh control plane."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LocalCluster(Path(tmp) / "c", profile="full", controller_manager_qps=kcm_qps) as cluster,
+    ):
+        work = Path(tmp)
+        logs = work / "logs"
+        if row.name == "upstream":
+            assert build is not None
+            cluster.kubectl("apply", "--server-side", "-f", str(build.crd))
+            _wait_established(cluster)
+            controller = upstream_process(build, cluster, work, logs)
+            user_agent = upstream.USER_AGENT
+        else:
+            cluster.kubectl("apply", "--server-side", "-f", str(CRD))
+            _wait_established(cluster)
+            controller = our_process(cluster, row, logs)
+            user_agent = USER_AGENT
+        controller.start()
+        try:
+            probe_port = _probe_port(controller.argv, work)
+            wait_healthy(
+                controller,
+                lambda: https_get(f"http://127.0.0.1:{probe_port}/readyz", timeout=2)[0] == 200,
+                row.name,
+            )
+            result = asyncio.run(
+                run_row(cluster, controller, user_agent, n, variant == "b", steady)
+            )
+        finally:
+            controller.stop()
+        result["row"] = row.name
+        result["variant"] = variant
+        result["controller_argv"] = [Path(controller.argv[0]).name, *controller.argv[1:]]
+        result["controller_log_errors"] = log_errors(controller.log_path)
+        return result
+
+
+def _probe_port(argv: list[str], work: Path) -> int:
+    for arg in argv:
+        if arg.startswith("--health-probe-bind-address="):
+            return int(arg.rsplit(":", 1)[1])
+    cfg = json.loads((work / "upstream-config.yaml").read_text())
+    return int(cfg["health"]["healthProbeBindAddress"].rsplit(":", 1)[1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500, 1000])
+    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=["a", "b"])
+    parser.add_argument(
+        "--rows", nargs="+", choices=[r.name for r in ROWS], default=[r.name for r in ROWS]
+    )
+    parser.add_argument("--steady", type=float, default=60.0)
+    parser.add_argument(
+        "--kcm-qps", type=int, default=200, help="client QPS of kube-controller-manager (all rows)"
+    )
+    parser.add_argument(
+        "--upstream-ref", default=os.environ.get("UPSTREAM_JOBSET_REF", upstream.DEFAULT_REF)
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "compare.json")
+    parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep --out's runs of other (variant, N, row) combinations",
+    )
+    args = parser.parse_args()
+    if args.table:
+        print(markdown_table(json.loads(args.out.read_text())["results"]), end="")
+        return 0
+    build = None
+    if "upstream" in args.rows:
+        try:
+            build = upstream.ensure_upstream(ref=args.upstream_ref)
+        except BuildError as err:
+            print(err, file=sys.stderr)
+            return 2
+        print(f"upstream JobSet {build.ref} ({build.commit[:12]}): {build.manager}", flush=True)
+    results: list[Obj] = []
+    previous: Obj = {"results": [], "upstream": None}
+    if args.merge and args.out.exists():
+        previous = json.loads(args.out.read_text())
+    kept: list[Obj] = previous["results"]
+    for variant in args.variants:
+        for n in args.sizes:
+            for row in (r for r in ROWS if r.name in args.rows):
+                print(f"variant {variant}, N={n}, {row.name}: starting "
+                      f"(load {load_average()})", flush=True)  # fmt: skip
+                results.append(run_one(row, variant, n, args.steady, args.kcm_qps, build))
+                summary = {k: results[-1][k] for k, _ in FIGURES}
+                print(f"  {json.dumps(summary)}", flush=True)
+                if results[-1]["controller_log_errors"]:
+                    print(f"  log errors: {results[-1]['controller_log_errors'][:3]}", flush=True)
+    done = {(r["variant"], r["n"], r["row"]) for r in results}
+    results = [r for r in kept if (r["variant"], r["n"], r["row"]) not in done] + results
+    report = {
+        "benchmark": "compare",
+        "machine": describe_machine(),
+        "date": datetime.date.today().isoformat(),
+        "upstream": {"ref": build.ref, "commit": build.commit} if build else previous["upstream"],
+        "kcm_qps": args.kcm_qps,
+        "rows": {r.name: r.description for r in ROWS},
+        "variants": VARIANTS,
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(markdown_table(results), end="")
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""The side-by-side benchmark's workload and its ratio table (bench/bench_compare.py), pure
+functions that the unit tier checks without a cluster (tests/unit/test_bench_compare.py)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from controller.jobset import api
+
+Obj = dict[str, Any]
+
+RESOURCES = ("jobsets", "jobs", "persistentvolumeclaims", "services", "events", "pods")
+CLAIM = "shared"
+_CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+VARIANTS = {"a": "no volumes", "b": "one shared claim (volumeClaimPolicies)"}
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    description: str
+
+
+ROWS = (
+    Row("upstream", "upstream JobSet, its defaults (qps 500, burst 500)"),
+    Row("ours", "this controller, its defaults (4 workers, qps 50, burst 100)"),
+    Row("ours-qps500", "this controller, --kube-api-qps=500 --kube-api-burst=500"),
+)
+# (key in a run's result, label in the table); lower is better for each.
+FIGURES = (
+    ("writes_per_jobset", "writes per JobSet"),
+    ("failed_writes", "failed writes (all)"),
+    ("children_exist_seconds", "s until all Jobs exist"),
+    ("all_completed_seconds", "s until all Completed"),
+    ("controller_cpu_seconds", "controller CPU s"),
+    ("controller_peak_rss_mib", "controller peak RSS MiB"),
+    ("apiserver_requests_per_jobset", "API requests per JobSet (all clients)"),
+    ("steady_state_writes", "steady-state writes"),
+)
+
+
+def compare_jobset(name: str, shared_claim: bool) -> Obj:
+    """One JobSet of the workload, every field upstream's defaulting webhook would set spelled
+    out (no webhook runs for upstream here): success and startup policies, Indexed Jobs, the
+    headless Service's network settings, the claim's retention."""
+
+    def rjob(rname: str) -> Obj:
+        container: Obj = {"name": "main", "image": "busybox"}
+        if shared_claim:
+            container["volumeMounts"] = [{"name": CLAIM, "mountPath": f"/{CLAIM}"}]
+        return {
+            "name": rname,
+            "replicas": 2,
+            "template": {
+                "spec": {
+                    "completionMode": "Indexed",
+                    "completions": 1,
+                    "parallelism": 1,
+                    "backoffLimit": 0,
+                    "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+                }
+            },
+        }
+
+    spec: Obj = {
+        "replicatedJobs": [rjob("leader"), rjob("workers")],
+        "successPolicy": {"operator": "All"},
+        "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
+        "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+    }
+    if shared_claim:
+        spec["volumeClaimPolicies"] = [
+            {
+                "templates": [{"metadata": {"name": CLAIM}, "spec": copy.deepcopy(_CLAIM_SPEC)}],
+                "retentionPolicy": {"whenDeleted": "Delete"},
+            }
+        ]
+    return {
+        "apiVersion": api.API_VERSION,
+        "kind": api.KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+JOBS_PER_JOBSET = 4
+
+
+def request_deltas(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], n: int
+) -> dict[str, float]:
+    """API requests per JobSet by ``<VERB> <resource>``, only the workload's resources."""
+    per_jobset: dict[str, float] = {}
+    for key, value in sorted(after.items()):
+        delta = value - before.get(key, 0.0)
+        if delta > 0 and key[1].split("/")[0] in RESOURCES:
+            per_jobset[f"{key[0]} {key[1]}"] = round(delta / n, 2)
+    return per_jobset
+
+
+def ratio(ours: float, theirs: float) -> float | None:
+    """ours / upstream; None when upstream's figure is 0 (the table then shows both values)."""
+    if theirs == 0:
+        return None
+    return ours / theirs
+
+
+def _figure(run: Obj, key: str) -> float:
+    value = run[key]
+    if isinstance(value, dict):
+        return float(sum(value.values()))
+    return float(value)
+
+
+def ratio_rows(results: Iterable[Obj]) -> list[Obj]:
+    """Per (variant, N), per figure: every row's value and, for each of our rows, ours/upstream."""
+    groups: dict[tuple[str, int], dict[str, Obj]] = {}
+    for run in results:
+        groups.setdefault((run["variant"], run["n"]), {})[run["row"]] = run
+    table = []
+    for (variant, n), runs in sorted(groups.items()):
+        base = runs.get("upstream")
+        for key, label in FIGURES:
+            line: Obj = {"variant": variant, "n": n, "figure": label, "values": {}, "ratios": {}}
+            for row in ROWS:
+                if row.name in runs:
+                    line["values"][row.name] = _figure(runs[row.name], key)
+            if base is not None:
+                theirs = _figure(base, key)
+                for row in ROWS[1:]:
+                    if row.name in runs:
+                        line["ratios"][row.name] = ratio(_figure(runs[row.name], key), theirs)
+            table.append(line)
+    return table
+
+
+def _number(value: float) -> str:
+    if value == int(value) and abs(value) < 1e6:
+        return str(int(value))
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def _ratio_text(value: float | None, ours: float) -> str:
+    if value is None:
+        return "= (0)" if ours == 0 else "n/a (upstream 0)"
+    return f"{value:.2f}"
+
+
+def markdown_table(results: Iterable[Obj]) -> str:
+    """The ratio table, one block per (variant, N): figure | upstream | ours | ours-qps500 |
+    ratios. A ratio below 1 means this controller did better."""
+    lines: list[str] = []
+    current: tuple[str, int] | None = None
+    for line in ratio_rows(results):
+        if (line["variant"], line["n"]) != current:
+            current = (line["variant"], line["n"])
+            if lines:
+                lines.append("")
+            lines.append(f"Variant {line['variant']} ({VARIANTS[line['variant']]}), N={line['n']}")
+            lines.append("")
+            lines.append(
+                "| figure | upstream | ours | ours-qps500 | ours / upstream | "
+                "ours-qps500 / upstream |"
+            )
+            lines.append("|---|---:|---:|---:|---:|---:|")
+        values = line["values"]
+        cells = [_number(values[r.name]) if r.name in values else "-" for r in ROWS]
+        ratios = [
+            _ratio_text(line["ratios"][r.name], values[r.name]) if r.name in line["ratios"] else "-"
+            for r in ROWS[1:]
+        ]
+        lines.append(f"| {line['figure']} | " + " | ".join(cells + ratios) + " |")
+    return "\n".join(lines) + "\n"
