@@ -21,7 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from localcluster.build import BuildError, Component, _go, _run_go, cache_root, go_version
+from localcluster.build import (
+    BuildError,
+    Component,
+    _go,
+    _go_env,
+    _run_go,
+    cache_root,
+    go_version,
+)
 
 DEFAULT_REF = "v0.12.0"
 SOURCE_ENV = "UPSTREAM_JOBSET_SRC"
@@ -113,9 +121,7 @@ def export(source: Path, commit: str) -> Path:
 
 
 def _build_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["GOTOOLCHAIN"] = "local"
-    env.setdefault("CGO_ENABLED", "0")
+    env = _go_env()
     # -mod=mod: upstream's go.sum may lack entries a build of the manager alone needs.
     env["GOFLAGS"] = "-mod=mod -buildvcs=false"
     return env
