@@ -20,6 +20,7 @@ import pytest
 from controller.jobset import api, elastic
 from controller.runtime.client import CLAIMS, ApiError, KubeClient
 from tests.helpers import Kube, wait_for
+from tests.integration.upstream.conftest import UPSTREAM_STATUS_WRITES
 from tests.integration.upstream.scenarios import scenario
 from tests.support.crd import alpha_crd_installed
 from tests.support.jobsets import (
@@ -86,7 +87,10 @@ async def wait_sizes(
 @asynccontextmanager
 async def elastic_controller(kube: Kube, namespace: str) -> AsyncIterator[RunningController]:
     """The alpha CRD and the controller with ElasticJobSet on, for the ``async with`` body."""
-    async with alpha_crd_installed(kube), running_controller(kube, namespace, ELASTIC_ON) as r:
+    async with (
+        alpha_crd_installed(kube),
+        running_controller(kube, namespace, ELASTIC_ON, UPSTREAM_STATUS_WRITES) as r,
+    ):
         yield r
 
 
@@ -144,7 +148,10 @@ async def test_elastic_gate_off_in_controller_is_reported(
 ) -> None:
     """The alpha CRD admits a resize but the controller runs without the gate: the Jobs keep
     their sizes, a condition and one Warning Event say why, and nothing loops."""
-    async with alpha_crd_installed(kube), running_controller(kube, namespace) as running:
+    async with (
+        alpha_crd_installed(kube),
+        running_controller(kube, namespace, UPSTREAM_STATUS_WRITES) as running,
+    ):
         await client.create(api.JOBSETS, elastic_jobset("no-gate"), namespace)
         await wait_sizes(client, namespace, "no-gate", [(2, 2)])
         await resize(client, namespace, "no-gate", 4)
