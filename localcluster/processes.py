@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import signal
 import socket
 import ssl
@@ -68,10 +69,34 @@ def die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+# Listening ports are drawn below Linux's ephemeral range (32768-60999 by default): a port the
+# kernel picks for bind(0) is free only until something else asks, and every outgoing connection
+# takes one from that range too, so two components of one cluster could be handed the same port
+# (seen: kube-scheduler refused "address already in use" on the kube-apiserver's port). A random
+# port outside it, never handed out twice by this process, that binds right now, is not.
+_LISTEN_PORTS = range(20000, 32768)
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port on 127.0.0.1 that is free now and that this process has not handed out before."""
+    with _handed_out_lock:
+        for _ in range(1000):
+            port = random.choice(_LISTEN_PORTS)
+            if port in _handed_out:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
+    raise LaunchError(
+        f"no free port on 127.0.0.1 between {_LISTEN_PORTS.start} and {_LISTEN_PORTS.stop - 1} "
+        f"after 1000 tries ({len(_handed_out)} handed out by this process)"
+    )
 
 
 def ensure_port_free(port: int, what: str) -> None:
