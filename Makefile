@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 STATE_DIR ?= .cluster
+# `make cluster-up`: full (KWOK nodes), node (a real node), apiserver, kueue (full + Kueue).
+PROFILE ?= full
 PYTEST_ARGS ?=
 # kubectl for deploy/undeploy: the one built by `make binaries` (kustomize built in), or your own
 # (make deploy KUBECTL=kubectl). Talks to the cluster of the current KUBECONFIG / ~/.kube/config.
@@ -20,7 +22,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare soak test test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
+.PHONY: help venv binaries kueue oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare soak test test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run image release
 
 help: ## list the targets
@@ -37,6 +39,10 @@ venv: $(STAMP) ## create the virtualenv (locked versions)
 binaries: venv ## build etcd, Kubernetes and KWOK from the Go module proxy (cached)
 	@echo "==> control-plane binaries (first build takes a while; cached afterwards)"
 	$(PY) -m localcluster build
+
+kueue: venv ## build Kueue's manager from the Go module proxy (cached; the kueue profile and its e2e tests)
+	@echo "==> Kueue (first build takes a while; cached afterwards)"
+	$(PY) -m localcluster build --kueue
 
 oldest-apiserver: venv ## build the kube-apiserver of the oldest supported Kubernetes release (cached; its tests are in the integration tier)
 	@echo "==> the oldest supported release's kube-apiserver (first build takes a while; cached afterwards)"
@@ -92,7 +98,7 @@ helm-lint: venv ## helm lint the chart (charts/stateful-jobset), every optional 
 		--set podScope.enabled=true --set metrics.secure.enabled=true \
 		--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
 
-test: binaries oldest-apiserver node-binaries tools helm ## run every tier: unit, integration, end-to-end, real node
+test: binaries oldest-apiserver node-binaries tools helm kueue ## run every tier: unit, integration, end-to-end, real node
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## unit tier only (no cluster, no Debian tools)
@@ -101,14 +107,14 @@ test-unit: venv ## unit tier only (no cluster, no Debian tools)
 test-integration: binaries oldest-apiserver helm tools ## integration tier only (etcd + kube-apiserver; the Helm chart; the release)
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
-test-e2e: binaries tools ## end-to-end tier only (the whole local control plane, Prometheus, promtool)
+test-e2e: binaries tools kueue ## end-to-end tier only (the whole local control plane, Prometheus, promtool)
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 test-node: binaries node-binaries tools ## real-node tier only (containers run, volumes hold data)
 	$(PY) -m pytest tests/node $(PYTEST_ARGS)
 
-cluster-up: binaries ## start the local control plane in the background
-	@$(PY) -m localcluster up --state-dir $(STATE_DIR)
+cluster-up: binaries ## start the local control plane in the background (PROFILE=kueue: with Kueue)
+	@$(PY) -m localcluster up --state-dir $(STATE_DIR) --profile $(PROFILE)
 
 cluster-down: venv ## stop it
 	@$(PY) -m localcluster down --state-dir $(STATE_DIR)

@@ -3,11 +3,14 @@
 python -m localcluster build [--node]     build (or find cached) binaries, print versions;
                                           --node: also the real node's (containerd, kubelet,
                                           CoreDNS, the pause image's binary); --min-apiserver:
-                                          also the oldest supported release's kube-apiserver
+                                          also the oldest supported release's kube-apiserver;
+                                          --kueue: also Kueue's manager and the kube-apiserver
+                                          of the kueue profile
 python -m localcluster run                start in the foreground; Ctrl-C stops everything;
                                           --profile apiserver --min-apiserver: with the oldest
                                           supported Kubernetes release's kube-apiserver
-python -m localcluster up                 start in the background, print the kubeconfig path
+python -m localcluster up                 start in the background, print the kubeconfig path;
+                                          --profile kueue: with Kueue (JobSet integration, queues)
 python -m localcluster down               stop what `up` started
 python -m localcluster status             is it running, and what
 python -m localcluster smoke              start, run a Job and a claim on it, stop
@@ -27,15 +30,19 @@ import time
 from pathlib import Path
 
 from localcluster.build import (
+    KUEUE,
     MIN_KUBERNETES,
+    VERSIONED_APISERVER,
     BuildError,
     describe,
     ensure_binaries,
+    ensure_kueue,
     ensure_min_apiserver,
     ensure_node_binaries,
+    ensure_versioned_apiserver,
     required_versions,
 )
-from localcluster.cluster import LocalCluster, Profile
+from localcluster.cluster import PROFILES, LocalCluster, Profile
 from localcluster.processes import LaunchError, StopSignal, pid_alive, stop_on_signals
 
 DEFAULT_STATE_DIR = Path(".cluster")
@@ -55,6 +62,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 
         directories.update(ensure_node_binaries(report=_say))
         directories["pause"] = build_pause().parent
+    if args.kueue:
+        directories[KUEUE.name] = ensure_kueue(_say).parent
+        directories[VERSIONED_APISERVER.name] = ensure_versioned_apiserver(_say).parent
+        for module, version in required_versions(KUEUE).items():
+            print(f"{KUEUE.name}: {module} {version}")
     if args.min_apiserver:
         directories[MIN_KUBERNETES.name] = ensure_min_apiserver(_say).parent
         for module, version in required_versions(MIN_KUBERNETES).items():
@@ -116,6 +128,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     ensure_binaries(_say)
     if args.min_apiserver:
         ensure_min_apiserver(_say)
+    if args.profile == "kueue":
+        ensure_kueue(_say)
+        ensure_versioned_apiserver(_say)
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "launcher.log"
     (state_dir / "cluster.json").unlink(missing_ok=True)
@@ -252,12 +267,13 @@ def main(argv: list[str] | None = None) -> int:
             # Default: the real node when this host can run containers, else KWOK's nodes.
             command.add_argument("--profile", choices=["node", "full"], default=None)
         else:
-            command.add_argument("--profile", choices=["full", "apiserver", "node"], default="full")
+            command.add_argument("--profile", choices=PROFILES, default="full")
         command.add_argument(
             "--apiserver-port", type=int, default=0, help="0 picks a free port (default)"
         )
         if name == "build":
             command.add_argument("--node", action="store_true", help="the real node's too")
+            command.add_argument("--kueue", action="store_true", help="Kueue's (kueue profile) too")
         if name in ("build", "run", "up"):
             command.add_argument(
                 "--min-apiserver",

@@ -32,10 +32,18 @@ class Component:
     # (import path of a main package, output binary name)
     targets: tuple[tuple[str, str], ...]
     root: Path = GOMOD_DIR
+    # The wrapper module's directory under ``root`` when it is not ``name`` (another build of
+    # the same module), and linker flags beyond _LDFLAGS (part of the cache key when set).
+    module: str = ""
+    extra_ldflags: str = ""
 
     @property
     def module_dir(self) -> Path:
-        return self.root / self.name
+        return self.root / (self.module or self.name)
+
+    @property
+    def ldflags(self) -> str:
+        return f"{_LDFLAGS} {self.extra_ldflags}" if self.extra_ldflags else _LDFLAGS
 
     @property
     def binaries(self) -> tuple[str, ...]:
@@ -87,6 +95,43 @@ HELM = Component("helm", (("helm.sh/helm/v4/cmd/helm", "helm"),))
 MIN_KUBERNETES = Component(
     "kubernetes-min", (("k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver"),)
 )
+
+
+# Kueue's manager (issue 18), for the local cluster's `kueue` profile and the Kueue end-to-end
+# tests: built on demand (``ensure_kueue``), never by ensure_binaries. Kueue's module requires
+# sigs.k8s.io/jobset (upstream's Go API types); the module proxy serves that release, so the
+# wrapper needs no replace and no local source.
+KUEUE = Component("kueue", (("sigs.k8s.io/kueue/cmd/kueue", "kueue"),))
+
+
+def _versioned_apiserver() -> Component:
+    """kube-apiserver of gomod/kubernetes with its release linked in as its version.
+
+    The control plane's binaries report ``v0.0.0-master+$Format:%H$`` (no version is linked in:
+    changing that would change their cache key and rebuild them everywhere). Kueue refuses to
+    start when the server's version does not parse, so the ``kueue`` profile runs this build:
+    the same sources, whose compiled packages Go's build cache already has from the control
+    plane's build, so building it is mostly a link.
+    """
+    release = ""
+    for line in (GOMOD_DIR / "kubernetes" / "go.mod").read_text().splitlines():
+        if line.startswith("require k8s.io/kubernetes "):
+            release = line.split()[2]
+    major, minor = release.removeprefix("v").split(".")[:2]
+    package = "k8s.io/component-base/version"
+    flags = " ".join(
+        f"-X {package}.{name}={value}"
+        for name, value in (("gitVersion", release), ("gitMajor", major), ("gitMinor", minor))
+    )
+    return Component(
+        "kube-apiserver-versioned",
+        (("k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver"),),
+        module="kubernetes",
+        extra_ldflags=flags,
+    )
+
+
+VERSIONED_APISERVER = _versioned_apiserver()
 
 
 def cache_root() -> Path:
@@ -158,6 +203,8 @@ def cache_key(component: Component, goversion: str) -> str:
     digest.update(goversion.encode())
     digest.update(_LDFLAGS.encode())
     digest.update(repr(component.targets).encode())
+    if component.extra_ldflags:
+        digest.update(component.extra_ldflags.encode())
     return digest.hexdigest()[:16]
 
 
@@ -260,7 +307,7 @@ def build_component(component: Component, goversion: str, report: Callable[[str]
                     "build",
                     "-v",
                     "-trimpath",
-                    f"-ldflags={_LDFLAGS}",
+                    f"-ldflags={component.ldflags}",
                     "-o",
                     str(staging / binary),
                     package,
@@ -271,7 +318,12 @@ def build_component(component: Component, goversion: str, report: Callable[[str]
                 report,
             )
         # Atomic publish: a half-written cache entry is never mistaken for a finished one.
-        staging.rename(target)
+        try:
+            staging.rename(target)
+        except OSError:
+            # Another process published the same entry first (same inputs, same binaries).
+            if not _is_built(target, component):
+                raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     report(f"built {component.name} in {time.monotonic() - started:.0f}s -> {target}")
@@ -311,6 +363,18 @@ def ensure_helm(report: Callable[[str], None] | None = None) -> Path:
     """Build (or find cached) helm; returns the binary's path."""
     say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
     return build_component(HELM, go_version(), say) / "helm"
+
+
+def ensure_kueue(report: Callable[[str], None] | None = None) -> Path:
+    """Build (or find cached) Kueue's manager; returns the binary's path."""
+    say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    return build_component(KUEUE, go_version(), say) / "kueue"
+
+
+def ensure_versioned_apiserver(report: Callable[[str], None] | None = None) -> Path:
+    """Build (or find cached) the kube-apiserver that reports its release as its version."""
+    say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    return build_component(VERSIONED_APISERVER, go_version(), say) / "kube-apiserver"
 
 
 def ensure_min_apiserver(report: Callable[[str], None] | None = None) -> Path:

@@ -10,6 +10,9 @@ Profiles:
   host, so every pod, from unchanged manifests, runs there (the node tier and the demo).
 - ``apiserver``: etcd and kube-apiserver only; nothing but the test changes object status, as in
   upstream's integration tests (the integration tier).
+- ``kueue``: ``full`` plus Kueue's manager with its JobSet integration, its webhooks and CRDs,
+  the JobSet CRD, and a ClusterQueue/LocalQueue whose GPU quota is the KWOK nodes'
+  (``localcluster/kueue.py``; issue 18).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from typing import TYPE_CHECKING, Literal
 import yaml
 
 from localcluster import pki as pkimod
-from localcluster.build import Binaries, ensure_binaries
+from localcluster.build import Binaries, ensure_binaries, ensure_versioned_apiserver
+from localcluster.kueue import Kueue
 from localcluster.processes import (
     LaunchError,
     ManagedProcess,
@@ -42,8 +46,10 @@ from localcluster.provisioner import PROVISIONER_NAME, READY_LINE
 if TYPE_CHECKING:
     from localcluster.node import RealNode  # node.py imports this module
 
-Profile = Literal["full", "apiserver", "node"]
+Profile = Literal["full", "apiserver", "node", "kueue"]
+PROFILES: tuple[Profile, ...] = ("full", "apiserver", "node", "kueue")
 STAGES_FILE = Path(__file__).parent / "kwok" / "stages.yaml"
+JOBSET_CRD = Path(__file__).parents[1] / "manifests" / "crd" / "jobsets.jobset.x-k8s.io.yaml"
 NODE_LABEL = "localcluster.test/kwok-node"
 NODE_COUNT = 4
 LAUNCHER_FILES = ("launcher.pid", "launcher.log")
@@ -164,10 +170,13 @@ class LocalCluster:
     binaries: Binaries | None = None
     # Another kube-apiserver binary instead of the suite's (``apiserver`` profile only): the
     # oldest supported release's (build.ensure_min_apiserver), to test the CRD and a JobSet there.
+    # The ``kueue`` profile sets it itself (build.ensure_versioned_apiserver).
     kube_apiserver: Path | None = None
     processes: list[ManagedProcess] = field(default_factory=list)
     # The real node of the ``node`` profile.
     node: RealNode | None = None
+    # Kueue's manager of the ``kueue`` profile.
+    kueue: Kueue | None = None
     ports: Ports | None = None
     started_seconds: float = 0.0
 
@@ -349,6 +358,10 @@ class LocalCluster:
             cert=(self.pki.client_cert(admin), self.pki.client_key(admin)),
         )
 
+    def start_process(self, process: ManagedProcess, probe: Callable[[], tuple[int, str]]) -> None:
+        """Start one more process of this cluster (stopped with it) and wait for ``probe``."""
+        self._start(process, probe)
+
     def _start(self, process: ManagedProcess, probe: Callable[[], tuple[int, str]]) -> None:
         started = time.monotonic()
         process.start()
@@ -384,7 +397,7 @@ class LocalCluster:
 
             # Before anything is built or started: one message for what the host lacks.
             require_host()
-        if self.kube_apiserver is not None and self.profile != "apiserver":
+        if self.kube_apiserver is not None and self.profile not in ("apiserver", "kueue"):
             # The other profiles' controller-manager, scheduler and kubelet are of the suite's
             # release, and Kubernetes supports them only against an API server at least as new.
             raise LaunchError(
@@ -393,6 +406,9 @@ class LocalCluster:
             )
         if self.binaries is None:
             self.binaries = ensure_binaries(self.report)
+        if self.profile == "kueue" and self.kube_apiserver is None:
+            # Kueue needs a server version that parses (build.ensure_versioned_apiserver).
+            self.kube_apiserver = ensure_versioned_apiserver(self.report)
         if self.profile == "node":
             # Before the state directory is deleted: if a killed launcher's guardian was killed
             # too, containers may still run with their root filesystems mounted in it.
@@ -427,6 +443,9 @@ class LocalCluster:
         objects = _storage_classes() + _nodes(NODE_COUNT)
         self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(objects))
         self._wait_usable(NODE_COUNT)
+        if self.profile == "kueue":
+            self.kueue = Kueue(self, self.report)
+            self.kueue.start(JOBSET_CRD)
 
     def _new_node(self) -> RealNode:
         from localcluster.node import RealNode, node_binaries  # here: node.py imports this module
@@ -485,6 +504,15 @@ class LocalCluster:
                 )
 
     def stop(self) -> None:
+        if self.kueue is not None:
+            # While the API server runs: a failurePolicy=Fail webhook whose server is gone would
+            # refuse every later JobSet write.
+            if self.kueue.process is not None and self._apiserver_up():
+                try:
+                    self.kueue.remove_webhooks()
+                except LaunchError as err:
+                    self.report(f"  could not delete Kueue's webhook configurations: {err}")
+            self.kueue = None
         if self.node is not None:
             self.node.stop()
             self.node = None
@@ -493,6 +521,13 @@ class LocalCluster:
         state = self.state_dir / "cluster.json"
         if state.exists():
             state.unlink()
+
+    def _apiserver_up(self) -> bool:
+        try:
+            apiserver = self.process("kube-apiserver")
+        except KeyError:
+            return False
+        return apiserver.running()
 
     def process(self, name: str) -> ManagedProcess:
         for candidate in self.processes:

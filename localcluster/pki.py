@@ -260,3 +260,23 @@ def issue_client(pki: Pki, who: ClientIdentity, server: str) -> Path:
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
     _write_client(pki, who, server, ca_cert, ca_key)
     return pki.kubeconfig(who)
+
+
+def issue_serving(pki: Pki, directory: Path, common_name: str) -> None:
+    """A serving certificate for 127.0.0.1 and localhost signed by the cluster's CA, written as
+    ``tls.crt``/``tls.key`` in ``directory`` (a webhook server's cert dir): the API server trusts
+    it through the CA, given as the webhook's ``caBundle``."""
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
+    cert = _issue(
+        _name(common_name), key, ca_cert, ca_key, usage=ExtendedKeyUsageOID.SERVER_AUTH, sans=sans
+    )
+    _write_key(directory / "tls.key", key)
+    _write_cert(directory / "tls.crt", cert)

@@ -223,6 +223,16 @@ def full_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClus
 
 
 @pytest.fixture(scope="session")
+def kueue_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The whole control plane plus Kueue (JobSet integration, webhooks, a ClusterQueue), for
+    the Kueue tests only: its webhooks act on every JobSet write of its API server, so no other
+    test shares it."""
+    cluster = _start(tmp_path_factory, "kueue")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
 def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The control plane with one real node (containerd, runc, kubelet, a local image registry,
     CoreDNS) instead of KWOK's: containers run, volumes are directories on this host. A host
@@ -270,6 +280,12 @@ async def full_kube(full_cluster: LocalCluster) -> AsyncIterator[Kube]:
 
 
 @pytest.fixture
+async def kueue_kube(kueue_cluster: LocalCluster) -> AsyncIterator[Kube]:
+    async for k in _kube(kueue_cluster):
+        yield k
+
+
+@pytest.fixture
 async def node_kube(node_cluster: LocalCluster) -> AsyncIterator[Kube]:
     async for k in _kube(node_cluster):
         yield k
@@ -287,6 +303,13 @@ async def full_namespace(full_kube: Kube) -> AsyncIterator[str]:
     name = await create_namespace(full_kube, wait_for_service_account=True)
     yield name
     await client.CoreV1Api(full_kube.api).delete_namespace(name)
+
+
+@pytest.fixture
+async def kueue_namespace(kueue_kube: Kube) -> AsyncIterator[str]:
+    name = await create_namespace(kueue_kube, wait_for_service_account=True)
+    yield name
+    await client.CoreV1Api(kueue_kube.api).delete_namespace(name)
 
 
 def in_ci() -> bool:
