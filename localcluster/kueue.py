@@ -15,8 +15,8 @@ Kueue's manager is built from the Go module proxy (``build.ensure_kueue``, wrapp
   ``nvidia.com/gpu``, 32 cpu, 256Gi) with preemption of lower priorities, and a LocalQueue in
   ``default``.
 
-``stop`` deletes the webhook configurations before the manager goes: a webhook with
-``failurePolicy: Fail`` and nobody answering would refuse every later JobSet write.
+``stop`` (and the cluster's) deletes the webhook configurations before the manager goes: a
+webhook with ``failurePolicy: Fail`` and nobody answering would refuse every later JobSet write.
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ class Kueue:
         # own CRDs before its caches start; server-side apply, like `kubectl apply`.
         self.cluster.kubectl("apply", "--server-side", "-f", str(jobset_crd))
         self._apply(crds(source, base_url, ca_bundle))
-        self.cluster.kubectl("create", "namespace", NAMESPACE)
+        self._apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         env = dict(os.environ, KUBECONFIG=str(kubeconfig))
         self.process = ManagedProcess(
@@ -323,6 +323,16 @@ class Kueue:
         self.cluster.kubectl(
             "apply", "--server-side", "-f", "-", input_text=yaml.safe_dump_all(objects)
         )
+
+    def stop(self) -> None:
+        """Webhook configurations first, then the manager (the cluster goes on without Kueue;
+        ``start`` brings it back)."""
+        self.remove_webhooks()
+        if self.process is not None:
+            self.process.stop()
+            if self.process in self.cluster.processes:
+                self.cluster.processes.remove(self.process)
+            self.process = None
 
     def remove_webhooks(self) -> None:
         """Delete the webhook configurations (before the manager stops)."""

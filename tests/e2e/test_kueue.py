@@ -21,6 +21,7 @@ import pytest
 from controller.jobset import api
 from controller.runtime.client import CLAIMS, PODS, KubeClient, Resource
 from localcluster import kueue
+from localcluster.cluster import JOBSET_CRD, LocalCluster
 from tests.helpers import Kube, wait_for
 from tests.support.crd import install_crd
 from tests.support.jobsets import condition, get_jobset, jobs_of, jobset, replicated_job
@@ -30,6 +31,7 @@ from tests.support.volumes_e2e import (
     ControllerProcesses,
     claim_template,
     controller_processes,
+    find,
     job_claims,
     mounting,
     phase,
@@ -51,6 +53,20 @@ PRIORITY_CLASSES = Resource(
     "v1beta2",
     "workloadpriorityclasses",
     "WorkloadPriorityClass",
+    namespaced=False,
+)
+MUTATING_HOOKS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
+VALIDATING_HOOKS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
     namespaced=False,
 )
 QUOTA_GPUS = 8
@@ -456,3 +472,38 @@ async def test_raising_replicas_of_an_admitted_jobset_makes_kueue_stop_and_readm
     jobs = [j["metadata"]["name"] for j in await jobs_of(kclient, ns, name)]
     assert jobs == [f"{name}-workers-0", f"{name}-workers-1"]
     kcontroller.assert_clean()
+
+
+# ----------------------------------------------------------------------------- teardown
+
+
+async def test_stopping_kueue_removes_its_webhooks_first(
+    kueue_cluster: LocalCluster, kclient: KubeClient, kueue_namespace: str
+) -> None:
+    """Kueue stopped (as the cluster's teardown does first): its webhook configurations are
+    gone, so a JobSet write does not hit a webhook nobody answers (failurePolicy Fail): a queued
+    JobSet is created and updated, and nothing suspends it. Kueue is started again after."""
+    ns, name = kueue_namespace, "unqueued"
+    manager = kueue_cluster.kueue
+    assert manager is not None and manager.process is not None
+    try:
+        manager.stop()
+        for resource, config in (
+            (MUTATING_HOOKS, kueue.MUTATING),
+            (VALIDATING_HOOKS, kueue.VALIDATING),
+        ):
+            assert await find(kclient, resource, config, None) is None, config
+        body = queued(jobset(name, gpu_workers("workers", 1, 1, 1)), "lq")
+        created = await kclient.create(api.JOBSETS, body, ns)
+        assert not created["spec"].get("suspend"), "no Kueue webhook suspended it"
+        patched = await kclient.patch(
+            api.JOBSETS, name, {"metadata": {"labels": {"team": "a"}}}, ns
+        )
+        assert patched["metadata"]["labels"]["team"] == "a"
+    finally:
+        manager.start(JOBSET_CRD)
+    for resource, config in (
+        (MUTATING_HOOKS, kueue.MUTATING),
+        (VALIDATING_HOOKS, kueue.VALIDATING),
+    ):
+        assert await find(kclient, resource, config, None) is not None, config
