@@ -15,7 +15,7 @@ _BOUND = {"type": "VolumesReady", "status": "True", "reason": "ClaimsBound", "me
 STORED: dict[str, Any] = {
     "restarts": 0,
     "conditions": [_PENDING],
-    "replicatedJobsStatus": [{"name": "w", "active": 0}],
+    "replicatedJobsStatus": [{"name": "w", "active": 1}],
 }
 COUNTERS: dict[str, Any] = {**STORED, "replicatedJobsStatus": [{"name": "w", "active": 2}]}
 MILESTONE: dict[str, Any] = {**COUNTERS, "conditions": [_BOUND]}
