@@ -14,9 +14,12 @@ A JobSet's status carries two kinds of facts:
   benchmark). A progress-only change is held back until ``period`` seconds have passed since
   this controller's last status write for the JobSet; a milestone write carries it along.
 
-Three facts read off the counters are milestones too, because Kueue acts on them (its JobSet
-integration, ``pkg/controller/jobs/jobset``, reads nothing else of the status but the Completed
-and Failed conditions):
+For a JobSet that is or was suspended (``queued``), three facts read off the counters are
+milestones too, because Kueue acts on them (its JobSet integration, ``pkg/controller/jobs/jobset``,
+reads nothing else of the status but the Completed and Failed conditions). Kueue manages only
+JobSets created suspended (its webhook suspends them, and admits one by resuming it), so a JobSet
+never suspended keeps the fewest status writes; one that was has a ``Suspended`` condition for
+the rest of its life:
 
 - whether any replicated job has ``active`` Jobs (Kueue's ``IsActive``): after Kueue suspends
   a JobSet (preemption, eviction) it frees the quota only once this is false, and it waits for
@@ -27,8 +30,8 @@ and Failed conditions):
 - which replicated jobs have all their Jobs succeeded (``ReclaimablePods`` hands the quota of
   succeeded pods back; partial counts stay progress, a replicated job done is a milestone).
 
-The last two need the spec's ``replicas`` per replicated job (``replicas``, None: not known, those
-two are left out).
+They need the spec's ``replicas`` per replicated job: ``replicas`` is passed for a queued JobSet
+and None otherwise (no such facts).
 
 Counters of a JobSet that keeps moving would still cost one write per ``period`` for as long as
 it lives (a large JobSet starting under load, say). So each progress-only write in a row doubles
@@ -45,6 +48,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controller.jobset import api
 from controller.jobset.status import status_equal
 
 PROGRESS_FIELDS = frozenset({"replicatedJobsStatus", "volumes"})
@@ -57,16 +61,26 @@ def _count(entry: Mapping[str, Any], key: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def queued(suspend: bool, stored: Mapping[str, Any]) -> bool:
+    """Whether a JobSet is, or was, suspended: ``suspend`` (its spec) or a ``Suspended``
+    condition, True or False, in its ``stored`` status (upstream keeps it once set)."""
+    conditions = stored.get("conditions")
+    return suspend or any(
+        isinstance(c, Mapping) and c.get("type") == api.SUSPENDED
+        for c in (conditions if isinstance(conditions, list) else [])
+    )
+
+
 def _kueue_facts(
     replicated: Iterable[Mapping[str, Any]], replicas: Mapping[str, int] | None
 ) -> dict[str, Any]:
-    """What Kueue reads off ``replicatedJobsStatus``: any Jobs active (``IsActive``), and with
-    the spec's ``replicas``, every Job ready or succeeded (``PodsReady``) and the replicated jobs
-    whose Jobs all succeeded (``ReclaimablePods``, in full)."""
+    """What Kueue reads off ``replicatedJobsStatus`` of a JobSet with these ``replicas`` (None:
+    not queued, nothing): any Jobs active (``IsActive``), every Job ready or succeeded
+    (``PodsReady``) and the replicated jobs whose Jobs all succeeded (``ReclaimablePods``)."""
+    if replicas is None:
+        return {}
     entries = [r for r in replicated if isinstance(r, Mapping)]
     facts: dict[str, Any] = {"active": any(_count(r, "active") > 0 for r in entries)}
-    if replicas is None:
-        return facts
     started = sum(_count(r, "ready") + _count(r, "succeeded") for r in entries)
     facts["podsReady"] = started == sum(replicas.values())
     succeeded = {str(r.get("name")): _count(r, "succeeded") for r in entries}
@@ -109,7 +123,7 @@ def is_milestone(
     replicas: Mapping[str, int] | None = None,
 ) -> bool:
     """Whether ``desired`` differs from ``stored`` in anything but progress. ``replicas``: the
-    spec's, per replicated job (for the facts Kueue reads, see above)."""
+    spec's, per replicated job, for a ``queued`` JobSet (the facts Kueue reads, see above)."""
     return not status_equal(_milestones(stored, replicas), _milestones(desired, replicas))
 
 

@@ -317,7 +317,7 @@ class JobSetReconciler:
             now=now,
             period=self.status_progress_period,
             streak=self._progress_streak.get(key, 0),
-            replicas=_replicas(jobset),
+            replicas=_queue_replicas(jobset),
         )
         if plan.status is not None and not timing.write:
             # Counters only: they ride on the next milestone or go out when the pace allows.
@@ -657,7 +657,7 @@ class JobSetReconciler:
             jobset.raw.get("status") or {},
             plan.status,
             bool(plan.events),
-            _replicas(jobset),
+            _queue_replicas(jobset),
         )
         # Events and metrics describe transitions that are now stored.
         for event in plan.events:
@@ -689,8 +689,11 @@ class JobSetReconciler:
         self.recorder.event(subject, event_type, reason, message)
 
 
-def _replicas(jobset: JobSet) -> dict[str, int]:
-    """The spec's replicas per replicated job (status pacing: what Kueue reads)."""
+def _queue_replicas(jobset: JobSet) -> dict[str, int] | None:
+    """For status pacing: the spec's replicas per replicated job of a JobSet a queue may manage
+    (``pacing.queued``), whose facts Kueue reads are milestones; None for another."""
+    if not pacing.queued(jobset.suspend, jobset.raw.get("status") or {}):
+        return None
     return {r.name: r.replicas for r in jobset.replicated_jobs}
 
 

@@ -33,51 +33,37 @@ from tests.support.jobsets import (
     writes,
 )
 
-Obj = dict[str, Any]
-
 
 def _counts(obj: dict[str, Any]) -> dict[str, int]:
     statuses = (obj.get("status") or {}).get("replicatedJobsStatus") or [{}]
     return {k: int(statuses[0].get(k) or 0) for k in ("active", "ready", "succeeded")}
 
 
-async def first_active(client: KubeClient, namespace: str, name: str, job: Obj) -> Obj:
-    """``job`` made ready, and the status that says so: the first active Job is a milestone
-    (Kueue's IsActive), written at once whatever the pace."""
-    await ready_job(client, namespace, job)
-    return await wait_for(
-        lambda: get_jobset(client, namespace, name),
-        lambda obj: _counts(obj)["active"] == 1,
-        "the first active Job to be written",
-    )
-
-
 async def test_counters_ride_on_the_next_milestone(
     kube: Kube, client: KubeClient, namespace: str
 ) -> None:
     async with running_controller(kube, namespace, "--status-progress-period=3600") as running:
-        await client.create(api.JOBSETS, jobset("paced", replicated_job("w", 3)), namespace)
-        jobs = await wait_jobs(client, namespace, "paced", 3)
+        await client.create(api.JOBSETS, jobset("paced", replicated_job("w", 2)), namespace)
+        jobs = await wait_jobs(client, namespace, "paced", 2)
         first = await wait_for(
             lambda: get_jobset(client, namespace, "paced"),
             lambda obj: bool(obj.get("status")),
             "the first status write",
         )
         assert _counts(first) == {"active": 0, "ready": 0, "succeeded": 0}
-        await first_active(client, namespace, "paced", jobs[0])
         await settled(running, client)
         before = writes(running.manager)
-        # One more Job ready, not all of them: counters only.
-        await ready_job(client, namespace, jobs[1])
-        await settled(running, client)  # the ready Job was seen and reconciled
+        for job in jobs:
+            await ready_job(client, namespace, job)
+        await settled(running, client)  # the ready Jobs were seen and reconciled
         assert writes(running.manager) == before, "a counters-only change was written"
         held = await get_jobset(client, namespace, "paced")
-        assert _counts(held) == {"active": 1, "ready": 1, "succeeded": 0}
+        assert _counts(held) == {"active": 0, "ready": 0, "succeeded": 0}
         for job in jobs:
             await complete_job(client, namespace, job)
         done = await wait_condition(client, namespace, "paced", api.COMPLETED)
         # The milestone write carries the counters along.
-        assert _counts(done)["succeeded"] == 3
+        assert _counts(done)["succeeded"] == 2
         assert done["status"]["terminalState"] == "Completed"
 
 
@@ -100,27 +86,25 @@ async def test_paced_counters_go_out_within_the_period(
     kube: Kube, client: KubeClient, namespace: str
 ) -> None:
     async with running_controller(kube, namespace, "--status-progress-period=2"):
-        await client.create(api.JOBSETS, jobset("soon", replicated_job("w", 3)), namespace)
-        jobs = await wait_jobs(client, namespace, "soon", 3)
-        await first_active(client, namespace, "soon", jobs[0])
-        await ready_job(client, namespace, jobs[1])
+        await client.create(api.JOBSETS, jobset("soon", replicated_job("w", 1)), namespace)
+        (job,) = await wait_jobs(client, namespace, "soon", 1)
+        await ready_job(client, namespace, job)
         # No milestone follows: the counters go out on their own once the period is over.
         seen = await wait_for(
             lambda: get_jobset(client, namespace, "soon"),
-            lambda obj: _counts(obj)["ready"] == 2,
+            lambda obj: _counts(obj)["ready"] == 1,
             "the paced ready count to be written",
         )
-        assert _counts(seen)["active"] == 2
+        assert _counts(seen)["active"] == 1
 
 
 async def test_counters_that_keep_changing_are_written_ever_less_often(
     kube: Kube, client: KubeClient, namespace: str
 ) -> None:
-    """Each progress-only write in a row doubles the next hold (1, 2, 4 s at period 1): after the
-    first active Job (a milestone), one more Job becomes ready every 0.4 s for 8 s, never all
-    of them (another milestone), and the status writes that carry only counters are spaced at
-    least that far apart (lower bounds only: a slow machine spaces them further)."""
-    jobs_count = 21
+    """Each progress-only write in a row doubles the next hold (1, 2, 4 s at period 1): one Job
+    becomes ready every 0.4 s for 8 s, and the status writes that carry only counters are spaced
+    at least that far apart (lower bounds only: a slow machine spaces them further)."""
+    jobs_count = 20
     async with running_controller(kube, namespace, "--status-progress-period=1"):
         await client.create(api.JOBSETS, jobset("busy", replicated_job("w", jobs_count)), namespace)
         jobs = await wait_jobs(client, namespace, "busy", jobs_count)
@@ -129,18 +113,16 @@ async def test_counters_that_keep_changing_are_written_ever_less_often(
             lambda obj: bool(obj.get("status")),
             "the first status write",
         )
-        await first_active(client, namespace, "busy", jobs[0])
-        progress_from = datetime.datetime.now(datetime.UTC)
-        for job in jobs[1:-1]:
+        for job in jobs:
             await ready_job(client, namespace, job)
             await asyncio.sleep(0.4)  # the pace of the changes the controller sees
         await wait_for(
             lambda: get_jobset(client, namespace, "busy"),
-            lambda obj: _counts(obj)["ready"] == jobs_count - 1,
+            lambda obj: _counts(obj)["ready"] == jobs_count,
             "the last ready count to be written",
             seconds=60,
         )
-    written = [
+    times = [
         datetime.datetime.fromisoformat(entry["requestReceivedTimestamp"])
         for entry in audit.entries(kube.cluster.audit_log, namespace)
         if entry.get("verb") == "update"
@@ -148,13 +130,10 @@ async def test_counters_that_keep_changing_are_written_ever_less_often(
         and entry.get("objectRef", {}).get("name") == "busy"
         and entry.get("objectRef", {}).get("subresource") == "status"
     ]
-    # From the milestone write (the first active Job, the streak at 0) on.
-    times = [t for t in written if t <= progress_from][-1:]
-    times += [t for t in written if t > progress_from]
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
     assert len(gaps) >= 2, f"status writes at {times}"
     for k, gap in enumerate(gaps):
-        # The milestone write starts the streak at 0: hold 1 s, then 2, 4, 8 ...
+        # The first status write (creation) starts the streak at 0: hold 1 s, then 2, 4, 8 ...
         assert gap >= min(2**k, 8) - 0.25, f"gap {k} was {gap:.2f}s; all gaps {gaps}"
     # At a fixed 1 s pace the 8 s of changes would have cost about 8 counter writes.
     assert len(gaps) <= 5, gaps
@@ -173,10 +152,18 @@ async def test_suspension_shows_0_active_as_soon_as_the_jobs_are_gone(
     """Kueue frees a preempted JobSet's quota once its status shows no active Job (IsActive):
     the total of ``active`` reaching 0 is a milestone, written in the reconcile that sees it
     whatever the pace (with an hour, a counters-only change would never be written on its own;
-    ``settled`` does not wait for a paced requeue)."""
+    ``settled`` does not wait for a paced requeue). The JobSet goes the way Kueue takes it:
+    created suspended, resumed (admitted), suspended again (preempted)."""
     async with running_controller(kube, namespace, *flags) as running:
-        await client.create(api.JOBSETS, jobset("preempted", replicated_job("w", 2)), namespace)
-        jobs = await wait_jobs(client, namespace, "preempted", 2)
+        body = jobset("preempted", replicated_job("w", 2), suspend=True)
+        await client.create(api.JOBSETS, body, namespace)
+        await wait_condition(client, namespace, "preempted", api.SUSPENDED)
+        await client.patch(api.JOBSETS, "preempted", {"spec": {"suspend": False}}, namespace)
+        jobs = await wait_for(
+            lambda: jobs_of(client, namespace, "preempted"),
+            lambda found: [j["spec"].get("suspend") for j in found] == [False, False],
+            "both Jobs resumed",
+        )
         for job in jobs:
             await ready_job(client, namespace, job)
         await wait_for(

@@ -26,7 +26,7 @@ def _vol(bound: int, pending: int) -> dict[str, Any]:
 BASE: dict[str, Any] = {
     "restarts": 0,
     "conditions": [_cond("VolumesReady", "False", "ClaimsPending")],
-    "replicatedJobsStatus": [_rj("w", 1)],
+    "replicatedJobsStatus": [_rj("w")],
     "volumes": _vol(0, 1),
 }
 
@@ -39,17 +39,17 @@ def _with(**changes: Any) -> dict[str, Any]:
     ("stored", "desired", "last_write", "now", "period", "delay"),
     [
         pytest.param({}, BASE, 100.0, 101.0, 10.0, 0.0, id="first-status-at-once"),
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 2)]), None, 5.0, 10.0, 0.0,
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), None, 5.0, 10.0, 0.0,
                      id="no-write-since-start"),
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 2)]), 100.0, 101.0, 0.0, 0.0,
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 0.0, 0.0,
                      id="period-0-writes-every-change"),
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 2)]), 100.0, 101.0, 10.0, 9.0,
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 10.0, 9.0,
                      id="counters-held"),
         pytest.param(BASE, _with(volumes=_vol(1, 0)), 100.0, 104.0, 10.0, 6.0,
                      id="volume-counters-held"),
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 2)]), 100.0, 110.0, 10.0, 0.0,
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 110.0, 10.0, 0.0,
                      id="counters-due"),
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 2)]), 100.0, 130.0, 10.0, 0.0,
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 130.0, 10.0, 0.0,
                      id="counters-overdue"),
         pytest.param(BASE, _with(conditions=[_cond("VolumesReady")]), 100.0, 101.0, 10.0, 0.0,
                      id="condition-status-flip"),
@@ -70,7 +70,7 @@ def _with(**changes: Any) -> dict[str, Any]:
                      id="restart-ends-with-ready-counters"),
         # The API server drops zero and empty values: they are not a milestone.
         pytest.param(_with(restarts=None), _with(restarts=0,
-                     replicatedJobsStatus=[_rj("w", 2)]), 100.0, 101.0, 10.0, 9.0,
+                     replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 10.0, 9.0,
                      id="omitempty-zero-is-no-change"),
         pytest.param(BASE, _with(conditions=list(reversed([_cond("A"), _cond("B")]))),
                      100.0, 101.0, 10.0, 0.0, id="new-conditions"),
@@ -96,7 +96,7 @@ def test_condition_order_is_not_a_milestone() -> None:
 @given(
     elapsed=st.floats(min_value=0, max_value=1e6, allow_nan=False),
     period=st.floats(min_value=0, max_value=1e4, allow_nan=False),
-    active=st.integers(min_value=1, max_value=100),
+    active=st.integers(min_value=0, max_value=100),
     streak=st.integers(min_value=0, max_value=1000),
 )
 def test_counters_never_wait_longer_than_the_longest_hold(
@@ -208,10 +208,29 @@ def test_what_kueue_reads_is_a_milestone(
     assert delay == (0.0 if milestone else pytest.approx(9.0))
 
 
-def test_without_replicas_only_activity_is_read() -> None:
-    """A caller that does not know the spec (replicas None) still sees IsActive change."""
-    assert pacing.is_milestone(_rjs((0, 0, 0), (1, 0, 0)), _rjs((0, 0, 0), (0, 0, 0)))
+def test_a_jobset_never_suspended_keeps_them_paced() -> None:
+    """No queue manages a JobSet that was never suspended (replicas None): counters only."""
+    assert not pacing.is_milestone(_rjs((0, 0, 0), (1, 0, 0)), _rjs((0, 0, 0), (0, 0, 0)))
     assert not pacing.is_milestone(_rjs((1, 1, 0), (2, 1, 0)), _rjs((1, 1, 0), (2, 2, 0)))
+
+
+_SUSPENDED = _cond("Suspended", "True", "SuspendedJobs")
+_RESUMED = _cond("Suspended", "False", "ResumeJobs")
+
+
+@pytest.mark.parametrize(
+    ("suspend", "stored", "expected"),
+    [
+        pytest.param(True, {}, True, id="created-suspended-no-status-yet"),
+        pytest.param(False, {"conditions": [_SUSPENDED]}, True, id="resumed-this-pass"),
+        pytest.param(False, {"conditions": [_cond("A"), _RESUMED]}, True, id="was-suspended"),
+        pytest.param(False, BASE, False, id="never-suspended"),
+        pytest.param(False, {}, False, id="new-not-suspended"),
+        pytest.param(False, {"conditions": "junk"}, False, id="odd-conditions"),
+    ],
+)  # fmt: skip
+def test_queued(suspend: bool, stored: dict[str, Any], expected: bool) -> None:
+    assert pacing.queued(suspend, stored) is expected
 
 
 def test_a_replicated_job_of_0_replicas_is_no_news() -> None:

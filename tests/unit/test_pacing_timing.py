@@ -15,7 +15,7 @@ _BOUND = {"type": "VolumesReady", "status": "True", "reason": "ClaimsBound", "me
 STORED: dict[str, Any] = {
     "restarts": 0,
     "conditions": [_PENDING],
-    "replicatedJobsStatus": [{"name": "w", "active": 1}],
+    "replicatedJobsStatus": [{"name": "w", "active": 0}],
 }
 COUNTERS: dict[str, Any] = {**STORED, "replicatedJobsStatus": [{"name": "w", "active": 2}]}
 MILESTONE: dict[str, Any] = {**COUNTERS, "conditions": [_BOUND]}
