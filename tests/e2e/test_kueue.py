@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from controller.jobset import api
+from controller.jobset import api, volumes
 from controller.runtime.client import CLAIMS, PODS, KubeClient, Resource
 from localcluster import kueue
 from localcluster.cluster import JOBSET_CRD, LocalCluster
@@ -268,7 +268,8 @@ async def test_queued_jobset_stays_suspended_until_admitted_then_completes(
     kcontroller: ControllerProcesses, kclient: KubeClient, kueue_namespace: str, queue: Queue
 ) -> None:
     """The ClusterQueue is held (``stopPolicy: Hold``): the JobSet, created without
-    ``suspend``, is suspended by Kueue's webhook and waits, with no pod and no claim. Released,
+    ``suspend``, is suspended by Kueue's webhook and waits, with no pod, no claim (VolumesReady
+    False, WaitingForResume) and so no Job mounting one. Released,
     Kueue admits it: unsuspended, its Jobs' pod templates carry the flavor's node labels as
     nodeSelector, it completes, and the Workload says Admitted then Finished."""
     ns, name = kueue_namespace, "queued"
@@ -289,9 +290,20 @@ async def test_queued_jobset_stays_suspended_until_admitted_then_completes(
     assert "inactive" in (condition(waiting, "QuotaReserved") or {}).get("message", "")
     js = await wait_jobset(kclient, ns, name, api.SUSPENDED)
     assert suspended(js)
+    # Queued since creation: no claim (nor Job mounting one) until admitted (docs/volumes.md,
+    # "Suspended JobSets and Kueue").
+    waiting_js = await wait_for(
+        lambda: get_jobset(kclient, ns, name),
+        lambda obj: (
+            (condition(obj, volumes.VOLUMES_READY) or {}).get("reason")
+            == volumes.REASON_WAITING_FOR_RESUME
+        ),
+        f"VolumesReady=False ({volumes.REASON_WAITING_FOR_RESUME}) on the queued {name}",
+    )
+    assert (condition(waiting_js, volumes.VOLUMES_READY) or {}).get("status") == "False"
+    assert await claims_of(kclient, ns, name) == {}
+    assert await jobs_of(kclient, ns, name) == []
     assert await live_pods(kclient, ns, name) == []
-    for job in await jobs_of(kclient, ns, name):
-        assert job["spec"]["suspend"] is True, job["metadata"]["name"]
 
     await kclient.patch(CLUSTER_QUEUES, queue.cluster, {"spec": {"stopPolicy": "None"}})
     admitted = await wait_workload(kclient, ns, name, "Admitted")
