@@ -175,7 +175,10 @@ class LocalCluster:
     processes: list[ManagedProcess] = field(default_factory=list)
     # The real node of the ``node`` profile.
     node: RealNode | None = None
-    # Kueue's manager of the ``kueue`` profile.
+    # Kueue on the ``node`` profile too (the ``kueue`` profile is ``full`` with it): the
+    # real-node tier's preemption test.
+    with_kueue: bool = False
+    # Kueue's manager of the ``kueue`` profile (or of ``with_kueue``).
     kueue: Kueue | None = None
     ports: Ports | None = None
     started_seconds: float = 0.0
@@ -397,7 +400,7 @@ class LocalCluster:
 
             # Before anything is built or started: one message for what the host lacks.
             require_host()
-        if self.kube_apiserver is not None and self.profile not in ("apiserver", "kueue"):
+        if self.kube_apiserver is not None and self.profile != "apiserver" and not self.runs_kueue:
             # The other profiles' controller-manager, scheduler and kubelet are of the suite's
             # release, and Kubernetes supports them only against an API server at least as new.
             raise LaunchError(
@@ -406,7 +409,7 @@ class LocalCluster:
             )
         if self.binaries is None:
             self.binaries = ensure_binaries(self.report)
-        if self.profile == "kueue" and self.kube_apiserver is None:
+        if self.runs_kueue and self.kube_apiserver is None:
             # Kueue needs a server version that parses (build.ensure_versioned_apiserver).
             self.kube_apiserver = ensure_versioned_apiserver(self.report)
         if self.profile == "node":
@@ -437,13 +440,18 @@ class LocalCluster:
             self.node = self._new_node()
             self.node.start()
             self._wait_usable(0)
+            if self.runs_kueue:
+                # A small default quota (the host runs the control plane beside the pods);
+                # no flavor node labels: every pod lands on the one real node anyway.
+                self.kueue = Kueue(self, self.report)
+                self.kueue.start(JOBSET_CRD, gpus=0, cpu=1, memory_gi=4, node_labels={})
             return
         kwok_port = self.ports.kwok
         self._start(self._kwok(), lambda: https_get(f"http://127.0.0.1:{kwok_port}/healthz"))
         objects = _storage_classes() + _nodes(NODE_COUNT)
         self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(objects))
         self._wait_usable(NODE_COUNT)
-        if self.profile == "kueue":
+        if self.runs_kueue:
             self.kueue = Kueue(self, self.report)
             self.kueue.start(JOBSET_CRD)
 
@@ -521,6 +529,10 @@ class LocalCluster:
         state = self.state_dir / "cluster.json"
         if state.exists():
             state.unlink()
+
+    @property
+    def runs_kueue(self) -> bool:
+        return self.profile == "kueue" or self.with_kueue
 
     def _apiserver_up(self) -> bool:
         try:

@@ -159,9 +159,12 @@ def webhook_configurations(source: Path, base_url: str, ca_bundle: str) -> list[
     return out
 
 
-def queues(gpus: int, cpu: int, memory_gi: int) -> list[dict[str, Any]]:
-    """A ResourceFlavor of the KWOK nodes, a ClusterQueue with that quota (lower priorities are
-    preempted), and a LocalQueue in ``default`` pointing at it."""
+def queues(
+    gpus: int, cpu: int, memory_gi: int, node_labels: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """A ResourceFlavor of the nodes (by default the KWOK nodes' labels), a ClusterQueue with
+    that quota (lower priorities are preempted), and a LocalQueue in ``default`` pointing at it."""
+    labels = dict(FLAVOR_NODE_LABELS if node_labels is None else node_labels)
     return [
         # Its node labels are what Kueue injects as nodeSelector into an admitted JobSet's pod
         # templates: the KWOK nodes' (cluster._nodes).
@@ -169,7 +172,7 @@ def queues(gpus: int, cpu: int, memory_gi: int) -> list[dict[str, Any]]:
             "apiVersion": API,
             "kind": "ResourceFlavor",
             "metadata": {"name": FLAVOR},
-            "spec": {"nodeLabels": dict(FLAVOR_NODE_LABELS)},
+            "spec": {"nodeLabels": labels} if labels else {},
         },
         cluster_queue(CLUSTER_QUEUE, gpus=gpus, cpu=cpu, memory_gi=memory_gi),
         local_queue(LOCAL_QUEUE, "default", CLUSTER_QUEUE),
@@ -277,7 +280,16 @@ class Kueue:
     def directory(self) -> Path:
         return self.cluster.state_dir / "kueue"
 
-    def start(self, jobset_crd: Path) -> ManagedProcess:
+    def start(
+        self,
+        jobset_crd: Path,
+        *,
+        gpus: int = 4 * 8,
+        cpu: int = 4 * 32,
+        memory_gi: int = 4 * 256,
+        node_labels: dict[str, str] | None = None,
+    ) -> ManagedProcess:
+        """Start Kueue; the default queues' quota is the KWOK nodes' capacity unless given."""
         began = time.monotonic()
         binary = build.ensure_kueue(self.report)
         source = module_dir(self.report)
@@ -312,7 +324,7 @@ class Kueue:
         )
         self._apply(webhook_configurations(source, base_url, ca_bundle))
         # Through Kueue's webhooks: they answer, or this fails.
-        self._apply(queues(gpus=4 * 8, cpu=4 * 32, memory_gi=4 * 256))
+        self._apply(queues(gpus=gpus, cpu=cpu, memory_gi=memory_gi, node_labels=node_labels))
         self.report(
             f"  Kueue {version()} ready in {time.monotonic() - began:.1f}s: ClusterQueue "
             f"{CLUSTER_QUEUE}, LocalQueue default/{LOCAL_QUEUE} (label {QUEUE_LABEL})"

@@ -280,6 +280,10 @@ async def test_queued_jobset_stays_suspended_until_admitted_then_completes(
         f"ClusterQueue {queue.cluster} to be held (Active=False)",
     )
     workers = mounting(gpu_workers("workers", 2, 2, 1), "data")
+    # No resources: Kueue's admission patch (upstream's Go types) adds `resources: {}` to it,
+    # which the CRD's rule for suspended JobSets must accept.
+    pod_spec = workers["template"]["spec"]["template"]["spec"]
+    pod_spec["initContainers"] = [{"name": "init", "image": "busybox"}]
     policies = [{"templates": [claim_template("data", storage_class="standard")]}]
     body = queued(jobset(name, workers, volumeClaimPolicies=policies), queue.local)
     created = await kclient.create(api.JOBSETS, body, ns)
