@@ -19,12 +19,24 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
-from controller.runtime.client import CLAIMS, PODS, KubeClient, Resource
+from controller.runtime.client import CLAIMS, PODS, KubeClient
 from localcluster import kueue
 from localcluster.cluster import JOBSET_CRD, LocalCluster
 from tests.helpers import Kube, wait_for
 from tests.support.crd import install_crd
 from tests.support.jobsets import condition, get_jobset, jobs_of, jobset, replicated_job
+from tests.support.kueue import (
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    MUTATING_HOOKS,
+    PRIORITY_CLASSES,
+    VALIDATING_HOOKS,
+    holds,
+    queued,
+    wait_waiting,
+    wait_workload,
+    workload_of,
+)
 from tests.support.podscope import policy_in_effect
 from tests.support.volumes_e2e import (
     RUN_DURATION,
@@ -43,32 +55,6 @@ from tests.support.volumes_e2e import (
 
 Obj = dict[str, Any]
 
-WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
-CLUSTER_QUEUES = Resource(
-    "kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False
-)
-LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
-PRIORITY_CLASSES = Resource(
-    "kueue.x-k8s.io",
-    "v1beta2",
-    "workloadpriorityclasses",
-    "WorkloadPriorityClass",
-    namespaced=False,
-)
-MUTATING_HOOKS = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "mutatingwebhookconfigurations",
-    "MutatingWebhookConfiguration",
-    namespaced=False,
-)
-VALIDATING_HOOKS = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration",
-    namespaced=False,
-)
 QUOTA_GPUS = 8
 # Longer than any test: such pods stay Running until the test (or Kueue) acts.
 FOREVER = "1h"
@@ -145,57 +131,6 @@ def gpu_workers(name: str, replicas: int, pods: int, gpus: int, run: str = "1s")
     amounts = {"cpu": "1", "memory": "1Gi", kueue.GPU: str(gpus)}
     pod["spec"]["containers"][0]["resources"] = {"requests": amounts, "limits": amounts}
     return rjob
-
-
-def queued(body: Obj, queue: str, priority: str | None = None) -> Obj:
-    labels = body["metadata"].setdefault("labels", {})
-    labels[kueue.QUEUE_LABEL] = queue
-    if priority is not None:
-        labels[kueue.PRIORITY_LABEL] = priority
-    return body
-
-
-async def workload_of(client: KubeClient, namespace: str, name: str) -> Obj | None:
-    """The Workload Kueue made for JobSet ``name`` (owned by it), or None."""
-    js = await get_jobset(client, namespace, name)
-    uid = js["metadata"]["uid"]
-    for wl in (await client.list(WORKLOADS, namespace))["items"]:
-        if any(r.get("uid") == uid for r in wl["metadata"].get("ownerReferences") or []):
-            return dict(wl)
-    return None
-
-
-def holds(obj: Obj | None, kind: str, status: str = "True") -> bool:
-    return obj is not None and (condition(obj, kind) or {}).get("status") == status
-
-
-async def wait_workload(
-    client: KubeClient, namespace: str, name: str, kind: str, status: str = "True"
-) -> Obj:
-    found = await wait_for(
-        lambda: workload_of(client, namespace, name),
-        lambda wl: holds(wl, kind, status),
-        f"the Workload of JobSet {name} to have {kind}={status}",
-        seconds=90,
-    )
-    assert found is not None
-    return found
-
-
-async def wait_waiting(client: KubeClient, namespace: str, name: str, reason: str) -> Obj:
-    """The Workload once Kueue tried and could not reserve quota for it: ``Pending`` (not enough
-    quota now) or ``Inadmissible`` (its queue cannot admit anything, e.g. held)."""
-    found = await wait_for(
-        lambda: workload_of(client, namespace, name),
-        lambda wl: (
-            holds(wl, "QuotaReserved", "False")
-            and (condition(wl or {}, "QuotaReserved") or {}).get("reason") == reason
-        ),
-        f"the Workload of JobSet {name} to wait (QuotaReserved=False, {reason})",
-        seconds=90,
-    )
-    assert found is not None
-    return found
 
 
 def suspended(js: Obj) -> bool:

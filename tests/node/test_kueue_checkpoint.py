@@ -24,7 +24,9 @@ from controller.runtime.client import CLAIMS, PODS, KubeClient
 from localcluster import kueue
 from localcluster.cluster import LocalCluster
 from localcluster.node import host_checks
-from tests.e2e.test_kueue import (
+from tests.helpers import Kube, create_namespace, wait_for
+from tests.support.jobsets import jobset
+from tests.support.kueue import (
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
     PRIORITY_CLASSES,
@@ -33,8 +35,6 @@ from tests.e2e.test_kueue import (
     wait_workload,
     workload_of,
 )
-from tests.helpers import Kube, create_namespace, wait_for
-from tests.support.jobsets import jobset
 from tests.support.volumes_e2e import (
     claim_template,
     controller_processes,
