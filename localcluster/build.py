@@ -97,11 +97,26 @@ MIN_KUBERNETES = Component(
 )
 
 
+def _pinned(module_dir: Path, module: str) -> str:
+    """The version of ``module`` a wrapper's go.mod requires (one-line or block form)."""
+    for raw in (module_dir / "go.mod").read_text().splitlines():
+        parts = raw.split("//")[0].removeprefix("require ").split()
+        if len(parts) == 2 and parts[0] == module:
+            return parts[1]
+    raise BuildError(f"{module_dir / 'go.mod'} does not require {module}")
+
+
 # Kueue's manager (issue 18), for the local cluster's `kueue` profile and the Kueue end-to-end
 # tests: built on demand (``ensure_kueue``), never by ensure_binaries. Kueue's module requires
 # sigs.k8s.io/jobset (upstream's Go API types); the module proxy serves that release, so the
 # wrapper needs no replace and no local source.
-KUEUE = Component("kueue", (("sigs.k8s.io/kueue/cmd/kueue", "kueue"),))
+_KUEUE_VERSION = _pinned(GOMOD_DIR / "kueue", "sigs.k8s.io/kueue")
+KUEUE = Component(
+    "kueue",
+    (("sigs.k8s.io/kueue/cmd/kueue", "kueue"),),
+    # Its version (logs, User-Agent) as Kueue's own build links it in; else "v0.0.0-main".
+    extra_ldflags=f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={_KUEUE_VERSION}",
+)
 
 
 def _versioned_apiserver() -> Component:
@@ -113,10 +128,7 @@ def _versioned_apiserver() -> Component:
     the same sources, whose compiled packages Go's build cache already has from the control
     plane's build, so building it is mostly a link.
     """
-    release = ""
-    for line in (GOMOD_DIR / "kubernetes" / "go.mod").read_text().splitlines():
-        if line.startswith("require k8s.io/kubernetes "):
-            release = line.split()[2]
+    release = _pinned(GOMOD_DIR / "kubernetes", "k8s.io/kubernetes")
     major, minor = release.removeprefix("v").split(".")[:2]
     package = "k8s.io/component-base/version"
     flags = " ".join(
