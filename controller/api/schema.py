@@ -706,6 +706,22 @@ class Builder:
             default={},
         )
 
+    @staticmethod
+    def creation_policy() -> Schema:
+        return obj(
+            "When the claims made from the templates are created. Left out, whenSuspended is "
+            "WaitForResume. May be changed at any time.",
+            {
+                "whenSuspended": string(
+                    "While the JobSet is suspended (queued by Kueue, say): WaitForResume "
+                    "(default) creates, or adopts, the claims it does not have yet only once it "
+                    "is resumed; Create makes them at once, so that storage that binds "
+                    "Immediately is ready when it starts. Claims that exist are kept either way.",
+                    enum=["WaitForResume", "Create"],
+                ),
+            },
+        )
+
     def claim_template(self) -> Schema:
         template = copy.deepcopy(self.claim_raw)
         template["description"] = (
@@ -897,6 +913,7 @@ class Builder:
                     maxItems=MAX_TEMPLATES_PER_POLICY,
                 ),
                 "retentionPolicy": self.retention_policy(),
+                "creationPolicy": self.creation_policy(),
                 "targetReplicatedJobs": array(
                     "The replicated jobs whose pods get the volumes. Left out: every replicated "
                     "job with a volumeMount of a template's name.",
@@ -944,6 +961,7 @@ class Builder:
                     maxItems=MAX_TEMPLATES_PER_POLICY,
                 ),
                 "retentionPolicy": self.retention_policy(),
+                "creationPolicy": self.creation_policy(),
             },
         )
         return self.attach(

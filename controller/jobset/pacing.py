@@ -14,6 +14,25 @@ A JobSet's status carries two kinds of facts:
   benchmark). A progress-only change is held back until ``period`` seconds have passed since
   this controller's last status write for the JobSet; a milestone write carries it along.
 
+For a JobSet that is or was suspended (``queued``), three facts read off the counters are
+milestones too, because Kueue acts on them (its JobSet integration, ``pkg/controller/jobs/jobset``,
+reads nothing else of the status but the Completed and Failed conditions). Kueue manages only
+JobSets created suspended (its webhook suspends them, and admits one by resuming it), so a JobSet
+never suspended keeps the fewest status writes; one that was has a ``Suspended`` condition for
+the rest of its life:
+
+- whether any replicated job has ``active`` Jobs (Kueue's ``IsActive``): after Kueue suspends
+  a JobSet (preemption, eviction) it frees the quota only once this is false, and it waits for
+  it before it creates a Workload for a suspended JobSet;
+- whether ``ready + succeeded`` over every replicated job reaches the ``replicas`` summed
+  (``PodsReady``: ``waitForPodsReady`` times out and evicts a workload whose pods are not
+  ready in time, and counts a recovery after a failure);
+- which replicated jobs have all their Jobs succeeded (``ReclaimablePods`` hands the quota of
+  succeeded pods back; partial counts stay progress, a replicated job done is a milestone).
+
+They need the spec's ``replicas`` per replicated job: ``replicas`` is passed for a queued JobSet
+and None otherwise (no such facts).
+
 Counters of a JobSet that keeps moving would still cost one write per ``period`` for as long as
 it lives (a large JobSet starting under load, say). So each progress-only write in a row doubles
 the next hold, up to ``MAX_HOLD_PERIODS`` periods, and a milestone write starts over: a JobSet
@@ -25,10 +44,11 @@ updates before writing Job status. Pure: time is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controller.jobset import api
 from controller.jobset.status import status_equal
 
 PROGRESS_FIELDS = frozenset({"replicatedJobsStatus", "volumes"})
@@ -36,7 +56,43 @@ PROGRESS_FIELDS = frozenset({"replicatedJobsStatus", "volumes"})
 MAX_HOLD_PERIODS = 8
 
 
-def _milestones(status: Mapping[str, Any]) -> dict[str, Any]:
+def _count(entry: Mapping[str, Any], key: str) -> int:
+    value = entry.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def queued(suspend: bool, stored: Mapping[str, Any]) -> bool:
+    """Whether a JobSet is, or was, suspended: ``suspend`` (its spec) or a ``Suspended``
+    condition, True or False, in its ``stored`` status (upstream keeps it once set)."""
+    conditions = stored.get("conditions")
+    return suspend or any(
+        isinstance(c, Mapping) and c.get("type") == api.SUSPENDED
+        for c in (conditions if isinstance(conditions, list) else [])
+    )
+
+
+def _kueue_facts(
+    replicated: Iterable[Mapping[str, Any]], replicas: Mapping[str, int] | None
+) -> dict[str, Any]:
+    """What Kueue reads off ``replicatedJobsStatus`` of a JobSet with these ``replicas`` (None:
+    not queued, nothing): any Jobs active (``IsActive``), every Job ready or succeeded
+    (``PodsReady``) and the replicated jobs whose Jobs all succeeded (``ReclaimablePods``)."""
+    if replicas is None:
+        return {}
+    entries = [r for r in replicated if isinstance(r, Mapping)]
+    facts: dict[str, Any] = {"active": any(_count(r, "active") > 0 for r in entries)}
+    started = sum(_count(r, "ready") + _count(r, "succeeded") for r in entries)
+    facts["podsReady"] = started == sum(replicas.values())
+    succeeded = {str(r.get("name")): _count(r, "succeeded") for r in entries}
+    facts["succeeded"] = sorted(
+        name for name, count in replicas.items() if count > 0 and succeeded.get(name, 0) >= count
+    )
+    return facts
+
+
+def _milestones(
+    status: Mapping[str, Any], replicas: Mapping[str, int] | None = None
+) -> dict[str, Any]:
     """The milestone part of a status. A condition is its type, status and reason: a message
     that only updates counts ("2 of 3 claims are waiting ...") is progress."""
     result = {k: v for k, v in status.items() if k not in PROGRESS_FIELDS}
@@ -45,11 +101,13 @@ def _milestones(status: Mapping[str, Any]) -> dict[str, Any]:
     # A Job's individual restart (RestartJob) is a decision, not a count: it is what makes the
     # failed Job stale, and it must be stored before that Job is replaced.
     replicated = status.get("replicatedJobsStatus")
+    entries = replicated if isinstance(replicated, list) else []
     result["replicatedJobsStatus.jobRestarts"] = {
         str(r.get("name")): [r.get("jobRestarts"), r.get("jobRestartsCountTowardsMax")]
-        for r in (replicated if isinstance(replicated, list) else [])
+        for r in entries
         if isinstance(r, Mapping) and (r.get("jobRestarts") or r.get("jobRestartsCountTowardsMax"))
     }
+    result["replicatedJobsStatus.kueue"] = _kueue_facts(entries, replicas)
     conditions = result.get("conditions")
     if isinstance(conditions, list):
         result["conditions"] = [
@@ -59,9 +117,14 @@ def _milestones(status: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def is_milestone(stored: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """Whether ``desired`` differs from ``stored`` in anything but progress."""
-    return not status_equal(_milestones(stored), _milestones(desired))
+def is_milestone(
+    stored: Mapping[str, Any],
+    desired: Mapping[str, Any],
+    replicas: Mapping[str, int] | None = None,
+) -> bool:
+    """Whether ``desired`` differs from ``stored`` in anything but progress. ``replicas``: the
+    spec's, per replicated job, for a ``queued`` JobSet (the facts Kueue reads, see above)."""
+    return not status_equal(_milestones(stored, replicas), _milestones(desired, replicas))
 
 
 def progress_hold(period: float, streak: int) -> float:
@@ -71,10 +134,14 @@ def progress_hold(period: float, streak: int) -> float:
 
 
 def next_streak(
-    streak: int, stored: Mapping[str, Any], written: Mapping[str, Any], with_events: bool
+    streak: int,
+    stored: Mapping[str, Any],
+    written: Mapping[str, Any],
+    with_events: bool,
+    replicas: Mapping[str, int] | None = None,
 ) -> int:
     """The progress-only streak after writing ``written`` over ``stored``."""
-    if with_events or not stored or is_milestone(stored, written):
+    if with_events or not stored or is_milestone(stored, written, replicas):
         return 0
     return streak + 1
 
@@ -86,16 +153,18 @@ def status_delay(
     now: float,
     period: float,
     streak: int = 0,
+    replicas: Mapping[str, int] | None = None,
 ) -> float:
     """Seconds to hold back writing ``desired`` over ``stored``; 0.0 means write now.
 
     ``last_write`` is when this controller last wrote the JobSet's status (None: not since it
     started, so nothing to pace against). ``now`` and ``last_write`` share one monotonic clock.
     ``streak``: progress-only writes in a row up to ``last_write`` (``next_streak``).
+    ``replicas``: the spec's per replicated job (``is_milestone``).
     """
     if period <= 0 or last_write is None or not stored:
         return 0.0
-    if is_milestone(stored, desired):
+    if is_milestone(stored, desired, replicas):
         return 0.0
     return max(0.0, last_write + progress_hold(period, streak) - now)
 
@@ -119,6 +188,7 @@ def status_timing(
     now: float,
     period: float,
     streak: int = 0,
+    replicas: Mapping[str, int] | None = None,
 ) -> StatusTiming:
     """Whether the plan's ``desired`` status (None: unchanged) goes out now.
 
@@ -128,7 +198,11 @@ def status_timing(
     """
     if desired is None:
         return StatusTiming(write=False, requeue_after=requeue_after)
-    hold = 0.0 if with_events else status_delay(stored, desired, last_write, now, period, streak)
+    hold = (
+        0.0
+        if with_events
+        else status_delay(stored, desired, last_write, now, period, streak, replicas)
+    )
     if hold <= 0:
         return StatusTiming(write=True, requeue_after=requeue_after)
     return StatusTiming(

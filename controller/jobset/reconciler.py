@@ -317,6 +317,7 @@ class JobSetReconciler:
             now=now,
             period=self.status_progress_period,
             streak=self._progress_streak.get(key, 0),
+            replicas=_queue_replicas(jobset),
         )
         if plan.status is not None and not timing.write:
             # Counters only: they ride on the next milestone or go out when the pace allows.
@@ -656,6 +657,7 @@ class JobSetReconciler:
             jobset.raw.get("status") or {},
             plan.status,
             bool(plan.events),
+            _queue_replicas(jobset),
         )
         # Events and metrics describe transitions that are now stored.
         for event in plan.events:
@@ -685,6 +687,14 @@ class JobSetReconciler:
         subject.setdefault("apiVersion", api.API_VERSION)
         subject.setdefault("kind", api.KIND)
         self.recorder.event(subject, event_type, reason, message)
+
+
+def _queue_replicas(jobset: JobSet) -> dict[str, int] | None:
+    """For status pacing: the spec's replicas per replicated job of a JobSet a queue may manage
+    (``pacing.queued``), whose facts Kueue reads are milestones; None for another."""
+    if not pacing.queued(jobset.suspend, jobset.raw.get("status") or {}):
+        return None
+    return {r.name: r.replicas for r in jobset.replicated_jobs}
 
 
 def _namespace(obj: Obj) -> str | None:

@@ -72,7 +72,12 @@ async def test_a_pending_claim_grows_once_bound_and_does_not_wedge_the_jobset(
         initializer,
         trainer,
         suspend=True,
-        volumeClaimPolicies=[{"templates": [claim_template("data", "1Gi", "wffc-expandable")]}],
+        volumeClaimPolicies=[
+            {
+                "templates": [claim_template("data", "1Gi", "wffc-expandable")],
+                "creationPolicy": {"whenSuspended": "Create"},  # the claim exists while suspended
+            }
+        ],
     )
     await client.create(api.JOBSETS, body, ns)
     await wait_for(

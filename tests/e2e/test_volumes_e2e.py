@@ -139,8 +139,10 @@ async def test_wait_for_first_consumer_claim_binds_once_a_pod_is_scheduled(
     name, claim_name = "trainjob-shared", "initializer-trainjob-shared"
     body = example("02-upstream-shared-initializer.yaml")
     body["spec"]["volumeClaimPolicies"][0]["templates"][0]["spec"]["storageClassName"] = "wffc"
-    # Suspended first: the claim exists but no pod can be scheduled, so it must stay Pending.
+    # Suspended first: the claim exists (made while suspended, as the policy asks) but no pod
+    # can be scheduled, so it must stay Pending.
     body["spec"]["suspend"] = True
+    body["spec"]["volumeClaimPolicies"][0]["creationPolicy"] = {"whenSuspended": "Create"}
     await client.create(api.JOBSETS, body, ns)
 
     waiting = await wait_for(

@@ -12,13 +12,17 @@ import datetime
 import itertools
 from typing import Any
 
+import pytest
+
 from controller.jobset import api
-from controller.runtime.client import KubeClient
+from controller.runtime.client import JOBS, KubeClient
 from localcluster import audit
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import (
     complete_job,
+    condition,
     get_jobset,
+    jobs_of,
     jobset,
     ready_job,
     replicated_job,
@@ -133,3 +137,58 @@ async def test_counters_that_keep_changing_are_written_ever_less_often(
         assert gap >= min(2**k, 8) - 0.25, f"gap {k} was {gap:.2f}s; all gaps {gaps}"
     # At a fixed 1 s pace the 8 s of changes would have cost about 8 counter writes.
     assert len(gaps) <= 5, gaps
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param((), id="default-pace"),
+        pytest.param(("--status-progress-period=3600",), id="hour"),
+    ],
+)
+async def test_suspension_shows_0_active_as_soon_as_the_jobs_are_gone(
+    kube: Kube, client: KubeClient, namespace: str, flags: tuple[str, ...]
+) -> None:
+    """Kueue frees a preempted JobSet's quota once its status shows no active Job (IsActive):
+    the total of ``active`` reaching 0 is a milestone, written in the reconcile that sees it
+    whatever the pace (with an hour, a counters-only change would never be written on its own;
+    ``settled`` does not wait for a paced requeue). The JobSet goes the way Kueue takes it:
+    created suspended, resumed (admitted), suspended again (preempted)."""
+    async with running_controller(kube, namespace, *flags) as running:
+        body = jobset("preempted", replicated_job("w", 2), suspend=True)
+        await client.create(api.JOBSETS, body, namespace)
+        await wait_condition(client, namespace, "preempted", api.SUSPENDED)
+        await client.patch(api.JOBSETS, "preempted", {"spec": {"suspend": False}}, namespace)
+        jobs = await wait_for(
+            lambda: jobs_of(client, namespace, "preempted"),
+            lambda found: [j["spec"].get("suspend") for j in found] == [False, False],
+            "both Jobs resumed",
+        )
+        for job in jobs:
+            await ready_job(client, namespace, job)
+        await wait_for(
+            lambda: get_jobset(client, namespace, "preempted"),
+            lambda obj: _counts(obj)["active"] == 2,
+            "both Jobs active in the status (all ready: PodsReady, a milestone)",
+        )
+        # Kueue preempts it: suspended. The controller suspends the Jobs.
+        await client.patch(api.JOBSETS, "preempted", {"spec": {"suspend": True}}, namespace)
+        suspended = await wait_for(
+            lambda: jobs_of(client, namespace, "preempted"),
+            lambda found: all(j["spec"].get("suspend") for j in found),
+            "the Jobs suspended",
+        )
+        await settled(running, client)
+        # The Job controller's part: the pods are gone, the Jobs report nothing active.
+        for job in suspended:
+            await client.patch(
+                JOBS,
+                job["metadata"]["name"],
+                {"status": {"active": 0, "ready": 0}},
+                namespace,
+                subresource="status",
+            )
+        await settled(running, client)
+        stored = await get_jobset(client, namespace, "preempted")
+        assert _counts(stored) == {"active": 0, "ready": 0, "succeeded": 0}, stored["status"]
+        assert (condition(stored, api.SUSPENDED) or {}).get("status") == "True"

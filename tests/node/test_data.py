@@ -375,7 +375,8 @@ async def test_a_lost_claim_is_not_silently_replaced_by_an_empty_one(
         "losing",
         shell_job("trainer", READ_OR_WRITE.format(token=token), mounts={"data": "/data"}),
         suspend=True,
-        volumeClaimPolicies=[policy("data")],
+        # Made while suspended, so that it can be lost before any pod uses it.
+        volumeClaimPolicies=[{**policy("data"), "creationPolicy": {"whenSuspended": "Create"}}],
     )
     await node_client.create(api.JOBSETS, body, node_namespace)
     claim = "data-losing"

@@ -34,7 +34,7 @@ SCENARIOS = (
     "fail",  # a worker fails every attempt: one restart (maxRestarts 1), then Failed
     "delete-running",  # deleted while its pods run
     "restart",  # a running worker pod is made to fail once; restarted, then Completed
-    "suspend-resume",  # created suspended, resumed a few seconds later
+    "suspend-resume",  # created suspended (no claims until resumed), resumed a few seconds later
     "scale-down",  # workers 3 -> 1 while running (whenScaled)
     "delete-finished",  # runs to Completed, then deleted
     "suspend-running",  # suspended while running, resumed
@@ -44,10 +44,10 @@ SCENARIOS = (
     # controller. Then either the JobSet is deleted (the impostor stays; the driver deletes it),
     # or the impostor is deleted and the JobSet proceeds with a claim of its own.
     "impostor",
-    # Created suspended; once its claims exist and are recorded, the driver deletes one out of
-    # band: it is Lost (VolumesReady ClaimsLost) and must not be recreated. Resumed; then either
-    # the loss is accepted (the replace-lost-claims annotation) and the JobSet completes, or it
-    # is deleted.
+    # Created suspended (creationPolicy.whenSuspended: Create); once its claims exist and are
+    # recorded, the driver deletes one out of band: it is Lost (VolumesReady ClaimsLost) and must
+    # not be recreated. Resumed; then either the loss is accepted (the replace-lost-claims
+    # annotation) and the JobSet completes, or it is deleted.
     "lose-claim",
 )
 
@@ -180,6 +180,11 @@ def plan(index: int, now: float) -> Planned:
         spec["failurePolicy"] = {"maxRestarts": 3}
     if scenario in ("suspend-resume", "lose-claim"):
         spec["suspend"] = True
+    if scenario == "lose-claim":
+        # Its claims are made while it is suspended (suspend-resume's wait for the resume).
+        for found in [spec.get("volumePolicy"), *spec.get("volumeClaimPolicies", [])]:
+            if found is not None:
+                found["creationPolicy"] = {"whenSuspended": "Create"}
     manifest = jobset(name, leader, workers, **spec)
     manifest["metadata"]["labels"] = {"soak": "true", "soak-scenario": scenario}
 

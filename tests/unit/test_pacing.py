@@ -161,3 +161,101 @@ def test_a_condition_message_alone_is_progress() -> None:
     desired = _with(conditions=[{**pending, "message": "2 of 3 claims are waiting"}])
     assert not pacing.is_milestone(stored, desired)
     assert pacing.status_delay(stored, desired, 100.0, 101.0, 10.0) == pytest.approx(9.0)
+
+
+# ----------------------------------------------------------------------------- what Kueue reads
+
+# Two replicated jobs: "init" (1 Job) and "w" (2 Jobs), as the spec says.
+REPLICAS = {"init": 1, "w": 2}
+
+
+def _rjs(init: tuple[int, int, int], w: tuple[int, int, int]) -> dict[str, Any]:
+    """A status whose counters are (active, ready, succeeded) of init and of w."""
+    return _with(replicatedJobsStatus=[_rj("init", *init), _rj("w", *w)])
+
+
+@pytest.mark.parametrize(
+    ("stored", "desired", "milestone"),
+    [
+        # IsActive: Kueue frees a suspended JobSet's quota once no Job is active any more.
+        pytest.param(_rjs((1, 0, 0), (2, 1, 0)), _rjs((0, 0, 0), (1, 0, 0)), False,
+                     id="active-goes-down-not-to-0-progress"),
+        pytest.param(_rjs((0, 0, 0), (1, 0, 0)), _rjs((0, 0, 0), (0, 0, 0)), True,
+                     id="total-active-reaches-0"),
+        pytest.param(_rjs((0, 0, 0), (0, 0, 0)), _rjs((0, 0, 0), (1, 0, 0)), True,
+                     id="first-active-job"),
+        # PodsReady: ready + succeeded over every replicated job == replicas summed (3).
+        pytest.param(_rjs((1, 1, 0), (2, 1, 0)), _rjs((1, 1, 0), (2, 2, 0)), True,
+                     id="all-ready"),
+        pytest.param(_rjs((1, 0, 0), (2, 1, 0)), _rjs((1, 1, 0), (2, 1, 0)), False,
+                     id="more-ready-not-all-progress"),
+        pytest.param(_rjs((0, 0, 1), (2, 2, 0)), _rjs((0, 0, 1), (2, 1, 0)), True,
+                     id="a-ready-job-no-longer-ready"),
+        pytest.param(_rjs((1, 1, 0), (2, 2, 0)), _rjs((0, 0, 1), (2, 2, 0)), True,
+                     id="ready-to-succeeded-keeps-podsready-but-init-done"),
+        # ReclaimablePods: a replicated job whose Jobs all succeeded; partial counts are progress.
+        pytest.param(_rjs((0, 0, 0), (2, 2, 0)), _rjs((0, 0, 0), (1, 1, 1)), False,
+                     id="one-of-two-succeeded-progress"),
+        pytest.param(_rjs((0, 0, 0), (1, 1, 1)), _rjs((0, 0, 1), (1, 1, 1)), True,
+                     id="init-all-succeeded"),
+    ],
+)  # fmt: skip
+def test_what_kueue_reads_is_a_milestone(
+    stored: dict[str, Any], desired: dict[str, Any], milestone: bool
+) -> None:
+    assert pacing.is_milestone(stored, desired, REPLICAS) is milestone
+    delay = pacing.status_delay(stored, desired, 100.0, 101.0, 10.0, replicas=REPLICAS)
+    assert delay == (0.0 if milestone else pytest.approx(9.0))
+
+
+def test_a_jobset_never_suspended_keeps_them_paced() -> None:
+    """No queue manages a JobSet that was never suspended (replicas None): counters only."""
+    assert not pacing.is_milestone(_rjs((0, 0, 0), (1, 0, 0)), _rjs((0, 0, 0), (0, 0, 0)))
+    assert not pacing.is_milestone(_rjs((1, 1, 0), (2, 1, 0)), _rjs((1, 1, 0), (2, 2, 0)))
+
+
+_SUSPENDED = _cond("Suspended", "True", "SuspendedJobs")
+_RESUMED = _cond("Suspended", "False", "ResumeJobs")
+
+
+@pytest.mark.parametrize(
+    ("suspend", "stored", "expected"),
+    [
+        pytest.param(True, {}, True, id="created-suspended-no-status-yet"),
+        pytest.param(False, {"conditions": [_SUSPENDED]}, True, id="resumed-this-pass"),
+        pytest.param(False, {"conditions": [_cond("A"), _RESUMED]}, True, id="was-suspended"),
+        pytest.param(False, BASE, False, id="never-suspended"),
+        pytest.param(False, {}, False, id="new-not-suspended"),
+        pytest.param(False, {"conditions": "junk"}, False, id="odd-conditions"),
+    ],
+)  # fmt: skip
+def test_queued(suspend: bool, stored: dict[str, Any], expected: bool) -> None:
+    assert pacing.queued(suspend, stored) is expected
+
+
+def test_a_replicated_job_of_0_replicas_is_no_news() -> None:
+    """Elastic JobSets may scale a replicated job to 0: it has no Jobs to succeed."""
+    replicas = {"init": 0, "w": 2}
+    assert not pacing.is_milestone(_rjs((0, 0, 0), (2, 1, 0)), _rjs((0, 0, 0), (2, 0, 1)), replicas)
+
+
+def test_the_streak_starts_over_on_what_kueue_reads() -> None:
+    stored, written = _rjs((0, 0, 0), (1, 0, 0)), _rjs((0, 0, 0), (0, 0, 0))
+    assert pacing.next_streak(3, stored, written, False, REPLICAS) == 0
+    counters = _rjs((0, 0, 0), (2, 1, 0))
+    assert pacing.next_streak(3, _rjs((0, 0, 0), (2, 0, 0)), counters, False, REPLICAS) == 4
+
+
+def test_status_timing_writes_what_kueue_reads_at_once() -> None:
+    timing = pacing.status_timing(
+        _rjs((0, 0, 0), (2, 0, 0)),
+        _rjs((0, 0, 0), (0, 0, 0)),
+        with_events=False,
+        requeue_after=None,
+        last_write=100.0,
+        now=101.0,
+        period=10.0,
+        streak=5,
+        replicas=REPLICAS,
+    )
+    assert timing == pacing.StatusTiming(write=True, requeue_after=None)

@@ -49,6 +49,7 @@ from controller.jobset.volumes.lifecycle import (
     lifecycle,
     plan,
     released_by,
+    waits_for_resume,
 )
 from controller.jobset.volumes.model import (
     CLAIM_POD_INDEX_LABEL,
@@ -98,6 +99,7 @@ from controller.jobset.volumes.status import (
     REASON_NO_VOLUMES,
     REASON_STORAGE_CLASS_NOT_FOUND,
     REASON_WAITING_FOR_FIRST_CONSUMER,
+    REASON_WAITING_FOR_RESUME,
     VOLUME_CLAIM_CONFLICT,
     VOLUMES_READY,
     Condition,
@@ -140,6 +142,7 @@ __all__ = [
     "REASON_POLICY_MISSING",
     "REASON_STORAGE_CLASS_NOT_FOUND",
     "REASON_WAITING_FOR_FIRST_CONSUMER",
+    "REASON_WAITING_FOR_RESUME",
     "REPLACE_LOST_ANNOTATION",
     "RETAINED_FROM_ANNOTATION",
     "SELECTED_NODE_ANNOTATION",
@@ -194,6 +197,7 @@ __all__ = [
     "views",
     "volumes_ready",
     "volumes_status",
+    "waits_for_resume",
     "waits_for_volumes",
     "with_created_claims",
 ]

@@ -22,6 +22,16 @@ Every desired claim is in one state, each reached only with a stated justificati
   uid prefix names that loss only).
 - ``Released``: the JobSet finished and ``whenCompleted``/``whenFailed: Delete`` deleted it.
 
+While the JobSet is suspended (queued by Kueue, say, possibly for hours), a ``Missing`` claim is
+not created and an ``Adoptable`` one not adopted, unless its policy's
+``creationPolicy.whenSuspended`` is ``Create``: they are ``deferred`` until the JobSet is resumed
+(its Jobs, which need them, wait as well). Claims the JobSet has stay, whatever happens to the
+suspension: no retention acts on it. A recorded claim that disappears while suspended is
+``Lost`` (not ``Missing``), so it is not created again on resume either. A Lost claim the user
+accepted to replace is replaced at once: that is an explicit request. An adoptable claim stays
+retained until the JobSet resumes: adopted, a ``whenDeleted: Delete`` JobSet deleted before it
+ever ran would delete another run's data.
+
 Retention (``whenDeleted``, ``whenCompleted``, ``whenFailed``, ``whenScaled``) deletes only claims
 the JobSet owns; the retention finalizer is removed last.
 """
@@ -90,6 +100,8 @@ class ClaimLifecycle:
     why: str = ""  # for Conflict and Lost: what happened, for messages
     # Pending: the storage class the claim names, when no such StorageClass exists.
     missing_class: str = ""
+    # Missing or Adoptable, and left so until the suspended JobSet is resumed.
+    deferred: bool = False
 
     @property
     def name(self) -> str:
@@ -119,6 +131,16 @@ class ClaimLifecycle:
     def replacement_key(self) -> str:
         """The opt-in entry that accepts an empty replacement of this Lost claim."""
         return f"{self.name}@{self.recorded}"
+
+
+# Taken (created, adopted) only once a suspended JobSet is resumed, by default.
+_TAKEN_ON_RESUME = frozenset({ClaimState.MISSING, ClaimState.ADOPTABLE})
+
+
+def waits_for_resume(jobset: JobSet, policy: VolumePolicy) -> bool:
+    """Whether the policy's claims that the JobSet lacks wait for it to be resumed: it is
+    suspended and the policy does not ask for them while it is (``creationPolicy``)."""
+    return jobset.suspend and policy.when_suspended == "WaitForResume"
 
 
 def released_by(retention: Retention, terminal_state: str) -> bool:
@@ -459,7 +481,13 @@ def plan(
                 at = replace(at, state=ClaimState.PENDING, recorded=None)
             after.append(at)
             continue
-        if at.state is ClaimState.MISSING and not finished:
+        if (
+            at.state in _TAKEN_ON_RESUME
+            and not finished
+            and waits_for_resume(jobset, desired.policy)
+        ):
+            at = replace(at, deferred=True)
+        elif at.state is ClaimState.MISSING and not finished:
             result.create.append(desired)
             at = replace(at, state=ClaimState.PENDING)
         elif at.state is ClaimState.CONFLICT:

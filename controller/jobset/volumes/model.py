@@ -16,6 +16,9 @@ from controller.jobset import api
 Obj = dict[str, Any]
 Scope = Literal["JobSet", "Job", "Pod"]
 Keep = Literal["Retain", "Delete"]
+# creationPolicy.whenSuspended: a suspended JobSet (queued by Kueue, say) creates and adopts its
+# missing claims only once resumed (WaitForResume), or at once (Create).
+WhenSuspended = Literal["WaitForResume", "Create"]
 
 # Labels on the claims we create (besides api.JOBSET_NAME, and for Job and Pod scope
 # api.REPLICATED_JOB_NAME and api.JOB_INDEX).
@@ -68,6 +71,7 @@ class VolumePolicy:
     targets: tuple[str, ...] | None  # None: every replicated job that mounts a template's name
     scope: Scope
     where: str = ""  # the field it came from, for messages: spec.volumeClaimPolicies[0], ...
+    when_suspended: WhenSuspended = "WaitForResume"
 
 
 def as_dict(value: Any) -> Obj:

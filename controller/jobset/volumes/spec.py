@@ -2,10 +2,11 @@
 
 Both spellings of a policy normalise to ``VolumePolicy``:
 
-- ``spec.volumeClaimPolicies[]`` (upstream, plus our ``targetReplicatedJobs``, ``scope`` and the
-  extra ``retentionPolicy`` fields), and
+- ``spec.volumeClaimPolicies[]`` (upstream, plus our ``targetReplicatedJobs``, ``scope``,
+  ``creationPolicy`` and the extra ``retentionPolicy`` fields), and
 - ``spec.volumePolicy`` (the original request: ``replicatedJobs: [{name}]``,
-  ``volumeClaimTemplates``, ``retentionPolicy``), always JobSet scope.
+  ``volumeClaimTemplates``, ``retentionPolicy``, and our ``creationPolicy``), always JobSet
+  scope.
 
 Invalid policies raise ``InvalidJobSet`` naming the field; nothing else is raised for bad input.
 
@@ -50,6 +51,7 @@ from controller.jobset.volumes.model import (
     Retention,
     Scope,
     VolumePolicy,
+    WhenSuspended,
     as_dict,
     storage_of,
 )
@@ -142,6 +144,20 @@ def _retention(raw: Any, where: str) -> Retention:
     )
 
 
+def _when_suspended(raw: Any, where: str) -> WhenSuspended:
+    """``creationPolicy.whenSuspended``; left out, WaitForResume."""
+    if raw is None:
+        return "WaitForResume"
+    if not isinstance(raw, dict):
+        raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
+    value = raw.get("whenSuspended")
+    if value is None or value == "" or value == "WaitForResume":
+        return "WaitForResume"
+    if value == "Create":
+        return "Create"
+    raise InvalidJobSet(f"{where}.whenSuspended must be WaitForResume or Create, got {value!r}")
+
+
 def _target_names(raw: Any, where: str) -> tuple[str, ...] | None:
     if raw is None:
         return None
@@ -170,6 +186,7 @@ def _upstream_policy(raw: Any, where: str) -> VolumePolicy:
         targets=_target_names(raw.get("targetReplicatedJobs"), f"{where}.targetReplicatedJobs"),
         scope=chosen,
         where=where,
+        when_suspended=_when_suspended(raw.get("creationPolicy"), f"{where}.creationPolicy"),
     )
 
 
@@ -196,6 +213,7 @@ def _request_policy(raw: Any, where: str) -> VolumePolicy:
         targets=targets,
         scope="JobSet",
         where=where,
+        when_suspended=_when_suspended(raw.get("creationPolicy"), f"{where}.creationPolicy"),
     )
 
 

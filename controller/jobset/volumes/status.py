@@ -31,6 +31,8 @@ REASON_CLAIMS_TERMINATING = "ClaimsTerminating"
 # The JobSet finished and its retention (whenCompleted/whenFailed: Delete) released the claims.
 REASON_CLAIMS_RELEASED = "ClaimsReleased"
 REASON_CLAIMS_PENDING = "ClaimsPending"
+# The JobSet is suspended: its missing claims are created (adopted) once it is resumed.
+REASON_WAITING_FOR_RESUME = "WaitingForResume"
 # Pending claims whose storageClassName names no StorageClass: nothing will provision them.
 REASON_STORAGE_CLASS_NOT_FOUND = "StorageClassNotFound"
 # Other conditions' reasons.
@@ -154,6 +156,17 @@ def _no_class_message(claims: list[ClaimLifecycle], total: int) -> str:
     )
 
 
+_TAKEN = (ClaimState.MISSING, ClaimState.ADOPTABLE)
+
+
+def _resume_message(missing: list[str], total: int) -> str:
+    return (
+        f"{len(missing)} of {total} claims are created when the JobSet is resumed: "
+        f"{listing(missing)}. It is suspended; a volume claim policy with "
+        "creationPolicy.whenSuspended: Create makes its claims while the JobSet waits"
+    )
+
+
 def volumes_ready(model: VolumeModel, claims: list[ClaimLifecycle]) -> Condition:
     """The VolumesReady condition.
 
@@ -199,6 +212,9 @@ def volumes_ready(model: VolumeModel, claims: list[ClaimLifecycle]) -> Condition
             f"{len(released)} of {total} claims were released by the retention policy once "
             f"the JobSet was {model.jobset.status.terminal_state}: {listing(released)}",
         )
+    taken = [at for state in _TAKEN for at in by.get(state, [])]
+    if missing and not by.get(ClaimState.DELETING) and all(at.deferred for at in taken):
+        return not_ready(REASON_WAITING_FOR_RESUME, _resume_message(missing, total))
     if missing:
         return not_ready(
             REASON_CLAIMS_MISSING,
@@ -279,7 +295,10 @@ def waits_for_volumes(jobset: Obj) -> bool:
         return False
     for found in as_list(status.get("conditions")):
         if isinstance(found, dict) and found.get("type") == VOLUMES_READY:
-            return found.get("status") != "True"
+            # A suspended JobSet's claims wait for it to be resumed, not for the cluster.
+            return (
+                found.get("status") != "True" and found.get("reason") != REASON_WAITING_FOR_RESUME
+            )
     return True
 
 

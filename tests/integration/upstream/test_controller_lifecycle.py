@@ -395,13 +395,18 @@ async def test_volume_claim_policies_delete_and_retain(client: KubeClient, names
 @scenario("suspended jobset with VolumeClaimPolicies should create PVCs")
 @pytest.mark.usefixtures("controller")
 async def test_suspended_volume_claim_policies(client: KubeClient, namespace: str) -> None:
-    """A suspended JobSet creates its claims all the same."""
+    """A suspended JobSet creates its claims all the same.
+
+    Differs from upstream: by default a suspended JobSet's claims are created once it is resumed
+    (a JobSet queued by Kueue costs no storage while it waits); ``creationPolicy.whenSuspended:
+    Create`` asks for upstream's behaviour, which this port checks."""
     body = volume_jobset(
         "volume-test",
         [("test-volume", "Delete")],
         suspend=True,
         network={"enableDNSHostnames": True},
     )
+    body["spec"]["volumeClaimPolicies"][0]["creationPolicy"] = {"whenSuspended": "Create"}
     await create(client, namespace, body)
     await wait_for(
         lambda: claim_names(client, namespace),
