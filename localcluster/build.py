@@ -296,6 +296,18 @@ def _run_go(
         )
 
 
+def _publish(staging: Path, target: Path, component: Component) -> None:
+    """Move a finished build into the cache: atomically, so a half-written entry is never
+    mistaken for a finished one. Another process (a test run, a helper's `make`) may have built
+    and published the same component meanwhile; its entry is as good as ours, so ours is
+    dropped (by the caller) instead of failing with "Directory not empty"."""
+    try:
+        staging.rename(target)
+    except OSError:
+        if not _is_built(target, component):
+            raise
+
+
 def build_component(component: Component, goversion: str, report: Callable[[str], None]) -> Path:
     target = component_dir(component, goversion)
     if _is_built(target, component):
@@ -329,13 +341,7 @@ def build_component(component: Component, goversion: str, report: Callable[[str]
                 component,
                 report,
             )
-        # Atomic publish: a half-written cache entry is never mistaken for a finished one.
-        try:
-            staging.rename(target)
-        except OSError:
-            # Another process published the same entry first (same inputs, same binaries).
-            if not _is_built(target, component):
-                raise
+        _publish(staging, target, component)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     report(f"built {component.name} in {time.monotonic() - started:.0f}s -> {target}")

@@ -150,9 +150,17 @@ async def test_a_copy_of_a_deleted_claim_is_not_the_claim(
         "spec": {k: v for k, v in original["spec"].items() if k != "volumeName"},
     }
     made = await client.create(CLAIMS, copy, namespace)
-    lost = await wait_reason(client, namespace, volumes.REASON_CLAIMS_LOST)
-    message = volumes_ready(lost)["message"]
-    assert made["metadata"]["uid"][:8] in message, message
+    # The controller may see the claim gone before the copy appears: ClaimsLost "(deleted)"
+    # first, then a message naming the copy (a count-only change of the message, so paced).
+    copy_uid = made["metadata"]["uid"][:8]
+    await wait_for(
+        lambda: get_jobset(client, namespace, NAME),
+        lambda obj: (
+            volumes_ready(obj).get("reason") == volumes.REASON_CLAIMS_LOST
+            and copy_uid in str(volumes_ready(obj).get("message"))
+        ),
+        "VolumesReady ClaimsLost naming the copy's uid",
+    )
 
     await client.delete(JOBS, f"{NAME}-workers-0", namespace, propagation="Background")
     await settled(controller, client)

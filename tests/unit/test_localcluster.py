@@ -197,6 +197,32 @@ def test_failed_build_names_the_component_and_log(
     assert os.listdir(tmp_path / "cache" / "bin") == []
 
 
+def test_a_build_published_meanwhile_by_another_process_is_kept(tmp_path: Path) -> None:
+    # Two processes (a test run and a `make binaries`) built kwok at once: the second one's
+    # rename failed with "Directory not empty" and its `make` stopped.
+    component = build.Component("tool", (("./cmd/tool", "tool"),), root=tmp_path / "mods")
+    target = tmp_path / "bin" / "tool-key"
+    target.mkdir(parents=True)
+    (target / "tool").write_text("theirs")
+    staging = tmp_path / "bin" / ".tool-key.partial-1"
+    staging.mkdir()
+    (staging / "tool").write_text("ours")
+    build._publish(staging, target, component)
+    assert (target / "tool").read_text() == "theirs"
+
+
+def test_a_half_published_entry_is_not_taken_for_a_build(tmp_path: Path) -> None:
+    component = build.Component("tool", (("./cmd/tool", "tool"),), root=tmp_path / "mods")
+    target = tmp_path / "bin" / "tool-key"
+    target.mkdir(parents=True)
+    (target / "stray").write_text("")
+    staging = tmp_path / "bin" / ".tool-key.partial-1"
+    staging.mkdir()
+    (staging / "tool").write_text("ours")
+    with pytest.raises(OSError):
+        build._publish(staging, target, component)
+
+
 def test_only_a_directory_inside_the_volumes_dir_is_ever_removed() -> None:
     def volume(path: str) -> dict[str, object]:
         return {"spec": {"hostPath": {"path": path}}}

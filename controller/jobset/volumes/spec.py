@@ -2,10 +2,11 @@
 
 Both spellings of a policy normalise to ``VolumePolicy``:
 
-- ``spec.volumeClaimPolicies[]`` (upstream, plus our ``targetReplicatedJobs``, ``scope`` and the
-  extra ``retentionPolicy`` fields), and
+- ``spec.volumeClaimPolicies[]`` (upstream, plus our ``targetReplicatedJobs``, ``scope``,
+  ``creationPolicy`` and the extra ``retentionPolicy`` fields), and
 - ``spec.volumePolicy`` (the original request: ``replicatedJobs: [{name}]``,
-  ``volumeClaimTemplates``, ``retentionPolicy``), always JobSet scope.
+  ``volumeClaimTemplates``, ``retentionPolicy``, and our ``creationPolicy``), always JobSet
+  scope.
 
 Invalid policies raise ``InvalidJobSet`` naming the field; nothing else is raised for bad input.
 
