@@ -272,6 +272,24 @@ class ClientMetrics:
             buckets=(0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0),
             registry=registry,
         )
+        # Labelled series by their labels, looked up once each (``labels()`` takes a lock and
+        # builds a key on every call; a request would make two such calls).
+        self._requests: dict[tuple[str, str], Counter] = {}
+        self._waits: dict[str, Histogram] = {}
+
+    def request(self, code: str, method: str) -> Counter:
+        """The ``rest_client_requests_total`` series of ``code`` and ``method``."""
+        found = self._requests.get((code, method))
+        if found is None:
+            found = self._requests[code, method] = self.requests.labels(code=code, method=method)
+        return found
+
+    def wait(self, verb: str) -> Histogram:
+        """The ``rest_client_rate_limiter_duration_seconds`` series of ``verb``."""
+        found = self._waits.get(verb)
+        if found is None:
+            found = self._waits[verb] = self.rate_limiter_wait.labels(verb=verb)
+        return found
 
 
 _MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -320,9 +338,7 @@ class KubeClient:
         waiting_since = time.monotonic()
         await self.limiter.acquire()
         if self.metrics:
-            self.metrics.rate_limiter_wait.labels(verb=method).observe(
-                time.monotonic() - waiting_since
-            )
+            self.metrics.wait(method).observe(time.monotonic() - waiting_since)
         self._refuse_unless_allowed(method, path)
         query_params = [
             (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
@@ -344,12 +360,12 @@ class KubeClient:
             raise  # nothing was sent
         except Exception:
             if self.metrics:
-                self.metrics.requests.labels(code="<error>", method=method).inc()
+                self.metrics.request("<error>", method).inc()
             raise
         finally:
             _SENDING_GUARD.reset(sending)
         if self.metrics:
-            self.metrics.requests.labels(code=str(response.status), method=method).inc()
+            self.metrics.request(str(response.status), method).inc()
         if response.status >= 300:
             text = await response.text()
             response.release()
