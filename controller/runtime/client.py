@@ -29,6 +29,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import aiohttp
+import orjson
 from aiohttp.connector import Connection
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio.client import ApiClient
@@ -188,6 +189,21 @@ def _settle_environment(api: ApiClient) -> bool:
         return False
     session._trust_env = False
     return True
+
+
+def decode(data: bytes | str) -> Any:
+    """A JSON document (a response body, a watch event) as Python values.
+
+    orjson, which decodes what the API server sends about twice as fast as ``json`` (measured
+    in docs/performance.md): the same values for every document the API server writes (its
+    integers are 64-bit, its strings valid UTF-8, no NaN). Whatever orjson refuses that ``json``
+    reads (a lone surrogate escape, NaN, a float beyond double range) is read by ``json``, so
+    both accept the same documents; ``ValueError`` when neither does.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 _JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
@@ -379,7 +395,10 @@ class KubeClient:
     async def _json(self, method: str, path: str, **kwargs: Any) -> Obj:
         response = await self._send(method, path, **kwargs)
         async with response:
-            result: Obj = await response.json()
+            body = await response.read()
+            # An empty body reads as None, as aiohttp's ``response.json()`` has it.
+            found: Any = decode(body) if body.strip() else None
+            result: Obj = found
             return result
 
     def _write_query(self, extra: Mapping[str, str | int | bool] | None = None) -> dict[str, Any]:

@@ -20,7 +20,6 @@ Semantics (those of client-go's reflector + shared informer, re-written for asyn
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from controller.runtime.client import ApiError, KubeClient, Resource
+from controller.runtime.client import ApiError, KubeClient, Resource, decode
 from controller.runtime.store import Indexer, Obj, Store, object_key
 
 log = structlog.get_logger("informer")
@@ -248,7 +247,7 @@ class Informer:
 
     def _handle_line(self, line: bytes) -> None:
         try:
-            event = json.loads(line)
+            event = decode(line)
         except ValueError:
             self.malformed_events += 1
             self._log.warning(

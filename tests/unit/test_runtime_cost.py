@@ -4,12 +4,14 @@ A profile of the comparison benchmark (docs/performance.md, "CPU cuts, second ro
 bookkeeping around each reconcile and each API request among the controller's costs: looking up
 labelled metric series (``labels()`` takes a lock and builds a key on every call), copying the
 whole context twice a pass to bind the log context (structlog's ``bound_contextvars``), and
-rebuilding each module-level logger on every log call. These tests pin each of those to once.
+rebuilding each module-level logger on every log call. These tests pin each of those to once,
+and prove that watch events are decoded by orjson, with ``json`` only for what orjson refuses.
 """
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,8 +21,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
 from controller.runtime import logs
-from controller.runtime.client import ClientMetrics
+from controller.runtime.client import JOBS, ClientMetrics, KubeClient
 from controller.runtime.controller import Controller, ControllerMetrics, Result
+from controller.runtime.informer import Informer
 from controller.runtime.workqueue import WorkQueue
 
 PASSES = 50
@@ -124,3 +127,44 @@ def test_a_logger_is_built_once(
     lines = configured_logs.getvalue().splitlines()
     assert len(lines) == PASSES
     assert '"msg": "kept"' in lines[0] and '"level": "info"' in lines[0]
+
+
+def _job_event(i: int, **status: Any) -> bytes:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"js-{i}-w-0",
+            "namespace": "ns",
+            "resourceVersion": str(100 + i),
+            "labels": {"jobset.sigs.k8s.io/jobset-name": f"js-{i}"},
+            "managedFields": [{"manager": "kube-controller-manager", "fieldsV1": {"f:status": {}}}],
+        },
+        "spec": {"parallelism": 1, "completions": 1, "template": {"spec": {"containers": []}}},
+        "status": {"active": 1, "startTime": "2026-12-01T10:26:21Z", **status},
+    }
+    return json.dumps({"type": "MODIFIED", "object": job}).encode()
+
+
+def test_watch_events_are_decoded_without_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every watch event the API server can send is decoded by orjson: ``json.loads`` is never
+    called, and the cache holds what ``json`` would have decoded. An event orjson refuses and
+    ``json`` reads (a lone surrogate escape, which the API server never writes) is still read:
+    by ``json``, once."""
+    informer = Informer(KubeClient.__new__(KubeClient), JOBS, namespace="ns")
+    lines = [_job_event(i, ready=1, uncountedTerminatedPods={}) for i in range(PASSES)]
+    expected = [json.loads(line)["object"] for line in lines]
+    surrogate = _job_event(0, message="X").replace(b'"X"', b'"\\ud800"')
+    loads = Counting(monkeypatch, json, "loads")
+    for line in lines:
+        informer._handle_line(line)
+    assert loads.count == 0
+    assert len(informer.store) == PASSES
+    for obj in expected:
+        obj["metadata"].pop("managedFields")
+        assert informer.store.get(f"ns/{obj['metadata']['name']}") == obj
+    informer._handle_line(surrogate)
+    assert loads.count == 1
+    stored = informer.store.get("ns/js-0-w-0")
+    assert stored is not None and stored["status"]["message"] == "\ud800"
+    assert informer.malformed_events == 0
