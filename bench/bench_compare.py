@@ -252,6 +252,10 @@ async def run_row(
         cpu_seconds = proc_cpu_seconds(pid) - cpu_start
         after = apiserver_requests(cluster)
         ours = our_metrics(metrics_port, n) if metrics_port is not None else {}
+        lags = lifecycle_lags(
+            (await client.list(api.JOBSETS, NAMESPACE))["items"],
+            (await client.list(JOBS, NAMESPACE))["items"],
+        )
         audit_done = _rfc3339_now()
         load_run = load_average()
         print(f"    steady-state window of {steady:.0f}s ...", flush=True)
@@ -283,8 +287,58 @@ async def run_row(
         "steady_state_seconds": steady,
         "load_average_before": load_before,
         "load_average_after": load_run,
+        **lags,
         **ours,
     }
+
+
+def _time(value: object) -> datetime.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _condition_time(obj: Obj, kind: str) -> datetime.datetime | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind and c.get("status") == "True":
+            return _time(c.get("lastTransitionTime"))
+    return None
+
+
+def lifecycle_lags(jobsets: list[Obj], jobs: list[Obj]) -> Obj:
+    """Where each JobSet's time to Completed went, from the stored objects' own timestamps
+    (second precision): ``start`` from the JobSet's creation to its first Job's; ``run`` from
+    there to its last Job's Complete condition (the Job controller, scheduler, nodes); ``notice``
+    from that to the JobSet's Completed condition (the JobSet controller's latency). p50, p90
+    and max over the JobSets, in seconds."""
+    by_jobset: dict[str, list[Obj]] = {}
+    for job in jobs:
+        parent = ((job.get("metadata") or {}).get("labels") or {}).get(api.JOBSET_NAME)
+        by_jobset.setdefault(str(parent), []).append(job)
+    spans: dict[str, list[float]] = {"start": [], "run": [], "notice": []}
+    for js in jobsets:
+        mine = by_jobset.get(js["metadata"]["name"], [])
+        created = _time(js["metadata"].get("creationTimestamp"))
+        completed = _condition_time(js, "Completed")
+        first = min((t for j in mine if (t := _time(j["metadata"].get("creationTimestamp")))),
+                    default=None)  # fmt: skip
+        done = [_condition_time(j, "Complete") for j in mine]
+        if None in (created, completed, first) or not done or None in done:
+            continue
+        last = max(t for t in done if t is not None)
+        assert created is not None and completed is not None and first is not None
+        spans["start"].append((first - created).total_seconds())
+        spans["run"].append((last - first).total_seconds())
+        spans["notice"].append((completed - last).total_seconds())
+
+    def quantiles(values: list[float]) -> Obj:
+        ordered = sorted(values)
+        if not ordered:
+            return {}
+        at = [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.9)]
+        return {"p50": at[0], "p90": at[1], "max": ordered[-1], "n": len(ordered)}
+
+    return {f"lag_{name}_seconds": quantiles(values) for name, values in spans.items()}
 
 
 def our_metrics(port: int, n: int) -> Obj:
