@@ -176,12 +176,15 @@ class Informer:
     def _upsert(self, obj: Obj) -> None:
         key = object_key(obj)
         old = self.store.get(key)
-        if old is not None and not _newer_or_unknown(_version(obj), _version(old)):
+        if old is None:
+            self.store.put(obj)
+            self._emit_add(obj)
+            return
+        version, old_version = _version(obj), _version(old)
+        if not _newer_or_unknown(version, old_version):
             return  # stale: never let the cache go backwards
         self.store.put(obj)
-        if old is None:
-            self._emit_add(obj)
-        elif _version(old) != _version(obj):
+        if old_version != version:
             self._emit_update(old, obj)
 
     def _delete(self, obj: Obj) -> None:

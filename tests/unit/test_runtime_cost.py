@@ -20,10 +20,11 @@ import structlog
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
+from controller.runtime import informer as informermod
 from controller.runtime import logs
 from controller.runtime.client import JOBS, ClientMetrics, KubeClient
 from controller.runtime.controller import Controller, ControllerMetrics, Result
-from controller.runtime.informer import Informer
+from controller.runtime.informer import EventHandler, Informer
 from controller.runtime.workqueue import WorkQueue
 
 PASSES = 50
@@ -129,14 +130,14 @@ def test_a_logger_is_built_once(
     assert '"msg": "kept"' in lines[0] and '"level": "info"' in lines[0]
 
 
-def _job_event(i: int, **status: Any) -> bytes:
+def _job_event(i: int, version: int = 100, **status: Any) -> bytes:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": f"js-{i}-w-0",
             "namespace": "ns",
-            "resourceVersion": str(100 + i),
+            "resourceVersion": str(version + i),
             "labels": {"jobset.sigs.k8s.io/jobset-name": f"js-{i}"},
             "managedFields": [{"manager": "kube-controller-manager", "fieldsV1": {"f:status": {}}}],
         },
@@ -168,3 +169,25 @@ def test_watch_events_are_decoded_without_json(monkeypatch: pytest.MonkeyPatch) 
     stored = informer.store.get("ns/js-0-w-0")
     assert stored is not None and stored["status"]["message"] == "\ud800"
     assert informer.malformed_events == 0
+
+
+def test_an_update_event_reads_each_resource_version_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An update reads the new and the cached object's resourceVersion once each (to refuse an
+    older one and to tell a change from a resync), and the watch's own bookmark once more: 3
+    reads per event (5 before, ~1.5% of the CPU samples at N=300)."""
+    informer = Informer(KubeClient.__new__(KubeClient), JOBS, namespace="ns")
+    updates: list[str] = []
+    informer.add_handler(
+        EventHandler(on_update=lambda old, new: updates.append(new["metadata"]["name"]))
+    )
+    for i in range(PASSES):
+        informer._handle_line(_job_event(i))
+    versions = Counting(monkeypatch, informermod, "_version")
+    for i in range(PASSES):
+        informer._handle_line(_job_event(i, 900, ready=1))
+    assert len(updates) == PASSES
+    assert versions.count == 3 * PASSES
+    stale = _job_event(0, 100, ready=0)  # resourceVersion 100 < 900: dropped, no event
+    informer._handle_line(stale)
+    assert len(updates) == PASSES
+    assert informer.store.get("ns/js-0-w-0")["status"]["ready"] == 1  # type: ignore[index]
