@@ -145,7 +145,9 @@ def upstream_process(
     return ManagedProcess("upstream-jobset", argv, logs / "upstream-jobset.log", env=env)
 
 
-def our_process(cluster: LocalCluster, row: Row, logs: Path) -> ManagedProcess:
+def our_process(
+    cluster: LocalCluster, row: Row, logs: Path, extra: list[str] | None = None
+) -> ManagedProcess:
     argv = [
         sys.executable,
         "-m",
@@ -160,7 +162,7 @@ def our_process(cluster: LocalCluster, row: Row, logs: Path) -> ManagedProcess:
             f"--kube-api-qps={upstream.DEFAULT_QPS}",
             f"--kube-api-burst={upstream.DEFAULT_BURST}",
         ]
-    return ManagedProcess(row.name, argv, logs / f"{row.name}.log")
+    return ManagedProcess(row.name, [*argv, *(extra or [])], logs / f"{row.name}.log")
 
 
 def wait_healthy(process: ManagedProcess, probe: Callable[[], bool], what: str) -> None:
@@ -384,6 +386,7 @@ def run_one(
     kcm_qps: int,
     build: upstream.UpstreamBuild | None,
     py_spy: Path | None = None,
+    ours_args: list[str] | None = None,
 ) -> Obj:
     """One row on a fresh control plane; ``py_spy``: a directory for a profile of our rows
     (the profiler's sampling costs the controller some CPU: not for the figures)."""
@@ -402,7 +405,7 @@ def run_one(
         else:
             cluster.kubectl("apply", "--server-side", "-f", str(CRD))
             _wait_established(cluster)
-            controller = our_process(cluster, row, logs)
+            controller = our_process(cluster, row, logs, ours_args)
             user_agent = USER_AGENT
         controller.start()
         profiler = None
@@ -463,6 +466,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "compare.json")
     parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
     parser.add_argument(
+        "--ours-args",
+        nargs="*",
+        default=[],
+        help="more flags for our rows (experiments, e.g. --ours-args=--workers=16); recorded in"
+        " each run's controller_argv",
+    )
+    parser.add_argument(
         "--py-spy",
         type=Path,
         default=None,
@@ -496,7 +506,16 @@ def main() -> int:
                 print(f"variant {variant}, N={n}, {row.name}: starting "
                       f"(load {load_average()})", flush=True)  # fmt: skip
                 results.append(
-                    run_one(row, variant, n, args.steady, args.kcm_qps, build, args.py_spy)
+                    run_one(
+                        row,
+                        variant,
+                        n,
+                        args.steady,
+                        args.kcm_qps,
+                        build,
+                        args.py_spy,
+                        args.ours_args,
+                    )
                 )
                 summary = {k: results[-1][k] for k, _ in FIGURES}
                 print(f"  {json.dumps(summary)}", flush=True)
