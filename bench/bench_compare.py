@@ -476,7 +476,7 @@ def main() -> int:
         "--py-spy",
         type=Path,
         default=None,
-        help="a directory: profile our rows with py-spy (collapsed stacks; bench/profile.py)",
+        help="a directory: profile our rows with py-spy (see bench/profile_summary.py)",
     )
     parser.add_argument(
         "--merge",

@@ -1,7 +1,7 @@
 """Where the controller's CPU goes: a summary of a py-spy profile (collapsed stacks).
 
     .venv/bin/python bench/bench_compare.py --rows ours --sizes 100 --py-spy /tmp/prof
-    .venv/bin/python bench/profile.py /tmp/prof/ours-b-100.txt [--top 30]
+    .venv/bin/python bench/profile_summary.py /tmp/prof/ours-b-100.txt [--top 30]
 
 py-spy's ``raw`` format is one line per distinct stack, ``frame;frame;...;frame count``, root
 first, each frame ``function (file:line)``; idle threads are left out, so the samples are the
