@@ -25,7 +25,8 @@ from pathlib import Path
 # stack decides; at one frame the first pattern that matches.
 CATEGORIES: tuple[tuple[str, str], ...] = (
     (IDLE := "waiting in epoll (idle)", r"^(EpollSelector\.)?select \(.*selectors\.py"),
-    ("watch-event JSON decoding", r"^(loads|decode|raw_decode) \(.*json/"),
+    ("JSON decoding (watch events, responses)",
+     r"^(loads|decode|raw_decode) \(.*json/|^decode \(controller/runtime/client\.py"),
     ("logging (structlog)", r"\((.*/)?structlog/"),
     ("metrics (prometheus_client)", r"\((.*/)?prometheus_client/"),
     ("deep copies", r"^deepcopy \(|\(.*copy\.py:"),
