@@ -31,6 +31,8 @@ import asyncio
 import datetime
 import json
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +46,12 @@ Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_scale import apiserver_requests, describe_machine  # noqa: E402
+from bench_scale import (  # noqa: E402
+    apiserver_requests,
+    controller_metrics,
+    describe_machine,
+    percentile,
+)
 from kubernetes_asyncio import config  # noqa: E402
 
 from controller.jobset import api  # noqa: E402
@@ -138,7 +145,9 @@ def upstream_process(
     return ManagedProcess("upstream-jobset", argv, logs / "upstream-jobset.log", env=env)
 
 
-def our_process(cluster: LocalCluster, row: Row, logs: Path) -> ManagedProcess:
+def our_process(
+    cluster: LocalCluster, row: Row, logs: Path, extra: list[str] | None = None
+) -> ManagedProcess:
     argv = [
         sys.executable,
         "-m",
@@ -153,7 +162,7 @@ def our_process(cluster: LocalCluster, row: Row, logs: Path) -> ManagedProcess:
             f"--kube-api-qps={upstream.DEFAULT_QPS}",
             f"--kube-api-burst={upstream.DEFAULT_BURST}",
         ]
-    return ManagedProcess(row.name, argv, logs / f"{row.name}.log")
+    return ManagedProcess(row.name, [*argv, *(extra or [])], logs / f"{row.name}.log")
 
 
 def wait_healthy(process: ManagedProcess, probe: Callable[[], bool], what: str) -> None:
@@ -186,6 +195,7 @@ async def run_row(
     n: int,
     shared_claim: bool,
     steady: float,
+    metrics_port: int | None = None,
 ) -> Obj:
     assert controller.pid is not None
     pid = controller.pid
@@ -243,6 +253,11 @@ async def run_row(
         await asyncio.sleep(10)  # writes that were due land (ours paces progress writes)
         cpu_seconds = proc_cpu_seconds(pid) - cpu_start
         after = apiserver_requests(cluster)
+        ours = our_metrics(metrics_port, n) if metrics_port is not None else {}
+        lags = lifecycle_lags(
+            (await client.list(api.JOBSETS, NAMESPACE))["items"],
+            (await client.list(JOBS, NAMESPACE))["items"],
+        )
         audit_done = _rfc3339_now()
         load_run = load_average()
         print(f"    steady-state window of {steady:.0f}s ...", flush=True)
@@ -274,7 +289,93 @@ async def run_row(
         "steady_state_seconds": steady,
         "load_average_before": load_before,
         "load_average_after": load_run,
+        **lags,
+        **ours,
     }
+
+
+def _time(value: object) -> datetime.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _condition_time(obj: Obj, kind: str) -> datetime.datetime | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind and c.get("status") == "True":
+            return _time(c.get("lastTransitionTime"))
+    return None
+
+
+def lifecycle_lags(jobsets: list[Obj], jobs: list[Obj]) -> Obj:
+    """Where each JobSet's time to Completed went, from the stored objects' own timestamps
+    (second precision): ``start`` from the JobSet's creation to its first Job's; ``run`` from
+    there to its last Job's Complete condition (the Job controller, scheduler, nodes); ``notice``
+    from that to the JobSet's Completed condition (the JobSet controller's latency). p50, p90
+    and max over the JobSets, in seconds."""
+    by_jobset: dict[str, list[Obj]] = {}
+    for job in jobs:
+        parent = ((job.get("metadata") or {}).get("labels") or {}).get(api.JOBSET_NAME)
+        by_jobset.setdefault(str(parent), []).append(job)
+    spans: dict[str, list[float]] = {"start": [], "run": [], "notice": []}
+    for js in jobsets:
+        mine = by_jobset.get(js["metadata"]["name"], [])
+        created = _time(js["metadata"].get("creationTimestamp"))
+        completed = _condition_time(js, "Completed")
+        first = min((t for j in mine if (t := _time(j["metadata"].get("creationTimestamp")))),
+                    default=None)  # fmt: skip
+        done = [_condition_time(j, "Complete") for j in mine]
+        if None in (created, completed, first) or not done or None in done:
+            continue
+        last = max(t for t in done if t is not None)
+        assert created is not None and completed is not None and first is not None
+        spans["start"].append((first - created).total_seconds())
+        spans["run"].append((last - first).total_seconds())
+        spans["notice"].append((completed - last).total_seconds())
+
+    def quantiles(values: list[float]) -> Obj:
+        ordered = sorted(values)
+        if not ordered:
+            return {}
+        at = [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.9)]
+        return {"p50": at[0], "p90": at[1], "max": ordered[-1], "n": len(ordered)}
+
+    return {f"lag_{name}_seconds": quantiles(values) for name, values in spans.items()}
+
+
+def our_metrics(port: int, n: int) -> Obj:
+    """This controller's own account of the run (its /metrics; upstream's needs a token):
+    reconciles per JobSet, reconcile time and queue wait percentiles (bucket upper bounds), time
+    spent in its client rate limiter."""
+    found = controller_metrics(port)
+    reconciles = found["buckets"][-1][1] if found["buckets"] else 0.0
+    return {
+        "controller_reconciles_per_jobset": round(reconciles / n, 2),
+        "controller_reconcile_seconds": {
+            q: percentile(found["buckets"], float(q[1:]) / 100) for q in ("p50", "p90", "p99")
+        },
+        "controller_queue_wait_seconds": {
+            q: percentile(found["queued"], float(q[1:]) / 100) for q in ("p50", "p90", "p99")
+        },
+        "controller_throttled_seconds": round(found["throttled_seconds"], 2),
+    }
+
+
+def start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid`` (100 Hz, collapsed stacks, idle threads left out) into ``out``
+    until stopped (``stop_py_spy``); py-spy from the venv of this interpreter."""
+    py_spy = Path(sys.executable).parent / "py-spy"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    argv = [str(py_spy), "record", "--pid", str(pid), "--rate", "100", "--format", "raw"]
+    return subprocess.Popen([*argv, "--output", str(out)], stdout=subprocess.DEVNULL)
+
+
+def stop_py_spy(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 def run_one(
@@ -284,8 +385,11 @@ def run_one(
     steady: float,
     kcm_qps: int,
     build: upstream.UpstreamBuild | None,
+    py_spy: Path | None = None,
+    ours_args: list[str] | None = None,
 ) -> Obj:
-    """One row on a fresh control plane."""
+    """One row on a fresh control plane; ``py_spy``: a directory for a profile of our rows
+    (the profiler's sampling costs the controller some CPU: not for the figures)."""
     with (
         tempfile.TemporaryDirectory() as tmp,
         LocalCluster(Path(tmp) / "c", profile="full", controller_manager_qps=kcm_qps) as cluster,
@@ -301,9 +405,10 @@ def run_one(
         else:
             cluster.kubectl("apply", "--server-side", "-f", str(CRD))
             _wait_established(cluster)
-            controller = our_process(cluster, row, logs)
+            controller = our_process(cluster, row, logs, ours_args)
             user_agent = USER_AGENT
         controller.start()
+        profiler = None
         try:
             probe_port = _probe_port(controller.argv, work)
             wait_healthy(
@@ -311,10 +416,16 @@ def run_one(
                 lambda: https_get(f"http://127.0.0.1:{probe_port}/readyz", timeout=2)[0] == 200,
                 row.name,
             )
+            metrics_port = None if row.name == "upstream" else _port(controller.argv, "metrics")
+            if py_spy is not None and row.name != "upstream":
+                assert controller.pid is not None
+                profiler = start_py_spy(controller.pid, py_spy / f"{row.name}-{variant}-{n}.txt")
             result = asyncio.run(
-                run_row(cluster, controller, user_agent, n, variant == "b", steady)
+                run_row(cluster, controller, user_agent, n, variant == "b", steady, metrics_port)
             )
         finally:
+            if profiler is not None:
+                stop_py_spy(profiler)
             controller.stop()
         result["row"] = row.name
         result["variant"] = variant
@@ -323,10 +434,17 @@ def run_one(
         return result
 
 
-def _probe_port(argv: list[str], work: Path) -> int:
+def _port(argv: list[str], flag: str) -> int | None:
     for arg in argv:
-        if arg.startswith("--health-probe-bind-address="):
+        if arg.startswith(f"--{flag}-bind-address="):
             return int(arg.rsplit(":", 1)[1])
+    return None
+
+
+def _probe_port(argv: list[str], work: Path) -> int:
+    port = _port(argv, "health-probe")
+    if port is not None:
+        return port
     cfg = json.loads((work / "upstream-config.yaml").read_text())
     return int(cfg["health"]["healthProbeBindAddress"].rsplit(":", 1)[1])
 
@@ -347,6 +465,19 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "compare.json")
     parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
+    parser.add_argument(
+        "--ours-args",
+        nargs="*",
+        default=[],
+        help="more flags for our rows (experiments, e.g. --ours-args=--workers=16); recorded in"
+        " each run's controller_argv",
+    )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        help="a directory: profile our rows with py-spy (see bench/profile_summary.py)",
+    )
     parser.add_argument(
         "--merge",
         action="store_true",
@@ -374,7 +505,18 @@ def main() -> int:
             for row in (r for r in ROWS if r.name in args.rows):
                 print(f"variant {variant}, N={n}, {row.name}: starting "
                       f"(load {load_average()})", flush=True)  # fmt: skip
-                results.append(run_one(row, variant, n, args.steady, args.kcm_qps, build))
+                results.append(
+                    run_one(
+                        row,
+                        variant,
+                        n,
+                        args.steady,
+                        args.kcm_qps,
+                        build,
+                        args.py_spy,
+                        args.ours_args,
+                    )
+                )
                 summary = {k: results[-1][k] for k, _ in FIGURES}
                 print(f"  {json.dumps(summary)}", flush=True)
                 if results[-1]["controller_log_errors"]:

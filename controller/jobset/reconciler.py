@@ -36,7 +36,7 @@ from controller.jobset import (
 )
 from controller.jobset.decide import Plan, decide
 from controller.jobset.metrics import JobSetMetrics
-from controller.jobset.model import InvalidJobSet, JobSet, parse
+from controller.jobset.model import InvalidJobSet, JobSet, parse, with_new_status
 from controller.jobset.volumes import (
     ClaimPatch,
     ClaimView,
@@ -124,6 +124,9 @@ class JobSetReconciler:
         # last only (a parse with its model is about the size of the object itself).
         self._parsed: OrderedDict[str, tuple[Obj, JobSet]] = OrderedDict()
         self._models: dict[str, tuple[JobSet, VolumeModel]] = {}
+        # A parse made from the one before (``with_new_status``) and the model of that one, whose
+        # policies its own model takes (same spec), until ``_model`` reads it.
+        self._same_spec: dict[str, tuple[JobSet, VolumeModel]] = {}
 
     # --------------------------------------------------------------- observe
 
@@ -204,18 +207,29 @@ class JobSetReconciler:
         return None, None
 
     def _parse(self, key: str, obj: Obj) -> JobSet:
-        """``parse(obj)``, once per cached object (raises ``InvalidJobSet`` as it does)."""
+        """``parse(obj)``, once per cached object (raises ``InvalidJobSet`` as it does). A new
+        object that only changes the status of the one parsed before (the echo of a status
+        write: most new objects) is not parsed again (``model.with_new_status``), and its volume
+        model keeps the policies read before."""
         cached = self._parsed.get(key)
         if cached is not None and cached[0] is obj:
             self._parsed.move_to_end(key)
             return cached[1]
         self._parsed.pop(key, None)
-        self._models.pop(key, None)
-        jobset = parse(obj)
+        self._same_spec.pop(key, None)
+        before = self._models.pop(key, None)
+        jobset = None
+        if cached is not None:
+            jobset = with_new_status(cached[1], obj)
+            if jobset is not None and before is not None and before[0] is cached[1]:
+                self._same_spec[key] = (jobset, before[1])
+        if jobset is None:
+            jobset = parse(obj)
         self._parsed[key] = (obj, jobset)
         while len(self._parsed) > PARSED_KEPT:
             oldest, _ = self._parsed.popitem(last=False)
             self._models.pop(oldest, None)
+            self._same_spec.pop(oldest, None)
         return jobset
 
     def _model(self, key: str, jobset: JobSet) -> VolumeModel:
@@ -223,7 +237,8 @@ class JobSetReconciler:
         cached = self._models.get(key)
         if cached is not None and cached[0] is jobset:
             return cached[1]
-        model = volumes.model(jobset)
+        same = self._same_spec.pop(key, None)
+        model = volumes.model(jobset, same[1] if same is not None and same[0] is jobset else None)
         if key in self._parsed:  # only beside its parse (bounded with it)
             self._models[key] = (jobset, model)
         return model
@@ -235,6 +250,7 @@ class JobSetReconciler:
         self._expected.pop(key, None)
         self._parsed.pop(key, None)
         self._models.pop(key, None)
+        self._same_spec.pop(key, None)
         self.wanted.drop(key)
 
     # -------------------------------------------------------------- reconcile

@@ -101,54 +101,67 @@ class Controller:
         self.metrics = metrics or ControllerMetrics(None)
         self.object_label = object_label
         self.metrics.max_concurrent.labels(controller=name).set(workers)
-        for result in ("success", "error", "requeue", "requeue_after"):
-            self.metrics.total.labels(controller=name, result=result)
-        self.metrics.errors.labels(controller=name)
+        # The labelled series this controller writes, looked up once: ``labels()`` takes a lock
+        # and builds a key on every call, and a reconcile would make four such calls.
+        self._totals = {
+            result: self.metrics.total.labels(controller=name, result=result)
+            for result in ("success", "error", "requeue", "requeue_after")
+        }
+        self._errors = self.metrics.errors.labels(controller=name)
+        self._active = self.metrics.active.labels(controller=name)
+        self._time = self.metrics.time.labels(controller=name)
 
     async def _process(self, key: str) -> None:
         namespace, name = split_key(key)
-        reconcile_id = str(uuid.uuid4())
-        bound = structlog.contextvars.bound_contextvars(
+        # Bound for this reconcile and reset from the tokens afterwards: the worker's context is
+        # its own task's, and resetting restores exactly what was there (structlog's
+        # ``bound_contextvars`` would copy the whole context to find that out, twice a pass).
+        tokens = structlog.contextvars.bind_contextvars(
             controller=self.name,
             namespace=namespace or "",
-            reconcileID=reconcile_id,
+            reconcileID=str(uuid.uuid4()),
             **{self.object_label: name},
         )
-        active = self.metrics.active.labels(controller=self.name)
+        try:
+            await self._reconcile(key)
+        finally:
+            structlog.contextvars.reset_contextvars(**tokens)
+
+    async def _reconcile(self, key: str) -> None:
+        active = self._active
         started = time.monotonic()
-        with bound:
-            active.inc()
-            try:
-                result = await self.reconcile(key)
-            except asyncio.CancelledError:
-                raise
-            except ApiError as err:
-                # An answer from the API server (quota, conflict, validation): no traceback.
-                log.warning("reconcile failed; will retry with backoff", error=str(err))
-                self.metrics.errors.labels(controller=self.name).inc()
-                self.metrics.total.labels(controller=self.name, result="error").inc()
-                self.queue.add_rate_limited(key)
-                return
-            except Exception:
-                log.exception("reconcile failed; will retry with backoff")
-                self.metrics.errors.labels(controller=self.name).inc()
-                self.metrics.total.labels(controller=self.name, result="error").inc()
-                self.queue.add_rate_limited(key)
-                return
-            finally:
-                active.dec()
-                self.metrics.time.labels(controller=self.name).observe(time.monotonic() - started)
-            if result.requeue_after and result.requeue_after > 0:
-                self.queue.forget(key)
-                self.queue.add_after(key, result.requeue_after)
-                outcome = "requeue_after"
-            elif result.requeue:
-                self.queue.add_rate_limited(key)
-                outcome = "requeue"
-            else:
-                self.queue.forget(key)
-                outcome = "success"
-            self.metrics.total.labels(controller=self.name, result=outcome).inc()
+        active.inc()
+        try:
+            result = await self.reconcile(key)
+        except asyncio.CancelledError:
+            raise
+        except ApiError as err:
+            # An answer from the API server (quota, conflict, validation): no traceback.
+            log.warning("reconcile failed; will retry with backoff", error=str(err))
+            self._errors.inc()
+            self._totals["error"].inc()
+            self.queue.add_rate_limited(key)
+            return
+        except Exception:
+            log.exception("reconcile failed; will retry with backoff")
+            self._errors.inc()
+            self._totals["error"].inc()
+            self.queue.add_rate_limited(key)
+            return
+        finally:
+            active.dec()
+            self._time.observe(time.monotonic() - started)
+        if result.requeue_after and result.requeue_after > 0:
+            self.queue.forget(key)
+            self.queue.add_after(key, result.requeue_after)
+            outcome = "requeue_after"
+        elif result.requeue:
+            self.queue.add_rate_limited(key)
+            outcome = "requeue"
+        else:
+            self.queue.forget(key)
+            outcome = "success"
+        self._totals[outcome].inc()
 
     async def _worker(self) -> None:
         while True:

@@ -20,7 +20,6 @@ Semantics (those of client-go's reflector + shared informer, re-written for asyn
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from controller.runtime.client import ApiError, KubeClient, Resource
+from controller.runtime.client import ApiError, KubeClient, Resource, decode
 from controller.runtime.store import Indexer, Obj, Store, object_key
 
 log = structlog.get_logger("informer")
@@ -177,12 +176,15 @@ class Informer:
     def _upsert(self, obj: Obj) -> None:
         key = object_key(obj)
         old = self.store.get(key)
-        if old is not None and not _newer_or_unknown(_version(obj), _version(old)):
+        if old is None:
+            self.store.put(obj)
+            self._emit_add(obj)
+            return
+        version, old_version = _version(obj), _version(old)
+        if not _newer_or_unknown(version, old_version):
             return  # stale: never let the cache go backwards
         self.store.put(obj)
-        if old is None:
-            self._emit_add(obj)
-        elif _version(old) != _version(obj):
+        if old_version != version:
             self._emit_update(old, obj)
 
     def _delete(self, obj: Obj) -> None:
@@ -248,7 +250,7 @@ class Informer:
 
     def _handle_line(self, line: bytes) -> None:
         try:
-            event = json.loads(line)
+            event = decode(line)
         except ValueError:
             self.malformed_events += 1
             self._log.warning(

@@ -35,7 +35,8 @@ def configure(level: str = "info", *, json_output: bool = True) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=False,
+        # Each module-level logger is built on its first call, not again on every call.
+        cache_logger_on_first_use=True,
     )
     # Libraries that use the standard logging module: same stream, same level.
     logging.basicConfig(

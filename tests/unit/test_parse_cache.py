@@ -1,18 +1,22 @@
 """The reconciler parses a JobSet (and builds its volume model) once per cached object: a pass
 caused by a child's event reuses the parse of the object it already read; a new object (any watch
-event of the JobSet) is parsed afresh, and decides exactly as a fresh parse would."""
+event of the JobSet) is parsed afresh, unless it only changes the status of the one before (the
+echo of a status write), and decides exactly as a fresh parse would."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
 
+from controller.jobset import reconciler as reconcilermod
 from controller.jobset import volumes
 from controller.jobset.decide import decide
-from controller.jobset.model import InvalidJobSet, parse
+from controller.jobset.model import InvalidJobSet, parse, with_new_status
 from controller.jobset.reconciler import PARSED_KEPT, JobSetReconciler
+from controller.jobset.volumes import spec as specmod
 from tests.unit.jobset_factories import at, make_job
 from tests.unit.volumes.factories import make_obj, tpl
 
@@ -95,3 +99,88 @@ def test_only_the_jobsets_reconciled_last_are_kept() -> None:
     assert keys[2] not in reconciler._parsed
     first = reconciler._parse(keys[1], objs[keys[1]])  # parsed again, as any new object
     assert first.raw is objs[keys[1]]
+
+
+# ----------------------------------------------------------------------------- status-only echoes
+
+
+class Calls:
+    """Counts the calls of a function (which still runs)."""
+
+    def __init__(self, patch: pytest.MonkeyPatch, owner: Any, attr: str) -> None:
+        self.count = 0
+        real = getattr(owner, attr)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        patch.setattr(owner, attr, counted)
+
+
+def _echo(obj: dict[str, Any], version: int, **status: Any) -> dict[str, Any]:
+    """The object as a status write returns it: new status, new resourceVersion."""
+    new = copy.deepcopy(obj)
+    new["metadata"]["resourceVersion"] = str(version)
+    new["status"] = {**(obj.get("status") or {}), **status}
+    return new
+
+
+def test_a_status_echo_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Most new JobSet objects a reconciler sees are the echoes of its own status writes: spec
+    and metadata unchanged. Those are not parsed again and their volume models keep the policies
+    read the first time (counted: one parse, one policies read for ten versions), and they
+    decide exactly as fresh parses."""
+    parses = Calls(monkeypatch, reconcilermod, "parse")
+    reads = Calls(monkeypatch, specmod, "policies")
+    reconciler, obj = _reconciler(), _obj("1")
+    jobs = [make_job(parse(obj), "workers", 0)]
+    for version in range(2, 12):
+        jobset = reconciler._parse(KEY, obj)
+        model = reconciler._model(KEY, jobset)
+        reused = decide(jobset, jobs, None, at(10), model=model)
+        fresh_jobset = parse(copy.deepcopy(obj))
+        assert jobset == fresh_jobset
+        fresh_model = volumes.model(fresh_jobset)
+        fresh = decide(fresh_jobset, jobs, None, at(10), model=fresh_model)
+        assert (reused.status, reused.volume, reused.create_jobs) == (
+            fresh.status,
+            fresh.volume,
+            fresh.create_jobs,
+        )
+        assert (model.record, model.policies) == (fresh_model.record, fresh_model.policies)
+        obj = _echo(obj, version, **{**(reused.status or {}), "restarts": version % 3})
+    assert parses.count == 1
+    assert reads.count == 1 + 10  # ours once; the ten fresh models of the comparison
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda o: o["spec"]["replicatedJobs"][0].update(replicas=7),
+        lambda o: o["metadata"].update(generation=2),
+        lambda o: o["metadata"].setdefault("labels", {}).update(team="a"),
+        lambda o: o["metadata"].update(finalizers=["x/y"]),
+        lambda o: o["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z"),
+        lambda o: o.update(extra={}),
+    ],
+)
+def test_any_other_change_is_parsed_again(
+    monkeypatch: pytest.MonkeyPatch, change: Callable[[dict[str, Any]], None]
+) -> None:
+    """Anything but the status and the resourceVersion changed: parsed (and policies read)
+    again, even when a status-only echo was parsed before without its model being asked for."""
+    reconciler, obj = _reconciler(), _obj("1")
+    reconciler._model(KEY, reconciler._parse(KEY, obj))
+    echo = _echo(obj, 2, restarts=1)
+    assert reconciler._parse(KEY, echo).status.restarts == 1  # no _model for it
+    changed = _echo(echo, 3)
+    change(changed)
+    parses = Calls(monkeypatch, reconcilermod, "parse")
+    reads = Calls(monkeypatch, specmod, "policies")
+    jobset = reconciler._parse(KEY, changed)
+    model = reconciler._model(KEY, jobset)
+    assert (parses.count, reads.count) == (1, 1)
+    assert jobset == parse(changed)
+    assert with_new_status(parse(echo), changed) is None
+    assert model.policies == volumes.model(parse(changed)).policies

@@ -27,6 +27,7 @@ from controller.jobset import api, construct, volumes
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet
 from controller.jobset.volumes import desired as desiredmod
+from controller.jobset.volumes import quantity as quantitymod
 from tests.unit.jobset_factories import make_jobset, rjob
 
 NOW = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -382,3 +383,22 @@ def test_mounting_hundreds_of_claims_is_linear() -> None:
 
     reads = {n: name_reads(n) for n in (100, 200, 400)}
     assert all(0 < count <= 2 * n for n, count in reads.items()), reads
+
+
+def test_a_storage_quantity_is_parsed_once_per_text() -> None:
+    """Every pass reads the storage of every claim it sees (``volumes.views``) and of every
+    template: the same few texts. Each is parsed once (counted: the parser's misses), then
+    remembered; what is read stays exact."""
+    quantitymod._parse_text.cache_clear()
+    claims = [
+        {
+            "metadata": {"name": f"data-{i}", "uid": f"u{i}"},
+            "spec": {"resources": {"requests": {"storage": "1Gi" if i % 2 else "500Mi"}}},
+        }
+        for i in range(200)
+    ]
+    for _ in range(5):
+        found = volumes.views(claims)
+    assert quantitymod._parse_text.cache_info().misses == 2
+    assert found["data-1"].storage == 2**30
+    assert found["data-0"].storage == 500 * 2**20

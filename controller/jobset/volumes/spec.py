@@ -467,12 +467,16 @@ class VolumeModel:
         return slot_claim_name(self.jobset.name, slot)
 
 
-def model(jobset: JobSet) -> VolumeModel:
-    """The JobSet's volume model; raises ``InvalidJobSet`` for policies that cannot be acted on."""
+def model(jobset: JobSet, same_spec_as: VolumeModel | None = None) -> VolumeModel:
+    """The JobSet's volume model; raises ``InvalidJobSet`` for policies that cannot be acted on.
+
+    ``same_spec_as``: a model of an earlier version of this JobSet with the same metadata and
+    spec (``model.with_new_status``): its policies, which are read from those alone, are taken
+    as they are instead of being read and validated again."""
     annotations = as_dict(as_dict(jobset.raw.get("metadata")).get("annotations"))
     return VolumeModel(
         jobset,
-        policies(jobset),
+        policies(jobset) if same_spec_as is None else same_spec_as.policies,
         recordmod.parse_record(jobset.status.raw.get("volumes")),
         recordmod.accepted_losses(annotations, REPLACE_LOST_ANNOTATION),
     )
