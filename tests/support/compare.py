@@ -26,7 +26,7 @@ class Row:
 
 ROWS = (
     Row("upstream", "upstream JobSet, its defaults (qps 500, burst 500)"),
-    Row("ours", "this controller, its defaults (4 workers, qps 50, burst 100)"),
+    Row("ours", "this controller, its defaults (4 workers, qps 500, burst 500: upstream's)"),
     Row("ours-qps500", "this controller, --kube-api-qps=500 --kube-api-burst=500"),
 )
 # (key in a run's result, label in the table); lower is better for each.
