@@ -17,6 +17,7 @@ from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, parse, with_new_status
 from controller.jobset.reconciler import PARSED_KEPT, JobSetReconciler
 from controller.jobset.volumes import spec as specmod
+from tests.support.counting import CallCounter
 from tests.unit.jobset_factories import at, make_job
 from tests.unit.volumes.factories import make_obj, tpl
 
@@ -104,20 +105,6 @@ def test_only_the_jobsets_reconciled_last_are_kept() -> None:
 # ----------------------------------------------------------------------------- status-only echoes
 
 
-class Calls:
-    """Counts the calls of a function (which still runs)."""
-
-    def __init__(self, patch: pytest.MonkeyPatch, owner: Any, attr: str) -> None:
-        self.count = 0
-        real = getattr(owner, attr)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return real(*args, **kwargs)
-
-        patch.setattr(owner, attr, counted)
-
-
 def _echo(obj: dict[str, Any], version: int, **status: Any) -> dict[str, Any]:
     """The object as a status write returns it: new status, new resourceVersion."""
     new = copy.deepcopy(obj)
@@ -131,8 +118,8 @@ def test_a_status_echo_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> N
     and metadata unchanged. Those are not parsed again and their volume models keep the policies
     read the first time (counted: one parse, one policies read for ten versions), and they
     decide exactly as fresh parses."""
-    parses = Calls(monkeypatch, reconcilermod, "parse")
-    reads = Calls(monkeypatch, specmod, "policies")
+    parses = CallCounter(monkeypatch, reconcilermod, "parse")
+    reads = CallCounter(monkeypatch, specmod, "policies")
     reconciler, obj = _reconciler(), _obj("1")
     jobs = [make_job(parse(obj), "workers", 0)]
     for version in range(2, 12):
@@ -176,8 +163,8 @@ def test_any_other_change_is_parsed_again(
     assert reconciler._parse(KEY, echo).status.restarts == 1  # no _model for it
     changed = _echo(echo, 3)
     change(changed)
-    parses = Calls(monkeypatch, reconcilermod, "parse")
-    reads = Calls(monkeypatch, specmod, "policies")
+    parses = CallCounter(monkeypatch, reconcilermod, "parse")
+    reads = CallCounter(monkeypatch, specmod, "policies")
     jobset = reconciler._parse(KEY, changed)
     model = reconciler._model(KEY, jobset)
     assert (parses.count, reads.count) == (1, 1)

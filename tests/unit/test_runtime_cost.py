@@ -26,22 +26,9 @@ from controller.runtime.client import JOBS, ClientMetrics, KubeClient
 from controller.runtime.controller import Controller, ControllerMetrics, Result
 from controller.runtime.informer import EventHandler, Informer
 from controller.runtime.workqueue import WorkQueue
+from tests.support.counting import CallCounter
 
 PASSES = 50
-
-
-class Counting:
-    """Replaces ``owner.attr`` with a wrapper that counts its calls (the original still runs)."""
-
-    def __init__(self, patch: pytest.MonkeyPatch, owner: Any, attr: str) -> None:
-        self.count = 0
-        real = getattr(owner, attr)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return real(*args, **kwargs)
-
-        patch.setattr(owner, attr, counted)
 
 
 async def test_a_reconcile_looks_up_no_metric_series_and_copies_no_context(
@@ -62,8 +49,8 @@ async def test_a_reconcile_looks_up_no_metric_series_and_copies_no_context(
     controller = Controller(
         "cost", queue, reconcile, metrics=ControllerMetrics(registry), object_label="thing"
     )
-    labels = Counting(monkeypatch, MetricWrapperBase, "labels")
-    copies = Counting(monkeypatch, structlog.contextvars, "get_contextvars")
+    labels = CallCounter(monkeypatch, MetricWrapperBase, "labels")
+    copies = CallCounter(monkeypatch, structlog.contextvars, "get_contextvars")
     structlog.contextvars.bind_contextvars(controller="outer")
     try:
         for i in range(PASSES):
@@ -91,7 +78,7 @@ def test_a_request_looks_up_each_series_once(monkeypatch: pytest.MonkeyPatch) ->
     histogram, is looked up the first time it is used, then reused."""
     registry = CollectorRegistry()
     metrics = ClientMetrics(registry)
-    labels = Counting(monkeypatch, MetricWrapperBase, "labels")
+    labels = CallCounter(monkeypatch, MetricWrapperBase, "labels")
     for _ in range(PASSES):
         for method, code in (("GET", "200"), ("PUT", "200"), ("PUT", "409")):
             metrics.wait(method).observe(0.0)
@@ -120,7 +107,7 @@ def test_a_logger_is_built_once(
     """A module-level logger (a lazy proxy) is built on its first call, not on every call: a
     filtered debug line costs a level check, an info line its rendering."""
     log = structlog.get_logger("cost")
-    builds = Counting(monkeypatch, structlog.BoundLoggerBase, "__init__")
+    builds = CallCounter(monkeypatch, structlog.BoundLoggerBase, "__init__")
     for i in range(PASSES):
         log.debug("filtered", i=i)
         log.info("kept", i=i)
@@ -156,7 +143,7 @@ def test_watch_events_are_decoded_without_json(monkeypatch: pytest.MonkeyPatch) 
     lines = [_job_event(i, ready=1, uncountedTerminatedPods={}) for i in range(PASSES)]
     expected = [json.loads(line)["object"] for line in lines]
     surrogate = _job_event(0, message="X").replace(b'"X"', b'"\\ud800"')
-    loads = Counting(monkeypatch, json, "loads")
+    loads = CallCounter(monkeypatch, json, "loads")
     for line in lines:
         informer._handle_line(line)
     assert loads.count == 0
@@ -182,7 +169,7 @@ def test_an_update_event_reads_each_resource_version_once(monkeypatch: pytest.Mo
     )
     for i in range(PASSES):
         informer._handle_line(_job_event(i))
-    versions = Counting(monkeypatch, informermod, "_version")
+    versions = CallCounter(monkeypatch, informermod, "_version")
     for i in range(PASSES):
         informer._handle_line(_job_event(i, 900, ready=1))
     assert len(updates) == PASSES
