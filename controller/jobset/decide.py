@@ -30,6 +30,7 @@ from controller.jobset import (
     construct,
     elastic,
     failure,
+    kueue,
     startup,
     status,
     success,
@@ -315,6 +316,18 @@ def _resize_condition(built: _Status, jobset: JobSet, jobs: Sequence[Obj], gate:
         )
 
 
+def _kueue_condition(built: _Status, jobset: JobSet) -> None:
+    """A queued JobSet whose pod templates Kueue's admission patch would change (condition and
+    Warning Event, ``kueue``); cleared (if ever set) once it no longer applies."""
+    message = kueue.incompatibility(jobset)
+    if message is not None:
+        built.condition(kueue.CONDITION, "True", kueue.REASON_EMPTY_LISTS, message, "Warning")
+    else:
+        built.condition(
+            kueue.CONDITION, "False", kueue.REASON_COMPATIBLE, kueue.MESSAGE_COMPATIBLE, "Normal"
+        )
+
+
 def _merged(patches: Sequence[tuple[str, Obj]]) -> list[tuple[str, Obj]]:
     """One patch per Job: several patches to one Job joined, part by part (they set different
     fields: suspend, the pod template, the sizes)."""
@@ -555,6 +568,7 @@ def decide(
     plan.patch_jobs.extend(_suspend_on_lost_claims(jobset, current, model, vplan))
     plan.patch_jobs = _merged(plan.patch_jobs + _resize(jobset, current, model, vplan, resize))
     _resize_condition(built, jobset, current, resize)
+    _kueue_condition(built, jobset)
     if suspension.condition is not None:
         kind, value, reason, message = suspension.condition
         built.condition(kind, value, reason, message, "Normal")

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
+from controller.jobset import kueue as kueue_policy
 from controller.runtime.client import CLAIMS, PODS, KubeClient
 from localcluster import kueue
 from localcluster.cluster import JOBSET_CRD, LocalCluster
@@ -261,6 +262,40 @@ async def test_queued_jobset_stays_suspended_until_admitted_then_completes(
         assert phase(pod) == "Succeeded", pod["metadata"]["name"]
     finished = await wait_workload(kclient, ns, name, "Finished")
     assert (condition(finished, "Finished") or {}).get("reason") == "Succeeded"
+    kcontroller.assert_clean()
+
+
+async def test_a_template_with_an_empty_list_is_named_as_the_reason_kueue_cannot_admit_it(
+    kcontroller: ControllerProcesses,
+    kclient: KubeClient,
+    kueue_kube: Kube,
+    kueue_namespace: str,
+    queue: Queue,
+) -> None:
+    """Kueue's admission patch leaves empty lists out (upstream's Go types) and the CRD refuses
+    it as a change to a suspended JobSet's template: the JobSet stays suspended while its
+    Workload is Admitted. The controller says why: KueueIncompatible True, naming the field, and
+    a Warning Event (docs/kueue.md, "Supported and not")."""
+    ns, name = kueue_namespace, "emptylist"
+    workers = gpu_workers("workers", 1, 1, 1)
+    workers["template"]["spec"]["template"]["spec"]["containers"][0]["env"] = []
+    created = await kclient.create(api.JOBSETS, queued(jobset(name, workers), queue.local), ns)
+    assert created["spec"]["suspend"] is True
+    await wait_workload(kclient, ns, name, "Admitted")
+    flagged = await wait_for(
+        lambda: get_jobset(kclient, ns, name),
+        lambda obj: (condition(obj, kueue_policy.CONDITION) or {}).get("status") == "True",
+        f"{kueue_policy.CONDITION}=True on {name}",
+    )
+    found = condition(flagged, kueue_policy.CONDITION) or {}
+    assert found.get("reason") == kueue_policy.REASON_EMPTY_LISTS
+    field = "spec.replicatedJobs[0].template.spec.template.spec.containers[0].env"
+    assert field in str(found.get("message")), found
+    await wait_event(
+        kueue_kube, ns, name, kueue_policy.REASON_EMPTY_LISTS, event_type="Warning", contains=field
+    )
+    # Admitted, yet still suspended: the patch was refused (what the condition explains).
+    assert suspended(await get_jobset(kclient, ns, name))
     kcontroller.assert_clean()
 
 
