@@ -244,3 +244,16 @@ def job_view(job: Obj) -> Obj:
         for key in _UNREAD_POD_FIELDS:
             pod.pop(key, None)
     return job
+
+
+def service_view(service: Obj) -> Obj:
+    """What the Service informer keeps of a headless Service (its transform): its metadata
+    without ``managedFields``. Only whether the JobSet's Service exists is ever read (a missing
+    one is created; an existing one is never changed), so its spec and status are dropped. The
+    received object is changed in place (the informer owns it)."""
+    meta = service.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    service.pop("spec", None)
+    service.pop("status", None)
+    return service

@@ -32,7 +32,10 @@ def setup(manager: Manager) -> JobSetReconciler:
         indexers={JOBSET_INDEX: by_label(api.JOBSET_NAME)},
         transform=children.job_view,
     )
-    services = manager.cache(SERVICES, label_selector=owned)
+    # Only whether a JobSet's Service exists is read (children.service_view: metadata only).
+    services = manager.cache(SERVICES, label_selector=owned, transform=children.service_view)
+    # Claims and StorageClasses keep what is read (claims: ownership proof in metadata, spec and
+    # status; classes: provisioner, binding mode, expansion): the default drops managedFields.
     # All claims, not only ours: a conflict is precisely a claim we did not label.
     claims = manager.cache(CLAIMS, indexers={JOBSET_INDEX: by_label(api.JOBSET_NAME)})
     storage_classes = manager.cache(STORAGE_CLASSES)

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.jobset import api, children
+from controller.jobset import api, children, model
+from controller.jobset.decide import decide
 from controller.jobset.model import Obj
-from tests.unit.jobset_factories import condition, make_job, make_jobset, rjob
+from tests.unit.jobset_factories import T0, condition, make_job, make_jobset, make_jobset_obj, rjob
 
 JS = make_jobset(replicated_jobs=[rjob("w", 2, parallelism=4, completions=3)])
 RJ = JS.replicated_jobs[0]
@@ -293,3 +294,33 @@ def test_job_view_keeps_what_is_read_and_drops_the_containers() -> None:
 def test_job_view_leaves_malformed_parts_alone(job: Obj) -> None:
     before = copy.deepcopy(job)
     assert children.job_view(job) == before
+
+
+def test_service_view_keeps_only_the_metadata() -> None:
+    meta = {
+        "name": "js",
+        "namespace": "ns",
+        "uid": "u1",
+        "resourceVersion": "7",
+        "labels": {api.JOBSET_NAME: "js"},
+        "ownerReferences": [{"kind": "JobSet", "name": "js", "uid": "j1"}],
+    }
+    service = {
+        "metadata": {**meta, "managedFields": [{"manager": "x"}]},
+        "spec": {"clusterIP": "None", "selector": {api.JOBSET_NAME: "js"}, "ports": []},
+        "status": {"loadBalancer": {}},
+    }
+    view = children.service_view(service)
+    assert view is service  # in place: the informer owns the object
+    assert view == {"metadata": meta}
+
+
+def test_a_service_view_is_all_the_reconciler_needs() -> None:
+    # decide reads only whether the Service exists: the same plan with the view as with the
+    # whole Service (no create), and a create when there is none.
+    jobset = model.parse(make_jobset_obj())
+    whole = {"metadata": {"name": "js", "namespace": "default"}, "spec": {"clusterIP": "None"}}
+    with_view = decide(jobset, [], children.service_view(copy.deepcopy(whole)), T0)
+    assert with_view.create_service is None
+    assert decide(jobset, [], whole, T0).create_service is None
+    assert decide(jobset, [], None, T0).create_service is not None
