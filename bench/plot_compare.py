@@ -35,16 +35,17 @@ def plot(report: dict[str, Any], out: Path) -> None:
         f"fresh control plane per run — {report['machine']}",
         fontsize=10,
     )
-    width = 0.8 / len(ROWS)
+    rows = [r for r in ROWS if any(run["row"] == r.name for run in report["results"])]
+    width = 0.8 / len(rows)
     for ax, (_, label) in zip(axes.flat, FIGURES, strict=True):
-        for i, row in enumerate(ROWS):
+        for i, row in enumerate(rows):
             xs, ys = [], []
             for g, (variant, n) in enumerate(groups):
                 line = next(
                     x for x in table if (x["variant"], x["n"], x["figure"]) == (variant, n, label)
                 )
                 if row.name in line["values"]:
-                    xs.append(g + (i - (len(ROWS) - 1) / 2) * width)
+                    xs.append(g + (i - (len(rows) - 1) / 2) * width)
                     ys.append(line["values"][row.name])
             ax.bar(xs, ys, width, label=row.name, color=COLORS[row.name])
         ax.set_xticks(range(len(groups)), [f"{v}, N={n}" for v, n in groups])

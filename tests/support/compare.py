@@ -150,27 +150,29 @@ def _ratio_text(value: float | None, ours: float) -> str:
 
 
 def markdown_table(results: Iterable[Obj]) -> str:
-    """The ratio table, one block per (variant, N): figure | upstream | ours | ours-qps500 |
-    ratios. A ratio below 1 means this controller did better."""
+    """The ratio table, one block per (variant, N): figure | the rows run (upstream, ours, ...) |
+    each of our rows over upstream. A ratio below 1 means this controller did better. Only the
+    rows that ran are columns."""
+    runs = list(results)
+    shown = [r for r in ROWS if any(run["row"] == r.name for run in runs)]
+    ours = [r for r in shown if r.name != "upstream"]
     lines: list[str] = []
     current: tuple[str, int] | None = None
-    for line in ratio_rows(results):
+    for line in ratio_rows(runs):
         if (line["variant"], line["n"]) != current:
             current = (line["variant"], line["n"])
             if lines:
                 lines.append("")
             lines.append(f"Variant {line['variant']} ({VARIANTS[line['variant']]}), N={line['n']}")
             lines.append("")
-            lines.append(
-                "| figure | upstream | ours | ours-qps500 | ours / upstream | "
-                "ours-qps500 / upstream |"
-            )
-            lines.append("|---|---:|---:|---:|---:|---:|")
+            heads = [r.name for r in shown] + [f"{r.name} / upstream" for r in ours]
+            lines.append("| figure | " + " | ".join(heads) + " |")
+            lines.append("|---|" + "---:|" * len(heads))
         values = line["values"]
-        cells = [_number(values[r.name]) if r.name in values else "-" for r in ROWS]
+        cells = [_number(values[r.name]) if r.name in values else "-" for r in shown]
         ratios = [
             _ratio_text(line["ratios"][r.name], values[r.name]) if r.name in line["ratios"] else "-"
-            for r in ROWS[1:]
+            for r in ours
         ]
         lines.append(f"| {line['figure']} | " + " | ".join(cells + ratios) + " |")
     return "\n".join(lines) + "\n"

@@ -88,16 +88,20 @@ def test_markdown_table_one_block_per_variant_and_size_and_zero_over_zero_is_sho
     ]
     steady = [line for line in lines if line.startswith("| steady-state writes |")]
     assert steady == [
-        "| steady-state writes | 3 | 0 | - | 0.00 | - |",
-        "| steady-state writes | 0 | 0 | - | = (0) | - |",
+        "| steady-state writes | 3 | 0 | 0.00 |",
+        "| steady-state writes | 0 | 0 | = (0) |",
     ]
-    assert "| controller peak RSS MiB | 96.5 | 48.2 | - | 0.50 | - |" in lines
+    assert "| controller peak RSS MiB | 96.5 | 48.2 | 0.50 |" in lines
+    assert "| figure | upstream | ours | ours / upstream |" in lines
 
 
 def test_without_an_upstream_row_no_ratio_is_computed() -> None:
     rows = ratio_rows([_run("ours"), _run("ours-qps500")])
     assert all(r["ratios"] == {} for r in rows)
-    assert "| writes per JobSet | - | 1 | - | - | - |" in markdown_table([_run("ours")])
+    assert "| writes per JobSet | 1 |" in markdown_table([_run("ours")])
+    both = markdown_table([_run("ours"), _run("ours-qps500")]).splitlines()
+    assert "| figure | ours | ours-qps500 | ours / upstream | ours-qps500 / upstream |" in both
+    assert "| writes per JobSet | 1 | 1 | - | - |" in both
 
 
 def test_request_deltas_are_per_jobset_and_only_the_workloads_resources() -> None:
