@@ -48,7 +48,7 @@ def plot(report: dict[str, Any], out: Path) -> None:
                     xs.append(g + (i - (len(rows) - 1) / 2) * width)
                     ys.append(line["values"][row.name])
             ax.bar(xs, ys, width, label=row.name, color=COLORS[row.name])
-        ax.set_xticks(range(len(groups)), [f"{v}, N={n}" for v, n in groups])
+        ax.set_xticks(range(len(groups)), [f"{v}\nN={n}" for v, n in groups], fontsize=8)
         ax.set_title(label, fontsize=9)
         ax.set_ylim(bottom=0)
     axes.flat[0].legend(fontsize=8)
