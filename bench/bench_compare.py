@@ -450,6 +450,27 @@ def _probe_port(argv: list[str], work: Path) -> int:
     return int(cfg["health"]["healthProbeBindAddress"].rsplit(":", 1)[1])
 
 
+def our_commit() -> str:
+    """The commit our rows run, and whether the tree differs from it. Each of our rows starts the
+    controller from this working tree: an edit made while the benchmark runs is measured (or
+    crashes it), so run it from a clean checkout (e.g. a detached ``git worktree``)."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--", "controller"):
+        print(
+            "warning: controller/ has uncommitted changes; they are what our rows run, and an "
+            "edit made during the run changes it (run from a clean checkout)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return f"{commit} (controller/ modified)"
+    return commit
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500, 1000])
@@ -496,6 +517,8 @@ def main() -> int:
             print(err, file=sys.stderr)
             return 2
         print(f"upstream JobSet {build.ref} ({build.commit[:12]}): {build.manager}", flush=True)
+    ours = our_commit()
+    print(f"this controller: {ours}", flush=True)
     results: list[Obj] = []
     previous: Obj = {"results": [], "upstream": None}
     if args.merge and args.out.exists():
@@ -529,6 +552,7 @@ def main() -> int:
         "machine": describe_machine(),
         "date": datetime.date.today().isoformat(),
         "upstream": {"ref": build.ref, "commit": build.commit} if build else previous["upstream"],
+        "ours": ours,
         "kcm_qps": args.kcm_qps,
         "rows": {r.name: r.description for r in ROWS},
         "variants": VARIANTS,
