@@ -359,6 +359,10 @@ def our_metrics(port: int, n: int) -> Obj:
             q: percentile(found["queued"], float(q[1:]) / 100) for q in ("p50", "p90", "p99")
         },
         "controller_throttled_seconds": round(found["throttled_seconds"], 2),
+        "controller_status_writes_per_jobset_by_cause": {
+            cause: round(count / n, 3)
+            for cause, count in sorted(found["status_writes_by_cause"].items())
+        },
     }
 
 

@@ -117,8 +117,14 @@ def controller_metrics(port: int) -> dict[str, Any]:
         )
         if sample.name.endswith("_sum")
     )
+    causes = {
+        sample.labels["cause"]: sample.value
+        for sample in getattr(families.get("jobset_status_writes"), "samples", [])
+        if sample.name.endswith("_total") and "cause" in sample.labels
+    }
     return {
         "writes": writes,
+        "status_writes_by_cause": causes,
         "buckets": buckets("controller_runtime_reconcile_time_seconds", "controller"),
         "queued": buckets("workqueue_queue_duration_seconds", "name"),
         "throttled_seconds": throttled,

@@ -39,6 +39,13 @@ class JobSetMetrics:
             JOBSET_LABELS,
             registry=registry,
         )
+        self.status_writes = Counter(
+            "jobset_status_writes_total",
+            "JobSet status writes, by cause: first, events, milestone, progress (paced counters),"
+            " unpaced (counters with nothing to pace against)",
+            ("cause",),
+            registry=registry,
+        )
         self.claims_created = Counter(
             "jobset_volume_claims_created_total", "Claims created from templates", registry=registry
         )
@@ -63,6 +70,9 @@ class JobSetMetrics:
 
     def jobset_failed(self, namespace: str, name: str) -> None:
         self.failed.labels(jobset_name=name, namespace=namespace).inc()
+
+    def status_written(self, cause: str) -> None:
+        self.status_writes.labels(cause=cause).inc()
 
 
 class ClaimPhases(Collector):

@@ -127,6 +127,27 @@ def is_milestone(
     return not status_equal(_milestones(stored, replicas), _milestones(desired, replicas))
 
 
+def write_cause(
+    stored: Mapping[str, Any],
+    written: Mapping[str, Any],
+    *,
+    with_events: bool,
+    paced: bool,
+    replicas: Mapping[str, int] | None = None,
+) -> str:
+    """Why a status write went out (the ``cause`` label of ``jobset_status_writes_total``):
+    ``first`` (nothing stored yet), ``events`` (with transitions announced), ``milestone``,
+    ``unpaced`` (progress, but nothing to pace against: no write since this process started, or
+    pacing off) or ``progress`` (counters whose hold ran out)."""
+    if not stored:
+        return "first"
+    if with_events:
+        return "events"
+    if is_milestone(stored, written, replicas):
+        return "milestone"
+    return "progress" if paced else "unpaced"
+
+
 def progress_hold(period: float, streak: int) -> float:
     """How long counters are held after the last status write, when the ``streak`` writes
     before it were progress-only (0: the last write was a milestone, or none yet)."""

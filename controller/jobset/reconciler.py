@@ -667,13 +667,25 @@ class JobSetReconciler:
             api.JOBSETS, body, jobset.namespace, subresource="status"
         )
         self._remember(key, updated)
+        stored = jobset.raw.get("status") or {}
+        replicas = _queue_replicas(jobset)
+        paced = self.status_progress_period > 0 and key in self._status_written_at
+        self.metrics.status_written(
+            pacing.write_cause(
+                stored,
+                plan.status,
+                with_events=bool(plan.events),
+                paced=paced,
+                replicas=replicas,
+            )
+        )
         self._status_written_at[key] = time.monotonic()
         self._progress_streak[key] = pacing.next_streak(
             self._progress_streak.get(key, 0),
-            jobset.raw.get("status") or {},
+            stored,
             plan.status,
             bool(plan.events),
-            _queue_replicas(jobset),
+            replicas,
         )
         # Events and metrics describe transitions that are now stored.
         for event in plan.events:

@@ -259,3 +259,20 @@ def test_status_timing_writes_what_kueue_reads_at_once() -> None:
         replicas=REPLICAS,
     )
     assert timing == pacing.StatusTiming(write=True, requeue_after=None)
+
+
+@pytest.mark.parametrize(
+    ("stored", "written", "with_events", "paced", "cause"),
+    [
+        ({}, BASE, False, True, "first"),
+        ({}, BASE, True, False, "first"),
+        (BASE, _with(restarts=1), True, True, "events"),
+        (BASE, _with(restarts=1), False, True, "milestone"),
+        (BASE, _with(volumes=_vol(1, 0)), False, True, "progress"),
+        (BASE, _with(volumes=_vol(1, 0)), False, False, "unpaced"),
+    ],
+)
+def test_write_cause(
+    stored: dict[str, Any], written: dict[str, Any], with_events: bool, paced: bool, cause: str
+) -> None:
+    assert pacing.write_cause(stored, written, with_events=with_events, paced=paced) == cause
