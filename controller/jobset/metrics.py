@@ -42,7 +42,7 @@ class JobSetMetrics:
         self.status_writes = Counter(
             "jobset_status_writes_total",
             "JobSet status writes, by cause: first, events, milestone, progress (paced counters),"
-            " unpaced (counters with nothing to pace against)",
+            " unpaced (counters, pacing off)",
             ("cause",),
             registry=registry,
         )

@@ -34,12 +34,17 @@ They need the spec's ``replicas`` per replicated job: ``replicas`` is passed for
 and None otherwise (no such facts).
 
 Counters of a JobSet that keeps moving would still cost one write per ``period`` for as long as
-it lives (a large JobSet starting under load, say). So each progress-only write in a row doubles
-the next hold, up to ``MAX_HOLD_PERIODS`` periods, and a milestone write starts over: a JobSet
-busy for 80 s writes its counters twice (at 10 and 30 s), not 8 times, and counters lag at most
-``MAX_HOLD_PERIODS * period`` (plus queue latency). ``period <= 0`` writes every change, as
-upstream JobSet does. This mirrors the Job controller, which batches pod
-updates before writing Job status. Pure: time is passed in.
+it lives (a large JobSet starting under load, say). So each progress-only write in a row
+multiplies the next hold by ``HOLD_GROWTH``, up to ``MAX_HOLD_PERIODS`` periods, and a milestone
+write starts over: counters that change all the time go out 1, 5, 21 and 85 periods after the
+last milestone, then every 64 periods (a JobSet busy for 5 minutes at the default 10 s writes
+its counters 3 times, not 30), and lag at most ``MAX_HOLD_PERIODS * period`` plus queue latency.
+A change after a quiet spell longer than the hold goes out at once. The hold is counted from this
+controller's last status write for the JobSet, or, before its first one, from when it first saw
+the JobSet: a new JobSet's first status, when it holds only zero counters, waits one period
+and carries the counters of that period with it (its first milestone, such as a claim's uid or a
+condition, goes out at once as always). ``period <= 0`` writes every change, as upstream JobSet
+does. This mirrors the Job controller, which batches pod updates before writing Job status. Pure: time is passed in.
 """
 
 from __future__ import annotations
@@ -52,8 +57,10 @@ from controller.jobset import api
 from controller.jobset.status import status_equal
 
 PROGRESS_FIELDS = frozenset({"replicatedJobsStatus", "volumes"})
-# The longest hold of progress counters, in periods (80 s at the default 10 s period).
-MAX_HOLD_PERIODS = 8
+# Each progress-only write in a row multiplies the next hold by this many.
+HOLD_GROWTH = 4
+# The longest hold of progress counters, in periods (640 s at the default 10 s period).
+MAX_HOLD_PERIODS = 64
 
 
 def _count(entry: Mapping[str, Any], key: str) -> int:
@@ -137,8 +144,8 @@ def write_cause(
 ) -> str:
     """Why a status write went out (the ``cause`` label of ``jobset_status_writes_total``):
     ``first`` (nothing stored yet), ``events`` (with transitions announced), ``milestone``,
-    ``unpaced`` (progress, but nothing to pace against: no write since this process started, or
-    pacing off) or ``progress`` (counters whose hold ran out)."""
+    ``unpaced`` (progress with pacing off: ``--status-progress-period=0``) or ``progress``
+    (counters whose hold ran out)."""
     if not stored:
         return "first"
     if with_events:
@@ -151,7 +158,7 @@ def write_cause(
 def progress_hold(period: float, streak: int) -> float:
     """How long counters are held after the last status write, when the ``streak`` writes
     before it were progress-only (0: the last write was a milestone, or none yet)."""
-    return period * min(1 << min(streak, 16), MAX_HOLD_PERIODS)
+    return period * min(HOLD_GROWTH ** min(streak, 16), MAX_HOLD_PERIODS)
 
 
 def next_streak(
@@ -161,8 +168,9 @@ def next_streak(
     with_events: bool,
     replicas: Mapping[str, int] | None = None,
 ) -> int:
-    """The progress-only streak after writing ``written`` over ``stored``."""
-    if with_events or not stored or is_milestone(stored, written, replicas):
+    """The progress-only streak after writing ``written`` over ``stored`` (a first status of
+    counters only is progress too)."""
+    if with_events or is_milestone(stored, written, replicas):
         return 0
     return streak + 1
 
@@ -178,12 +186,12 @@ def status_delay(
 ) -> float:
     """Seconds to hold back writing ``desired`` over ``stored``; 0.0 means write now.
 
-    ``last_write`` is when this controller last wrote the JobSet's status (None: not since it
-    started, so nothing to pace against). ``now`` and ``last_write`` share one monotonic clock.
+    ``last_write`` is when this controller last wrote the JobSet's status, or before its first
+    write when it first saw the JobSet (None: nothing to pace against, write now). ``now`` and ``last_write`` share one monotonic clock.
     ``streak``: progress-only writes in a row up to ``last_write`` (``next_streak``).
     ``replicas``: the spec's per replicated job (``is_milestone``).
     """
-    if period <= 0 or last_write is None or not stored:
+    if period <= 0 or last_write is None:
         return 0.0
     if is_milestone(stored, desired, replicas):
         return 0.0

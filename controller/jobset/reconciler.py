@@ -105,7 +105,8 @@ class JobSetReconciler:
         self._expected: dict[str, dict[str, float]] = {}
         # resourceVersion of our last write per JobSet: a cache older than that is stale.
         self._written: dict[str, int] = {}
-        # Monotonic time of our last status write per JobSet: progress counters are paced by it.
+        # Monotonic time of our last status write per JobSet, or before the first one of when
+        # this process first saw the JobSet: progress counters are paced from it.
         self._status_written_at: dict[str, float] = {}
         # Progress-only status writes in a row per JobSet: each one lengthens the next hold.
         self._progress_streak: dict[str, int] = {}
@@ -329,7 +330,7 @@ class JobSetReconciler:
             plan.status,
             with_events=bool(plan.events),
             requeue_after=plan.requeue_after,
-            last_write=self._status_written_at.get(key),
+            last_write=self._status_written_at.setdefault(key, now),
             now=now,
             period=self.status_progress_period,
             streak=self._progress_streak.get(key, 0),
@@ -669,7 +670,7 @@ class JobSetReconciler:
         self._remember(key, updated)
         stored = jobset.raw.get("status") or {}
         replicas = _queue_replicas(jobset)
-        paced = self.status_progress_period > 0 and key in self._status_written_at
+        paced = self.status_progress_period > 0
         self.metrics.status_written(
             pacing.write_cause(
                 stored,

@@ -42,23 +42,20 @@ def _counts(obj: dict[str, Any]) -> dict[str, int]:
 async def test_counters_ride_on_the_next_milestone(
     kube: Kube, client: KubeClient, namespace: str
 ) -> None:
+    """With a period far longer than the test, counters are never written on their own, not even
+    a new JobSet's first status of zero counters: the Completed milestone carries them all."""
     async with running_controller(kube, namespace, "--status-progress-period=3600") as running:
         await client.create(api.JOBSETS, jobset("paced", replicated_job("w", 2)), namespace)
         jobs = await wait_jobs(client, namespace, "paced", 2)
-        first = await wait_for(
-            lambda: get_jobset(client, namespace, "paced"),
-            lambda obj: bool(obj.get("status")),
-            "the first status write",
-        )
-        assert _counts(first) == {"active": 0, "ready": 0, "succeeded": 0}
         await settled(running, client)
+        assert not (await get_jobset(client, namespace, "paced")).get("status")
         before = writes(running.manager)
         for job in jobs:
             await ready_job(client, namespace, job)
         await settled(running, client)  # the ready Jobs were seen and reconciled
         assert writes(running.manager) == before, "a counters-only change was written"
         held = await get_jobset(client, namespace, "paced")
-        assert _counts(held) == {"active": 0, "ready": 0, "succeeded": 0}
+        assert not held.get("status")
         for job in jobs:
             await complete_job(client, namespace, job)
         done = await wait_condition(client, namespace, "paced", api.COMPLETED)
@@ -101,9 +98,9 @@ async def test_paced_counters_go_out_within_the_period(
 async def test_counters_that_keep_changing_are_written_ever_less_often(
     kube: Kube, client: KubeClient, namespace: str
 ) -> None:
-    """Each progress-only write in a row doubles the next hold (1, 2, 4 s at period 1): one Job
-    becomes ready every 0.4 s for 8 s, and the status writes that carry only counters are spaced
-    at least that far apart (lower bounds only: a slow machine spaces them further)."""
+    """Each progress-only write in a row lengthens the next hold fourfold (1, 4, 16 s at period
+    1): one Job becomes ready every 0.4 s for 8 s, and the status writes that carry only counters
+    are spaced at least that far apart (lower bounds only: a slow machine spaces them further)."""
     jobs_count = 20
     async with running_controller(kube, namespace, "--status-progress-period=1"):
         await client.create(api.JOBSETS, jobset("busy", replicated_job("w", jobs_count)), namespace)
@@ -133,10 +130,11 @@ async def test_counters_that_keep_changing_are_written_ever_less_often(
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
     assert len(gaps) >= 2, f"status writes at {times}"
     for k, gap in enumerate(gaps):
-        # The first status write (creation) starts the streak at 0: hold 1 s, then 2, 4, 8 ...
-        assert gap >= min(2**k, 8) - 0.25, f"gap {k} was {gap:.2f}s; all gaps {gaps}"
+        # The first status (zero counters, 1 s after creation) is the first of the streak: the
+        # holds after it are 4 s, then 16 s ...
+        assert gap >= min(4 ** (k + 1), 64) - 0.25, f"gap {k} was {gap:.2f}s; all gaps {gaps}"
     # At a fixed 1 s pace the 8 s of changes would have cost about 8 counter writes.
-    assert len(gaps) <= 5, gaps
+    assert len(gaps) <= 3, gaps
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,13 @@ def _with(**changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("stored", "desired", "last_write", "now", "period", "delay"),
     [
-        pytest.param({}, BASE, 100.0, 101.0, 10.0, 0.0, id="first-status-at-once"),
+        # A first status of counters only is held like any counters (from when the JobSet was
+        # first seen); one that holds a milestone goes out at once.
+        pytest.param({}, {"restarts": 0, "replicatedJobsStatus": [_rj("w", 1)]}, 100.0, 101.0,
+                     10.0, 9.0, id="first-status-of-counters-held"),
+        pytest.param({}, BASE, 100.0, 101.0, 10.0, 0.0, id="first-status-with-a-condition"),
+        pytest.param({}, _with(conditions=[_cond("Suspended")]), 100.0, 101.0, 10.0, 0.0,
+                     id="first-status-with-a-milestone-at-once"),
         pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), None, 5.0, 10.0, 0.0,
                      id="no-write-since-start"),
         pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 0.0, 0.0,
@@ -111,9 +117,9 @@ def test_counters_never_wait_longer_than_the_longest_hold(
 
 
 @pytest.mark.parametrize(
-    ("streak", "hold"), [(0, 10.0), (1, 20.0), (2, 40.0), (3, 80.0), (4, 80.0), (60, 80.0)]
+    ("streak", "hold"), [(0, 10.0), (1, 40.0), (2, 160.0), (3, 640.0), (4, 640.0), (60, 640.0)]
 )
-def test_progress_only_writes_in_a_row_double_the_hold(streak: int, hold: float) -> None:
+def test_progress_only_writes_in_a_row_lengthen_the_hold(streak: int, hold: float) -> None:
     assert pacing.progress_hold(10.0, streak) == hold
     desired = _with(replicatedJobsStatus=[_rj("w", 2)])
     assert pacing.status_delay(BASE, desired, 100.0, 101.0, 10.0, streak) == hold - 1.0
@@ -133,8 +139,10 @@ def test_a_milestone_is_never_held_whatever_the_streak() -> None:
                      id="with-events-starts-over"),
         pytest.param(BASE, _with(conditions=[_cond("A"), _cond("Completed")]), False, 0,
                      id="milestone-starts-over"),
-        pytest.param({}, _with(replicatedJobsStatus=[_rj("w", 2)]), False, 0,
-                     id="first-status-starts-over"),
+        pytest.param({}, {"replicatedJobsStatus": [_rj("w", 2)]}, False, 3,
+                     id="first-status-of-counters-is-progress"),
+        pytest.param({}, _with(conditions=[_cond("Suspended")]), False, 0,
+                     id="first-status-with-a-milestone-starts-over"),
     ],
 )  # fmt: skip
 def test_next_streak(
@@ -144,15 +152,15 @@ def test_next_streak(
 
 
 def test_a_busy_jobset_writes_progress_ever_less_often() -> None:
-    """Counters change every second for 10 minutes: writes at 10, 30, 70 and 150 s, then every
-    80 s (the longest hold)."""
+    """Counters change every second for 10 minutes: writes at 10, 50, 210 s (holds of 1, 4 and
+    16 periods), then 640 s later (the longest hold): after the 10-minute run."""
     period, last_write, streak, writes, stored = 10.0, 0.0, 0, 0, BASE
     for second in range(1, 601):
         desired = _with(replicatedJobsStatus=[_rj("w", second)])
         if pacing.status_delay(stored, desired, last_write, float(second), period, streak) == 0:
             streak = pacing.next_streak(streak, stored, desired, False)
             stored, last_write, writes = desired, float(second), writes + 1
-    assert writes == 9  # 60 at a fixed 10 s pace
+    assert writes == 3  # 60 at a fixed 10 s pace
 
 
 def test_a_condition_message_alone_is_progress() -> None:

@@ -43,8 +43,10 @@ ROWS = [
                  id="no-write-since-start"),
     pytest.param(STORED, COUNTERS, False, None, 100.0, 101.0, 0.0, StatusTiming(True, None),
                  id="pacing-off"),
-    pytest.param({}, COUNTERS, False, None, 100.0, 101.0, 10.0, StatusTiming(True, None),
-                 id="first-status"),
+    pytest.param({}, {"replicatedJobsStatus": [{"name": "w", "active": 2}]}, False, None, 100.0,
+                 101.0, 10.0, StatusTiming(False, 9.0), id="first-status-of-counters-held"),
+    pytest.param({}, MILESTONE, False, None, 100.0, 101.0, 10.0, StatusTiming(True, None),
+                 id="first-status-with-a-milestone"),
 ]  # fmt: skip
 
 
