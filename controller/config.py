@@ -177,8 +177,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     flag("--log-level", "debug, info, warning or error", "info")
     flag("--identity", "this replica's name in the Lease (default: hostname + random suffix)", "")
     flag("--status-progress-period", "seconds between status writes that only update progress "
-         "counters (replicatedJobsStatus, volumes), doubled after each such write in a row up to "
-         "8 periods; conditions are written at once; 0 writes every change", 10.0,
+         "counters (replicatedJobsStatus, volumes), four times longer after each such write in a "
+         "row up to 64 periods (8 for a JobSet that is or was suspended); conditions are written "
+         "at once; 0 writes every change", 10.0,
          type=float)  # fmt: skip
     flag("--managed-by", "the spec.managedBy value this controller serves; JobSets with another "
          "value are left alone, and JobSets without the field are served only with the default "

@@ -39,6 +39,8 @@ multiplies the next hold by ``HOLD_GROWTH``, up to ``MAX_HOLD_PERIODS`` periods,
 write starts over: counters that change all the time go out 1, 5, 21 and 85 periods after the
 last milestone, then every 64 periods (a JobSet busy for 5 minutes at the default 10 s writes
 its counters 3 times, not 30), and lag at most ``MAX_HOLD_PERIODS * period`` plus queue latency.
+A queued JobSet's holds stop at ``QUEUED_MAX_HOLD_PERIODS``: Kueue hands back the quota of a
+partly finished replicated job's succeeded pods only when it reads the counts.
 A change after a quiet spell longer than the hold goes out at once. The hold is counted from this
 controller's last status write for the JobSet, or, before its first one, from when it first saw
 the JobSet: a new JobSet's first status, when it holds only zero counters, waits one period
@@ -61,6 +63,8 @@ PROGRESS_FIELDS = frozenset({"replicatedJobsStatus", "volumes"})
 HOLD_GROWTH = 4
 # The longest hold of progress counters, in periods (640 s at the default 10 s period).
 MAX_HOLD_PERIODS = 64
+# ... for a JobSet that is or was suspended (80 s at the default period).
+QUEUED_MAX_HOLD_PERIODS = 8
 
 
 def _count(entry: Mapping[str, Any], key: str) -> int:
@@ -155,10 +159,11 @@ def write_cause(
     return "progress" if paced else "unpaced"
 
 
-def progress_hold(period: float, streak: int) -> float:
+def progress_hold(period: float, streak: int, queued: bool = False) -> float:
     """How long counters are held after the last status write, when the ``streak`` writes
     before it were progress-only (0: the last write was a milestone, or none yet)."""
-    return period * min(HOLD_GROWTH ** min(streak, 16), MAX_HOLD_PERIODS)
+    longest = QUEUED_MAX_HOLD_PERIODS if queued else MAX_HOLD_PERIODS
+    return period * min(HOLD_GROWTH ** min(streak, 16), longest)
 
 
 def next_streak(
@@ -195,7 +200,8 @@ def status_delay(
         return 0.0
     if is_milestone(stored, desired, replicas):
         return 0.0
-    return max(0.0, last_write + progress_hold(period, streak) - now)
+    hold = progress_hold(period, streak, queued=replicas is not None)
+    return max(0.0, last_write + hold - now)
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,16 @@ def test_a_busy_jobset_writes_progress_ever_less_often() -> None:
     assert writes == 3  # 60 at a fixed 10 s pace
 
 
+def test_a_queued_jobset_holds_counters_for_8_periods_at_most() -> None:
+    """Kueue reclaims the quota of a partly finished replicated job's pods when it reads them."""
+    assert pacing.progress_hold(10.0, 5, queued=True) == 80.0
+    assert pacing.progress_hold(10.0, 1, queued=True) == 40.0
+    stored = _with(replicatedJobsStatus=[_rj("w", 2)])
+    desired = _with(replicatedJobsStatus=[_rj("w", 2, 1)])  # partial: what Kueue reads is same
+    assert pacing.status_delay(stored, desired, 100.0, 101.0, 10.0, 5, replicas={"w": 4}) == 79.0
+    assert pacing.status_delay(stored, desired, 100.0, 101.0, 10.0, 5) == 639.0
+
+
 def test_a_condition_message_alone_is_progress() -> None:
     pending = _cond("VolumesReady", "False", "ClaimsPending")
     stored = _with(conditions=[{**pending, "message": "3 of 3 claims are waiting"}])
