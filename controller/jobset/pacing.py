@@ -46,7 +46,8 @@ controller's last status write for the JobSet, or, before its first one, from wh
 the JobSet: a new JobSet's first status, when it holds only zero counters, waits one period
 and carries the counters of that period with it (its first milestone, such as a claim's uid or a
 condition, goes out at once as always). ``period <= 0`` writes every change, as upstream JobSet
-does. This mirrors the Job controller, which batches pod updates before writing Job status. Pure: time is passed in.
+does. This mirrors the Job controller, which batches pod updates before writing Job status.
+Pure: time is passed in.
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ def status_delay(
     """Seconds to hold back writing ``desired`` over ``stored``; 0.0 means write now.
 
     ``last_write`` is when this controller last wrote the JobSet's status, or before its first
-    write when it first saw the JobSet (None: nothing to pace against, write now). ``now`` and ``last_write`` share one monotonic clock.
+    write when it first saw the JobSet (None: nothing to pace against, write now). ``now`` and
+    ``last_write`` share one monotonic clock.
     ``streak``: progress-only writes in a row up to ``last_write`` (``next_streak``).
     ``replicas``: the spec's per replicated job (``is_milestone``).
     """
