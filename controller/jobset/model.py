@@ -421,9 +421,12 @@ def _status(raw: Any) -> JobSetStatus:
     conditions = _objects(obj.get("conditions"))
     replicated = _objects(obj.get("replicatedJobsStatus"))
     terminal = obj.get("terminalState")
+    towards = _count(obj.get("restartsCountTowardsMax"))
     return JobSetStatus(
-        restarts=_count(obj.get("restarts")),
-        restarts_count_towards_max=_count(obj.get("restartsCountTowardsMax")),
+        # Restarts that count towards maxRestarts are restarts: an edited status saying more of
+        # them than restarts in all keeps the count (maxRestarts still holds) and raises the total.
+        restarts=max(_count(obj.get("restarts")), towards),
+        restarts_count_towards_max=towards,
         terminal_state=terminal if isinstance(terminal, str) else "",
         conditions=conditions,
         replicated_jobs_status=replicated,

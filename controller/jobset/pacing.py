@@ -164,7 +164,8 @@ def progress_hold(period: float, streak: int, queued: bool = False) -> float:
     """How long counters are held after the last status write, when the ``streak`` writes
     before it were progress-only (0: the last write was a milestone, or none yet)."""
     longest = QUEUED_MAX_HOLD_PERIODS if queued else MAX_HOLD_PERIODS
-    return period * min(HOLD_GROWTH ** min(streak, 16), longest)
+    growth: int = HOLD_GROWTH ** min(streak, 16)
+    return period * min(growth, longest)
 
 
 def next_streak(

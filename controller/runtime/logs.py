@@ -8,10 +8,19 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any
 
+import orjson
 import structlog
 
 LEVELS = ("debug", "info", "warning", "error")
+
+
+def _dumps(obj: Any, default: Callable[[Any], Any] | None = None, **_: Any) -> str:
+    """orjson for the JSON lines: every reconcile that writes logs one, and the standard library's
+    encoder was about a fifth of the logging cost in the scale benchmark's profile."""
+    return orjson.dumps(obj, default=default, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def configure(level: str = "info", *, json_output: bool = True) -> None:
@@ -19,7 +28,7 @@ def configure(level: str = "info", *, json_output: bool = True) -> None:
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LEVELS)}")
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer()
+        structlog.processors.JSONRenderer(serializer=_dumps)
         if json_output
         else structlog.dev.ConsoleRenderer(colors=False)
     )

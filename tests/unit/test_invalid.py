@@ -109,3 +109,21 @@ def test_a_status_with_fields_of_the_wrong_type_is_read_as_empty(junk: Any) -> N
     found = invalid.report(_obj(status={"conditions": junk}), MESSAGE, NOW)
     assert found is not None
     assert [c["reason"] for c in found.status["conditions"]] == ["InvalidSpec"]
+
+
+@pytest.mark.parametrize(
+    ("restarts", "towards", "read"),
+    [(0, 1, (1, 1)), (2, 5, (5, 5)), (3, 1, (3, 1)), (None, 2, (2, 2))],
+)
+def test_more_restarts_towards_max_than_restarts_raise_the_total(
+    restarts: int | None, towards: int, read: tuple[int, int]
+) -> None:
+    """An edited status with restartsCountTowardsMax above restarts (found by the bad input fuzz:
+    the plan kept it) is read with restarts raised to it: maxRestarts still counts them all."""
+    from controller.jobset import model
+    from tests.unit.jobset_factories import make_jobset_obj
+
+    raw = make_jobset_obj()
+    raw["status"] = {"restarts": restarts, "restartsCountTowardsMax": towards}
+    parsed = model.parse(raw)
+    assert (parsed.status.restarts, parsed.status.restarts_count_towards_max) == read

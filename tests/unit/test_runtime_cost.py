@@ -114,7 +114,8 @@ def test_a_logger_is_built_once(
     assert builds.count == 1
     lines = configured_logs.getvalue().splitlines()
     assert len(lines) == PASSES
-    assert '"msg": "kept"' in lines[0] and '"level": "info"' in lines[0]
+    first = json.loads(lines[0])
+    assert first["msg"] == "kept" and first["level"] == "info" and first["i"] == 0
 
 
 def _job_event(i: int, version: int = 100, **status: Any) -> bytes:
