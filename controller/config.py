@@ -71,6 +71,7 @@ class Config:
     identity: str
     shutdown_timeout: float
     status_progress_period: float
+    status_progress_rate: float
     # The spec.managedBy value served; upstream's reserved one (UPSTREAM_MANAGED_BY) by default.
     managed_by: str
     feature_gates: FeatureGates = DEFAULT_GATES
@@ -181,6 +182,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
          "row up to 64 periods (8 for a JobSet that is or was suspended); conditions are written "
          "at once; 0 writes every change", 10.0,
          type=float)  # fmt: skip
+    flag("--status-progress-rate", "counter-only status writes per second, over all JobSets, that "
+         "the holds aim at: with more JobSets' counters held than this rate x the hold, each "
+         "JobSet's hold lengthens to (JobSets held / rate), up to 64 periods; 0 turns this off",
+         2.0, type=float)  # fmt: skip
     flag("--managed-by", "the spec.managedBy value this controller serves; JobSets with another "
          "value are left alone, and JobSets without the field are served only with the default "
          "(upstream's reserved value, so this controller replaces upstream JobSet). Another value "
@@ -235,6 +240,11 @@ def from_args(args: argparse.Namespace) -> Config:
     progress = float(args.status_progress_period)
     if not progress >= 0:  # also rejects NaN
         raise ConfigError(f"--status-progress-period must be 0 or more seconds, got {progress}")
+    progress_rate = float(args.status_progress_rate)
+    if not progress_rate >= 0:
+        raise ConfigError(
+            f"--status-progress-rate must be 0 or more per second, got {progress_rate}"
+        )
     kubeconfig = args.kubeconfig or None
     if kubeconfig and not Path(kubeconfig).is_file():
         raise ConfigError(
@@ -309,6 +319,7 @@ def from_args(args: argparse.Namespace) -> Config:
         identity=identity,
         shutdown_timeout=float(args.shutdown_timeout),
         status_progress_period=progress,
+        status_progress_rate=progress_rate,
         managed_by=managed_by,
         feature_gates=feature_gates,
     )

@@ -190,6 +190,7 @@ def status_delay(
     period: float,
     streak: int = 0,
     replicas: Mapping[str, int] | None = None,
+    floor: float = 0.0,
 ) -> float:
     """Seconds to hold back writing ``desired`` over ``stored``; 0.0 means write now.
 
@@ -198,13 +199,27 @@ def status_delay(
     ``last_write`` share one monotonic clock.
     ``streak``: progress-only writes in a row up to ``last_write`` (``next_streak``).
     ``replicas``: the spec's per replicated job (``is_milestone``).
+    ``floor``: the shortest hold whatever the streak (``backlog_hold``), within the longest.
     """
     if period <= 0 or last_write is None:
         return 0.0
     if is_milestone(stored, desired, replicas):
         return 0.0
-    hold = progress_hold(period, streak, queued=replicas is not None)
+    queued = replicas is not None
+    longest = period * (QUEUED_MAX_HOLD_PERIODS if queued else MAX_HOLD_PERIODS)
+    hold = min(max(progress_hold(period, streak, queued), floor), longest)
     return max(0.0, last_write + hold - now)
+
+
+def backlog_hold(held: int, rate: float) -> float:
+    """The shortest hold when ``held`` JobSets have counters waiting and counter-only writes
+    should come at about ``rate`` per second over them all (``--status-progress-rate``; 0: no
+    such floor). Upstream JobSet writes fewer counters per JobSet the busier it is, because
+    child events pile up while a JobSet waits in its queue and one reconcile takes them all; this
+    is that, by design: one JobSet moving gets its counters every period, a thousand moving at
+    once get theirs every few minutes, and the API server sees about the same counter writes
+    per second either way."""
+    return held / rate if rate > 0 and held > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -227,6 +242,7 @@ def status_timing(
     period: float,
     streak: int = 0,
     replicas: Mapping[str, int] | None = None,
+    floor: float = 0.0,
 ) -> StatusTiming:
     """Whether the plan's ``desired`` status (None: unchanged) goes out now.
 
@@ -239,7 +255,7 @@ def status_timing(
     hold = (
         0.0
         if with_events
-        else status_delay(stored, desired, last_write, now, period, streak, replicas)
+        else status_delay(stored, desired, last_write, now, period, streak, replicas, floor)
     )
     if hold <= 0:
         return StatusTiming(write=True, requeue_after=requeue_after)

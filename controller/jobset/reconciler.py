@@ -80,6 +80,7 @@ class JobSetReconciler:
         *,
         metrics: JobSetMetrics | None = None,
         status_progress_period: float = 0.0,
+        status_progress_rate: float = 0.0,
         managed_by: str = api.CONTROLLER_NAME,
         feature_gates: FeatureGates = features.DEFAULT,
         admission_policies: Cache | None = None,
@@ -113,6 +114,10 @@ class JobSetReconciler:
         # Progress-only status writes in a row per JobSet: each one lengthens the next hold.
         self._progress_streak: dict[str, int] = {}
         self.status_progress_period = status_progress_period
+        self.status_progress_rate = status_progress_rate
+        # The JobSets whose changed counters are held now: their number lengthens every hold
+        # (pacing.backlog_hold).
+        self._held: set[str] = set()
         # The spec.managedBy value this controller serves (--managed-by): other JobSets are left
         # alone, so a canary can run beside upstream JobSet.
         self.managed_by = managed_by
@@ -250,6 +255,7 @@ class JobSetReconciler:
         self._written.pop(key, None)
         self._status_written_at.pop(key, None)
         self._progress_streak.pop(key, None)
+        self._held.discard(key)
         self._expected.pop(key, None)
         self._parsed.pop(key, None)
         self._models.pop(key, None)
@@ -337,11 +343,15 @@ class JobSetReconciler:
             period=self.status_progress_period,
             streak=self._progress_streak.get(key, 0),
             replicas=_queue_replicas(jobset),
+            floor=pacing.backlog_hold(len(self._held), self.status_progress_rate),
         )
         if plan.status is not None and not timing.write:
             # Counters only: they ride on the next milestone or go out when the pace allows.
             plan.status = None
-        elif plan.status is not None:
+            self._held.add(key)
+        else:
+            self._held.discard(key)
+        if plan.status is not None:
             changed = sorted(k for k, v in plan.status.items() if stored.get(k) != v)
             log.debug("status changed", fields=changed)
         if created and plan.volume is not None:

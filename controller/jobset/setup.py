@@ -151,6 +151,7 @@ def setup(manager: Manager) -> JobSetReconciler:
         storage_classes,
         metrics=metrics.register(manager.registry, jobsets, claims, manager.config.managed_by),
         status_progress_period=manager.config.status_progress_period,
+        status_progress_rate=manager.config.status_progress_rate,
         managed_by=manager.config.managed_by,
         feature_gates=manager.config.feature_gates,
         admission_policies=policies,

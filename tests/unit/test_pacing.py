@@ -294,3 +294,36 @@ def test_write_cause(
     stored: dict[str, Any], written: dict[str, Any], with_events: bool, paced: bool, cause: str
 ) -> None:
     assert pacing.write_cause(stored, written, with_events=with_events, paced=paced) == cause
+
+
+@pytest.mark.parametrize(
+    ("held", "rate", "floor"),
+    [(0, 2.0, 0.0), (1, 2.0, 0.5), (1000, 2.0, 500.0), (1000, 0.0, 0.0), (30, 3.0, 10.0)],
+)
+def test_backlog_hold(held: int, rate: float, floor: float) -> None:
+    assert pacing.backlog_hold(held, rate) == floor
+
+
+@pytest.mark.parametrize(
+    ("streak", "floor", "replicas", "delay"),
+    [
+        pytest.param(0, 0.0, None, 9.0, id="no-backlog-one-period"),
+        pytest.param(0, 5.0, None, 9.0, id="floor-below-the-hold"),
+        pytest.param(0, 300.0, None, 299.0, id="busy-controller-holds-longer"),
+        pytest.param(2, 300.0, None, 299.0, id="floor-above-the-streak-hold"),
+        pytest.param(0, 5000.0, None, 639.0, id="never-past-64-periods"),
+        pytest.param(0, 5000.0, {"w": 4}, 79.0, id="queued-never-past-8-periods"),
+    ],
+)
+def test_a_backlog_lengthens_the_hold_within_the_longest(
+    streak: int, floor: float, replicas: dict[str, int] | None, delay: float
+) -> None:
+    stored = _with(replicatedJobsStatus=[_rj("w", 2)])
+    desired = _with(replicatedJobsStatus=[_rj("w", 2, 1)])
+    got = pacing.status_delay(stored, desired, 100.0, 101.0, 10.0, streak, replicas, floor)
+    assert got == pytest.approx(delay)
+
+
+def test_a_milestone_is_never_held_by_a_backlog() -> None:
+    desired = _with(conditions=[_cond("A"), _cond("Completed")])
+    assert pacing.status_delay(BASE, desired, 100.0, 101.0, 10.0, floor=600.0) == 0.0
