@@ -185,7 +185,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     flag("--status-progress-rate", "counter-only status writes per second, over all JobSets, that "
          "the holds aim at: with more JobSets' counters held than this rate x the hold, each "
          "JobSet's hold lengthens to (JobSets held / rate), up to 64 periods; 0 turns this off",
-         2.0, type=float)  # fmt: skip
+         1.0, type=float)  # fmt: skip
     flag("--managed-by", "the spec.managedBy value this controller serves; JobSets with another "
          "value are left alone, and JobSets without the field are served only with the default "
          "(upstream's reserved value, so this controller replaces upstream JobSet). Another value "
