@@ -190,3 +190,34 @@ async def test_suspension_shows_0_active_as_soon_as_the_jobs_are_gone(
         stored = await get_jobset(client, namespace, "preempted")
         assert _counts(stored) == {"active": 0, "ready": 0, "succeeded": 0}, stored["status"]
         assert (condition(stored, api.SUSPENDED) or {}).get("status") == "True"
+
+
+async def test_many_jobsets_moving_at_once_hold_their_counters_longer(
+    kube: Kube, client: KubeClient, namespace: str
+) -> None:
+    """``--status-progress-rate``: with 4 JobSets' counters held and 0.2 counter writes per
+    second over them all, each hold is at least 4 / 0.2 = 20 s, not the 1 s period: none of
+    them writes its first status (zero counters, then ready ones) for several seconds, and all
+    do once the hold is over (lower bound only: a slow machine makes it longer)."""
+    names = [f"crowd-{i}" for i in range(4)]
+    async with running_controller(
+        kube, namespace, "--status-progress-period=1", "--status-progress-rate=0.2"
+    ):
+        for name in names:
+            await client.create(api.JOBSETS, jobset(name, replicated_job("w", 1)), namespace)
+        started = asyncio.get_running_loop().time()
+        for name in names:
+            (job,) = await wait_jobs(client, namespace, name, 1)
+            await ready_job(client, namespace, job)
+        await asyncio.sleep(max(0.0, started + 6.0 - asyncio.get_running_loop().time()))
+        for name in names:
+            held = await get_jobset(client, namespace, name)
+            assert not held.get("status"), f"{name}: counters written within 6 s: {held['status']}"
+        for name in names:
+            seen = await wait_for(
+                lambda name=name: get_jobset(client, namespace, name),  # type: ignore[misc]
+                lambda obj: _counts(obj)["ready"] == 1,
+                f"{name}'s held counters to be written",
+                seconds=90,
+            )
+            assert _counts(seen)["active"] == 1
