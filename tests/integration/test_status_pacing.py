@@ -202,13 +202,15 @@ async def test_many_jobsets_moving_at_once_hold_their_counters_longer(
     names = [f"crowd-{i}" for i in range(4)]
     async with running_controller(
         kube, namespace, "--status-progress-period=1", "--status-progress-rate=0.2"
-    ):
+    ) as running:
         for name in names:
             await client.create(api.JOBSETS, jobset(name, replicated_job("w", 1)), namespace)
         started = asyncio.get_running_loop().time()
         for name in names:
             (job,) = await wait_jobs(client, namespace, name, 1)
             await ready_job(client, namespace, job)
+        await settled(running, client)  # the ready Jobs were seen and reconciled (and held)
+        # Past the 1 s period (and its fourfold successor) that would have let them out alone.
         await asyncio.sleep(max(0.0, started + 6.0 - asyncio.get_running_loop().time()))
         for name in names:
             held = await get_jobset(client, namespace, name)
