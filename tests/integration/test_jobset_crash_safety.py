@@ -32,17 +32,19 @@ JOBSETS = 12
 KILLS = 4
 
 
-def _job_writes(kube: Kube, namespace: str, verb: str) -> dict[str, int]:
-    """Successful ``verb`` requests on Jobs of ``namespace`` by the controller, per Job name."""
+def _job_writes(kube: Kube, namespace: str, verb: str, *, any_code: bool = False) -> dict[str, int]:
+    """Successful ``verb`` requests on Jobs of ``namespace`` by the controller, per Job name
+    (``any_code``: whatever the response code the audit log recorded)."""
     counts: Counter[str] = Counter()
     for entry in audit.entries(kube.cluster.audit_log, namespace):
         ref = entry.get("objectRef") or {}
+        code = int((entry.get("responseStatus") or {}).get("code") or 0)
         if (
             entry.get("verb") == verb
             and ref.get("resource") == "jobs"
             and ref.get("namespace") == namespace
             and str(entry.get("userAgent", "")).startswith(f"{USER_AGENT}/")
-            and 200 <= int((entry.get("responseStatus") or {}).get("code") or 0) < 300
+            and (any_code or 200 <= code < 300)
         ):
             counts[str(ref.get("name"))] += 1
     return dict(counts)
@@ -125,7 +127,14 @@ async def test_random_kills_converge_to_exactly_the_expected_jobs(
         # Present once is not enough (a name is unique in a namespace anyway): each Job was
         # created by exactly one successful request over all the replicas, and none deleted.
         creates = _job_writes(kube, namespace, "create")
-        assert creates == dict.fromkeys(expected, 1), f"Jobs created more than once: {creates}"
+        assert set(creates) <= expected and all(n == 1 for n in creates.values()), (
+            f"Jobs created more than once: {creates}"
+        )
+        # A create whose sender was killed mid-request can be done yet audited without a 2xx
+        # code (seen once in CI, seed 3340025509): it must still have been sent.
+        attempted = _job_writes(kube, namespace, "create", any_code=True)
+        unaudited = expected - set(creates)
+        assert unaudited <= set(attempted), f"Jobs no create was audited for: {unaudited}"
         deletes = _job_writes(kube, namespace, "delete")
         assert deletes == {}, f"Jobs deleted (seed {seed}): {deletes}"
         for job in jobs:
