@@ -160,12 +160,16 @@ def write_cause(
     return "progress" if paced else "unpaced"
 
 
+def longest_hold(period: float, queued: bool) -> float:
+    """The longest any counters are held, streak or backlog."""
+    return period * (QUEUED_MAX_HOLD_PERIODS if queued else MAX_HOLD_PERIODS)
+
+
 def progress_hold(period: float, streak: int, queued: bool = False) -> float:
     """How long counters are held after the last status write, when the ``streak`` writes
     before it were progress-only (0: the last write was a milestone, or none yet)."""
-    longest = QUEUED_MAX_HOLD_PERIODS if queued else MAX_HOLD_PERIODS
     growth: int = HOLD_GROWTH ** min(streak, 16)
-    return period * min(growth, longest)
+    return min(period * growth, longest_hold(period, queued))
 
 
 def next_streak(
@@ -206,8 +210,7 @@ def status_delay(
     if is_milestone(stored, desired, replicas):
         return 0.0
     queued = replicas is not None
-    longest = period * (QUEUED_MAX_HOLD_PERIODS if queued else MAX_HOLD_PERIODS)
-    hold = min(max(progress_hold(period, streak, queued), floor), longest)
+    hold = min(max(progress_hold(period, streak, queued), floor), longest_hold(period, queued))
     return max(0.0, last_write + hold - now)
 
 
