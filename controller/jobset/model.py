@@ -416,9 +416,21 @@ def _per_replicated_job(replicated: tuple[Obj, ...], key: str) -> dict[str, tupl
     return found
 
 
+def _conditions(value: Any) -> tuple[Obj, ...]:
+    """The status conditions, a list keyed by type (metav1.Condition): one with no type, or with
+    the type of one before it (an edited status; fuzz-found), is no condition and is dropped
+    from the next status written."""
+    found: dict[str, Obj] = {}
+    for condition in _objects(value):
+        kind = condition.get("type")
+        if isinstance(kind, str) and kind and kind not in found:
+            found[kind] = condition
+    return tuple(found.values())
+
+
 def _status(raw: Any) -> JobSetStatus:
     obj = raw if isinstance(raw, dict) else {}
-    conditions = _objects(obj.get("conditions"))
+    conditions = _conditions(obj.get("conditions"))
     replicated = _objects(obj.get("replicatedJobsStatus"))
     terminal = obj.get("terminalState")
     towards = _count(obj.get("restartsCountTowardsMax"))

@@ -127,3 +127,17 @@ def test_more_restarts_towards_max_than_restarts_raise_the_total(
     raw["status"] = {"restarts": restarts, "restartsCountTowardsMax": towards}
     parsed = model.parse(raw)
     assert (parsed.status.restarts, parsed.status.restarts_count_towards_max) == read
+
+
+def test_conditions_without_a_type_or_with_a_repeated_one_are_no_conditions() -> None:
+    """An edited status with conditions [{}, {}] (found by the bad input fuzz: the next status
+    written carried both) is read as the typed conditions, the first of each type."""
+    from controller.jobset import model
+    from tests.unit.jobset_factories import make_jobset_obj
+
+    first = {"type": "Suspended", "status": "True", "reason": "a"}
+    raw = make_jobset_obj()
+    raw["status"] = {
+        "conditions": [{}, {"type": ""}, {"type": 3}, first, {}, {**first, "reason": "b"}]
+    }
+    assert model.parse(raw).status.conditions == (first,)
