@@ -72,6 +72,10 @@ class Config:
     shutdown_timeout: float
     status_progress_period: float
     status_progress_rate: float
+    # Seconds within which a JobSet's child events (Jobs, claims, its Service, Pod-scope pods)
+    # are gathered into one pass: a Job's pods start, become ready and finish together, and
+    # each step is an event of every one of its Jobs.
+    child_event_batch_period: float
     # The spec.managedBy value served; upstream's reserved one (UPSTREAM_MANAGED_BY) by default.
     managed_by: str
     feature_gates: FeatureGates = DEFAULT_GATES
@@ -186,6 +190,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
          "the holds aim at: with more JobSets' counters held than this rate x the hold, each "
          "JobSet's hold lengthens to (JobSets held / rate), up to 64 periods; 0 turns this off",
          1.0, type=float)  # fmt: skip
+    flag("--child-event-batch-period", "seconds within which the events of a JobSet's Jobs, "
+         "claims, Service and Pod-scope pods are gathered into one reconcile (as the Job "
+         "controller batches pod events); changes to the JobSet itself are acted on at once; 0 "
+         "reconciles on every event", 0.25, type=float)  # fmt: skip
     flag("--managed-by", "the spec.managedBy value this controller serves; JobSets with another "
          "value are left alone, and JobSets without the field are served only with the default "
          "(upstream's reserved value, so this controller replaces upstream JobSet). Another value "
@@ -282,6 +290,11 @@ def from_args(args: argparse.Namespace) -> Config:
                 "--metrics-secure needs a --metrics-bind-address other than "
                 "--health-probe-bind-address: health probes stay plain HTTP"
             )
+    batch_period = float(args.child_event_batch_period)
+    if not 0 <= batch_period <= 60:  # also rejects NaN
+        raise ConfigError(
+            f"--child-event-batch-period must be between 0 and 60 seconds, got {batch_period}"
+        )
     managed_by = str(args.managed_by)
     if not valid_managed_by(managed_by):
         raise ConfigError(
@@ -320,6 +333,7 @@ def from_args(args: argparse.Namespace) -> Config:
         shutdown_timeout=float(args.shutdown_timeout),
         status_progress_period=progress,
         status_progress_rate=progress_rate,
+        child_event_batch_period=batch_period,
         managed_by=managed_by,
         feature_gates=feature_gates,
     )

@@ -56,15 +56,18 @@ def setup(manager: Manager) -> JobSetReconciler:
         transform=volumes.podscope.pod_view,
     )
     queue = manager.queue(CONTROLLER)
+    batch_period = manager.config.child_event_batch_period
 
     def enqueue(obj: Obj) -> None:
         queue.add(object_key(obj))
 
     def enqueue_parent(obj: Obj) -> None:
+        # A child's event: gathered with the others of its JobSet in the batch period (its Jobs
+        # move together, and each step of each is an event).
         meta = obj.get("metadata") or {}
         parent = (meta.get("labels") or {}).get(api.JOBSET_NAME)
         if isinstance(parent, str) and meta.get("namespace"):
-            queue.add(f"{meta['namespace']}/{parent}")
+            queue.add_batched(f"{meta['namespace']}/{parent}", batch_period)
 
     jobsets.add_handler(
         EventHandler(on_add=enqueue, on_update=lambda _, new: enqueue(new), on_delete=enqueue)
@@ -167,7 +170,7 @@ def setup(manager: Manager) -> JobSetReconciler:
         namespace, name = meta.get("namespace"), meta.get("name")
         if isinstance(namespace, str) and isinstance(name, str):
             for key in reconciler.wanted.wanting(namespace, name):
-                queue.add(key)
+                queue.add_batched(key, batch_period)
 
     claims.add_handler(
         EventHandler(

@@ -17,6 +17,11 @@ and ``TypedRateLimitingInterface`` in one class) for a single event loop:
   passed; if the key is already waiting, the earlier deadline wins. Delays
   ``<= 0`` add immediately. :meth:`WorkQueue.add_rate_limited` uses the rate
   limiter's delay; :meth:`WorkQueue.forget` resets the key's backoff.
+* **Batched adds.** :meth:`WorkQueue.add_batched` adds a key within a period,
+  together with every other batched add of it in that time (Kubernetes' Job
+  controller batches pod events this way). Not in client-go's queue: a batch is
+  dropped when its key is handed out, since that pass reads what the batched
+  events changed.
 * **Shutdown.** After :meth:`WorkQueue.shut_down` adds are ignored, pending
   delayed adds are dropped, and :meth:`WorkQueue.get` keeps handing out the
   keys still queued, then raises :class:`ShutDown`.
@@ -301,6 +306,8 @@ class WorkQueue(Generic[K]):
         self._seq = itertools.count()
         self._timer: Timer | None = None
         self._timer_deadline = 0.0
+        # Batched adds: key -> the timer that adds it (add_batched).
+        self._batched: dict[K, Timer] = {}
 
     @property
     def name(self) -> str:
@@ -352,6 +359,9 @@ class WorkQueue(Generic[K]):
                     self._wake_getter()
                 raise
         key = self._queue.popleft()
+        batch = self._batched.pop(key, None)
+        if batch is not None:
+            batch.cancel()  # this pass reads what the batched adds were for
         self._metrics.get(key)
         self._processing.add(key)
         self._dirty.discard(key)
@@ -428,6 +438,29 @@ class WorkQueue(Generic[K]):
             self._compact_heap()
         self._arm_timer()
 
+    def add_batched(self, key: K, period: float) -> None:
+        """Add ``key`` once ``period`` seconds have passed since the first of the batched adds
+        it has received since it was last handed out: many events within a period cost one
+        pass. A key already queued needs nothing more (that pass reads the change); a key
+        handed out meanwhile drops its batch (the pass reads what the batch was for). ``period
+        <= 0`` adds at once."""
+        if math.isnan(period):
+            raise ValueError(f"workqueue {self._name!r}: add_batched({key!r}) with a NaN period")
+        if period <= 0:
+            self.add(key)
+            return
+        if self._shutting_down or key in self._batched:
+            return
+        if key in self._dirty:
+            return  # queued: the pass still to come reads the change
+        self._batched[key] = self._clock.call_at(
+            self._clock.monotonic() + period, lambda: self._flush_batch(key)
+        )
+
+    def _flush_batch(self, key: K) -> None:
+        if self._batched.pop(key, None) is not None:
+            self.add(key)
+
     # ----------------------------------------------------------------- rate limits
 
     def add_rate_limited(self, key: K) -> None:
@@ -466,6 +499,9 @@ class WorkQueue(Generic[K]):
             self._timer = None
         self._waiting.clear()
         self._waiting_heap.clear()
+        batched, self._batched = self._batched, {}
+        for timer in batched.values():
+            timer.cancel()
         getters, self._getters = self._getters, deque()
         for getter in getters:
             if not getter.done():

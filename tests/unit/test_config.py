@@ -19,6 +19,8 @@ def test_defaults_follow_controller_runtime() -> None:
     assert config.namespaces == ()
     assert config.address(":8080") == ("0.0.0.0", 8080)
     assert config.address("0") is None
+    # As the Job controller gathers pod events, a JobSet's child events are gathered briefly.
+    assert config.child_event_batch_period == 0.25
 
 
 def test_environment_variables_set_flags_and_flags_win(tmp_path: Path) -> None:
@@ -47,6 +49,9 @@ def test_environment_variables_set_flags_and_flags_win(tmp_path: Path) -> None:
         (["--status-progress-period=-1"], "--status-progress-period must be 0 or more"),
         (["--status-progress-rate=-1"], "--status-progress-rate must be 0 or more"),
         (["--status-progress-rate=nan"], "--status-progress-rate must be 0 or more"),
+        (["--child-event-batch-period=-0.1"], "--child-event-batch-period must be between 0"),
+        (["--child-event-batch-period=61"], "--child-event-batch-period must be between 0"),
+        (["--child-event-batch-period=nan"], "--child-event-batch-period must be between 0"),
         (["--metrics-bind-address=nonsense"], "must be host:port or 0"),
         (["--managed-by=canary"], "--managed-by must be a domain-prefixed path"),
         (["--managed-by="], "--managed-by must be a domain-prefixed path"),

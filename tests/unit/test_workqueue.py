@@ -379,6 +379,96 @@ async def test_shut_down_drops_delayed_adds_and_cancels_timer() -> None:
         await queue.get()
 
 
+# ----------------------------------------------------------------- batched adds
+
+
+async def test_batched_adds_within_a_period_make_one_pass_at_the_first_ones_deadline() -> None:
+    queue, clock = fake_queue()
+    queue.add_batched("a", 0.25)
+    clock.advance(0.2)
+    queue.add_batched("a", 0.25)  # within the batch: does not move it later
+    queue.add_batched("b", 0.25)
+    assert len(queue) == 0
+    clock.advance(0.05)
+    assert await drain_ready(queue) == ["a"]
+    clock.advance(0.2)
+    assert await drain_ready(queue) == ["b"]
+    clock.advance(10.0)
+    assert len(queue) == 0
+    assert clock.pending_timers == 0
+
+
+async def test_batched_add_of_a_queued_key_needs_no_timer() -> None:
+    queue, clock = fake_queue()
+    queue.add("a")
+    queue.add_batched("a", 0.25)
+    assert clock.pending_timers == 0
+    assert await drain_ready(queue) == ["a"]
+    clock.advance(1.0)
+    assert len(queue) == 0
+
+
+async def test_a_key_handed_out_drops_its_batch() -> None:
+    # The pass reads the caches after it got the key: whatever the batch was for is in them.
+    queue, clock = fake_queue()
+    queue.add_batched("a", 0.25)
+    queue.add("a")  # another cause queues it at once
+    assert await queue.get() == "a"
+    queue.done("a")
+    assert clock.pending_timers == 0
+    clock.advance(1.0)
+    assert len(queue) == 0
+
+
+async def test_a_batched_add_while_processing_makes_one_more_pass() -> None:
+    # The pass running may have read the caches before the event: another one must follow.
+    queue, clock = fake_queue()
+    queue.add("a")
+    assert await queue.get() == "a"
+    queue.add_batched("a", 0.25)
+    queue.done("a")
+    assert len(queue) == 0
+    clock.advance(0.25)
+    assert await drain_ready(queue) == ["a"]
+
+
+async def test_a_batched_add_leaves_a_later_delayed_add_waiting() -> None:
+    queue, clock = fake_queue()
+    queue.add_after("a", 10.0)
+    queue.add_batched("a", 0.25)
+    clock.advance(0.25)
+    assert await drain_ready(queue) == ["a"]
+    assert queue.delayed() == ["a"]
+    clock.advance(9.75)
+    assert await drain_ready(queue) == ["a"]
+
+
+@pytest.mark.parametrize("period", [0.0, -1.0])
+async def test_batched_add_with_no_period_adds_at_once(period: float) -> None:
+    queue, clock = fake_queue()
+    queue.add_batched("a", period)
+    assert len(queue) == 1
+    assert clock.pending_timers == 0
+
+
+def test_batched_add_rejects_a_nan_period() -> None:
+    queue, _ = fake_queue()
+    with pytest.raises(ValueError, match="NaN period"):
+        queue.add_batched("a", float("nan"))
+
+
+async def test_shut_down_cancels_batches() -> None:
+    queue, clock = fake_queue()
+    queue.add_batched("a", 0.25)
+    queue.shut_down()
+    assert clock.pending_timers == 0
+    queue.add_batched("b", 0.25)
+    assert clock.pending_timers == 0
+    clock.advance(1.0)
+    with pytest.raises(ShutDown):
+        await queue.get()
+
+
 class RecordingSystemClock(SystemClock):
     def __init__(self) -> None:
         self.handles: list[asyncio.TimerHandle] = []
