@@ -317,14 +317,15 @@ class JobSetReconciler:
         now = time.monotonic()
         self._expected[key] = expectations.live(self._expected.get(key, {}), now)
         plan.create_jobs = expectations.creates_to_send(plan.create_jobs, self._expected[key], now)
-        if plan.writes:
+        if plan.writes - (plan.status is not None):
+            # The status is left out: it may yet be held (pacing), and is logged when written.
             log.info(
                 "applying plan",
                 creates=len(plan.create_jobs),
                 deletes=len(plan.delete_jobs),
                 patches=len(plan.patch_jobs),
-                status=plan.status is not None,
                 service=plan.create_service is not None,
+                claims=plan.volume.writes if plan.volume else 0,
             )
         latest, created, failures = await self._write_children(key, jobset, plan)
         if failures:
@@ -351,9 +352,6 @@ class JobSetReconciler:
             self._held.add(key)
         else:
             self._held.discard(key)
-        if plan.status is not None:
-            changed = sorted(k for k, v in plan.status.items() if stored.get(k) != v)
-            log.debug("status changed", fields=changed)
         if created and plan.volume is not None:
             # The status remembers the claims it created, by uid (from the responses), in the
             # same write that reports them: their pods mount them only once it is stored.
@@ -683,14 +681,14 @@ class JobSetReconciler:
         stored = jobset.raw.get("status") or {}
         replicas = _queue_replicas(jobset)
         paced = self.status_progress_period > 0
-        self.metrics.status_written(
-            pacing.write_cause(
-                stored,
-                plan.status,
-                with_events=bool(plan.events),
-                paced=paced,
-                replicas=replicas,
-            )
+        cause = pacing.write_cause(
+            stored, plan.status, with_events=bool(plan.events), paced=paced, replicas=replicas
+        )
+        self.metrics.status_written(cause)
+        log.debug(
+            "status written",
+            cause=cause,
+            fields=sorted(k for k, v in plan.status.items() if stored.get(k) != v),
         )
         self._status_written_at[key] = time.monotonic()
         self._progress_streak[key] = pacing.next_streak(

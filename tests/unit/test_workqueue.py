@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import prometheus_client
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -467,6 +467,63 @@ async def test_shut_down_cancels_batches() -> None:
     clock.advance(1.0)
     with pytest.raises(ShutDown):
         await queue.get()
+
+
+BATCH_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.sampled_from("ab")),
+        st.tuples(st.just("batched"), st.sampled_from("ab")),
+        st.tuples(st.just("get"), st.just("")),
+        st.tuples(st.just("done"), st.just("")),
+        st.tuples(st.just("advance"), st.sampled_from(["0.1", "0.25", "1"])),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=BATCH_OPS)
+def test_every_batched_add_is_followed_by_a_pass_that_starts_after_it(
+    ops: list[tuple[str, str]],
+) -> None:
+    """Whatever the order of adds, batched adds, passes and time: a key that received a batched
+    add is handed out again at or after it, and after at most one period once nothing holds it."""
+
+    async def run() -> None:
+        queue, clock = fake_queue()
+        unseen: dict[str, float] = {}  # key -> time of its oldest add no pass has started since
+        held: list[str] = []
+
+        async def get_ready() -> None:
+            if len(queue):
+                key = await queue.get()
+                assert key not in held, "handed out while being processed"
+                held.append(key)
+                unseen.pop(key, None)
+
+        for op, arg in ops:
+            if op in ("add", "batched"):
+                (queue.add if op == "add" else lambda k: queue.add_batched(k, 0.25))(arg)
+                unseen.setdefault(arg, clock.monotonic())
+            elif op == "get":
+                await get_ready()
+            elif op == "done" and held:
+                queue.done(held.pop(0))
+            elif op == "advance":
+                clock.advance(float(arg))
+            for key, since in unseen.items():
+                # Nothing holds it back but the period: queued by now, or still in its batch.
+                if key not in held and clock.monotonic() >= since + 0.25:
+                    assert key in queue._queue, f"{key} waits past its batch"
+        while held:
+            queue.done(held.pop(0))
+        clock.advance(0.25)
+        while len(queue):
+            await get_ready()
+            queue.done(held.pop(0))
+        assert not unseen, f"never handed out after their adds: {sorted(unseen)}"
+
+    asyncio.run(run())
 
 
 class RecordingSystemClock(SystemClock):
