@@ -325,6 +325,10 @@ class WorkQueue(Generic[K]):
         """Keys waiting for a delayed add (``add_after``: requeue-after or backoff)."""
         return list(self._waiting)
 
+    def batched(self) -> list[K]:
+        """Keys waiting for the end of a batch (``add_batched``): work that is not queued yet."""
+        return list(self._batched)
+
     # ----------------------------------------------------------------- basic queue
 
     def add(self, key: K) -> None:

@@ -356,6 +356,11 @@ def scheduled(running: RunningController) -> list[str]:
     return sorted(key for c in running.manager.controllers for key in c.queue.delayed())
 
 
+def batched(running: RunningController) -> list[str]:
+    """Keys whose children's events wait for the end of their batch (not queued yet)."""
+    return sorted(key for c in running.manager.controllers for key in c.queue.batched())
+
+
 async def settled(
     running: RunningController, client: KubeClient, *, quiet: bool = False, seconds: float = 60
 ) -> None:
@@ -363,13 +368,14 @@ async def settled(
 
     Settled means, at one instant: each of its caches holds exactly what the API server listed
     just before (the same objects at the same resourceVersions), its work queue is idle (nothing
-    queued, nothing being reconciled) and it made no write since before those lists. Informer
-    handlers enqueue as they update the cache, so every event up to the lists was delivered,
-    queued and reconciled, and what those reconciles wrote is already in the API server. A
-    negative assertion after this ("no Job was created") is about what the controller decided,
-    not about how long the test waited. Delayed requeues (status pacing, TTL) are not waited for,
-    unless ``quiet``: then nothing may be scheduled either, so nothing will happen until
-    something changes (a reconcile loop always has its next pass queued, running or scheduled).
+    queued, nothing being reconciled, no child event waiting for its batch) and it made no write
+    since before those lists. Informer handlers enqueue (or batch) as they update the cache, so
+    every event up to the lists was delivered, queued and reconciled, and what those reconciles
+    wrote is already in the API server. A negative assertion after this ("no Job was created")
+    is about what the controller decided, not about how long the test waited. Delayed requeues
+    (status pacing, TTL) are not waited for, unless ``quiet``: then nothing may be scheduled
+    either, so nothing will happen until something changes (a reconcile loop always has its
+    next pass queued, running or scheduled).
     """
 
     async def unsettled() -> str:
@@ -393,6 +399,8 @@ async def settled(
         now = progress(running.manager.registry.collect(), CONTROLLER)
         if not now.idle:
             return "the work queue is busy"
+        if batched(running):
+            return f"events batched for {batched(running)}"
         if now.writes != before:
             return f"it wrote {now.writes - before:.0f} times meanwhile"
         if quiet and scheduled(running):

@@ -389,7 +389,9 @@ async def test_batched_adds_within_a_period_make_one_pass_at_the_first_ones_dead
     queue.add_batched("a", 0.25)  # within the batch: does not move it later
     queue.add_batched("b", 0.25)
     assert len(queue) == 0
+    assert queue.batched() == ["a", "b"] and queue.delayed() == []
     clock.advance(0.05)
+    assert queue.batched() == ["b"]
     assert await drain_ready(queue) == ["a"]
     clock.advance(0.2)
     assert await drain_ready(queue) == ["b"]
