@@ -3,7 +3,8 @@ every request, and only when it has nothing for that host; what it supplies stil
 JSON request bodies are written by orjson, not rebuilt by the library, and carry the same values.
 
 The server is a recording HTTP endpoint on loopback (as in test_client_fence), not a fake
-Kubernetes API: it answers ``{}`` and remembers the Authorization header of each request.
+Kubernetes API: it answers ``{}`` and remembers each request's headers, path and body. Requests
+carry what kubernetes_asyncio's ``call_api`` would send: the token, the User-Agent, the query.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import copy
 import datetime
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +40,21 @@ def environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return netrc
 
 
+@dataclass(frozen=True)
+class Seen:
+    """One request as the loopback server received it."""
+
+    headers: dict[str, str]
+    path_qs: str
+    body: bytes
+
+
 @pytest.fixture
-async def server() -> AsyncIterator[tuple[list[str | None], str]]:
-    seen: list[str | None] = []
+async def server() -> AsyncIterator[tuple[list[Seen], str]]:
+    seen: list[Seen] = []
 
     async def handle(request: web.Request) -> web.Response:
-        seen.append(request.headers.get("Authorization"))
+        seen.append(Seen(dict(request.headers), request.path_qs, await request.read()))
         return web.json_response({})
 
     app = web.Application()
@@ -54,6 +65,10 @@ async def server() -> AsyncIterator[tuple[list[str | None], str]]:
         yield seen, f"http://127.0.0.1:{test_server.port}"
     finally:
         await test_server.close()
+
+
+def _authorizations(seen: list[Seen]) -> list[str | None]:
+    return [request.headers.get("Authorization") for request in seen]
 
 
 def _write(path: Path, text: str) -> None:
@@ -73,7 +88,7 @@ def _session(api: ApiClient) -> aiohttp.ClientSession:
 
 
 async def test_nothing_in_the_environment_turns_the_lookups_off(
-    environment: Path, server: tuple[list[str | None], str]
+    environment: Path, server: tuple[list[Seen], str]
 ) -> None:
     seen, url = server
     async with _api(url) as api:
@@ -82,11 +97,11 @@ async def test_nothing_in_the_environment_turns_the_lookups_off(
         assert not _session(api).trust_env
         assert await client.get(CONFIG_MAPS, "cm", "ns") == {}
         assert _settle_environment(api) is False  # already settled
-    assert seen == [None]
+    assert _authorizations(seen) == [None]
 
 
 async def test_netrc_credentials_for_the_host_keep_the_lookups(
-    environment: Path, server: tuple[list[str | None], str]
+    environment: Path, server: tuple[list[Seen], str]
 ) -> None:
     seen, url = server
     _write(environment, "machine 127.0.0.1 login alice password secret\n")
@@ -94,11 +109,11 @@ async def test_netrc_credentials_for_the_host_keep_the_lookups(
         client = KubeClient(api)
         assert _session(api).trust_env
         await client.get(CONFIG_MAPS, "cm", "ns")
-    assert seen == ["Basic " + base64.b64encode(b"alice:secret").decode()]
+    assert _authorizations(seen) == ["Basic " + base64.b64encode(b"alice:secret").decode()]
 
 
 async def test_netrc_credentials_for_another_host_do_not(
-    environment: Path, server: tuple[list[str | None], str]
+    environment: Path, server: tuple[list[Seen], str]
 ) -> None:
     seen, url = server
     _write(environment, "machine elsewhere.example login alice password secret\n")
@@ -106,7 +121,7 @@ async def test_netrc_credentials_for_another_host_do_not(
         client = KubeClient(api)
         assert not _session(api).trust_env
         await client.get(CONFIG_MAPS, "cm", "ns")
-    assert seen == [None]
+    assert _authorizations(seen) == [None]
 
 
 @pytest.mark.parametrize(
@@ -142,28 +157,10 @@ async def test_an_explicit_proxy_keeps_the_lookups(environment: Path) -> None:
 # ------------------------------------------------------------------ request bodies
 
 
-@pytest.fixture
-async def echo() -> AsyncIterator[tuple[list[bytes], str]]:
-    bodies: list[bytes] = []
-
-    async def handle(request: web.Request) -> web.Response:
-        bodies.append(await request.read())
-        return web.json_response({})
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    test_server = TestServer(app, host="127.0.0.1")
-    await test_server.start_server()
-    try:
-        yield bodies, f"http://127.0.0.1:{test_server.port}"
-    finally:
-        await test_server.close()
-
-
-async def test_bodies_carry_what_the_library_would_send(echo: tuple[list[bytes], str]) -> None:
+async def test_bodies_carry_what_the_library_would_send(server: tuple[list[Seen], str]) -> None:
     """Plain bodies go out through orjson, others (a datetime, a model) the library's way: the
     server reads the same values either way."""
-    bodies, url = echo
+    seen, url = server
     plain = {"metadata": {"name": "cm", "labels": {"a": "b"}}, "data": {"n": "1"}, "x": [1, None]}
     dated = {"metadata": {"name": "cm"}, "when": datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)}
     big = {"n": 2**64, "f": 0.1, "s": "é\u2028"}  # beyond 64 bits: orjson refuses, json writes
@@ -174,35 +171,18 @@ async def test_bodies_carry_what_the_library_would_send(echo: tuple[list[bytes],
         for body in bodies_sent:
             await client.create(CONFIG_MAPS, copy.deepcopy(body), "ns")
         expected = [api.sanitize_for_serialization(copy.deepcopy(b)) for b in bodies_sent]
-    assert [json.loads(b) for b in bodies] == expected
-    assert json.loads(bodies[1])["when"] == "2025-01-01T00:00:00+00:00"
-    assert json.loads(bodies[3]) == {"metadata": {"name": "cm"}, "data": {"k": "v"}}
-
-
-@pytest.fixture
-async def headers_seen() -> AsyncIterator[tuple[list[dict[str, str]], str]]:
-    seen: list[dict[str, str]] = []
-
-    async def handle(request: web.Request) -> web.Response:
-        seen.append({**request.headers, "path_qs": request.path_qs})
-        return web.json_response({})
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    test_server = TestServer(app, host="127.0.0.1")
-    await test_server.start_server()
-    try:
-        yield seen, f"http://127.0.0.1:{test_server.port}"
-    finally:
-        await test_server.close()
+    bodies = [json.loads(request.body) for request in seen]
+    assert bodies == expected
+    assert bodies[1]["when"] == "2025-01-01T00:00:00+00:00"
+    assert bodies[3] == {"metadata": {"name": "cm"}, "data": {"k": "v"}}
 
 
 async def test_requests_carry_the_configurations_token_user_agent_and_query(
-    headers_seen: tuple[list[dict[str, str]], str],
+    server: tuple[list[Seen], str],
 ) -> None:
     """What call_api would have sent: the bearer token (refreshed through the library's hook, as
     in-cluster tokens rotate), the client's User-Agent, the content type, the query."""
-    seen, url = headers_seen
+    seen, url = server
     tokens = iter(["first", "second"])
 
     async def refresh(configuration: Configuration) -> None:
@@ -219,9 +199,8 @@ async def test_requests_carry_the_configurations_token_user_agent_and_query(
         await client.patch(CONFIG_MAPS, "cm", {"data": {"a": "b"}}, "ns", force=True)
         await client.list(CONFIG_MAPS, "ns", label_selector="a=b")
     first, second = seen
-    assert first["Authorization"] == "Bearer first"
-    assert second["Authorization"] == "Bearer second"
-    assert first["User-Agent"] == second["User-Agent"] == "stateful-jobset/test"
-    assert first["Content-Type"] == "application/merge-patch+json"
-    assert first["path_qs"] == "/api/v1/namespaces/ns/configmaps/cm?fieldManager=me&force=true"
-    assert second["path_qs"] == "/api/v1/namespaces/ns/configmaps?labelSelector=a%3Db"
+    assert _authorizations(seen) == ["Bearer first", "Bearer second"]
+    assert first.headers["User-Agent"] == second.headers["User-Agent"] == "stateful-jobset/test"
+    assert first.headers["Content-Type"] == "application/merge-patch+json"
+    assert first.path_qs == "/api/v1/namespaces/ns/configmaps/cm?fieldManager=me&force=true"
+    assert second.path_qs == "/api/v1/namespaces/ns/configmaps?labelSelector=a%3Db"
