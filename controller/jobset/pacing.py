@@ -225,6 +225,38 @@ def backlog_hold(held: int, rate: float) -> float:
     return held / rate if rate > 0 and held > 0 else 0.0
 
 
+class ProgressBudget:
+    """Counter-only (``progress``) status writes over all JobSets at about ``rate`` per second,
+    ``burst`` at most at once (``--status-progress-rate``; 0: no budget). ``backlog_hold``
+    lengthens the holds of the JobSets whose counters are held; this bounds the writes
+    themselves: a JobSet whose own hold has run out writes at once and is never counted as held,
+    and with a JobSet's child events gathered into one pass (``--child-event-batch-period``) most
+    of them are such, so without the budget the holds stayed short while hundreds of JobSets
+    moved at once. A JobSet refused a write is held (and counted) until it comes back."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = max(1.0, burst)
+        self._tokens = self.burst
+        self._last: float | None = None
+
+    def take(self, now: float) -> bool:
+        """Whether a counter-only write may go out at ``now`` (monotonic seconds); spends it."""
+        if self.rate <= 0:
+            return True
+        if self._last is not None:
+            self._tokens = min(self.burst, self._tokens + max(0.0, now - self._last) * self.rate)
+        self._last = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+    def wait(self) -> float:
+        """How long a JobSet refused a write waits before it asks again (one write's time)."""
+        return 1 / self.rate if self.rate > 0 else 0.0
+
+
 @dataclass(frozen=True)
 class StatusTiming:
     """``write``: write the plan's status in this pass. ``requeue_after``: when to come back (the

@@ -118,6 +118,10 @@ class JobSetReconciler:
         # The JobSets whose changed counters are held now: their number lengthens every hold
         # (pacing.backlog_hold).
         self._held: set[str] = set()
+        # Counter-only status writes over all JobSets at about the rate (a period's worth at once).
+        self._progress_budget = pacing.ProgressBudget(
+            status_progress_rate, status_progress_rate * status_progress_period
+        )
         # The spec.managedBy value this controller serves (--managed-by): other JobSets are left
         # alone, so a canary can run beside upstream JobSet.
         self.managed_by = managed_by
@@ -346,6 +350,19 @@ class JobSetReconciler:
             replicas=_queue_replicas(jobset),
             floor=pacing.backlog_hold(len(self._held), self.status_progress_rate),
         )
+        if (
+            plan.status is not None
+            and timing.write
+            and not self._progress_allowed(stored, plan, jobset, now)
+        ):
+            wait = max(
+                self._progress_budget.wait(),
+                pacing.backlog_hold(len(self._held) + 1, self.status_progress_rate),
+            )
+            timing = pacing.StatusTiming(
+                write=False,
+                requeue_after=wait if plan.requeue_after is None else min(plan.requeue_after, wait),
+            )
         if plan.status is not None and not timing.write:
             # Counters only: they ride on the next milestone or go out when the pace allows.
             plan.status = None
@@ -361,6 +378,20 @@ class JobSetReconciler:
         if failures:
             return Result(requeue=True)  # with backoff; the status already says why
         return Result(requeue_after=timing.requeue_after)
+
+    def _progress_allowed(self, stored: Obj, plan: Plan, jobset: JobSet, now: float) -> bool:
+        """A status write that is due may go out now: anything but counters alone always, and
+        counters alone within the budget of counter writes over all JobSets."""
+        if self.status_progress_period <= 0 or plan.status is None:
+            return True
+        cause = pacing.write_cause(
+            stored,
+            plan.status,
+            with_events=bool(plan.events),
+            paced=True,
+            replicas=_queue_replicas(jobset),
+        )
+        return cause != "progress" or self._progress_budget.take(now)
 
     # ------------------------------------------------------------------ act
 

@@ -327,3 +327,38 @@ def test_a_backlog_lengthens_the_hold_within_the_longest(
 def test_a_milestone_is_never_held_by_a_backlog() -> None:
     desired = _with(conditions=[_cond("A"), _cond("Completed")])
     assert pacing.status_delay(BASE, desired, 100.0, 101.0, 10.0, floor=600.0) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("rate", "burst", "asks", "allowed"),
+    [
+        # A period's worth at once, then one per 1 / rate.
+        (
+            1.0,
+            3.0,
+            [0.0, 0.0, 0.0, 0.0, 0.5, 1.0, 1.0],
+            [True, True, True, False, False, True, False],
+        ),
+        (0.5, 0.0, [0.0, 0.0, 1.0, 2.0], [True, False, False, True]),  # burst at least one
+        (0.0, 0.0, [0.0] * 5, [True] * 5),  # no budget
+        (2.0, 1.0, [0.0, 10.0, 10.0, 10.0], [True, True, False, False]),  # saves up to the burst
+    ],
+)
+def test_progress_budget(rate: float, burst: float, asks: list[float], allowed: list[bool]) -> None:
+    budget = pacing.ProgressBudget(rate, burst)
+    assert [budget.take(now) for now in asks] == allowed
+    assert budget.wait() == (1 / rate if rate else 0.0)
+
+
+@given(
+    rate=st.floats(0.1, 10.0),
+    asks=st.lists(st.floats(0.0, 100.0), min_size=1, max_size=200).map(sorted),
+)
+def test_progress_budget_never_allows_more_than_rate_and_burst(
+    rate: float, asks: list[float]
+) -> None:
+    """Over any run, the writes allowed are at most the burst plus rate x the time elapsed."""
+    burst = 5.0
+    budget = pacing.ProgressBudget(rate, burst)
+    allowed = sum(budget.take(now) for now in asks)
+    assert allowed <= burst + rate * (asks[-1] - asks[0]) + 1e-9
