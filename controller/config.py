@@ -186,10 +186,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
          "row up to 64 periods (8 for a JobSet that is or was suspended); conditions are written "
          "at once; 0 writes every change", 10.0,
          type=float)  # fmt: skip
-    flag("--status-progress-rate", "counter-only status writes per second, over all JobSets, that "
-         "the holds aim at: with more JobSets' counters held than this rate x the hold, each "
-         "JobSet's hold lengthens to (JobSets held / rate), up to 64 periods; 0 turns this off",
-         1.0, type=float)  # fmt: skip
+    flag("--status-progress-rate", "counter-only status writes per second over all JobSets (a "
+         "period's worth at once): a JobSet whose hold has run out waits for its turn, and each "
+         "hold is at least (JobSets whose counters are held / rate), up to 64 periods; 0 turns "
+         "this off", 1.0, type=float)  # fmt: skip
     flag("--child-event-batch-period", "seconds within which the events of a JobSet's Jobs, "
          "claims, Service and Pod-scope pods are gathered into one reconcile (as the Job "
          "controller batches pod events); changes to the JobSet itself are acted on at once; 0 "
