@@ -252,9 +252,14 @@ class ProgressBudget:
         self._tokens -= 1
         return True
 
-    def wait(self) -> float:
-        """How long a JobSet refused a write waits before it asks again (one write's time)."""
-        return 1 / self.rate if self.rate > 0 else 0.0
+    def refused(self, held: int, requeue_after: float | None) -> StatusTiming:
+        """The timing of a due counter write this budget refused, with ``held`` JobSets held
+        besides it: held, and back after one write's time or the backlog's (``backlog_hold``),
+        whichever is longer (sooner if the plan wants to be back sooner)."""
+        wait = max(1 / self.rate if self.rate > 0 else 0.0, backlog_hold(held + 1, self.rate))
+        return StatusTiming(
+            write=False, requeue_after=wait if requeue_after is None else min(requeue_after, wait)
+        )
 
 
 @dataclass(frozen=True)

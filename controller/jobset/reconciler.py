@@ -355,14 +355,7 @@ class JobSetReconciler:
             and timing.write
             and not self._progress_allowed(stored, plan, jobset, now)
         ):
-            wait = max(
-                self._progress_budget.wait(),
-                pacing.backlog_hold(len(self._held) + 1, self.status_progress_rate),
-            )
-            timing = pacing.StatusTiming(
-                write=False,
-                requeue_after=wait if plan.requeue_after is None else min(plan.requeue_after, wait),
-            )
+            timing = self._progress_budget.refused(len(self._held), plan.requeue_after)
         if plan.status is not None and not timing.write:
             # Counters only: they ride on the next milestone or go out when the pace allows.
             plan.status = None

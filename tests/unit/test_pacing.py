@@ -347,7 +347,22 @@ def test_a_milestone_is_never_held_by_a_backlog() -> None:
 def test_progress_budget(rate: float, burst: float, asks: list[float], allowed: list[bool]) -> None:
     budget = pacing.ProgressBudget(rate, burst)
     assert [budget.take(now) for now in asks] == allowed
-    assert budget.wait() == (1 / rate if rate else 0.0)
+
+
+@pytest.mark.parametrize(
+    ("rate", "held", "requeue_after", "back_after"),
+    [
+        (1.0, 0, None, 1.0),  # alone: one write's time
+        (0.5, 0, None, 2.0),
+        (1.0, 9, None, 10.0),  # behind 9 others held: the backlog's time (10 / rate)
+        (1.0, 9, 3.0, 3.0),  # the plan's own time when sooner (a TTL, a requeue)
+    ],
+)
+def test_a_refused_counter_write_is_held_and_comes_back_later(
+    rate: float, held: int, requeue_after: float | None, back_after: float
+) -> None:
+    timing = pacing.ProgressBudget(rate, 1.0).refused(held, requeue_after)
+    assert timing == pacing.StatusTiming(write=False, requeue_after=back_after)
 
 
 @given(
