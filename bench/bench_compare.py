@@ -528,27 +528,30 @@ def main() -> int:
     if args.merge and args.out.exists():
         previous = json.loads(args.out.read_text())
     kept: list[Obj] = previous["results"]
-    for variant in args.variants:
-        for n in args.sizes:
-            for row in (r for r in ROWS if r.name in args.rows):
-                print(f"variant {variant}, N={n}, {row.name}: starting "
-                      f"(load {load_average()})", flush=True)  # fmt: skip
-                results.append(
-                    run_one(
-                        row,
-                        variant,
-                        n,
-                        args.steady,
-                        args.kcm_qps,
-                        build,
-                        args.py_spy,
-                        args.ours_args,
-                    )
+    pairs = [(variant, n) for variant in args.variants for n in args.sizes]
+    for position, (variant, n) in enumerate(pairs):
+        rows = [r for r in ROWS if r.name in args.rows]
+        # Alternating which row goes first: a row that starts right after another one's
+        # teardown starts on a busier machine (the load average shows it).
+        for row in rows if position % 2 == 0 else rows[::-1]:
+            print(f"variant {variant}, N={n}, {row.name}: starting "
+                  f"(load {load_average()})", flush=True)  # fmt: skip
+            results.append(
+                run_one(
+                    row,
+                    variant,
+                    n,
+                    args.steady,
+                    args.kcm_qps,
+                    build,
+                    args.py_spy,
+                    args.ours_args,
                 )
-                summary = {k: results[-1][k] for k, _ in FIGURES}
-                print(f"  {json.dumps(summary)}", flush=True)
-                if results[-1]["controller_log_errors"]:
-                    print(f"  log errors: {results[-1]['controller_log_errors'][:3]}", flush=True)
+            )
+            summary = {k: results[-1][k] for k, _ in FIGURES}
+            print(f"  {json.dumps(summary)}", flush=True)
+            if results[-1]["controller_log_errors"]:
+                print(f"  log errors: {results[-1]['controller_log_errors'][:3]}", flush=True)
     done = {(r["variant"], r["n"], r["row"]) for r in results}
     results = [r for r in kept if (r["variant"], r["n"], r["row"]) not in done] + results
     report = {
