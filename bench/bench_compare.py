@@ -21,6 +21,7 @@ client, reads included (the API server's apiserver_request_total), and the contr
 in a steady-state window after completion (must be 0). The table gives ours / upstream per figure.
 
     .venv/bin/python bench/bench_compare.py --sizes 100 500 1000 [--variants a b] [--steady 60]
+    .venv/bin/python bench/bench_compare.py --sizes 500 1000 --variants a --repeat 3
     .venv/bin/python bench/bench_compare.py --table   # the table of bench/results/compare.json
 Results: bench/results/compare.json.
 """
@@ -73,6 +74,7 @@ from tests.support.compare import (  # noqa: E402
     compare_jobset,
     markdown_table,
     request_deltas,
+    spread_table,
 )
 
 NAMESPACE = "compare"
@@ -484,6 +486,13 @@ def main() -> int:
     )
     parser.add_argument("--steady", type=float, default=60.0)
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run every (variant, N) this many times (the table then gives each run's ratios and"
+        " their median)",
+    )
+    parser.add_argument(
         "--kcm-qps", type=int, default=200, help="client QPS of kube-controller-manager (all rows)"
     )
     parser.add_argument(
@@ -510,8 +519,12 @@ def main() -> int:
         help="keep --out's runs of other (variant, N, row) combinations",
     )
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     if args.table:
-        print(markdown_table(json.loads(args.out.read_text())["results"]), end="")
+        kept_runs = json.loads(args.out.read_text())["results"]
+        print(markdown_table(kept_runs), end="")
+        print(spread_table(kept_runs), end="")
         return 0
     build = None
     if "upstream" in args.rows:
@@ -529,15 +542,18 @@ def main() -> int:
         previous = json.loads(args.out.read_text())
     kept: list[Obj] = previous["results"]
     pairs = [(variant, n) for variant in args.variants for n in args.sizes]
-    for position, (variant, n) in enumerate(pairs):
-        rows = [r for r in ROWS if r.name in args.rows]
-        # Alternating which row goes first: a row that starts right after another one's
-        # teardown starts on a busier machine (the load average shows it).
-        for row in rows if position % 2 == 0 else rows[::-1]:
-            print(f"variant {variant}, N={n}, {row.name}: starting "
-                  f"(load {load_average()})", flush=True)  # fmt: skip
-            results.append(
-                run_one(
+    rows = [r for r in ROWS if r.name in args.rows]
+    for repeat in range(args.repeat):
+        for position, (variant, n) in enumerate(pairs):
+            # Alternating which row goes first, from one (variant, N) to the next and from one
+            # repetition to the next: a row that starts right after another one's teardown
+            # starts on a busier machine (the load average shows it).
+            order = rows if (position + repeat) % 2 == 0 else rows[::-1]
+            for row in order:
+                run_no = f", run {repeat + 1}/{args.repeat}" if args.repeat > 1 else ""
+                print(f"variant {variant}, N={n}{run_no}, {row.name}: starting "
+                      f"(load {load_average()})", flush=True)  # fmt: skip
+                result = run_one(
                     row,
                     variant,
                     n,
@@ -547,11 +563,12 @@ def main() -> int:
                     args.py_spy,
                     args.ours_args,
                 )
-            )
-            summary = {k: results[-1][k] for k, _ in FIGURES}
-            print(f"  {json.dumps(summary)}", flush=True)
-            if results[-1]["controller_log_errors"]:
-                print(f"  log errors: {results[-1]['controller_log_errors'][:3]}", flush=True)
+                result["repeat"] = repeat
+                results.append(result)
+                summary = {k: result[k] for k, _ in FIGURES}
+                print(f"  {json.dumps(summary)}", flush=True)
+                if result["controller_log_errors"]:
+                    print(f"  log errors: {result['controller_log_errors'][:3]}", flush=True)
     done = {(r["variant"], r["n"], r["row"]) for r in results}
     results = [r for r in kept if (r["variant"], r["n"], r["row"]) not in done] + results
     report = {
@@ -568,6 +585,7 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(markdown_table(results), end="")
+    print(spread_table(results), end="")
     print(f"written to {args.out}")
     return 0
 

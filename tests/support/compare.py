@@ -4,6 +4,7 @@ functions that the unit tier checks without a cluster (tests/unit/test_bench_com
 from __future__ import annotations
 
 import copy
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -115,16 +116,29 @@ def _figure(run: Obj, key: str) -> float:
     return float(value)
 
 
+def repeat_of(run: Obj) -> int:
+    """Which repetition of its (variant, N) a run was (0 for files written before repeats)."""
+    return int(run.get("repeat", 0))
+
+
 def ratio_rows(results: Iterable[Obj]) -> list[Obj]:
-    """Per (variant, N), per figure: every row's value and, for each of our rows, ours/upstream."""
-    groups: dict[tuple[str, int], dict[str, Obj]] = {}
+    """Per (variant, N, repetition), per figure: every row's value and, for each of our rows,
+    ours/upstream (a row is compared only with upstream's row of the same repetition)."""
+    groups: dict[tuple[str, int, int], dict[str, Obj]] = {}
     for run in results:
-        groups.setdefault((run["variant"], run["n"]), {})[run["row"]] = run
+        groups.setdefault((run["variant"], run["n"], repeat_of(run)), {})[run["row"]] = run
     table = []
-    for (variant, n), runs in sorted(groups.items()):
+    for (variant, n, repeat), runs in sorted(groups.items()):
         base = runs.get("upstream")
         for key, label in FIGURES:
-            line: Obj = {"variant": variant, "n": n, "figure": label, "values": {}, "ratios": {}}
+            line: Obj = {
+                "variant": variant,
+                "n": n,
+                "repeat": repeat,
+                "figure": label,
+                "values": {},
+                "ratios": {},
+            }
             for row in ROWS:
                 if row.name in runs:
                     line["values"][row.name] = _figure(runs[row.name], key)
@@ -156,14 +170,18 @@ def markdown_table(results: Iterable[Obj]) -> str:
     runs = list(results)
     shown = [r for r in ROWS if any(run["row"] == r.name for run in runs)]
     ours = [r for r in shown if r.name != "upstream"]
+    repeated = any(repeat_of(run) > 0 for run in runs)
     lines: list[str] = []
-    current: tuple[str, int] | None = None
+    current: tuple[str, int, int] | None = None
     for line in ratio_rows(runs):
-        if (line["variant"], line["n"]) != current:
-            current = (line["variant"], line["n"])
+        if (line["variant"], line["n"], line["repeat"]) != current:
+            current = (line["variant"], line["n"], line["repeat"])
             if lines:
                 lines.append("")
-            lines.append(f"Variant {line['variant']} ({VARIANTS[line['variant']]}), N={line['n']}")
+            run_no = f", run {line['repeat'] + 1}" if repeated else ""
+            lines.append(
+                f"Variant {line['variant']} ({VARIANTS[line['variant']]}), N={line['n']}{run_no}"
+            )
             lines.append("")
             heads = [r.name for r in shown] + [f"{r.name} / upstream" for r in ours]
             lines.append("| figure | " + " | ".join(heads) + " |")
@@ -175,4 +193,32 @@ def markdown_table(results: Iterable[Obj]) -> str:
             for r in ours
         ]
         lines.append(f"| {line['figure']} | " + " | ".join(cells + ratios) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def spread_table(results: Iterable[Obj], row: str = "ours") -> str:
+    """With repeated runs: per figure and (variant, N), the ratio ``row`` / upstream of each
+    repetition, in run order, and their median; empty when no (variant, N) ran more than once.
+    One run's ratio carries the machine's run-to-run spread; the median of several does less."""
+    per: dict[tuple[str, int], dict[str, list[float | None]]] = {}
+    for line in ratio_rows(results):
+        if row in line["ratios"]:
+            figures = per.setdefault((line["variant"], line["n"]), {})
+            figures.setdefault(line["figure"], []).append(line["ratios"][row])
+    repeated = {k: v for k, v in per.items() if len(next(iter(v.values()))) > 1}
+    if not repeated:
+        return ""
+    lines = [
+        f"{row} / upstream per repetition (median last)",
+        "",
+        "| figure | variant, N | ratios | median |",
+        "|---|---|---|---:|",
+    ]
+    for _, label in FIGURES:
+        for (variant, n), figures in sorted(repeated.items()):
+            ratios = figures.get(label, [])
+            known = sorted(r for r in ratios if r is not None)
+            cells = ", ".join("-" if r is None else f"{r:.2f}" for r in ratios)
+            median = f"{statistics.median(known):.2f}" if known else "-"
+            lines.append(f"| {label} | {variant}, {n} | {cells} | {median} |")
     return "\n".join(lines) + "\n"

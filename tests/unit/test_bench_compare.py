@@ -15,6 +15,7 @@ from tests.support.compare import (
     ratio,
     ratio_rows,
     request_deltas,
+    spread_table,
 )
 
 Obj = dict[str, Any]
@@ -93,6 +94,39 @@ def test_markdown_table_one_block_per_variant_and_size_and_zero_over_zero_is_sho
     ]
     assert "| controller peak RSS MiB | 96.5 | 48.2 | 0.50 |" in lines
     assert "| figure | upstream | ours | ours / upstream |" in lines
+
+
+def test_repeated_runs_are_compared_within_their_repetition_and_get_one_block_each() -> None:
+    results = [
+        _run("upstream", all_completed_seconds=100.0),
+        _run("ours", all_completed_seconds=104.0),
+        _run("ours", all_completed_seconds=90.0, repeat=1),
+        _run("upstream", all_completed_seconds=100.0, repeat=1),
+        _run("upstream", all_completed_seconds=80.0, repeat=2),
+        _run("ours", all_completed_seconds=80.0, repeat=2),
+    ]
+    completed = [r for r in ratio_rows(results) if r["figure"] == "s until all Completed"]
+    assert [(r["repeat"], r["ratios"]["ours"]) for r in completed] == [
+        (0, 1.04),
+        (1, 0.9),
+        (2, 1.0),
+    ]
+    headings = [line for line in markdown_table(results).splitlines() if line.startswith("Var")]
+    assert headings == [f"Variant a (no volumes), N=100, run {k}" for k in (1, 2, 3)]
+    spread = spread_table(results).splitlines()
+    assert "| s until all Completed | a, 100 | 1.04, 0.90, 1.00 | 1.00 |" in spread
+    assert "| writes per JobSet | a, 100 | 1.00, 1.00, 1.00 | 1.00 |" in spread
+
+
+def test_the_spread_table_is_empty_without_repetitions_and_skips_undefined_ratios() -> None:
+    assert spread_table([_run("upstream"), _run("ours")]) == ""
+    results = [
+        _run("upstream", failed_writes=0),
+        _run("ours", failed_writes=0),
+        _run("upstream", failed_writes=4, repeat=1),
+        _run("ours", failed_writes=0, repeat=1),
+    ]
+    assert "| failed writes (all) | a, 100 | -, 0.00 | 0.00 |" in spread_table(results)
 
 
 def test_without_an_upstream_row_no_ratio_is_computed() -> None:
