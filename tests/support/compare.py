@@ -36,6 +36,7 @@ FIGURES = (
     ("failed_writes", "failed writes (all)"),
     ("children_exist_seconds", "s until all Jobs exist"),
     ("all_completed_seconds", "s until all Completed"),
+    ("median_completed_seconds", "s to Completed, median JobSet"),
     ("controller_cpu_seconds", "controller CPU s"),
     ("controller_peak_rss_mib", "controller peak RSS MiB"),
     ("apiserver_requests_per_jobset", "API requests per JobSet (all clients)"),
@@ -129,7 +130,6 @@ def ratio_rows(results: Iterable[Obj]) -> list[Obj]:
         groups.setdefault((run["variant"], run["n"], repeat_of(run)), {})[run["row"]] = run
     table = []
     for (variant, n, repeat), runs in sorted(groups.items()):
-        base = runs.get("upstream")
         for key, label in FIGURES:
             line: Obj = {
                 "variant": variant,
@@ -139,14 +139,16 @@ def ratio_rows(results: Iterable[Obj]) -> list[Obj]:
                 "values": {},
                 "ratios": {},
             }
+            # A figure added after a results file was written is absent from its runs: "-".
+            measured = {name: run for name, run in runs.items() if key in run}
             for row in ROWS:
-                if row.name in runs:
-                    line["values"][row.name] = _figure(runs[row.name], key)
-            if base is not None:
-                theirs = _figure(base, key)
+                if row.name in measured:
+                    line["values"][row.name] = _figure(measured[row.name], key)
+            if "upstream" in measured:
+                theirs = _figure(measured["upstream"], key)
                 for row in ROWS[1:]:
-                    if row.name in runs:
-                        line["ratios"][row.name] = ratio(_figure(runs[row.name], key), theirs)
+                    if row.name in measured:
+                        line["ratios"][row.name] = ratio(_figure(measured[row.name], key), theirs)
             table.append(line)
     return table
 

@@ -129,6 +129,17 @@ def test_the_spread_table_is_empty_without_repetitions_and_skips_undefined_ratio
     assert "| failed writes (all) | a, 100 | -, 0.00 | 0.00 |" in spread_table(results)
 
 
+def test_a_figure_missing_from_older_runs_is_shown_as_a_dash() -> None:
+    old_upstream = _run("upstream")
+    del old_upstream["median_completed_seconds"]
+    rows = ratio_rows([old_upstream, _run("ours", median_completed_seconds=30.0)])
+    median = next(r for r in rows if r["figure"] == "s to Completed, median JobSet")
+    assert median["values"] == {"ours": 30.0}
+    assert median["ratios"] == {}
+    table = markdown_table([old_upstream, _run("ours", median_completed_seconds=30.0)])
+    assert "| s to Completed, median JobSet | - | 30 | - |" in table.splitlines()
+
+
 def test_without_an_upstream_row_no_ratio_is_computed() -> None:
     rows = ratio_rows([_run("ours"), _run("ours-qps500")])
     assert all(r["ratios"] == {} for r in rows)
