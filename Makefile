@@ -22,7 +22,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries kueue oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare soak test test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
+.PHONY: help venv binaries kueue oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation soak test test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run image release
 
 help: ## list the targets
@@ -161,6 +161,10 @@ bench-compare: binaries ## upstream JobSet vs this controller, same workload, fr
 	UPSTREAM_JOBSET_SRC="$(UPSTREAM_JOBSET_SRC)" UPSTREAM_JOBSET_REF="$(UPSTREAM_JOBSET_REF)" \
 		$(PY) bench/bench_compare.py --sizes $(SIZES)
 	$(PY) bench/plot_compare.py
+
+bench-validation: binaries ## API server CPU per JobSet create and status update: our CRD's CEL rules vs upstream's CRD (UPSTREAM_JOBSET_SRC)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
+	UPSTREAM_JOBSET_SRC="$(UPSTREAM_JOBSET_SRC)" $(PY) bench/bench_validation_cost.py --upstream-ref $(UPSTREAM_JOBSET_REF)
 
 soak: binaries ## chaos soak: JobSets + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
 	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)

@@ -200,7 +200,8 @@ def markdown_table(results: Iterable[Obj]) -> str:
 
 def spread_table(results: Iterable[Obj], row: str = "ours") -> str:
     """With repeated runs: per figure and (variant, N), the ratio ``row`` / upstream of each
-    repetition, in run order, and their median; empty when no (variant, N) ran more than once.
+    repetition, in run order, and their median ("-": upstream's figure was 0); empty when no
+    (variant, N) ran more than once.
     One run's ratio carries the machine's run-to-run spread; the median of several does less."""
     per: dict[tuple[str, int], dict[str, list[float | None]]] = {}
     for line in ratio_rows(results):
@@ -219,6 +220,8 @@ def spread_table(results: Iterable[Obj], row: str = "ours") -> str:
     for _, label in FIGURES:
         for (variant, n), figures in sorted(repeated.items()):
             ratios = figures.get(label, [])
+            if not ratios:
+                continue  # a figure these runs did not record
             known = sorted(r for r in ratios if r is not None)
             cells = ", ".join("-" if r is None else f"{r:.2f}" for r in ratios)
             median = f"{statistics.median(known):.2f}" if known else "-"
