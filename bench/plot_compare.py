@@ -29,7 +29,8 @@ COLORS = {"upstream": "#888888", "ours": "#1f77b4", "ours-qps500": "#2ca02c"}
 def plot(report: dict[str, Any], out: Path) -> None:
     table = ratio_rows(report["results"])
     groups = sorted({(line["variant"], line["n"]) for line in table})
-    fig, axes = plt.subplots(2, 4, figsize=(16, 7.5))
+    columns = 3
+    fig, axes = plt.subplots(-(-len(FIGURES) // columns), columns, figsize=(13, 10))
     fig.suptitle(
         f"Upstream JobSet {(report.get('upstream') or {}).get('ref', '?')} vs this controller, "
         f"fresh control plane per run — {report['machine']}",
@@ -37,14 +38,17 @@ def plot(report: dict[str, Any], out: Path) -> None:
     )
     rows = [r for r in ROWS if any(run["row"] == r.name for run in report["results"])]
     width = 0.8 / len(rows)
-    for ax, (_, label) in zip(axes.flat, FIGURES, strict=True):
+    for ax in axes.flat[len(FIGURES) :]:
+        ax.set_visible(False)
+    # One bar per row and (variant, N): with repeated runs, the first repetition's.
+    for ax, (_, label) in zip(axes.flat, FIGURES, strict=False):
         for i, row in enumerate(rows):
             xs, ys = [], []
             for g, (variant, n) in enumerate(groups):
                 line = next(
                     x for x in table if (x["variant"], x["n"], x["figure"]) == (variant, n, label)
                 )
-                if row.name in line["values"]:
+                if row.name in line["values"]:  # absent: a figure older runs did not record
                     xs.append(g + (i - (len(rows) - 1) / 2) * width)
                     ys.append(line["values"][row.name])
             ax.bar(xs, ys, width, label=row.name, color=COLORS[row.name])
