@@ -30,7 +30,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +243,7 @@ def main() -> int:
                 for name, crd in crds if repeat % 2 == 0 else crds[::-1]:
                     cost = measure(crd, args.n, claim=variant == "b", clients=8)
                     runs.append({"crd": name, "variant": variant, "repeat": repeat,
-                                 **cost.__dict__})  # fmt: skip
+                                 **asdict(cost)})  # fmt: skip
                     print(f"variant {variant}, {name}: {cost}", flush=True)
         report.update(upstream_ref=args.upstream_ref, clients=8, runs=runs)
         out = args.out or ROOT / "bench" / "results" / "validation-cost.json"
