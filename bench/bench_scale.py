@@ -59,8 +59,8 @@ WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE"}
 RESOURCES = ("jobsets", "jobs", "persistentvolumeclaims", "services", "events", "pods")
 
 
-def apiserver_requests(cluster: LocalCluster) -> dict[tuple[str, str], float]:
-    """The API server's own ``apiserver_request_total`` by (verb, resource), all clients."""
+def apiserver_metrics(cluster: LocalCluster) -> str:
+    """kube-apiserver's /metrics, read as the cluster's admin."""
     admin = pki.ADMIN
     status, text = https_get(
         f"{cluster.server}/metrics",
@@ -69,8 +69,13 @@ def apiserver_requests(cluster: LocalCluster) -> dict[tuple[str, str], float]:
         timeout=10,
     )
     assert status == 200, text[:200]
+    return text
+
+
+def apiserver_requests(cluster: LocalCluster) -> dict[tuple[str, str], float]:
+    """The API server's own ``apiserver_request_total`` by (verb, resource), all clients."""
     counts: dict[tuple[str, str], float] = {}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(apiserver_metrics(cluster)):
         if family.name != "apiserver_request":
             continue
         for sample in family.samples:

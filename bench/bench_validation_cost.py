@@ -40,17 +40,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench_compare import proc_cpu_seconds  # noqa: E402
-from bench_scale import describe_machine  # noqa: E402
+from bench_scale import apiserver_metrics, describe_machine  # noqa: E402
 from kubernetes_asyncio import config  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from controller.jobset import api  # noqa: E402
 from controller.runtime.client import NAMESPACES, KubeClient  # noqa: E402
-from localcluster import pki, upstream  # noqa: E402
+from localcluster import upstream  # noqa: E402
 from localcluster.build import BuildError  # noqa: E402
 from localcluster.cluster import LocalCluster  # noqa: E402
 from localcluster.demo import CRD, _wait_established  # noqa: E402
-from localcluster.processes import https_get  # noqa: E402
 from tests.support.compare import compare_jobset  # noqa: E402
 
 Obj = dict[str, Any]
@@ -87,16 +86,9 @@ class Cost:
 
 def cel_evaluation_seconds(cluster: LocalCluster) -> float:
     """kube-apiserver's ``apiserver_cel_evaluation_duration_seconds`` sum so far."""
-    status, text = https_get(
-        f"{cluster.server}/metrics",
-        ca=cluster.pki.ca_cert,
-        cert=(cluster.pki.client_cert(pki.ADMIN), cluster.pki.client_key(pki.ADMIN)),
-        timeout=10,
-    )
-    assert status == 200, text[:200]
     return sum(
         sample.value
-        for family in text_string_to_metric_families(text)
+        for family in text_string_to_metric_families(apiserver_metrics(cluster))
         if family.name == "apiserver_cel_evaluation_duration_seconds"
         for sample in family.samples
         if sample.name.endswith("_sum")

@@ -257,9 +257,7 @@ class ProgressBudget:
         besides it: held, and back after one write's time or the backlog's (``backlog_hold``),
         whichever is longer (sooner if the plan wants to be back sooner)."""
         wait = max(1 / self.rate if self.rate > 0 else 0.0, backlog_hold(held + 1, self.rate))
-        return StatusTiming(
-            write=False, requeue_after=wait if requeue_after is None else min(requeue_after, wait)
-        )
+        return StatusTiming.held(wait, requeue_after)
 
 
 @dataclass(frozen=True)
@@ -269,6 +267,13 @@ class StatusTiming:
 
     write: bool
     requeue_after: float | None
+
+    @classmethod
+    def held(cls, hold: float, requeue_after: float | None) -> StatusTiming:
+        """Not written now; back after ``hold``, or sooner if the plan wants to be."""
+        return cls(
+            write=False, requeue_after=hold if requeue_after is None else min(requeue_after, hold)
+        )
 
 
 def status_timing(
@@ -299,6 +304,4 @@ def status_timing(
     )
     if hold <= 0:
         return StatusTiming(write=True, requeue_after=requeue_after)
-    return StatusTiming(
-        write=False, requeue_after=hold if requeue_after is None else min(requeue_after, hold)
-    )
+    return StatusTiming.held(hold, requeue_after)
