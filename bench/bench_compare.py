@@ -61,10 +61,9 @@ from kubernetes_asyncio import config  # noqa: E402
 from controller.jobset import api  # noqa: E402
 from controller.runtime.client import JOBS, NAMESPACES, KubeClient  # noqa: E402
 from controller.runtime.manager import USER_AGENT  # noqa: E402
-from localcluster import audit, upstream  # noqa: E402
+from localcluster import audit, jobsetapi, upstream  # noqa: E402
 from localcluster.build import BuildError  # noqa: E402
 from localcluster.cluster import LocalCluster  # noqa: E402
-from localcluster.demo import CRD, _wait_established  # noqa: E402
 from localcluster.processes import ManagedProcess, free_port, https_get  # noqa: E402
 from tests.support.certs import write_self_signed  # noqa: E402
 from tests.support.compare import (  # noqa: E402
@@ -425,12 +424,11 @@ def run_one(
         if row.name == "upstream":
             assert build is not None
             cluster.kubectl("apply", "--server-side", "-f", str(build.crd))
-            _wait_established(cluster)
+            jobsetapi.wait_established(cluster)
             controller = upstream_process(build, cluster, work, logs)
             user_agent = upstream.USER_AGENT
         else:
-            cluster.kubectl("apply", "--server-side", "-f", str(CRD))
-            _wait_established(cluster)
+            jobsetapi.install(cluster)
             controller = our_process(cluster, row, logs, ours_args)
             user_agent = USER_AGENT
         controller.start()

@@ -42,9 +42,8 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from controller.jobset import api  # noqa: E402
 from controller.runtime.client import JOBS, NAMESPACES, KubeClient  # noqa: E402
 from controller.runtime.manager import USER_AGENT  # noqa: E402
-from localcluster import audit, pki  # noqa: E402
+from localcluster import audit, jobsetapi, pki  # noqa: E402
 from localcluster.cluster import LocalCluster  # noqa: E402
-from localcluster.demo import CRD, _wait_established  # noqa: E402
 from localcluster.processes import ManagedProcess, free_port, https_get  # noqa: E402
 from tests.support.jobsets import (  # noqa: E402
     SCALE_JOBSET_MINIMUM_WRITES,
@@ -383,8 +382,7 @@ def main() -> int:
                 Path(tmp) / "c", profile="full", controller_manager_qps=args.qps
             ) as cluster,
         ):
-            cluster.kubectl("apply", "--server-side", "-f", str(CRD))
-            _wait_established(cluster)
+            jobsetapi.install(cluster)
             if args.pod_scope:
                 cluster.kubectl("apply", "--server-side", "-k", str(POLICY_DIR))
             print(f"N={n}: starting", flush=True)

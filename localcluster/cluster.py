@@ -30,6 +30,7 @@ import yaml
 
 from localcluster import pki as pkimod
 from localcluster.build import Binaries, ensure_binaries, ensure_versioned_apiserver
+from localcluster.jobsetapi import FILES as JOBSET_API
 from localcluster.kueue import Kueue
 from localcluster.processes import (
     LaunchError,
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 Profile = Literal["full", "apiserver", "node", "kueue"]
 PROFILES: tuple[Profile, ...] = ("full", "apiserver", "node", "kueue")
 STAGES_FILE = Path(__file__).parent / "kwok" / "stages.yaml"
-JOBSET_CRD = Path(__file__).parents[1] / "manifests" / "crd" / "jobsets.jobset.x-k8s.io.yaml"
 NODE_LABEL = "localcluster.test/kwok-node"
 NODE_COUNT = 4
 LAUNCHER_FILES = ("launcher.pid", "launcher.log")
@@ -444,7 +444,7 @@ class LocalCluster:
                 # A small default quota (the host runs the control plane beside the pods);
                 # no flavor node labels: every pod lands on the one real node anyway.
                 self.kueue = Kueue(self, self.report)
-                self.kueue.start(JOBSET_CRD, gpus=0, cpu=1, memory_gi=4, node_labels={})
+                self.kueue.start(JOBSET_API, gpus=0, cpu=1, memory_gi=4, node_labels={})
             return
         kwok_port = self.ports.kwok
         self._start(self._kwok(), lambda: https_get(f"http://127.0.0.1:{kwok_port}/healthz"))
@@ -453,7 +453,7 @@ class LocalCluster:
         self._wait_usable(NODE_COUNT)
         if self.runs_kueue:
             self.kueue = Kueue(self, self.report)
-            self.kueue.start(JOBSET_CRD)
+            self.kueue.start(JOBSET_API)
 
     def _new_node(self) -> RealNode:
         from localcluster.node import RealNode, node_binaries  # here: node.py imports this module

@@ -5,7 +5,7 @@
    line; ``--profile`` overrides;
 1. start the control plane (etcd, kube-apiserver, controller-manager, scheduler, test
    provisioner, and the real node or the KWOK nodes);
-2. install the JobSet CRD;
+2. install the JobSet CRD and its admission policy;
 3. start the controller (two replicas with leader election, as in a cluster);
 4. apply the demo JobSet (A writes a "model" into the shared claim, B reads it) and follow it
    until it finishes, printing progress;
@@ -27,12 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from localcluster import jobsetapi
 from localcluster.build import BuildError
 from localcluster.cluster import LocalCluster, Profile
 from localcluster.processes import LaunchError, ManagedProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-CRD = ROOT / "manifests" / "crd" / "jobsets.jobset.x-k8s.io.yaml"
 DEMO_JOBSET = ROOT / "manifests" / "examples" / "seed-volume-policy.yaml"
 DEMO_NAME = "volume-sample"
 CLAIM = "pretrained-model-volume-sample"
@@ -50,21 +50,6 @@ class _Interrupted(Exception):
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise _Interrupted(signal.Signals(signum).name)
-
-
-def _wait_established(cluster: LocalCluster) -> None:
-    """Wait until the JobSet CRD is served (its status has no conditions at first)."""
-    deadline = time.monotonic() + 60
-
-    def established() -> bool:
-        crd = json.loads(cluster.kubectl("get", "crd", "jobsets.jobset.x-k8s.io", "-o", "json"))
-        conditions = (crd.get("status") or {}).get("conditions") or []
-        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
-
-    while not established():
-        if time.monotonic() > deadline:
-            raise LaunchError("the JobSet CRD was not Established within 60 s")
-        time.sleep(0.3)
 
 
 def _controller(cluster: LocalCluster, identity: str) -> tuple[ManagedProcess, int]:
@@ -264,9 +249,11 @@ def run(
 ) -> int:
     started = time.monotonic()
     with LocalCluster(state_dir, profile=profile, report=say) as cluster:
-        say(f"\n[2/5] installing the JobSet CRD ({CRD.relative_to(ROOT)})")
-        cluster.kubectl("apply", "--server-side", "-f", str(CRD))
-        _wait_established(cluster)
+        say(
+            f"\n[2/5] installing the JobSet CRD and its admission policy "
+            f"({jobsetapi.CRD_DIR.relative_to(ROOT)}/)"
+        )
+        jobsetapi.install(cluster)
         say("\n[3/5] starting two controller replicas (leader election on a Lease)")
         replicas = [_controller(cluster, name) for name in ("controller-a", "controller-b")]
         try:

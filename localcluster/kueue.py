@@ -28,7 +28,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -282,7 +282,7 @@ class Kueue:
 
     def start(
         self,
-        jobset_crd: Path,
+        jobset_api: Sequence[Path],
         *,
         gpus: int = 4 * 8,
         cpu: int = 4 * 32,
@@ -305,9 +305,10 @@ class Kueue:
         config_file.write_text(
             yaml.safe_dump(configuration(self.webhook_port, self.health_port, cert_dir))
         )
-        # Kueue's JobSet integration needs the JobSet CRD (this project's, the drop-in), and its
-        # own CRDs before its caches start; server-side apply, like `kubectl apply`.
-        self.cluster.kubectl("apply", "--server-side", "-f", str(jobset_crd))
+        # Kueue's JobSet integration needs the JobSet CRD (this project's, the drop-in, with its
+        # admission policy), and its own CRDs before its caches start; server-side apply, like
+        # `kubectl apply`.
+        self.cluster.kubectl("apply", "--server-side", *(f"--filename={f}" for f in jobset_api))
         self._apply(crds(source, base_url, ca_bundle))
         self._apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")

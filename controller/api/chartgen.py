@@ -1,7 +1,8 @@
 """Copy the generated manifests the Helm chart needs into ``charts/stateful-jobset/files/``.
 
-A chart can only read files inside its own folder, so the CRDs (default and alpha-features), the
-Pod-scope admission policy and binding, and the alert rules are copied there byte for byte; the
+A chart can only read files inside its own folder, so the CRDs and their admission policies
+(default and alpha-features) with the policy's binding, the Pod-scope admission policy and
+binding, and the alert rules are copied there byte for byte; the
 chart's templates add labels and annotations when they render them. ``make crd`` runs this after
 regenerating the sources; a unit test fails when a copy is stale.
 
@@ -25,8 +26,13 @@ COPIES: dict[Path, Path] = {
     Path("files/crd/jobsets.jobset.x-k8s.io.yaml"): Path(
         "manifests/crd/jobsets.jobset.x-k8s.io.yaml"
     ),
+    Path("files/crd/policy.yaml"): Path("manifests/crd/policy.yaml"),
+    Path("files/crd/binding.yaml"): Path("manifests/crd/binding.yaml"),
     Path("files/crd-alpha-features/jobsets.jobset.x-k8s.io.yaml"): Path(
         "manifests/components/alpha-features/jobsets.jobset.x-k8s.io.yaml"
+    ),
+    Path("files/crd-alpha-features/policy.yaml"): Path(
+        "manifests/components/alpha-features/policy.yaml"
     ),
     Path("files/pod-scope/policy.yaml"): Path("manifests/pod-scope/policy.yaml"),
     Path("files/pod-scope/binding.yaml"): Path("manifests/pod-scope/binding.yaml"),

@@ -99,7 +99,7 @@ ELASTIC_JOB_FIELDS = ("parallelism", "completions")
 # The other fields of a replicated job, compared on update (``?``: optional).
 REPLICATED_JOB_FIELDS = ("name", "?groupName", "?dependsOn", "template")
 # CEL reserved words that must be escaped when used as field names.
-_CEL_RESERVED = frozenset(
+CEL_RESERVED = frozenset(
     [
         "true",
         "false",
@@ -172,7 +172,7 @@ def _attach(node: Schema, rules: Iterable[Rule], registry: list[Rule]) -> Schema
 
 
 def _seg(name: str) -> str:
-    return f"__{name}__" if name in _CEL_RESERVED else name
+    return f"__{name}__" if name in CEL_RESERVED else name
 
 
 def sel(base: str, path: str) -> str:

@@ -22,7 +22,8 @@ from controller.jobset import api, volumes
 from controller.jobset import kueue as kueue_policy
 from controller.runtime.client import CLAIMS, PODS, KubeClient
 from localcluster import kueue
-from localcluster.cluster import JOBSET_CRD, LocalCluster
+from localcluster.cluster import LocalCluster
+from localcluster.jobsetapi import FILES as JOBSET_API
 from tests.helpers import Kube, wait_for
 from tests.support.crd import install_crd
 from tests.support.jobsets import condition, get_jobset, jobs_of, jobset, replicated_job
@@ -487,7 +488,7 @@ async def test_stopping_kueue_removes_its_webhooks_first(
         )
         assert patched["metadata"]["labels"]["team"] == "a"
     finally:
-        manager.start(JOBSET_CRD)
+        manager.start(JOBSET_API)
     for resource, config in (
         (MUTATING_HOOKS, kueue.MUTATING),
         (VALIDATING_HOOKS, kueue.VALIDATING),

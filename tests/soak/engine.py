@@ -1,8 +1,8 @@
 """The soak run: set up, drive, break things, watch, quiesce, judge.
 
-``run_soak`` starts its own local control plane (``full`` profile), installs the CRD and the
-Pod-scope admission policy (``manifests/pod-scope``; waits until the API server applies it), runs
-two controller replicas, and then, for ``Options.seconds``:
+``run_soak`` starts its own local control plane (``full`` profile), installs the CRD with its
+admission policy and the Pod-scope admission policy (``manifests/pod-scope``; waits until the API
+server applies both), runs two controller replicas, and then, for ``Options.seconds``:
 
 - the driver creates a JobSet every ``interval`` seconds and plays its scenario;
 - the current leader is ``kill -9``ed every ``kill_min``..``kill_max`` seconds (a replacement
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from kubernetes_asyncio import config as kubeconfig
 from controller.jobset import api
 from controller.jobset.volumes.model import POD_SCOPE_LABEL
 from controller.runtime.client import CLAIMS, JOBS, LEASES, PODS, ApiError, KubeClient
+from localcluster import jobsetapi
 from localcluster.cluster import LocalCluster
 from localcluster.processes import LaunchError
 from tests.soak import invariants
@@ -54,7 +54,6 @@ from tests.soak.scenarios import plan
 from tests.support.podscope import wait_policy_applied
 
 ROOT = Path(__file__).resolve().parents[2]
-CRD = ROOT / "manifests" / "crd" / "jobsets.jobset.x-k8s.io.yaml"
 POD_SCOPE_POLICY = ROOT / "manifests" / "pod-scope"
 NAMESPACE = "soak"
 LEASE = "stateful-jobset-soak"
@@ -494,19 +493,6 @@ def _error_lines(replicas: Replicas) -> dict[str, int]:
 # ----------------------------------------------------------------------------- set-up
 
 
-def _install_crd(cluster: LocalCluster) -> None:
-    cluster.kubectl("apply", "--server-side", "-f", str(CRD))
-    deadline = time.monotonic() + 60
-    while True:
-        crd = json.loads(cluster.kubectl("get", "crd", "jobsets.jobset.x-k8s.io", "-o", "json"))
-        conditions = (crd.get("status") or {}).get("conditions") or []
-        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
-            return
-        if time.monotonic() > deadline:
-            raise LaunchError("the JobSet CRD was not Established within 60 s")
-        time.sleep(0.3)
-
-
 def _install_pod_scope_policy(cluster: LocalCluster) -> None:
     """The shipped MutatingAdmissionPolicy and binding, as docs/operations.md installs them."""
     cluster.kubectl("apply", "--server-side", "-k", str(POD_SCOPE_POLICY))
@@ -528,7 +514,7 @@ def run_soak(options: Options, say: Callable[[str], None] | None = None) -> Repo
     report_to = say or (lambda line: print(line, file=sys.stderr, flush=True))
     began = time.time()
     with LocalCluster(options.state_dir, profile="full", report=report_to) as cluster:
-        _install_crd(cluster)
+        jobsetapi.install(cluster)
         _install_pod_scope_policy(cluster)
         _create_namespace(cluster)
         report_to(

@@ -1,9 +1,11 @@
-"""Install the committed JobSet CRD into a test cluster (idempotent, safe to call concurrently)."""
+"""Install the committed JobSet CRD and its admission policy into a test cluster (idempotent, safe
+to call concurrently)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +20,14 @@ CRD_FILE = REPO / "manifests" / "crd" / "jobsets.jobset.x-k8s.io.yaml"
 # The CRD with every alpha feature gate on (controller/features.py): install_crd(kube, this)
 # switches the session's API server to it until the next test's `client` fixture switches back.
 ALPHA_CRD_FILE = REPO / "manifests/components/alpha-features/jobsets.jobset.x-k8s.io.yaml"
+# The spec's cross-field and immutability rules (controller/api/specpolicy.py), per CRD variant,
+# and the binding both share.
+POLICY_FILES = {
+    CRD_FILE: REPO / "manifests" / "crd" / "policy.yaml",
+    ALPHA_CRD_FILE: REPO / "manifests/components/alpha-features/policy.yaml",
+}
+BINDING_FILE = REPO / "manifests" / "crd" / "binding.yaml"
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 CRD_NAME = "jobsets.jobset.x-k8s.io"
 CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
 FIELD_MANAGER = "stateful-jobset-tests"
@@ -27,6 +37,7 @@ DIGEST_ANNOTATION = "tests.stateful-jobset/crd-sha256"
 
 
 def load_crd(path: Path = CRD_FILE) -> dict[str, Any]:
+    """The object in ``path``, its content's digest in an annotation."""
     text = path.read_text()
     crd = yaml.safe_load(text)
     assert isinstance(crd, dict), f"{path} is not a YAML mapping"
@@ -35,10 +46,11 @@ def load_crd(path: Path = CRD_FILE) -> dict[str, Any]:
     return crd
 
 
-async def _apply(kube: Kube, crd: dict[str, Any]) -> tuple[int, str]:
-    """Server-side apply: creates the CRD or brings it to the committed content; no-op if equal."""
+async def _apply(kube: Kube, crd: dict[str, Any], path: str = CRD_PATH) -> tuple[int, str]:
+    """Server-side apply: creates the object or brings it to the committed content; no-op if
+    equal."""
     response = await kube.api.call_api(
-        CRD_PATH,
+        path,
         "PATCH",
         query_params=[("fieldManager", FIELD_MANAGER), ("force", "true")],
         header_params={
@@ -61,26 +73,102 @@ def _established(crd: Any) -> bool:
 
 
 async def install_crd(kube: Kube, path: Path = CRD_FILE) -> None:
-    """Apply ``path`` (by default manifests/crd/jobsets.jobset.x-k8s.io.yaml) and wait until it is
-    Established.
+    """Apply ``path`` (by default manifests/crd/jobsets.jobset.x-k8s.io.yaml) and its admission
+    policy and binding, and wait until the CRD is Established and the policy in force.
 
     Use the admin client (the ``kube`` fixture): CRDs are cluster-scoped and shared by every test
     of the session. Concurrent or earlier installs of the same content are harmless; a conflict
     (two appliers racing) is retried.
     """
+    await _install_crd(kube, path)
+    await _install_policy(kube, POLICY_FILES[path])
+
+
+async def _apply_retrying(kube: Kube, obj: dict[str, Any], path: str, what: Path) -> None:
+    for attempt in range(5):
+        status, text = await _apply(kube, obj, path)
+        if 200 <= status < 300:
+            return
+        if status != 409 or attempt == 4:
+            raise AssertionError(f"applying {what} failed: {status} {text}")
+        await asyncio.sleep(0.2)
+
+
+async def _install_policy(kube: Kube, policy_file: Path) -> None:
+    """The policy and the binding, then a probe until the API server enforces this policy (it
+    loads policies asynchronously, about a second)."""
+    policy = load_crd(policy_file)
+    binding = load_crd(BINDING_FILE)
+    policies = f"{ADMISSION}/validatingadmissionpolicies"
+    bindings = f"{ADMISSION}/validatingadmissionpolicybindings"
+    await _apply_retrying(kube, policy, f"{policies}/{policy['metadata']['name']}", policy_file)
+    await _apply_retrying(kube, binding, f"{bindings}/{binding['metadata']['name']}", BINDING_FILE)
+    expected = next(
+        v["message"]
+        for v in policy["spec"]["validations"]
+        if v["message"].startswith("spec.replicatedJobs: while the JobSet is suspended")
+    )
+    await wait_for(
+        lambda: _probe_policy(kube),
+        lambda message: message.endswith(f"denied request: {expected}"),
+        f"the API server to enforce {policy_file.relative_to(REPO)}",
+        seconds=30,
+    )
+
+
+# A suspended JobSet another controller manages (no controller of the tests touches it), created,
+# changed by a dry run, deleted: which of the two policies' suspended-update rules refuses it.
+PROBE_JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
+PROBE: dict[str, Any] = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+    "kind": "JobSet",
+    "metadata": {"generateName": "policy-probe-"},
+    "spec": {
+        "suspend": True,
+        "managedBy": "tests.stateful-jobset/policy-probe",
+        "replicatedJobs": [
+            {
+                "name": "probe",
+                "template": {
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{"name": "probe", "image": "before"}],
+                            }
+                        }
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+async def _probe_policy(kube: Kube) -> str:
+    """The message of the dry-run refusal of a suspended JobSet's image change ("" if none)."""
+    created = await kube.raw("POST", PROBE_JOBSETS, PROBE)
+    name = (created.get("metadata") or {}).get("name")
+    if created.get("kind") != "JobSet" or not name:
+        return ""
+    try:
+        changed = copy.deepcopy(created)
+        pod = changed["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pod["containers"][0]["image"] = "after"
+        refused = await kube.raw("PUT", f"{PROBE_JOBSETS}/{name}?dryRun=All", changed)
+        return str(refused.get("message", "")) if refused.get("kind") == "Status" else ""
+    finally:
+        await kube.raw("DELETE", f"{PROBE_JOBSETS}/{name}")
+
+
+async def _install_crd(kube: Kube, path: Path) -> None:
     crd = load_crd(path)
     current = await kube.raw("GET", CRD_PATH)
     digest = crd["metadata"]["annotations"][DIGEST_ANNOTATION]
     installed = (current.get("metadata") or {}).get("annotations") or {}
     if installed.get(DIGEST_ANNOTATION) == digest and _established(current):
         return
-    for attempt in range(5):
-        status, text = await _apply(kube, crd)
-        if 200 <= status < 300:
-            break
-        if status != 409 or attempt == 4:
-            raise AssertionError(f"applying {path} failed: {status} {text}")
-        await asyncio.sleep(0.2)
+    await _apply_retrying(kube, crd, CRD_PATH, path)
     await wait_for(
         lambda: kube.raw("GET", CRD_PATH),
         _established,

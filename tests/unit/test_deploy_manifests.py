@@ -401,7 +401,7 @@ def test_user_roles_are_upstreams_and_aggregate_into_the_builtin_roles() -> None
     }  # fmt: skip
     assert marks == {"editor": {"edit", "admin"}, "viewer": {"view"}}
     # Nothing binds them: the built-in roles carry them to users.
-    bound = {o["roleRef"]["name"] for o in _objects() if o["kind"].endswith("Binding")}
+    bound = {o["roleRef"]["name"] for o in _objects() if o["kind"].endswith("RoleBinding")}
     assert not bound & {"stateful-jobset-editor", "stateful-jobset-viewer"}
 
 

@@ -1,0 +1,184 @@
+"""The JobSet spec's cross-field and immutability rules as a ValidatingAdmissionPolicy.
+
+Why not in the CRD: the API server runs every ``x-kubernetes-validations`` rule of a CRD on every
+write of the object, status updates included (the status subresource validates the whole object;
+ratcheting only turns an error on an unchanged field into a warning, it still evaluates the rule).
+A JobSet's status is written several times in its life, its spec rarely: the rules that read the
+spec made each status update cost the API server 2.4 to 3 times what it costs with upstream's CRD
+(docs/performance.md, "What a JobSet write costs the API server"). A ValidatingAdmissionPolicy
+bound to ``jobsets`` does not match a request on ``jobsets/status``, and its match condition skips
+updates that leave the spec as it was (a finalizer added or removed, a label changed), so the
+rules run on creates and spec changes only.
+
+Which rules move: every rule of the generated CRD on a node reached from the root through object
+properties only (the root, ``spec``, ``spec.volumeClaimPolicies`` as a whole, ...): 39 of 69, the
+cross-field checks and the transition (immutability) rules, about 70 % of the CEL time. Rules on
+list items and map values (``spec.replicatedJobs[]``, a claim template's labels) stay in the CRD:
+they are per-field, cheap, and the CRD reports all their errors at once with their field paths.
+
+How a rule is carried over, exactly: the API server evaluates a policy's CEL on the object as
+plain data (no schema types), so a CRD rule on the node at ``a.b`` becomes
+``!has(object.a) || !has(object.a.b) || [object.a.b].all(self, RULE)`` (a CRD rule runs only
+when its node is present), a transition rule also binds ``oldSelf`` and holds on a create or when
+the old object lacks the node (as a CRD transition rule, which runs only when both exist), and
+escaped reserved words (``__namespace__``) are written plainly. Two behaviours differ from the CRD
+and are documented (docs/api.md): the API server reports the first failing rule only, and a
+list's equality is order-sensitive (a CRD compares ``x-kubernetes-list-type: map/set`` lists
+without order), which only makes the immutability rules stricter.
+
+Pure: a CRD in, the CRD without the moved rules and the policy out.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from controller.api.schema import CEL_RESERVED
+
+Obj = dict[str, Any]
+
+API_VERSION = "admissionregistration.k8s.io/v1"
+POLICY_NAME = "jobsets.jobset.x-k8s.io"
+BINDING_NAME = POLICY_NAME
+GROUP = "jobset.x-k8s.io"
+VERSION = "v1alpha2"
+RESOURCE = "jobsets"
+# The match condition: every create, and the updates that change the spec. The rules read the
+# spec (and the name, which never changes, and the status, which a request on jobsets cannot
+# change), so an update that leaves the spec alone cannot break one; and an object created before
+# a rule existed can still have its finalizer removed.
+SPEC_CHANGED = "request.operation == 'CREATE' || object.spec != oldObject.spec"
+_ESCAPED = re.compile(r"\b__(" + "|".join(sorted(CEL_RESERVED)) + r")__\b")
+
+
+@dataclass(frozen=True)
+class Site:
+    """A CRD rule and the object-property path of the node it sits on (``()`` for the root)."""
+
+    path: tuple[str, ...]
+    rule: Obj
+
+    @property
+    def transition(self) -> bool:
+        return "oldSelf" in self.rule["rule"] or "oldSelf" in self.rule.get("messageExpression", "")
+
+    @property
+    def where(self) -> str:
+        """Where the error is, as the CRD would say it: the node's path and the rule's fieldPath."""
+        field_path = str(self.rule.get("fieldPath", "")).lstrip(".")
+        return ".".join([*self.path, *([field_path] if field_path else [])])
+
+
+def _root(crd: Obj) -> Obj:
+    versions = crd["spec"]["versions"]
+    assert len(versions) == 1, "one served version"
+    root: Obj = versions[0]["schema"]["openAPIV3Schema"]
+    return root
+
+
+def _walk(node: Obj, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Obj]]:
+    """Every node reached from ``node`` through object properties only, with its path."""
+    yield path, node
+    for name, child in sorted((node.get("properties") or {}).items()):
+        yield from _walk(child, (*path, name))
+
+
+def split(crd: Obj) -> tuple[Obj, list[Site]]:
+    """The CRD without the rules the policy takes over, and those rules in schema order."""
+    out = copy.deepcopy(crd)
+    sites: list[Site] = []
+    for path, node in _walk(_root(out), ()):
+        for rule in node.pop("x-kubernetes-validations", []):
+            sites.append(Site(path, rule))
+    return out, sites
+
+
+def unescape(cel: str) -> str:
+    """A CRD rule's escaped field names (``__namespace__``) as plain names: a policy's CEL reads
+    the object as plain data, where the escape is not a key."""
+    return _ESCAPED.sub(r"\1", cel)
+
+
+def _select(base: str, path: tuple[str, ...]) -> str:
+    return ".".join([base, *path])
+
+
+def _present(base: str, path: tuple[str, ...]) -> list[str]:
+    return [f"has({_select(base, path[: i + 1])})" for i in range(len(path))]
+
+
+def _bound(site: Site, body: str, value: bool = False) -> str:
+    """``body`` (a CRD rule's CEL) with ``self`` (and ``oldSelf``) bound to the node: a
+    one-element list's ``all`` for a condition, ``map(...)[0]`` for a value (a policy's CEL has no
+    ``cel.bind``)."""
+
+    def bind(name: str, node: str, inner: str) -> str:
+        return f"[{node}].map({name}, {inner})[0]" if value else f"[{node}].all({name}, {inner})"
+
+    if site.transition:
+        body = bind("oldSelf", _select("oldObject", site.path), body)
+    return bind("self", _select("object", site.path), body)
+
+
+def expression(site: Site) -> str:
+    """The policy's CEL for one CRD rule: true where the CRD rule would not run or holds."""
+    skip = [f"!{c}" for c in _present("object", site.path)]
+    if site.transition:
+        skip += ["oldObject == null", *(f"!{c}" for c in _present("oldObject", site.path))]
+    return " || ".join([*skip, _bound(site, unescape(site.rule["rule"]))])
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def validation(site: Site) -> Obj:
+    """One policy validation: the rule, its message prefixed with where the error is, and (when
+    the CRD rule names the offending value) the same detail."""
+    prefix = f"{site.where}: " if site.where else ""
+    out: Obj = {"expression": expression(site), "message": prefix + site.rule["message"]}
+    detail = site.rule.get("messageExpression")
+    if detail:
+        value = _bound(site, unescape(detail), value=True)
+        out["messageExpression"] = f"{_quote(prefix)} + {value}"
+    out["reason"] = "Invalid"
+    return out
+
+
+def policy(sites: list[Site]) -> Obj:
+    """The ValidatingAdmissionPolicy: one validation per rule, each with the API server's own
+    cost limit per expression, as the CRD's rules have."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": POLICY_NAME},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [GROUP],
+                        "apiVersions": [VERSION],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [RESOURCE],
+                    }
+                ]
+            },
+            "matchConditions": [{"name": "spec-written", "expression": SPEC_CHANGED}],
+            "validations": [validation(site) for site in sites],
+        },
+    }
+
+
+def binding() -> Obj:
+    """Binds the policy in every namespace, denying what it rejects."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": BINDING_NAME},
+        "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]},
+    }
