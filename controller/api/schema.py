@@ -1706,16 +1706,6 @@ class Builder:
         )
         return [
             Rule(
-                id="coordinator-address",
-                where="(root)",
-                rule=f"!has(self.spec) || !has({c}) || {address_len} <= {MAX_LABEL_VALUE}",
-                message="the coordinator's address (<jobSet>-<replicatedJob>-<jobIndex>-"
-                "<podIndex>.<subdomain>) must fit in a label value of at most 63 characters: "
-                "shorten the JobSet, replicated job or subdomain name",
-                field_path=".spec.coordinator",
-                protects="Jobs and pods whose coordinator label the API server would refuse",
-            ),
-            Rule(
                 id="child-job-names",
                 where="(root)",
                 rule=f"{guard}{rj}.all(r, !({job_bad}))",
@@ -1761,6 +1751,18 @@ class Builder:
                 protects="pods that would have no completion index to find their claim by",
             ),
             self.claim_collision_rule(),
+            # Last: a long JobSet name breaks the name rules above too, which say it better
+            # (the admission policy reports the first failing rule only).
+            Rule(
+                id="coordinator-address",
+                where="(root)",
+                rule=f"!has(self.spec) || !has({c}) || {address_len} <= {MAX_LABEL_VALUE}",
+                message="the coordinator's address (<jobSet>-<replicatedJob>-<jobIndex>-"
+                "<podIndex>.<subdomain>) must fit in a label value of at most 63 characters: "
+                "shorten the JobSet, replicated job or subdomain name",
+                field_path=".spec.coordinator",
+                protects="Jobs and pods whose coordinator label the API server would refuse",
+            ),
         ]
 
     @staticmethod

@@ -88,13 +88,16 @@ def _walk(node: Obj, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], O
 
 
 def split(crd: Obj) -> tuple[Obj, list[Site]]:
-    """The CRD without the rules the policy takes over, and those rules in schema order."""
+    """The CRD without the rules the policy takes over, and those rules, the deepest nodes' first
+    (schema order among equals): the API server reports a policy's first failing rule only, and a
+    rule on a narrower node says more precisely what is wrong (``spec.network``'s subdomain rule
+    before the root's coordinator-address rule, which a long subdomain also breaks)."""
     out = copy.deepcopy(crd)
     sites: list[Site] = []
     for path, node in _walk(_root(out), ()):
         for rule in node.pop("x-kubernetes-validations", []):
             sites.append(Site(path, rule))
-    return out, sites
+    return out, sorted(sites, key=lambda site: -len(site.path))
 
 
 def unescape(cel: str) -> str:
@@ -136,22 +139,37 @@ def _quote(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def validation(site: Site) -> Obj:
-    """One policy validation: the rule, its message prefixed with where the error is, and (when
-    the CRD rule names the offending value) the same detail."""
+def message(site: Site) -> str:
+    """CEL: the rule's message, prefixed with where the error is, with the same detail as the CRD
+    rule's (the offending value) when it has one."""
     prefix = f"{site.where}: " if site.where else ""
-    out: Obj = {"expression": expression(site), "message": prefix + site.rule["message"]}
     detail = site.rule.get("messageExpression")
-    if detail:
-        value = _bound(site, unescape(detail), value=True)
-        out["messageExpression"] = f"{_quote(prefix)} + {value}"
-    out["reason"] = "Invalid"
-    return out
+    if not detail:
+        return _quote(prefix + site.rule["message"])
+    return f"{_quote(prefix)} + string({_bound(site, unescape(detail), value=True)})"
+
+
+def validations(sites: list[Site]) -> tuple[list[Obj], list[Obj]]:
+    """The policy's variables (one per rule: does it hold) and its one validation: all hold, and
+    else a message naming every rule that does not (the API server reports the first failing
+    validation only; one validation that lists them all says as much as the CRD would)."""
+    variables = [{"name": f"rule{i}", "expression": expression(s)} for i, s in enumerate(sites)]
+    failed = " + ".join(
+        f"(variables.rule{i} ? '' : '; ' + {message(site)})" for i, site in enumerate(sites)
+    )
+    check = {
+        "expression": " && ".join(f"variables.rule{i}" for i in range(len(sites))),
+        "message": "the JobSet's spec breaks a cross-field or immutability rule (docs/api.md)",
+        "messageExpression": f"[{failed}].map(m, m == '' ? '' : m.substring(2))[0]",
+        "reason": "Invalid",
+    }
+    return variables, [check]
 
 
 def policy(sites: list[Site]) -> Obj:
     """The ValidatingAdmissionPolicy: one validation per rule, each with the API server's own
     cost limit per expression, as the CRD's rules have."""
+    variables, checks = validations(sites)
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
@@ -169,7 +187,8 @@ def policy(sites: list[Site]) -> Obj:
                 ]
             },
             "matchConditions": [{"name": "spec-written", "expression": SPEC_CHANGED}],
-            "validations": [validation(site) for site in sites],
+            "variables": variables,
+            "validations": checks,
         },
     }
 

@@ -162,7 +162,13 @@ def rejection(response: Obj) -> str:
 
 async def test_committed_crd_matches_the_generator(apiserver_cluster: LocalCluster) -> None:
     generated = await crdgen.generate(apiserver_cluster.kubeconfig)
-    assert set(generated) == {crdgen.DEFAULT_OUT, crdgen.ALPHA_OUT}
+    assert set(generated) == {
+        crdgen.DEFAULT_OUT,
+        crdgen.DEFAULT_POLICY_OUT,
+        crdgen.BINDING_OUT,
+        crdgen.ALPHA_OUT,
+        crdgen.ALPHA_POLICY_OUT,
+    }
     for path, text in generated.items():
         committed = (REPO / path).read_text()
         assert text == committed, (
@@ -543,7 +549,7 @@ CLAIM_COLLISION_CASES: list[tuple[str, Mutation, str]] = [
     (
         "claim-names-unique",
         _job_scope_collision(1),
-        f"spec: Invalid value: {CLAIM_COLLISION}: template ckpt-train",
+        f"spec: {CLAIM_COLLISION}: template ckpt-train",
     ),
     (
         "claim-names-unique-upper-case",
@@ -1093,9 +1099,10 @@ async def test_template_without_replicated_jobs_is_unmounted_not_an_error(
             body["spec"]["replicatedJobs"] = replicated_jobs
         message = rejection(await create(kube, jobsets, body, dry_run=True))
         assert message == (
-            'JobSet.jobset.x-k8s.io "train" is invalid: spec: Invalid value: every '
-            "volume claim template must be mounted by a replicated job it targets (a volumeMount "
-            "with the template's name): data"
+            'jobsets.jobset.x-k8s.io "train" is forbidden: ValidatingAdmissionPolicy '
+            "'jobsets.jobset.x-k8s.io' with binding 'jobsets.jobset.x-k8s.io' denied request: "
+            "spec: every volume claim template must be mounted by a replicated job it targets (a "
+            "volumeMount with the template's name): data"
         ), message
 
 
@@ -1182,11 +1189,11 @@ def _replicas(index: int, value: int) -> Mutation:
 
 # Field path, reason and message, as the API server words a forbidden change.
 REPLICATED_JOBS_IMMUTABLE = (
-    "spec.replicatedJobs: Forbidden: spec.replicatedJobs is immutable while the JobSet is not "
+    "spec.replicatedJobs: spec.replicatedJobs is immutable while the JobSet is not "
     "suspended, except replicas"
 )
 REPLICATED_JOBS_SUSPENDED_CHANGES = (
-    "spec.replicatedJobs: Forbidden: while the JobSet is suspended, only replicas and the "
+    "spec.replicatedJobs: while the JobSet is suspended, only replicas and the "
     "labels, annotations, nodeSelector, tolerations and schedulingGates of the pod templates in "
     "spec.replicatedJobs may change"
 )
@@ -1381,7 +1388,7 @@ UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
         "claim-names-unique-replicas-raised",
         _job_scope_collision(0),
         _replicas(2, 1),
-        f"spec: Invalid value: {CLAIM_COLLISION}: template ckpt-train",
+        f"spec: {CLAIM_COLLISION}: template ckpt-train",
     ),
     (
         "claim-names-unique-replicas-raised-jobset-scope",
