@@ -4,7 +4,8 @@ whole life on a real API server.
 helm is built from the Go module proxy (localcluster.build.ensure_helm; `make helm`), never
 skipped. ``helm template`` is compared with ``kubectl kustomize`` of manifests/ and its optional
 parts, object by object: same kinds, namespaces and names, same content, modulo labels (helm's
-conventional ones added; the chart's common labels on every object) and the CRD's keep policy.
+conventional ones added; the chart's common labels on every object) and the keep policy of the
+CRD and its admission policy.
 The intentional differences are asserted as such:
 
 - no Namespace object: the chart installs into the release's namespace, which
@@ -13,7 +14,8 @@ The intentional differences are asserted as such:
 
 The release's life runs on an API server of its own (no kube-controller-manager, so no pod
 runs): the objects are created, changed by an upgrade, removed by an uninstall, except the CRD,
-which is kept (``helm.sh/resource-policy: keep``) with every JobSet in it.
+which is kept (``helm.sh/resource-policy: keep``) with every JobSet in it, and with the spec's
+admission policy and its binding.
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ from tests.support.helm import (
 from tests.support.jobsets import jobset, replicated_job
 
 CRD_NAME = "jobsets.jobset.x-k8s.io"
+# What `helm uninstall` leaves (helm.sh/resource-policy: keep): the CRD, with every JobSet, and the
+# admission policy that keeps guarding those JobSets' specs, with its binding.
+KEPT: set[Key] = {
+    ("CustomResourceDefinition", "", CRD_NAME),
+    ("ValidatingAdmissionPolicy", "", CRD_NAME),
+    ("ValidatingAdmissionPolicyBinding", "", CRD_NAME),
+}
 NAMESPACE_KEY: Key = ("Namespace", "", NAMESPACE)
 # Labels the chart gives every object; kustomize gives them only to the objects of manifests/
 # itself (not to those its components or manifests/pod-scope add).
@@ -118,7 +127,11 @@ def test_template_has_the_objects_of_the_kustomize_manifests(
 
 def test_only_the_crd_is_kept_on_uninstall(helm: Helm) -> None:
     kept = [o["kind"] for o in helm.template() if KEEP in o["metadata"].get("annotations", {})]
-    assert kept == ["CustomResourceDefinition"]
+    assert kept == [
+        "CustomResourceDefinition",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
 
 
 def test_feature_gates_pick_the_crd_and_the_controller_flag(helm: Helm, tmp_path: Path) -> None:
@@ -316,9 +329,9 @@ def test_install_upgrade_uninstall(own_cluster: LocalCluster, tmp_path: Path) ->
     body = json.dumps(jobset("kept", replicated_job("w")))
     cluster.run("apply", "-n", namespace, "-f", "-", stdin=body)
 
-    # Uninstall: every object goes except the CRD, and with it the JobSet.
+    # Uninstall: every object goes except the CRD (and with it the JobSet) and its policy.
     helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait")
-    assert cluster.present(second) == {("CustomResourceDefinition", "", CRD_NAME)}
+    assert cluster.present(second) == KEPT
     kept = cluster.get("jobsets.jobset.x-k8s.io", "kept", namespace=namespace)
     assert kept["metadata"]["name"] == "kept"
     assert json.loads(helm.run("list", "-A", "-o", "json").stdout) == []
@@ -330,7 +343,7 @@ def test_install_upgrade_uninstall(own_cluster: LocalCluster, tmp_path: Path) ->
     crd = cluster.get("crd", CRD_NAME, namespace="")
     assert crd["metadata"]["annotations"]["jobset.sigs.k8s.io/feature-gates"] == DEFAULT_GATES
     helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait")
-    assert cluster.present(fourth) == {("CustomResourceDefinition", "", CRD_NAME)}
+    assert cluster.present(fourth) == KEPT
 
 
 def test_take_over_a_kustomize_install(own_cluster: LocalCluster, tmp_path: Path) -> None:
@@ -354,5 +367,5 @@ def test_take_over_a_kustomize_install(own_cluster: LocalCluster, tmp_path: Path
     assert after["spec"]["selector"] == before["spec"]["selector"]
 
     helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait")
-    assert cluster.present(manifest) == {("CustomResourceDefinition", "", CRD_NAME)}
+    assert cluster.present(manifest) == KEPT
     assert cluster.get("namespace", NAMESPACE, namespace="")["metadata"]["name"] == NAMESPACE

@@ -116,7 +116,8 @@ def test_install_manifest_applies_and_deletes_cleanly(
     objects = by_key(parse(manifest.read_text()))
     kinds = {k[0] for k in objects}
     assert {
-        "Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
+        "Namespace", "CustomResourceDefinition", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding", "ServiceAccount", "ClusterRole",
         "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget",
         "Service",
     } <= kinds  # fmt: skip
@@ -173,10 +174,15 @@ def test_helm_install_from_the_packaged_chart(
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == f"stateful-jobset:{VERSION}"
 
-    # The chart keeps the CRD on uninstall; removing it is the documented last step.
+    # The chart keeps the CRD and its admission policy on uninstall; removing them is the
+    # documented last step.
     helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait")
-    assert _present(own_cluster, manifest) == {("CustomResourceDefinition", "", CRD_NAME)}
+    kept = ("CustomResourceDefinition", "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding")  # fmt: skip
+    assert _present(own_cluster, manifest) == {(kind, "", CRD_NAME) for kind in kept}
     _kubectl(own_cluster, "delete", "crd", CRD_NAME, "--wait=true")
+    _kubectl(own_cluster, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy",
+             CRD_NAME, "--wait=true")  # fmt: skip
     assert _present(own_cluster, manifest) == set()
 
 
