@@ -176,15 +176,22 @@ def policy(sites: list[Site]) -> Obj:
         "metadata": {"name": POLICY_NAME},
         "spec": {
             "failurePolicy": "Fail",
+            # With the API server's defaults written out: matchConstraints is atomic for
+            # server-side apply, so a value that lacked them would differ from the stored one
+            # and conflict between two appliers (helm, then kubectl apply -k) of the same file.
             "matchConstraints": {
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {},
+                "objectSelector": {},
                 "resourceRules": [
                     {
                         "apiGroups": [GROUP],
                         "apiVersions": [VERSION],
                         "operations": ["CREATE", "UPDATE"],
                         "resources": [RESOURCE],
+                        "scope": "*",
                     }
-                ]
+                ],
             },
             "matchConditions": [{"name": "spec-written", "expression": SPEC_CHANGED}],
             "variables": variables,

@@ -135,7 +135,10 @@ def test_install_manifest_applies_and_deletes_cleanly(
     # The users' roles are aggregated into the built-in ones.
     editor = objects[("ClusterRole", "", "stateful-jobset-editor")]
     assert "rbac.authorization.k8s.io/aggregate-to-edit" in editor["metadata"]["labels"]
-    # Re-applying is a no-op: no object changes (same resourceVersion).
+    # Re-applying is a no-op: no object changes (same resourceVersion). Once kube-controller-
+    # manager has type-checked the admission policy (it writes the policy's status).
+    _kubectl(own_cluster, "wait", "--for=jsonpath={.status.observedGeneration}=1",
+             "validatingadmissionpolicy/jobsets.jobset.x-k8s.io", "--timeout=60s")  # fmt: skip
     before = _versions(own_cluster, manifest)
     _kubectl(own_cluster, "apply", "--server-side", "-f", str(manifest))
     assert _versions(own_cluster, manifest) == before
