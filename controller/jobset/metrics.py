@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from controller.api import specpolicy
 from controller.jobset import api, preflight
 from controller.runtime.manager import Cache
 
@@ -146,12 +147,43 @@ class JobSetView(Collector):
         yield others
 
 
+class SpecPolicyView(Collector):
+    """``stateful_jobset_spec_admission_policy_installed``: 1 while the ValidatingAdmissionPolicy
+    that runs the spec's cross-field and immutability rules, and its binding, are installed as the
+    controller sees them (``specpolicy.missing``), else 0: the API server then admits JobSets that
+    break those rules (docs/api.md, "Where the rules run")."""
+
+    def __init__(self, policies: Cache, bindings: Cache) -> None:
+        self.policies = policies
+        self.bindings = bindings
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        why = specpolicy.missing(
+            self.policies.unavailable() or self.bindings.unavailable(),
+            self.policies.get(None, specpolicy.POLICY_NAME),
+            self.bindings.get(None, specpolicy.BINDING_NAME),
+        )
+        gauge = GaugeMetricFamily(
+            "stateful_jobset_spec_admission_policy_installed",
+            "1 while the JobSet spec's ValidatingAdmissionPolicy and its binding are installed",
+        )
+        gauge.add_metric([], 0.0 if why else 1.0)
+        yield gauge
+
+
 def register(
-    registry: CollectorRegistry, jobsets: Cache, claims: Cache, managed_by: str
+    registry: CollectorRegistry,
+    jobsets: Cache,
+    claims: Cache,
+    managed_by: str,
+    spec_policies: tuple[Cache, Cache] | None = None,
 ) -> JobSetMetrics:
     """Create the counters and register the scrape-time collectors on ``registry``
-    (``managed_by``: the spec.managedBy value this controller serves)."""
+    (``managed_by``: the spec.managedBy value this controller serves; ``spec_policies``: the
+    caches of ValidatingAdmissionPolicies and their bindings)."""
     metrics = JobSetMetrics(registry)
     registry.register(ClaimPhases(claims))
     registry.register(JobSetView(jobsets, managed_by))
+    if spec_policies is not None:
+        registry.register(SpecPolicyView(*spec_policies))
     return metrics

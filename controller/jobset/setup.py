@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from controller.api import specpolicy
 from controller.jobset import api, children, metrics, volumes
 from controller.jobset.reconciler import JOBSET_INDEX, JobSetReconciler
 from controller.runtime.client import (
@@ -13,6 +14,8 @@ from controller.runtime.client import (
     RESOURCE_QUOTAS,
     SERVICES,
     STORAGE_CLASSES,
+    VALIDATING_ADMISSION_POLICIES,
+    VALIDATING_ADMISSION_POLICY_BINDINGS,
 )
 from controller.runtime.informer import EventHandler
 from controller.runtime.manager import Manager
@@ -47,6 +50,18 @@ def setup(manager: Manager) -> JobSetReconciler:
     # (403); JobSet and Job scope never wait for them.
     policies = manager.cache(MUTATING_ADMISSION_POLICIES, optional=True)
     bindings = manager.cache(MUTATING_ADMISSION_POLICY_BINDINGS, optional=True)
+    # The spec's cross-field and immutability rules are a ValidatingAdmissionPolicy beside the
+    # CRD: watched only to say, in a metric, whether it is installed (reduced to what that reads).
+    spec_policies = (
+        manager.cache(
+            VALIDATING_ADMISSION_POLICIES, transform=specpolicy.installed_view, optional=True
+        ),
+        manager.cache(
+            VALIDATING_ADMISSION_POLICY_BINDINGS,
+            transform=specpolicy.installed_view,
+            optional=True,
+        ),
+    )
     # Only the pods of Pod-scope replicated jobs, reduced to the placeholders they still mount: a
     # pod the policy did not rewrite waits Pending for good, and its JobSet must say so.
     pods = manager.cache(
@@ -152,7 +167,9 @@ def setup(manager: Manager) -> JobSetReconciler:
         services,
         claims,
         storage_classes,
-        metrics=metrics.register(manager.registry, jobsets, claims, manager.config.managed_by),
+        metrics=metrics.register(
+            manager.registry, jobsets, claims, manager.config.managed_by, spec_policies
+        ),
         status_progress_period=manager.config.status_progress_period,
         status_progress_rate=manager.config.status_progress_rate,
         managed_by=manager.config.managed_by,

@@ -92,6 +92,14 @@ MUTATING_ADMISSION_POLICY_BINDINGS = Resource(
     "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings",
     "MutatingAdmissionPolicyBinding", namespaced=False,
 )  # fmt: skip
+VALIDATING_ADMISSION_POLICIES = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicy", namespaced=False,
+)  # fmt: skip
+VALIDATING_ADMISSION_POLICY_BINDINGS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding", namespaced=False,
+)  # fmt: skip
 
 
 class ApiError(Exception):

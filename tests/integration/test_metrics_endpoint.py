@@ -35,6 +35,7 @@ from controller.runtime.manager import standard_collectors
 from controller.runtime.metricsauth import SUBJECT_ACCESS_REVIEWS, MetricsAuthorizer
 from localcluster import audit
 from tests.helpers import Kube, wait_for
+from tests.support.crd import install_crd
 from tests.support.incluster import ROOT, mint_token
 from tests.support.jobsets import (
     RunningController,
@@ -405,3 +406,30 @@ async def test_per_jobset_gauges_leave_out_jobsets_another_controller_manages(
         for s in families["stateful_jobset_jobsets_managed_elsewhere"].samples
     }
     assert elsewhere == {"example.com/other-controller": 1.0}
+
+
+def _spec_policy_installed(controller: RunningController) -> float:
+    text = exposition(controller.manager.registry).decode()
+    (family,) = (
+        f
+        for f in text_string_to_metric_families(text)
+        if f.name == "stateful_jobset_spec_admission_policy_installed"
+    )
+    (sample,) = family.samples
+    return float(sample.value)
+
+
+async def test_the_spec_policy_metric_follows_the_binding(
+    kube: Kube, client: KubeClient, controller: RunningController
+) -> None:
+    """1 with the CRD's admission policy and binding installed (the ``client`` fixture installs
+    them); 0 once the binding is deleted (the API server then enforces nothing); 1 again when it
+    is back. The next test's ``client`` fixture would reinstall it anyway."""
+    binding = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+    await wait_until(lambda: _spec_policy_installed(controller) == 1.0, "the metric at 1")
+    try:
+        await kube.raw("DELETE", f"{binding}/jobsets.jobset.x-k8s.io")
+        await wait_until(lambda: _spec_policy_installed(controller) == 0.0, "the metric at 0")
+    finally:
+        await install_crd(kube)
+    await wait_until(lambda: _spec_policy_installed(controller) == 1.0, "the metric back at 1")

@@ -188,3 +188,43 @@ def test_the_committed_policy_holds_exactly_the_rules_the_crd_does_not(
     assert committed["spec"] == specpolicy.policy(sites)["spec"]
     assert _count_rules(stripped) + len(sites) == _count_rules(full)
     assert len(committed["spec"]["variables"]) == len(sites)
+
+
+def _installed() -> tuple[Obj, Obj]:
+    return (
+        specpolicy.installed_view(specpolicy.policy([])),
+        specpolicy.installed_view(specpolicy.binding()),
+    )
+
+
+def test_installed_view_keeps_what_missing_reads_and_not_the_cel() -> None:
+    full = specpolicy.policy(specpolicy.split(TOY)[1])
+    view = specpolicy.installed_view(full)
+    assert set(view["spec"]) == {"failurePolicy", "matchConstraints"}
+    assert view["metadata"] == {"name": specpolicy.POLICY_NAME}
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda p, b: (None, b), "is not installed"),
+        (lambda p, b: (p, None), "binding 'jobsets.jobset.x-k8s.io' of"),
+        (lambda p, b: ({**p, "spec": {**p["spec"], "failurePolicy": "Ignore"}}, b), "Ignore"),
+        (lambda p, b: (p, {**b, "spec": {**b["spec"], "validationActions": ["Warn"]}}), "deny"),
+        (lambda p, b: (p, {**b, "spec": {**b["spec"], "policyName": "other"}}), "deny"),
+        (
+            lambda p, b: ({**p, "metadata": {**p["metadata"], "deletionTimestamp": "x"}}, b),
+            "is not installed",
+        ),
+    ],
+)
+def test_missing_says_why_the_rules_are_not_enforced(change: Any, says: str) -> None:
+    policy, binding = change(*_installed())
+    why = specpolicy.missing(None, policy, binding)
+    assert why is not None and says in why
+
+
+def test_missing_is_none_when_installed_and_says_so_when_it_may_not_look() -> None:
+    assert specpolicy.missing(None, *_installed()) is None
+    assert "may not read" in str(specpolicy.missing(403, *_installed()))
+    assert "does not serve" in str(specpolicy.missing(404, None, None))
