@@ -162,14 +162,14 @@ bench-compare: binaries ## upstream JobSet vs this controller, same workload, fr
 		$(PY) bench/bench_compare.py --sizes $(SIZES)
 	$(PY) bench/plot_compare.py
 
-bench-validation: binaries ## API server CPU per JobSet create and status update: our CRD's CEL rules vs upstream's CRD (UPSTREAM_JOBSET_SRC)
+bench-validation: binaries ## API server CPU per JobSet create and status update: our CRD and admission policy vs upstream's CRD (UPSTREAM_JOBSET_SRC)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
 	UPSTREAM_JOBSET_SRC="$(UPSTREAM_JOBSET_SRC)" $(PY) bench/bench_validation_cost.py --upstream-ref $(UPSTREAM_JOBSET_REF)
 
 soak: binaries ## chaos soak: JobSets + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
 	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)
 
-crd: binaries ## regenerate the JobSet CRD (from the local control plane), the Pod-scope admission policy, the chart's copies
+crd: binaries ## regenerate the JobSet CRD and its admission policy (from the local control plane), the Pod-scope admission policy, the chart's copies
 	$(PY) -m controller.api.crdgen --local
 	$(PY) -m controller.api.admissiongen
 	$(PY) -m controller.api.chartgen

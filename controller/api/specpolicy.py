@@ -4,7 +4,7 @@ Why not in the CRD: the API server runs every ``x-kubernetes-validations`` rule 
 write of the object, status updates included (the status subresource validates the whole object;
 ratcheting only turns an error on an unchanged field into a warning, it still evaluates the rule).
 A JobSet's status is written several times in its life, its spec rarely: the rules that read the
-spec made each status update cost the API server 2.4 to 3 times what it costs with upstream's CRD
+spec made each status update cost the API server 2.5 to 3 times what it costs with upstream's CRD
 (docs/performance.md, "What a JobSet write costs the API server"). A ValidatingAdmissionPolicy
 bound to ``jobsets`` does not match a request on ``jobsets/status``, and its match condition skips
 updates that leave the spec as it was (a finalizer added or removed, a label changed), so the
@@ -21,8 +21,9 @@ plain data (no schema types), so a CRD rule on the node at ``a.b`` becomes
 ``!has(object.a) || !has(object.a.b) || [object.a.b].all(self, RULE)`` (a CRD rule runs only
 when its node is present), a transition rule also binds ``oldSelf`` and holds on a create or when
 the old object lacks the node (as a CRD transition rule, which runs only when both exist), and
-escaped reserved words (``__namespace__``) are written plainly. Two behaviours differ from the CRD
-and are documented (docs/api.md): the API server reports the first failing rule only, and a
+escaped reserved words (``__namespace__``) are written plainly. The API server reports a policy's
+first failing validation only, so the rules are variables and one validation lists every failing
+one (``validations``). One behaviour differs from the CRD and is documented (docs/api.md): a
 list's equality is order-sensitive (a CRD compares ``x-kubernetes-list-type: map/set`` lists
 without order), which only makes the immutability rules stricter.
 
@@ -167,8 +168,8 @@ def validations(sites: list[Site]) -> tuple[list[Obj], list[Obj]]:
 
 
 def policy(sites: list[Site]) -> Obj:
-    """The ValidatingAdmissionPolicy: one validation per rule, each with the API server's own
-    cost limit per expression, as the CRD's rules have."""
+    """The ValidatingAdmissionPolicy: one variable per rule (each its own CEL program, with the
+    API server's cost limit per expression, as a CRD rule has), one validation over them all."""
     variables, checks = validations(sites)
     return {
         "apiVersion": API_VERSION,
