@@ -115,8 +115,8 @@ def _present(base: str, path: tuple[str, ...]) -> list[str]:
     return [f"has({_select(base, path[: i + 1])})" for i in range(len(path))]
 
 
-def _bound(site: Site, body: str, value: bool = False) -> str:
-    """``body`` (a CRD rule's CEL) with ``self`` (and ``oldSelf``) bound to the node: a
+def _bound(site: Site, body: str, value: bool = False, on: str = "object") -> str:
+    """``body`` (a CRD rule's CEL) with ``self`` (and ``oldSelf``) bound to the node of ``on``: a
     one-element list's ``all`` for a condition, ``map(...)[0]`` for a value (a policy's CEL has no
     ``cel.bind``)."""
 
@@ -125,15 +125,30 @@ def _bound(site: Site, body: str, value: bool = False) -> str:
 
     if site.transition:
         body = bind("oldSelf", _select("oldObject", site.path), body)
-    return bind("self", _select("object", site.path), body)
+    return bind("self", _select(on, site.path), body)
 
 
 def expression(site: Site) -> str:
-    """The policy's CEL for one CRD rule: true where the CRD rule would not run or holds."""
+    """The policy's CEL for one CRD rule: true where the CRD rule would not run or holds.
+
+    A rule that does not read the old object also holds on an update of a JobSet that already
+    broke it (stored before the rule existed, or while the policy was not installed): without
+    that, such a JobSet could not have its spec changed at all, not even ``suspend`` flipped by
+    Kueue. A CRD only forgives an unchanged field (ratcheting); every spec update changes
+    ``spec``, the node most rules sit on, so the policy forgives what the update did not break."""
     skip = [f"!{c}" for c in _present("object", site.path)]
     if site.transition:
         skip += ["oldObject == null", *(f"!{c}" for c in _present("oldObject", site.path))]
-    return " || ".join([*skip, _bound(site, unescape(site.rule["rule"]))])
+        return " || ".join([*skip, _bound(site, unescape(site.rule["rule"]))])
+    rule = unescape(site.rule["rule"])
+    broken_before = " && ".join(
+        [
+            "oldObject != null",
+            *_present("oldObject", site.path),
+            "!" + _bound(site, rule, on="oldObject"),
+        ]
+    )
+    return " || ".join([*skip, _bound(site, rule), f"({broken_before})"])
 
 
 def _quote(text: str) -> str:

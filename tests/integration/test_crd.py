@@ -18,7 +18,7 @@ from controller.api import crdgen, schema
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY as EXCLUSIVE
 from controller.jobset.placement import NODE_SELECTOR_STRATEGY as NODE_SELECTOR
 from localcluster.cluster import LocalCluster
-from tests.helpers import Kube
+from tests.helpers import Kube, wait_for
 from tests.support.crd import CRD_FILE, REPO, install_crd
 from tests.support.examples import EXAMPLES, SUPPORTED
 
@@ -1450,6 +1450,40 @@ async def test_status_update_does_not_trip_spec_rules(kube: Kube, jobsets: str) 
     updated = accepted(await kube.raw("PUT", path, stored))
     assert updated["status"]["volumes"] == {"anything": {"the": ["volume", "status"]}}
     assert updated["status"]["terminalState"] == "Completed"
+
+
+async def test_a_jobset_stored_breaking_a_rule_can_still_change_its_spec(
+    kube: Kube, jobsets: str
+) -> None:
+    """The policy forgives a rule the stored JobSet already breaks (created while the policy was
+    not bound, or before the rule existed): without that, nothing could flip its ``suspend`` (as
+    Kueue does) or change its replicas. A rule the update newly breaks is still refused."""
+    binding = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+    broken = base()
+    spec(broken)["suspend"] = True
+    spec(broken)["coordinator"] = {"replicatedJob": "gone"}
+    try:
+        await kube.raw("DELETE", f"{binding}/jobsets.jobset.x-k8s.io")
+        await wait_for(
+            lambda: create(kube, jobsets, broken, dry_run=True),
+            lambda response: response.get("kind") == "JobSet",
+            "the API server to stop enforcing the unbound policy",
+            seconds=30,
+        )
+        stored = accepted(await create(kube, jobsets, broken))
+    finally:
+        await install_crd(kube)
+    stored["spec"]["suspend"] = False
+    resumed = accepted(await replace(kube, jobsets, stored))
+    assert resumed["spec"]["coordinator"] == {"replicatedJob": "gone"}
+    rj(resumed, 1)["replicas"] = 3
+    scaled = accepted(await replace(kube, jobsets, resumed))
+    rj(scaled, 1)["replicas"] = 10000
+    message = rejection(await replace(kube, jobsets, scaled))
+    assert message.endswith(
+        "denied request: spec.replicatedJobs: the replicas of all replicated jobs must add up to "
+        "at most 10000 child Jobs"
+    ), message
 
 
 # ------------------------------------------------------------------ (d) defaults

@@ -82,10 +82,15 @@ def test_a_rule_runs_only_where_its_node_is_present_with_self_bound_to_it() -> N
     site = specpolicy.Site(("spec", "network"), _rule("self.__namespace__ != 'x'"))
     assert specpolicy.expression(site) == (
         "!has(object.spec) || !has(object.spec.network) || "
-        "[object.spec.network].all(self, self.namespace != 'x')"
+        "[object.spec.network].all(self, self.namespace != 'x') || "
+        "(oldObject != null && has(oldObject.spec) && has(oldObject.spec.network) && "
+        "![oldObject.spec.network].all(self, self.namespace != 'x'))"
     )
     root = specpolicy.Site((), _rule("size(self.metadata.name) < 9"))
-    assert specpolicy.expression(root) == "[object].all(self, size(self.metadata.name) < 9)"
+    assert specpolicy.expression(root) == (
+        "[object].all(self, size(self.metadata.name) < 9) || "
+        "(oldObject != null && ![oldObject].all(self, size(self.metadata.name) < 9))"
+    )
 
 
 def test_a_transition_rule_holds_on_create_and_where_the_old_object_lacks_the_node() -> None:
