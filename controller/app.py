@@ -34,6 +34,7 @@ async def run(config: configmod.Config, setup: Setup) -> int:
             namespaces=list(config.namespaces) or "all",
             leader_elect=config.leader_elect,
             controllers=[c.name for c in manager.controllers],
+            event_loop=type(loop).__module__.partition(".")[0],
         )
         return await manager.run(stop)
 
