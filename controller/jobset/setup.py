@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controller.api import specpolicy
-from controller.jobset import api, children, metrics, volumes
+from controller.jobset import api, children, metrics, triggers, volumes
 from controller.jobset.reconciler import JOBSET_INDEX, JobSetReconciler
 from controller.runtime.client import (
     CLAIMS,
@@ -84,9 +84,15 @@ def setup(manager: Manager) -> JobSetReconciler:
         if isinstance(parent, str) and meta.get("namespace"):
             queue.add_batched(f"{meta['namespace']}/{parent}", batch_period)
 
-    jobsets.add_handler(
-        EventHandler(on_add=enqueue, on_update=lambda _, new: enqueue(new), on_delete=enqueue)
-    )
+    def on_jobset_update(old: Obj, new: Obj) -> None:
+        # Its status alone (mostly the echo of our own write): gathered with its children's
+        # events (triggers.status_only); anything else at once.
+        if triggers.status_only(old, new):
+            queue.add_batched(object_key(new), batch_period)
+        else:
+            enqueue(new)
+
+    jobsets.add_handler(EventHandler(on_add=enqueue, on_update=on_jobset_update, on_delete=enqueue))
 
     def enqueue_waiting(namespace: str | None) -> None:
         # A quota raised or a storage class created may unblock them now: a JobSet whose claim

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from controller import app
 from controller.config import ConfigError, parse
 from controller.jobset import api
 
@@ -53,6 +55,7 @@ def test_environment_variables_set_flags_and_flags_win(tmp_path: Path) -> None:
         (["--child-event-batch-period=61"], "--child-event-batch-period must be between 0"),
         (["--child-event-batch-period=nan"], "--child-event-batch-period must be between 0"),
         (["--metrics-bind-address=nonsense"], "must be host:port or 0"),
+        (["--event-loop=trio"], "invalid command line"),
         (["--managed-by=canary"], "--managed-by must be a domain-prefixed path"),
         (["--managed-by="], "--managed-by must be a domain-prefixed path"),
         (["--managed-by=/canary"], "--managed-by must be a domain-prefixed path"),
@@ -128,3 +131,20 @@ def test_bad_secure_metrics_settings_are_named(
     (tmp_path / "tls.key").write_text("key")
     with pytest.raises(ConfigError, match=message):
         parse([a.format(dir=tmp_path) for a in argv], env={})
+
+
+def test_event_loop_is_uvloop_unless_asked_otherwise() -> None:
+    assert parse([], env={}).event_loop == "uvloop"
+    assert parse(["--event-loop=asyncio"], env={}).event_loop == "asyncio"
+    assert parse([], env={"STATEFUL_JOBSET_EVENT_LOOP": "asyncio"}).event_loop == "asyncio"
+    with pytest.raises(ConfigError, match="--event-loop must be uvloop or asyncio, got 'trio'"):
+        parse([], env={"STATEFUL_JOBSET_EVENT_LOOP": "trio"})
+
+
+@pytest.mark.parametrize("name", ["uvloop", "asyncio"])
+def test_the_controller_runs_on_the_event_loop_named(name: str) -> None:
+    async def running_loop() -> str:
+        return type(asyncio.get_running_loop()).__module__.partition(".")[0]
+
+    with asyncio.Runner(loop_factory=app.event_loop_factory(name)) as runner:
+        assert runner.run(running_loop()) == name

@@ -1,0 +1,33 @@
+"""Which JobSet events are acted on at once and which are gathered with its child events.
+
+A change a user (or Kueue) makes to a JobSet, to its spec or its metadata (a label, a finalizer,
+the deletion), is reconciled at once. A change of its status alone is gathered, like a child
+event, into the batch period (``--child-event-batch-period``): nearly every such event is the echo
+of this controller's own status write, which the JobSet's Jobs and claims follow within moments
+(the pass that wrote it was itself run for their events), so the echo and those events cost one
+pass instead of two. Nothing is dropped: the batched pass runs all the same, at most one period
+later.
+
+Pure: two versions of the cached object in, a verdict out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# Metadata every write changes (resourceVersion) or that the cache drops (managedFields).
+_VOLATILE = ("resourceVersion", "managedFields")
+
+
+def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return {}
+    return {k: v for k, v in meta.items() if k not in _VOLATILE}
+
+
+def status_only(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """``new`` differs from ``old`` in its status (or not at all): the same spec, the same
+    metadata but the resourceVersion (the generation, which every spec change bumps, included)."""
+    return _meta(old) == _meta(new) and old.get("spec") == new.get("spec")
