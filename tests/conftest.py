@@ -12,14 +12,16 @@ header and in the report of every failed randomised test. Hypothesis uses it (as
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 
 import pluggy
 import pytest
+import uvloop
 from hypothesis import settings
 from kubernetes_asyncio import client, config
 
@@ -82,6 +84,13 @@ def pytest_runtest_makereport(
         report.sections.append(
             ("random seed", f"{SEED_VARIABLE}={seed} pytest '{item.nodeid}' repeats its choices")
         )
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Every async test runs on uvloop, the loop the controller runs on (``--event-loop``)."""
+    return {"uvloop": uvloop.new_event_loop}
 
 
 @pytest.fixture

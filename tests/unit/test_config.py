@@ -148,3 +148,8 @@ def test_the_controller_runs_on_the_event_loop_named(name: str) -> None:
 
     with asyncio.Runner(loop_factory=app.event_loop_factory(name)) as runner:
         assert runner.run(running_loop()) == name
+
+
+async def test_async_tests_run_on_the_controllers_default_loop() -> None:
+    # tests/conftest.py: the in-process controllers of the integration tier run where it does.
+    assert type(asyncio.get_running_loop()).__module__.partition(".")[0] == "uvloop"
