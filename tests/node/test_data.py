@@ -390,6 +390,16 @@ async def test_a_lost_claim_is_not_silently_replaced_by_an_empty_one(
     )
     uid = (await node_client.get(CLAIMS, claim, node_namespace))["metadata"]["uid"]
     assert uid[:8] in str(recorded["status"]["volumes"]["claimUIDs"])
+    # Its Job comes in the pass after the uid is stored (gathered with that write's echo).
+    await wait_for(
+        lambda: jobs_of(node_client, node_namespace, "losing"),
+        lambda jobs: (
+            [(j["metadata"]["name"], j["spec"]["suspend"]) for j in jobs]
+            == [("losing-trainer-0", True)]
+        ),
+        "its Job, created suspended",
+        seconds=SECONDS,
+    )
 
     await lose(node_client, node_namespace, "losing", claim)
     await node_client.patch(api.JOBSETS, "losing", {"spec": {"suspend": False}}, node_namespace)
