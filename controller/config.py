@@ -207,8 +207,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
          "ElasticJobSet=true (both off by default, as upstream); the installed CRD must be the "
          "one generated with the same gates (components/alpha-features has every gate on)",
          "")  # fmt: skip
-    flag("--event-loop", "uvloop (libuv's event loop: less CPU for the same work, docs/performance.md) "
-         "or asyncio (the standard library's)", "uvloop",
+    flag("--event-loop", "uvloop (libuv's event loop: less CPU for the same work, "
+         "docs/performance.md) or asyncio (the standard library's)", "uvloop",
          choices=EVENT_LOOPS)  # fmt: skip
     flag("--shutdown-timeout", "seconds to let in-flight reconciles finish on SIGTERM", 20.0,
          type=float)  # fmt: skip
