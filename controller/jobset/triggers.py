@@ -3,10 +3,10 @@
 A change a user (or Kueue) makes to a JobSet, to its spec or its metadata (a label, a finalizer,
 the deletion), is reconciled at once. A change of its status alone is gathered, like a child
 event, into the batch period (``--child-event-batch-period``): nearly every such event is the echo
-of this controller's own status write, which the JobSet's Jobs and claims follow within moments
-(the pass that wrote it was itself run for their events), so the echo and those events cost one
-pass instead of two. Nothing is dropped: the batched pass runs all the same, at most one period
-later.
+of this controller's own status write, and a pass for it alone finds nothing to do unless the
+JobSet's Jobs or claims moved meanwhile; when their events come within the period, the echo and
+they cost one pass instead of two (few do, as measured in docs/performance.md, "The event loop").
+Nothing is dropped: the batched pass runs all the same, at most one period later.
 
 Pure: two versions of the cached object in, a verdict out.
 """
