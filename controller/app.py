@@ -34,9 +34,14 @@ async def run(config: configmod.Config, setup: Setup) -> int:
             namespaces=list(config.namespaces) or "all",
             leader_elect=config.leader_elect,
             controllers=[c.name for c in manager.controllers],
-            event_loop=type(loop).__module__.partition(".")[0],
+            event_loop=loop_name(loop),
         )
         return await manager.run(stop)
+
+
+def loop_name(loop: asyncio.AbstractEventLoop) -> str:
+    """``uvloop`` or ``asyncio``: the package whose loop ``loop`` is."""
+    return type(loop).__module__.partition(".")[0]
 
 
 def event_loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:

@@ -144,7 +144,7 @@ def test_event_loop_is_uvloop_unless_asked_otherwise() -> None:
 @pytest.mark.parametrize("name", ["uvloop", "asyncio"])
 def test_the_controller_runs_on_the_event_loop_named(name: str) -> None:
     async def running_loop() -> str:
-        return type(asyncio.get_running_loop()).__module__.partition(".")[0]
+        return app.loop_name(asyncio.get_running_loop())
 
     with asyncio.Runner(loop_factory=app.event_loop_factory(name)) as runner:
         assert runner.run(running_loop()) == name
@@ -152,4 +152,4 @@ def test_the_controller_runs_on_the_event_loop_named(name: str) -> None:
 
 async def test_async_tests_run_on_the_controllers_default_loop() -> None:
     # tests/conftest.py: the in-process controllers of the integration tier run where it does.
-    assert type(asyncio.get_running_loop()).__module__.partition(".")[0] == "uvloop"
+    assert app.loop_name(asyncio.get_running_loop()) == "uvloop"
