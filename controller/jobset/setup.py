@@ -195,11 +195,15 @@ def setup(manager: Manager) -> JobSetReconciler:
             for key in reconciler.wanted.wanting(namespace, name):
                 queue.add_batched(key, batch_period)
 
+    def on_claim_update(old: Obj, new: Obj) -> None:
+        # Five of the six updates of a claim being provisioned and bound (annotations, the
+        # volume's name, the Unused condition) change nothing this controller reads: no pass.
+        if volumes.claim_changed(old, new):
+            enqueue_for_claim(new)
+
     claims.add_handler(
         EventHandler(
-            on_add=enqueue_for_claim,
-            on_update=lambda _, new: enqueue_for_claim(new),
-            on_delete=enqueue_for_claim,
+            on_add=enqueue_for_claim, on_update=on_claim_update, on_delete=enqueue_for_claim
         )
     )
     manager.controller(CONTROLLER, queue, reconciler.reconcile, object_label="jobset")

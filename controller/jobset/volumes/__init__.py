@@ -66,7 +66,7 @@ from controller.jobset.volumes.model import (
     Retention,
     VolumePolicy,
 )
-from controller.jobset.volumes.observed import ClaimView, StorageClasses, views
+from controller.jobset.volumes.observed import ClaimView, StorageClasses, claim_changed, views
 from controller.jobset.volumes.ownership import (
     adoption_patch,
     classify,
@@ -165,6 +165,7 @@ __all__ = [
     "VolumePlan",
     "VolumePolicy",
     "adoption_patch",
+    "claim_changed",
     "claim_count",
     "claim_name",
     "claims_for_job",

@@ -83,6 +83,50 @@ class ClaimView:
         return SELECTED_NODE_ANNOTATION in self.annotations
 
 
+# Written on a claim by Kubernetes' volume controllers as they provision and bind it; no decision
+# of this controller reads them (unless a claim template names one, which nothing sensible does:
+# a pass for another reason still sees the claim whole).
+_BINDING_ANNOTATIONS = frozenset(
+    {
+        "pv.kubernetes.io/bind-completed",
+        "pv.kubernetes.io/bound-by-controller",
+        "volume.kubernetes.io/storage-provisioner",
+        "volume.beta.kubernetes.io/storage-provisioner",
+    }
+)
+# Metadata every write changes (resourceVersion) or that the cache drops (managedFields).
+_VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
+
+
+def _read_part(obj: Obj) -> tuple[Obj, Obj, object]:
+    meta = {k: v for k, v in as_dict(obj.get("metadata")).items() if k not in _VOLATILE_METADATA}
+    annotations = as_dict(meta.get("annotations"))
+    if _BINDING_ANNOTATIONS.intersection(annotations):
+        meta["annotations"] = {
+            k: v for k, v in annotations.items() if k not in _BINDING_ANNOTATIONS
+        }
+    spec = as_dict(obj.get("spec"))
+    if "volumeName" in spec:
+        spec = {k: v for k, v in spec.items() if k != "volumeName"}
+    return meta, spec, as_dict(obj.get("status")).get("phase")
+
+
+def claim_changed(old: Obj, new: Obj) -> bool:
+    """Whether a claim's update changes what this controller reads of it, and so is worth a
+    pass of the JobSets it concerns.
+
+    Of the six updates a dynamically provisioned claim gets (measured on the local control
+    plane: the provisioner's annotations; the binding, ``spec.volumeName`` with two more
+    annotations; ``status.phase`` Bound; three of the ``Unused`` condition as pods come and
+    go), only the phase is read. What is left out of the comparison is a short deny list, the
+    rest all counts: ``resourceVersion`` and ``managedFields``, the volume controllers'
+    bookkeeping annotations, ``spec.volumeName`` and the status other than its phase (capacity,
+    access modes, conditions): nothing in ``ClaimView``, the storage metrics or the ownership
+    proof reads them. Pure.
+    """
+    return _read_part(old) != _read_part(new)
+
+
 def views(claims: Iterable[Obj]) -> dict[str, ClaimView]:
     """Claim name → view."""
     result = {}
