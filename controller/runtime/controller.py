@@ -6,6 +6,13 @@ controller-runtime's semantics:
 - ``Result(requeue_after=s)`` → forget the failures, come back after ``s`` seconds;
 - ``Result(requeue=True)`` → requeue with rate limit;
 - otherwise → forget (reset the backoff).
+One deviation: a pass that succeeds (``requeue_after`` or nothing) drops the delayed add earlier
+passes of its key asked for (``WorkQueue.cancel_after``) before its own answer is applied; in
+controller-runtime the earliest deadline wins and a superseded one still runs a pass. The
+reconciler is level-triggered with the time passed in: each pass computes every time it must come
+back (a hold running out, a TTL expiring), so a timer an earlier pass set from older state only
+costs a pass that finds nothing to do (a JobSet's held counters already written by a later
+pass: 85 of 912 passes at b, N = 100). A failed pass keeps them: its backoff may be longer.
 Every reconcile gets a reconcile ID, bound into the structured log context together with the
 controller's name and the object's namespace/name.
 """
@@ -151,6 +158,8 @@ class Controller:
         finally:
             active.dec()
             self._time.observe(time.monotonic() - started)
+        if not result.requeue:
+            self.queue.cancel_after(key)  # this pass's answer supersedes the earlier ones'
         if result.requeue_after and result.requeue_after > 0:
             self.queue.forget(key)
             self.queue.add_after(key, result.requeue_after)

@@ -17,6 +17,8 @@ and ``TypedRateLimitingInterface`` in one class) for a single event loop:
   passed; if the key is already waiting, the earlier deadline wins. Delays
   ``<= 0`` add immediately. :meth:`WorkQueue.add_rate_limited` uses the rate
   limiter's delay; :meth:`WorkQueue.forget` resets the key's backoff.
+* **Cancelled delayed adds.** :meth:`WorkQueue.cancel_after` drops a key's
+  pending delayed add (not in client-go's queue; see ``controller.runtime.controller``).
 * **Batched adds.** :meth:`WorkQueue.add_batched` adds a key within a period,
   together with every other batched add of it in that time (Kubernetes' Job
   controller batches pod events this way). Not in client-go's queue: a batch is
@@ -441,6 +443,13 @@ class WorkQueue(Generic[K]):
         if len(self._waiting_heap) > max(_HEAP_COMPACT_MIN, 2 * len(self._waiting)):
             self._compact_heap()
         self._arm_timer()
+
+    def cancel_after(self, key: K) -> None:
+        """Drop the pending delayed add of ``key`` (``add_after``, ``add_rate_limited``), if any;
+        a queued or batched add of it stays. Not in client-go's queue: a controller whose pass
+        answers with its own next time (or none) drops what earlier passes asked for."""
+        if self._waiting.pop(key, None) is not None:
+            self._arm_timer()
 
     def add_batched(self, key: K, period: float) -> None:
         """Add ``key`` once ``period`` seconds have passed since the first of the batched adds

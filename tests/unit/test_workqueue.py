@@ -357,6 +357,37 @@ async def test_delayed_key_already_queued_is_not_duplicated() -> None:
     assert await drain_ready(queue) == ["a"]
 
 
+async def test_cancel_after_drops_the_delayed_add_only() -> None:
+    queue, clock = fake_queue()
+    queue.add_after("a", 1.0)
+    queue.add_after("b", 2.0)
+    queue.add_batched("c", 0.5)
+    queue.add("d")
+    queue.cancel_after("a")
+    queue.cancel_after("c")  # batched: stays
+    queue.cancel_after("d")  # queued: stays
+    queue.cancel_after("e")  # unknown: nothing
+    assert queue.delayed() == ["b"]
+    clock.advance(2.0)
+    assert sorted(await drain_ready(queue)) == ["b", "c", "d"]
+    assert clock.pending_timers == 0
+
+
+async def test_cancel_after_of_the_earliest_rearms_the_timer_later() -> None:
+    queue, clock = fake_queue()
+    queue.add_after("a", 1.0)
+    queue.add_after("b", 5.0)
+    queue.cancel_after("a")
+    clock.advance(1.0)
+    assert len(queue) == 0
+    assert clock.pending_timers == 1
+    queue.add_after("a", 1.0)  # a new delayed add after the cancel counts
+    clock.advance(1.0)
+    assert await drain_ready(queue) == ["a"]
+    clock.advance(3.0)
+    assert await drain_ready(queue) == ["b"]
+
+
 async def test_many_superseding_deadlines_keep_one_timer() -> None:
     queue, clock = fake_queue()
     for i in range(500):
@@ -845,6 +876,12 @@ class WorkQueueMachine(RuleBasedStateMachine):
     def add_after(self, key: str, delay: float) -> None:
         self.queue.add_after(key, delay)
         self.model_add_after(key, delay)
+        self.settle_and_check()
+
+    @rule(key=KEYS)
+    def cancel_after(self, key: str) -> None:
+        self.queue.cancel_after(key)
+        self.model_waiting.pop(key, None)
         self.settle_and_check()
 
     @rule(key=KEYS)
