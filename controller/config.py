@@ -195,9 +195,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
          "this off", 1.0, type=float)  # fmt: skip
     flag("--child-event-batch-period", "seconds within which the events of a JobSet's Jobs, "
          "claims, Service and Pod-scope pods are gathered into one reconcile (as the Job "
-         "controller batches pod events), as are changes of the JobSet's status alone and the "
-         "echoes of the controller's own writes; others' changes to its spec or metadata are "
-         "acted on at once; "
+         "controller batches pod events), as are changes of the JobSet's status alone (mostly the "
+         "echo of its own status write); changes to its spec or metadata are acted on at once; "
          "0 reconciles on every event", 0.25, type=float)  # fmt: skip
     flag("--managed-by", "the spec.managedBy value this controller serves; JobSets with another "
          "value are left alone, and JobSets without the field are served only with the default "

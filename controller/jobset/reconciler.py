@@ -255,10 +255,6 @@ class JobSetReconciler:
             self._models[key] = (jobset, model)
         return model
 
-    def last_written(self, key: str) -> int | None:
-        """The resourceVersion our last write of the JobSet ``key`` returned (None: not yet)."""
-        return self._written.get(key)
-
     def _forget(self, key: str) -> None:
         self._written.pop(key, None)
         self._status_written_at.pop(key, None)

@@ -84,6 +84,16 @@ def setup(manager: Manager) -> JobSetReconciler:
         if isinstance(parent, str) and meta.get("namespace"):
             queue.add_batched(f"{meta['namespace']}/{parent}", batch_period)
 
+    def on_jobset_update(old: Obj, new: Obj) -> None:
+        # Its status alone (mostly the echo of our own write): gathered with its children's
+        # events (triggers.status_only); anything else at once.
+        if triggers.status_only(old, new):
+            queue.add_batched(object_key(new), batch_period)
+        else:
+            enqueue(new)
+
+    jobsets.add_handler(EventHandler(on_add=enqueue, on_update=on_jobset_update, on_delete=enqueue))
+
     def enqueue_waiting(namespace: str | None) -> None:
         # A quota raised or a storage class created may unblock them now: a JobSet whose claim
         # was refused may sit in a long backoff, so forget it (the next refusal starts over).
@@ -174,17 +184,6 @@ def setup(manager: Manager) -> JobSetReconciler:
         admission_bindings=bindings,
         pods=pods,
     )
-
-    def on_jobset_update(old: Obj, new: Obj) -> None:
-        # Its status alone (mostly the echo of our own write), or the echo of our own write of
-        # anything: gathered with its children's events (triggers.gathered); else at once.
-        key = object_key(new)
-        if triggers.gathered(old, new, reconciler.last_written(key)):
-            queue.add_batched(key, batch_period)
-        else:
-            queue.add(key)
-
-    jobsets.add_handler(EventHandler(on_add=enqueue, on_update=on_jobset_update, on_delete=enqueue))
 
     def enqueue_for_claim(obj: Obj) -> None:
         # The JobSet it is labelled for (its claim), and the JobSets that want its name: a claim

@@ -6,9 +6,7 @@ event, into the batch period (``--child-event-batch-period``): nearly every such
 of this controller's own status write, and a pass for it alone finds nothing to do unless the
 JobSet's Jobs or claims moved meanwhile; when their events come within the period, the echo and
 they cost one pass instead of two (few do, as measured in docs/performance.md, "The event loop").
-So is the echo of any write of ours (the volume finalizer it adds on the first pass): the object
-at the resourceVersion our write returned is what we made it. Nothing is dropped: the batched
-pass runs all the same, at most one period later.
+Nothing is dropped: the batched pass runs all the same, at most one period later.
 
 Pure: two versions of the cached object in, a verdict out.
 """
@@ -17,8 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-from controller.jobset import preflight
 
 # Metadata every write changes (resourceVersion) or that the cache drops (managedFields).
 _VOLATILE = ("resourceVersion", "managedFields")
@@ -35,10 +31,3 @@ def status_only(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """``new`` differs from ``old`` in its status (or not at all): the same spec, the same
     metadata but the resourceVersion (the generation, which every spec change bumps, included)."""
     return _meta(old) == _meta(new) and old.get("spec") == new.get("spec")
-
-
-def gathered(old: Mapping[str, Any], new: Mapping[str, Any], ours: int | None) -> bool:
-    """An update of a JobSet that waits for the batch period: its status alone changed, or it is
-    the echo of our own last write of it (``ours``: the resourceVersion that write returned;
-    None when we have not written it)."""
-    return status_only(old, new) or (ours is not None and preflight.resource_version(new) == ours)

@@ -74,23 +74,3 @@ def test_a_spec_change_without_a_generation_still_counts() -> None:
     new = {"metadata": {"name": "x"}, "spec": {"suspend": True}}
     assert not triggers.status_only(old, new)
     assert triggers.status_only({}, {"metadata": None})
-
-
-@pytest.mark.parametrize(
-    ("change", "ours", "gathered"),
-    [
-        pytest.param(_finalizer_removed, 11, True, id="our own write's echo (a finalizer)"),
-        pytest.param(_label, 11, True, id="our own write's echo (a label)"),
-        pytest.param(_label, 10, False, id="a write after ours: someone else's"),
-        pytest.param(_label, None, False, id="we never wrote it"),
-        pytest.param(_spec, 12, False, id="a spec change before our write's echo"),
-        pytest.param(_status, None, True, id="a status change stays gathered"),
-    ],
-)
-def test_the_echo_of_our_own_write_is_gathered(
-    change: Callable[[Obj], None], ours: int | None, gathered: bool
-) -> None:
-    new = copy.deepcopy(STORED)
-    change(new)
-    new["metadata"]["resourceVersion"] = "11"
-    assert triggers.gathered(STORED, new, ours) is gathered
