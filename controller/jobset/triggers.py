@@ -16,18 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# Metadata every write changes (resourceVersion) or that the cache drops (managedFields).
-_VOLATILE = ("resourceVersion", "managedFields")
-
-
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return {}
-    return {k: v for k, v in meta.items() if k not in _VOLATILE}
+from controller.runtime.store import stable_metadata
 
 
 def status_only(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """``new`` differs from ``old`` in its status (or not at all): the same spec, the same
     metadata but the resourceVersion (the generation, which every spec change bumps, included)."""
-    return _meta(old) == _meta(new) and old.get("spec") == new.get("spec")
+    return stable_metadata(old) == stable_metadata(new) and old.get("spec") == new.get("spec")

@@ -7,7 +7,7 @@ with this value" in O(matches). One event loop owns the store, so no locks are n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 Obj = dict[str, Any]
@@ -19,6 +19,19 @@ def object_key(obj: Obj) -> str:
     namespace = meta.get("namespace")
     name = meta.get("name", "")
     return f"{namespace}/{name}" if namespace else str(name)
+
+
+# Metadata every write changes (resourceVersion) or that the cache drops (managedFields).
+_VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
+
+
+def stable_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object's metadata without what every write changes or the cache drops: two versions
+    of an object compare equal on it when no one changed its metadata."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return {}
+    return {k: v for k, v in meta.items() if k not in _VOLATILE_METADATA}
 
 
 def split_key(key: str) -> tuple[str | None, str]:

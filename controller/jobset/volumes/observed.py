@@ -18,6 +18,7 @@ from controller.jobset.volumes.model import (
     storage_of,
 )
 from controller.jobset.volumes.quantity import quantity
+from controller.runtime.store import stable_metadata
 
 
 def _strings(value: Any) -> dict[str, str]:
@@ -94,12 +95,10 @@ _BINDING_ANNOTATIONS = frozenset(
         "volume.beta.kubernetes.io/storage-provisioner",
     }
 )
-# Metadata every write changes (resourceVersion) or that the cache drops (managedFields).
-_VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
 
 
 def _read_part(obj: Obj) -> tuple[Obj, Obj, object]:
-    meta = {k: v for k, v in as_dict(obj.get("metadata")).items() if k not in _VOLATILE_METADATA}
+    meta = stable_metadata(obj)
     annotations = as_dict(meta.get("annotations"))
     if _BINDING_ANNOTATIONS.intersection(annotations):
         meta["annotations"] = {
