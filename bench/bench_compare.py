@@ -186,6 +186,47 @@ def wait_healthy(process: ManagedProcess, probe: Callable[[], bool], what: str) 
     raise RuntimeError(f"{what} did not become ready in 120s:\n{process.log_tail(30)}")
 
 
+def wait_garbage_collector_knows_jobsets(cluster: LocalCluster, timeout: float = 120) -> float:
+    """Seconds until kube-controller-manager's garbage collector acts on JobSet owners.
+
+    The garbage collector learns of a new resource (the freshly installed CRD) only at its next
+    discovery sync (every 30 s). Until then every dependent of a JobSet has an owner it cannot
+    look up, which it retries with GETs; a controller that creates its Jobs sooner pays more of
+    that, although no long-lived cluster has a CRD this new. So before a row starts: a JobSet
+    (no controller runs yet) owns a ConfigMap; the JobSet is deleted; the ConfigMap's
+    deletion by the garbage collector proves it knows the resource. Both rows wait the same way.
+    """
+    began = time.monotonic()
+    namespace = "gc-probe"
+    cluster.kubectl("create", "namespace", namespace)
+    probe = compare_jobset("probe", shared_claim=False)
+    probe["metadata"] = {"name": "probe", "namespace": namespace}
+    probe |= {"apiVersion": api.API_VERSION, "kind": api.KIND}
+    cluster.kubectl("create", "-f", "-", input_text=json.dumps(probe))
+    uid = cluster.kubectl(
+        "get", "jobset", "probe", "-n", namespace, "-o", "jsonpath={.metadata.uid}"
+    )
+    uid = uid.strip()
+    owned = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "owned",
+            "namespace": namespace,
+            "ownerReferences": [
+                {"apiVersion": api.API_VERSION, "kind": api.KIND, "name": "probe", "uid": uid}
+            ],
+        },
+    }
+    cluster.kubectl("create", "-f", "-", input_text=json.dumps(owned))
+    cluster.kubectl("delete", "jobset", "probe", "-n", namespace, "--wait=false")
+    while cluster.kubectl("get", "configmap", "-n", namespace, "--ignore-not-found", "-o", "name"):
+        if time.monotonic() - began > timeout:
+            raise RuntimeError(f"the garbage collector did not act on a JobSet owner in {timeout}s")
+        time.sleep(1)
+    return time.monotonic() - began
+
+
 def log_errors(path: Path, limit: int = 20) -> list[str]:
     """Lines of a controller's log that report an error (the first ``limit``)."""
     found = []
@@ -431,6 +472,8 @@ def run_one(
             jobsetapi.install(cluster)
             controller = our_process(cluster, row, logs, ours_args)
             user_agent = USER_AGENT
+        gc_settle = wait_garbage_collector_knows_jobsets(cluster)
+        print(f"    the garbage collector knows JobSets after {gc_settle:.0f}s", flush=True)
         controller.start()
         profiler = None
         try:
@@ -453,6 +496,7 @@ def run_one(
             controller.stop()
         result["row"] = row.name
         result["variant"] = variant
+        result["garbage_collector_settle_seconds"] = round(gc_settle, 1)
         result["controller_argv"] = [Path(controller.argv[0]).name, *controller.argv[1:]]
         result["controller_log_errors"] = log_errors(controller.log_path)
         return result
