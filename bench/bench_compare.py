@@ -192,38 +192,41 @@ def wait_garbage_collector_knows_jobsets(cluster: LocalCluster, timeout: float =
     The garbage collector learns of a new resource (the freshly installed CRD) only at its next
     discovery sync (every 30 s). Until then every dependent of a JobSet has an owner it cannot
     look up, which it retries with GETs; a controller that creates its Jobs sooner pays more of
-    that, although no long-lived cluster has a CRD this new. So before a row starts: a JobSet
-    (no controller runs yet) owns a ConfigMap; the JobSet is deleted; the ConfigMap's
-    deletion by the garbage collector proves it knows the resource. Both rows wait the same way.
+    that, although no long-lived cluster has a CRD this new. So before a row starts, every 3 s a
+    probe: a JobSet (no controller runs yet) that owns a ConfigMap, then deleted. The first
+    ConfigMap the garbage collector deletes proves it knows the resource (a probe from before
+    that point sits in its retry backoff, so the leftovers are deleted by hand). Both rows wait
+    the same way.
     """
     began = time.monotonic()
     namespace = "gc-probe"
     cluster.kubectl("create", "namespace", namespace)
-    probe = compare_jobset("probe", shared_claim=False)
-    probe["metadata"] = {"name": "probe", "namespace": namespace}
-    probe |= {"apiVersion": api.API_VERSION, "kind": api.KIND}
-    cluster.kubectl("create", "-f", "-", input_text=json.dumps(probe))
-    uid = cluster.kubectl(
-        "get", "jobset", "probe", "-n", namespace, "-o", "jsonpath={.metadata.uid}"
-    )
-    uid = uid.strip()
-    owned = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "owned",
-            "namespace": namespace,
-            "ownerReferences": [
-                {"apiVersion": api.API_VERSION, "kind": api.KIND, "name": "probe", "uid": uid}
-            ],
-        },
-    }
-    cluster.kubectl("create", "-f", "-", input_text=json.dumps(owned))
-    cluster.kubectl("delete", "jobset", "probe", "-n", namespace, "--wait=false")
-    while cluster.kubectl("get", "configmap", "-n", namespace, "--ignore-not-found", "-o", "name"):
+    probes = 0
+    while True:
+        name = f"probe-{probes}"
+        probe = compare_jobset(name, shared_claim=False)
+        probe |= {"apiVersion": api.API_VERSION, "kind": api.KIND}
+        probe["metadata"] = {"name": name, "namespace": namespace}
+        cluster.kubectl("create", "-f", "-", input_text=json.dumps(probe))
+        uid = cluster.kubectl(
+            "get", "jobset", name, "-n", namespace, "-o", "jsonpath={.metadata.uid}"
+        )
+        owner = {"apiVersion": api.API_VERSION, "kind": api.KIND, "name": name, "uid": uid.strip()}
+        owned = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
+        }
+        cluster.kubectl("create", "-f", "-", input_text=json.dumps(owned))
+        cluster.kubectl("delete", "jobset", name, "-n", namespace, "--wait=false")
+        probes += 1
+        time.sleep(3)
+        left = cluster.kubectl("get", "configmap", "-n", namespace, "-o", "name").split()
+        if len([n for n in left if n.startswith("configmap/probe-")]) < probes:
+            break
         if time.monotonic() - began > timeout:
             raise RuntimeError(f"the garbage collector did not act on a JobSet owner in {timeout}s")
-        time.sleep(1)
+    cluster.kubectl("delete", "configmap", "--all", "-n", namespace, "--wait=false")
     return time.monotonic() - began
 
 
