@@ -605,6 +605,29 @@ def main() -> int:
     if args.merge and args.out.exists():
         previous = json.loads(args.out.read_text())
     kept: list[Obj] = previous["results"]
+
+    def write_report() -> list[Obj]:
+        """All results so far (and those of --merge not run again), written after every row: a
+        long run stopped part way keeps what it measured."""
+        done = {(r["variant"], r["n"], r["row"]) for r in results}
+        merged = [r for r in kept if (r["variant"], r["n"], r["row"]) not in done] + results
+        report = {
+            "benchmark": "compare",
+            "machine": describe_machine(),
+            "date": datetime.date.today().isoformat(),
+            "upstream": {"ref": build.ref, "commit": build.commit}
+            if build
+            else previous["upstream"],
+            "ours": ours,
+            "kcm_qps": args.kcm_qps,
+            "rows": {r.name: r.description for r in ROWS},
+            "variants": VARIANTS,
+            "results": merged,
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        return merged
+
     pairs = [(variant, n) for variant in args.variants for n in args.sizes]
     rows = [r for r in ROWS if r.name in args.rows]
     for repeat in range(args.repeat):
@@ -629,25 +652,12 @@ def main() -> int:
                 )
                 result["repeat"] = repeat
                 results.append(result)
+                write_report()
                 summary = {k: result[k] for k, _ in FIGURES}
                 print(f"  {json.dumps(summary)}", flush=True)
                 if result["controller_log_errors"]:
                     print(f"  log errors: {result['controller_log_errors'][:3]}", flush=True)
-    done = {(r["variant"], r["n"], r["row"]) for r in results}
-    results = [r for r in kept if (r["variant"], r["n"], r["row"]) not in done] + results
-    report = {
-        "benchmark": "compare",
-        "machine": describe_machine(),
-        "date": datetime.date.today().isoformat(),
-        "upstream": {"ref": build.ref, "commit": build.commit} if build else previous["upstream"],
-        "ours": ours,
-        "kcm_qps": args.kcm_qps,
-        "rows": {r.name: r.description for r in ROWS},
-        "variants": VARIANTS,
-        "results": results,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    results = write_report()
     print(markdown_table(results), end="")
     print(spread_table(results), end="")
     print(f"written to {args.out}")
