@@ -187,16 +187,18 @@ def wait_healthy(process: ManagedProcess, probe: Callable[[], bool], what: str) 
 
 
 def wait_garbage_collector_knows_jobsets(cluster: LocalCluster, timeout: float = 120) -> float:
-    """Seconds until kube-controller-manager's garbage collector acts on JobSet owners.
+    """Seconds until kube-controller-manager's garbage collector watches JobSets.
 
-    The garbage collector learns of a new resource (the freshly installed CRD) only at its next
-    discovery sync (every 30 s). Until then every dependent of a JobSet has an owner it cannot
-    look up, which it retries with GETs; a controller that creates its Jobs sooner pays more of
-    that, although no long-lived cluster has a CRD this new. So before a row starts, every 3 s a
-    probe: a JobSet (no controller runs yet) that owns a ConfigMap, then deleted. The first
-    ConfigMap the garbage collector deletes proves it knows the resource (a probe from before
-    that point sits in its retry backoff, so the leftovers are deleted by hand). Both rows wait
-    the same way.
+    The garbage collector starts watching a new resource (the freshly installed CRD) only at its
+    next discovery sync (every 30 s). Until then each JobSet a dependent names stays a "virtual"
+    owner that it verifies with GETs, again and again (12 per JobSet measured, no controller
+    running); a controller that creates its Jobs sooner paid more of that, although no
+    long-lived cluster has a CRD this new. So before a row starts, every 3 s a probe: a JobSet
+    (no controller runs yet) that owns a ConfigMap, deleted with Foreground propagation. Only
+    a garbage collector that watches JobSets sees the deletion and removes the
+    `foregroundDeletion` finalizer (a dependent whose owner is merely looked up would not do:
+    that works as soon as discovery knows the resource). Once one probe is gone the rest go too
+    (the new watch lists them). Both rows wait the same way.
     """
     began = time.monotonic()
     namespace = "gc-probe"
@@ -207,27 +209,33 @@ def wait_garbage_collector_knows_jobsets(cluster: LocalCluster, timeout: float =
         probe = compare_jobset(name, shared_claim=False)
         probe |= {"apiVersion": api.API_VERSION, "kind": api.KIND}
         probe["metadata"] = {"name": name, "namespace": namespace}
-        cluster.kubectl("create", "-f", "-", input_text=json.dumps(probe))
-        uid = cluster.kubectl(
-            "get", "jobset", name, "-n", namespace, "-o", "jsonpath={.metadata.uid}"
+        created = json.loads(
+            cluster.kubectl("create", "-o", "json", "-f", "-", input_text=json.dumps(probe))
         )
-        owner = {"apiVersion": api.API_VERSION, "kind": api.KIND, "name": name, "uid": uid.strip()}
+        owner = {"apiVersion": api.API_VERSION, "kind": api.KIND, "name": name,
+                 "uid": created["metadata"]["uid"]}  # fmt: skip
         owned = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
         }
         cluster.kubectl("create", "-f", "-", input_text=json.dumps(owned))
-        cluster.kubectl("delete", "jobset", name, "-n", namespace, "--wait=false")
+        cluster.kubectl(
+            "delete", "jobset", name, "-n", namespace, "--cascade=foreground", "--wait=false"
+        )
         probes += 1
         time.sleep(3)
-        left = cluster.kubectl("get", "configmap", "-n", namespace, "-o", "name").split()
-        if len([n for n in left if n.startswith("configmap/probe-")]) < probes:
+        left = cluster.kubectl("get", "jobsets", "-n", namespace, "-o", "name").split()
+        if len(left) < probes:
             break
         if time.monotonic() - began > timeout:
-            raise RuntimeError(f"the garbage collector did not act on a JobSet owner in {timeout}s")
-    cluster.kubectl("delete", "configmap", "--all", "-n", namespace, "--wait=false")
-    return time.monotonic() - began
+            raise RuntimeError(f"the garbage collector did not watch JobSets in {timeout}s")
+    settled = time.monotonic() - began
+    while cluster.kubectl("get", "jobsets", "-n", namespace, "-o", "name").strip():
+        if time.monotonic() - began > timeout:
+            raise RuntimeError(f"probe JobSets left after {timeout}s")
+        time.sleep(1)
+    return settled
 
 
 def log_errors(path: Path, limit: int = 20) -> list[str]:
