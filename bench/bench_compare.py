@@ -186,7 +186,7 @@ def wait_healthy(process: ManagedProcess, probe: Callable[[], bool], what: str) 
     raise RuntimeError(f"{what} did not become ready in 120s:\n{process.log_tail(30)}")
 
 
-def wait_garbage_collector_knows_jobsets(cluster: LocalCluster, timeout: float = 120) -> float:
+def wait_garbage_collector_watches_jobsets(cluster: LocalCluster, timeout: float = 120) -> float:
     """Seconds until kube-controller-manager's garbage collector watches JobSets.
 
     The garbage collector starts watching a new resource (the freshly installed CRD) only at its
@@ -483,8 +483,8 @@ def run_one(
             jobsetapi.install(cluster)
             controller = our_process(cluster, row, logs, ours_args)
             user_agent = USER_AGENT
-        gc_settle = wait_garbage_collector_knows_jobsets(cluster)
-        print(f"    the garbage collector knows JobSets after {gc_settle:.0f}s", flush=True)
+        gc_settle = wait_garbage_collector_watches_jobsets(cluster)
+        print(f"    the garbage collector watches JobSets after {gc_settle:.0f}s", flush=True)
         controller.start()
         profiler = None
         try:
@@ -613,6 +613,7 @@ def main() -> int:
     if args.merge and args.out.exists():
         previous = json.loads(args.out.read_text())
     kept: list[Obj] = previous["results"]
+    built = {"ref": build.ref, "commit": build.commit} if build else previous["upstream"]
 
     def write_report() -> list[Obj]:
         """All results so far (and those of --merge not run again), written after every row: a
@@ -623,9 +624,7 @@ def main() -> int:
             "benchmark": "compare",
             "machine": describe_machine(),
             "date": datetime.date.today().isoformat(),
-            "upstream": {"ref": build.ref, "commit": build.commit}
-            if build
-            else previous["upstream"],
+            "upstream": built,
             "ours": ours,
             "kcm_qps": args.kcm_qps,
             "rows": {r.name: r.description for r in ROWS},
