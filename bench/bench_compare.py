@@ -1,7 +1,8 @@
 """Side by side: upstream JobSet's manager and this controller, the same workload, one at a time.
 
 For each variant and N, each row runs against a FRESH local control plane (full profile:
-scheduler, controller-manager, KWOK nodes, the test provisioner):
+scheduler, controller-manager, KWOK nodes, the test provisioner), started once the garbage
+collector watches JobSets (``wait_garbage_collector_watches_jobsets``, about 30 s per row):
 - ``upstream``: upstream JobSet's manager (built once from ``UPSTREAM_JOBSET_SRC``, see
   localcluster/upstream.py) with its defaults, its CRD, no webhooks registered with the API server
   (admission is not compared: the workload spells out what upstream's defaulting webhook would
