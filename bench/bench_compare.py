@@ -51,6 +51,7 @@ Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import controller_manager  # noqa: E402
 from bench_scale import (  # noqa: E402
     apiserver_requests,
     controller_metrics,
@@ -259,7 +260,10 @@ async def run_row(
     shared_claim: bool,
     steady: float,
     metrics_port: int | None = None,
+    kcm_profile: tuple[Path, int] | None = None,
 ) -> Obj:
+    """``kcm_profile``: (file, seconds) of a controller-manager CPU profile from the first
+    JobSet's creation on."""
     assert controller.pid is not None
     pid = controller.pid
     api_client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
@@ -272,6 +276,12 @@ async def run_row(
         audit_from = _rfc3339_now()
         cpu_start = proc_cpu_seconds(pid)
         cluster_cpu_start = cluster_cpu_seconds(cluster)
+        kcm_queues_start = controller_manager.queue_work(cluster)
+        profiling = (
+            controller_manager.start_profile(cluster, kcm_profile[1], kcm_profile[0])
+            if kcm_profile is not None
+            else None
+        )
         started = time.monotonic()
         pending = iter(range(n))
 
@@ -319,6 +329,9 @@ async def run_row(
             name: round(seconds - cluster_cpu_start.get(name, 0.0), 1)
             for name, seconds in cluster_cpu_seconds(cluster).items()
         }
+        kcm_queues = controller_manager.queue_work_delta(
+            kcm_queues_start, controller_manager.queue_work(cluster), n
+        )
         await asyncio.sleep(10)  # writes that were due land (ours paces progress writes)
         cpu_seconds = proc_cpu_seconds(pid) - cpu_start
         after = apiserver_requests(cluster)
@@ -334,6 +347,8 @@ async def run_row(
         audit_steady = _rfc3339_now()
         peak_rss_kib = proc_status_kib(pid, "VmHWM")
         cpu_total = proc_cpu_seconds(pid)
+    if profiling is not None:
+        profiling.join()
     writes = writes_in_window(cluster.audit_log, user_agent, audit_from, audit_done)
     failed = failed_writes(cluster.audit_log, user_agent, audit_from, audit_steady)
     steady_writes = writes_in_window(cluster.audit_log, user_agent, audit_done, audit_steady)
@@ -351,6 +366,7 @@ async def run_row(
         "controller_cpu_seconds_incl_startup_and_steady": round(cpu_total, 1),
         "controller_peak_rss_mib": round(peak_rss_kib / 1024, 1),
         "cluster_cpu_seconds_until_completed": cluster_cpu,
+        "controller_manager_queues_per_jobset_until_completed": kcm_queues,
         "apiserver_requests_per_jobset": round(sum(per_jobset.values()), 2),
         "apiserver_reads_per_jobset": round(reads, 2),
         "apiserver_requests_per_jobset_by_kind": per_jobset,
@@ -465,9 +481,11 @@ def run_one(
     build: upstream.UpstreamBuild | None,
     py_spy: Path | None = None,
     ours_args: list[str] | None = None,
+    kcm_profile: tuple[Path, int] | None = None,
 ) -> Obj:
     """One row on a fresh control plane; ``py_spy``: a directory for a profile of our rows
-    (the profiler's sampling costs the controller some CPU: not for the figures)."""
+    (the profiler's sampling costs the controller some CPU: not for the figures);
+    ``kcm_profile``: (directory, seconds) for a controller-manager CPU profile of every row."""
     with (
         tempfile.TemporaryDirectory() as tmp,
         LocalCluster(Path(tmp) / "c", profile="full", controller_manager_qps=kcm_qps) as cluster,
@@ -499,8 +517,22 @@ def run_one(
             if py_spy is not None and row.name != "upstream":
                 assert controller.pid is not None
                 profiler = start_py_spy(controller.pid, py_spy / f"{row.name}-{variant}-{n}.txt")
+            kcm = (
+                (kcm_profile[0] / f"kcm-{row.name}-{variant}-{n}.pb.gz", kcm_profile[1])
+                if kcm_profile is not None
+                else None
+            )
             result = asyncio.run(
-                run_row(cluster, controller, user_agent, n, variant == "b", steady, metrics_port)
+                run_row(
+                    cluster,
+                    controller,
+                    user_agent,
+                    n,
+                    variant == "b",
+                    steady,
+                    metrics_port,
+                    kcm,
+                )
             )
         finally:
             if profiler is not None:
@@ -587,6 +619,14 @@ def main() -> int:
         help="a directory: profile our rows with py-spy (see bench/profile_summary.py)",
     )
     parser.add_argument(
+        "--kcm-profile",
+        type=Path,
+        default=None,
+        help="a directory: a CPU profile of kube-controller-manager in every row, from the first"
+        " JobSet's creation on (go tool pprof -top FILE)",
+    )
+    parser.add_argument("--kcm-profile-seconds", type=int, default=60)
+    parser.add_argument(
         "--merge",
         action="store_true",
         help="keep --out's runs of other (variant, N, row) combinations",
@@ -657,6 +697,7 @@ def main() -> int:
                     build,
                     args.py_spy,
                     args.ours_args,
+                    (args.kcm_profile, args.kcm_profile_seconds) if args.kcm_profile else None,
                 )
                 result["repeat"] = repeat
                 results.append(result)
