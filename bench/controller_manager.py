@@ -2,9 +2,10 @@
 /metrics and, optionally, a CPU profile from its /debug/pprof (both read as the cluster's admin,
 whom the controller-manager's delegated authorization allows).
 
-The comparison's time figures are the cluster's work: with every Job created at once, the Job
-controller and the garbage collector are the bottleneck, and these say which of their queues did
-how much (adds, seconds of work, retries) under each row.
+The comparison's time figures are the cluster's work, and these say which controller inside
+kube-controller-manager did how much under each row (adds, retries, seconds of work per queue).
+Without volumes most of its CPU goes to the Endpoints and EndpointSlice controllers, whose every
+sync of a JobSet's headless Service scans every pod of the namespace (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -14,20 +15,12 @@ import threading
 import urllib.request
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from localcluster import pki
 from localcluster.cluster import LocalCluster
 from localcluster.processes import https_get
+from tests.support.compare import QueueWork, parse_queue_work, queue_work_delta
 
-QueueWork = dict[str, dict[str, float]]
-
-# workqueue metric family (as the parser names it, without _total) -> our short name
-_QUEUE_FAMILIES = {
-    "workqueue_adds": "adds",
-    "workqueue_retries": "retries",
-    "workqueue_work_duration_seconds": "work_seconds",
-}
+__all__ = ["QueueWork", "queue_work", "queue_work_delta", "start_profile"]
 
 
 def _base_url(cluster: LocalCluster) -> str:
@@ -43,32 +36,7 @@ def queue_work(cluster: LocalCluster) -> QueueWork:
     """Per work queue of the controller-manager: adds, retries and seconds spent working so far.
     Empty when /metrics does not answer (the figures are extra, never the row's failure)."""
     status, text = https_get(f"{_base_url(cluster)}/metrics", cert=_admin_cert(cluster), timeout=10)
-    if status != 200:
-        return {}
-    found: QueueWork = {}
-    for family in text_string_to_metric_families(text):
-        short = _QUEUE_FAMILIES.get(family.name)
-        if short is None:
-            continue
-        for sample in family.samples:
-            wanted = "_sum" if short == "work_seconds" else "_total"
-            if not sample.name.endswith(wanted):
-                continue
-            queue = found.setdefault(sample.labels.get("name", ""), {})
-            queue[short] = queue.get(short, 0.0) + sample.value
-    return found
-
-
-def queue_work_delta(before: QueueWork, after: QueueWork, n: int) -> QueueWork:
-    """``after - before`` per queue and figure, per JobSet (``n``); queues that did nothing are
-    left out."""
-    delta: QueueWork = {}
-    for queue, figures in sorted(after.items()):
-        was = before.get(queue, {})
-        per = {k: round((v - was.get(k, 0.0)) / n, 4) for k, v in sorted(figures.items())}
-        if any(per.values()):
-            delta[queue] = per
-    return delta
+    return parse_queue_work(text) if status == 200 else {}
 
 
 def start_profile(cluster: LocalCluster, seconds: int, out: Path) -> threading.Thread:

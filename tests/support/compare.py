@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from controller.jobset import api
 
 Obj = dict[str, Any]
@@ -227,3 +229,41 @@ def spread_table(results: Iterable[Obj], row: str = "ours") -> str:
             median = f"{statistics.median(known):.2f}" if known else "-"
             lines.append(f"| {label} | {variant}, {n} | {cells} | {median} |")
     return "\n".join(lines) + "\n"
+
+
+# A work queue's counters (kube-controller-manager's /metrics): queue name -> figure -> value.
+QueueWork = dict[str, dict[str, float]]
+# workqueue metric family (as the parser names it, without _total) -> (sample suffix, our name)
+_QUEUE_FAMILIES = {
+    "workqueue_adds": ("_total", "adds"),
+    "workqueue_retries": ("_total", "retries"),
+    "workqueue_work_duration_seconds": ("_sum", "work_seconds"),
+}
+
+
+def parse_queue_work(metrics_text: str) -> QueueWork:
+    """Per work queue: items added, retries, and seconds its workers spent on items (wall
+    time, rate-limiter waits included), from a component's Prometheus text."""
+    found: QueueWork = {}
+    for family in text_string_to_metric_families(metrics_text):
+        wanted = _QUEUE_FAMILIES.get(family.name)
+        if wanted is None:
+            continue
+        suffix, short = wanted
+        for sample in family.samples:
+            if sample.name == family.name + suffix:
+                queue = found.setdefault(sample.labels.get("name", ""), {})
+                queue[short] = queue.get(short, 0.0) + sample.value
+    return found
+
+
+def queue_work_delta(before: QueueWork, after: QueueWork, n: int) -> QueueWork:
+    """``after - before`` per queue and figure, per JobSet (``n``); queues that did nothing are
+    left out."""
+    delta: QueueWork = {}
+    for queue, figures in sorted(after.items()):
+        was = before.get(queue, {})
+        per = {k: round((v - was.get(k, 0.0)) / n, 4) for k, v in sorted(figures.items())}
+        if any(per.values()):
+            delta[queue] = per
+    return delta

@@ -12,6 +12,8 @@ from tests.support.compare import (
     FIGURES,
     compare_jobset,
     markdown_table,
+    parse_queue_work,
+    queue_work_delta,
     ratio,
     ratio_rows,
     request_deltas,
@@ -235,3 +237,40 @@ def test_the_workload_spells_out_what_upstreams_defaulting_webhook_would_set() -
     for rjob in shared["replicatedJobs"]:
         mounts = rjob["template"]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
         assert mounts == [{"name": "shared", "mountPath": "/shared"}]
+
+
+_KCM_METRICS = """\
+# HELP workqueue_adds_total [ALPHA] Total number of adds handled by workqueue
+# TYPE workqueue_adds_total counter
+workqueue_adds_total{name="endpoint"} 120
+workqueue_adds_total{name="job"} 40
+workqueue_adds_total{name="idle"} 3
+# HELP workqueue_retries_total [ALPHA] Total number of retries handled by workqueue
+# TYPE workqueue_retries_total counter
+workqueue_retries_total{name="endpoint"} 30
+# HELP workqueue_work_duration_seconds [ALPHA] How long processing an item takes.
+# TYPE workqueue_work_duration_seconds histogram
+workqueue_work_duration_seconds_bucket{name="endpoint",le="+Inf"} 150
+workqueue_work_duration_seconds_sum{name="endpoint"} 4.5
+workqueue_work_duration_seconds_count{name="endpoint"} 150
+# HELP rest_client_requests_total Number of HTTP requests
+# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="200",method="GET"} 99
+"""
+
+
+def test_queue_work_reads_adds_retries_and_work_seconds_per_queue_and_nothing_else() -> None:
+    assert parse_queue_work(_KCM_METRICS) == {
+        "endpoint": {"adds": 120.0, "retries": 30.0, "work_seconds": 4.5},
+        "job": {"adds": 40.0},
+        "idle": {"adds": 3.0},
+    }
+
+
+def test_queue_work_delta_is_per_jobset_and_leaves_out_queues_that_did_nothing() -> None:
+    before = {"endpoint": {"adds": 20.0, "work_seconds": 0.5}, "idle": {"adds": 3.0}}
+    after = parse_queue_work(_KCM_METRICS)
+    assert queue_work_delta(before, after, n=10) == {
+        "endpoint": {"adds": 10.0, "retries": 3.0, "work_seconds": 0.4},
+        "job": {"adds": 4.0},
+    }
