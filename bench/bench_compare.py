@@ -20,8 +20,10 @@ Figures per run: the controller's writes per JobSet by verb and resource and its
 Completed, the controller's CPU seconds and peak RSS (/proc), API requests per JobSet of every
 client, reads included (the API server's apiserver_request_total), and the controller's writes
 in a steady-state window after completion (must be 0), and each control-plane process's CPU seconds
-until all are Completed (the cluster's own work, which the time figures measure). The table gives
-ours / upstream per figure.
+until all are Completed (the cluster's own work, which the time figures measure), and
+kube-controller-manager's work queues (adds, retries, seconds of work per JobSet; with
+``--kcm-profile DIR`` its CPU profile too: bench/controller_manager.py). The table gives ours /
+upstream per figure.
 
     .venv/bin/python bench/bench_compare.py --sizes 100 500 1000 [--variants a b] [--steady 60]
     .venv/bin/python bench/bench_compare.py --sizes 500 1000 --variants a --repeat 3
