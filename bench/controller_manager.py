@@ -4,8 +4,9 @@ whom the controller-manager's delegated authorization allows).
 
 The comparison's time figures are the cluster's work, and these say which controller inside
 kube-controller-manager did how much under each row (adds, retries, seconds of work per queue).
-Without volumes most of its CPU goes to the Endpoints and EndpointSlice controllers, whose every
-sync of a JobSet's headless Service scans every pod of the namespace (docs/performance.md).
+Without volumes the largest share of its CPU goes to the Endpoints and EndpointSlice controllers,
+whose every sync of a JobSet's headless Service scans every pod of the namespace
+(docs/performance.md).
 """
 
 from __future__ import annotations
