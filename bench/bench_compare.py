@@ -78,6 +78,7 @@ from tests.support.compare import (  # noqa: E402
     Row,
     compare_jobset,
     markdown_table,
+    queue_work_delta,
     request_deltas,
     spread_table,
 )
@@ -331,9 +332,7 @@ async def run_row(
             name: round(seconds - cluster_cpu_start.get(name, 0.0), 1)
             for name, seconds in cluster_cpu_seconds(cluster).items()
         }
-        kcm_queues = controller_manager.queue_work_delta(
-            kcm_queues_start, controller_manager.queue_work(cluster), n
-        )
+        kcm_queues = queue_work_delta(kcm_queues_start, controller_manager.queue_work(cluster), n)
         await asyncio.sleep(10)  # writes that were due land (ours paces progress writes)
         cpu_seconds = proc_cpu_seconds(pid) - cpu_start
         after = apiserver_requests(cluster)

@@ -11,17 +11,14 @@ whose every sync of a JobSet's headless Service scans every pod of the namespace
 
 from __future__ import annotations
 
-import ssl
 import threading
 import urllib.request
 from pathlib import Path
 
 from localcluster import pki
 from localcluster.cluster import LocalCluster
-from localcluster.processes import https_get
-from tests.support.compare import QueueWork, parse_queue_work, queue_work_delta
-
-__all__ = ["QueueWork", "queue_work", "queue_work_delta", "start_profile"]
+from localcluster.processes import https_get, tls_client_context
+from tests.support.compare import QueueWork, parse_queue_work
 
 
 def _base_url(cluster: LocalCluster) -> str:
@@ -43,11 +40,7 @@ def queue_work(cluster: LocalCluster) -> QueueWork:
 def start_profile(cluster: LocalCluster, seconds: int, out: Path) -> threading.Thread:
     """A thread that records ``seconds`` of the controller-manager's CPU profile into ``out``
     (pprof format; read with ``go tool pprof -top out``). Join it before the cluster stops."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # the controller-manager's self-signed serving cert
-    cert, key = _admin_cert(cluster)
-    context.load_cert_chain(str(cert), str(key))
+    context = tls_client_context(cert=_admin_cert(cluster))  # its serving cert is self-signed
     url = f"{_base_url(cluster)}/debug/pprof/profile?seconds={seconds}"
 
     def record() -> None:

@@ -187,6 +187,22 @@ class ManagedProcess:
         return "\n".join(f"    {line}" for line in text[-lines:])
 
 
+def tls_client_context(
+    ca: Path | None = None, cert: tuple[Path, Path] | None = None
+) -> ssl.SSLContext:
+    """A client TLS context trusting ``ca`` (None: any certificate, for the components' own
+    self-signed serving certificates), presenting ``cert`` (certificate, key) if given."""
+    if ca is not None:
+        context = ssl.create_default_context(cafile=str(ca))
+    else:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if cert is not None:
+        context.load_cert_chain(str(cert[0]), str(cert[1]))
+    return context
+
+
 def https_get(
     url: str,
     *,
@@ -195,17 +211,7 @@ def https_get(
     timeout: float = 2.0,
 ) -> tuple[int, str]:
     """GET an URL, returning (status, body); (0, error) when nothing answered."""
-    context: ssl.SSLContext | None = None
-    if url.startswith("https"):
-        if ca is not None:
-            context = ssl.create_default_context(cafile=str(ca))
-        else:
-            # Component health endpoints serve self-signed certificates of their own.
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        if cert is not None:
-            context.load_cert_chain(str(cert[0]), str(cert[1]))
+    context = tls_client_context(ca, cert) if url.startswith("https") else None
     try:
         with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
             return int(response.status), response.read().decode(errors="replace")
