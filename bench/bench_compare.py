@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import os
@@ -54,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import controller_manager  # noqa: E402
+import progress  # noqa: E402
 from bench_scale import (  # noqa: E402
     apiserver_requests,
     controller_metrics,
@@ -270,9 +272,13 @@ async def run_row(
     assert controller.pid is not None
     pid = controller.pid
     api_client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
-    async with api_client:
+    async with api_client, contextlib.AsyncExitStack() as stack:
         client = KubeClient(api_client, qps=500, burst=500)
         await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+        # Watched from before the first create (and before the baseline below).
+        seen = await stack.enter_async_context(
+            progress.watching(client, NAMESPACE, JOBS_PER_JOBSET * n, n, progress.completed)
+        )
         await asyncio.sleep(3)  # the controller's caches sync
         load_before = load_average()
         before = apiserver_requests(cluster)
@@ -285,7 +291,6 @@ async def run_row(
             if kcm_profile is not None
             else None
         )
-        started = time.monotonic()
         pending = iter(range(n))
 
         async def creator() -> None:
@@ -294,38 +299,29 @@ async def run_row(
                     api.JOBSETS, compare_jobset(f"js-{i:04d}", shared_claim), NAMESPACE
                 )
 
+        started = time.monotonic()
         await asyncio.gather(*(creator() for _ in range(16)))
         print(f"    created {n} JobSets in {time.monotonic() - started:.1f}s", flush=True)
         children_at = completed_at = None
         last_report = 0.0
         while completed_at is None:
-            await asyncio.sleep(1)
+            await asyncio.sleep(0.5)
             if not controller.running():
                 raise RuntimeError(f"the controller exited:\n{controller.log_tail(30)}")
             elapsed = time.monotonic() - started
-            if children_at is None:
-                jobs = (await client.list(JOBS, NAMESPACE))["items"]
-                if len(jobs) >= JOBS_PER_JOBSET * n:
-                    children_at = elapsed
-                    print(
-                        f"    all {JOBS_PER_JOBSET * n} Jobs exist after {elapsed:.1f}s", flush=True
-                    )
-            listed = (await client.list(api.JOBSETS, NAMESPACE))["items"]
-            done = sum(
-                1
-                for j in listed
-                if any(
-                    c.get("type") == "Completed" and c.get("status") == "True"
-                    for c in (j.get("status") or {}).get("conditions") or []
-                )
-            )
-            if done == n:
-                completed_at = elapsed
+            if children_at is None and seen.children_at is not None:
+                children_at = seen.children_at - started
+                print(f"    all {JOBS_PER_JOBSET * n} Jobs exist after {children_at:.1f}s",
+                      flush=True)  # fmt: skip
+            if seen.completed_at is not None:
+                completed_at = seen.completed_at - started
             elif elapsed > 2400:
-                raise RuntimeError(f"N={n}: only {done} JobSets Completed in 40 min")
+                raise RuntimeError(
+                    f"N={n}: only {len(seen.jobsets_done)} JobSets Completed in 40 min"
+                )
             elif elapsed - last_report >= 15:
                 last_report = elapsed
-                print(f"    {elapsed:.0f}s: {done}/{n} Completed", flush=True)
+                print(f"    {elapsed:.0f}s: {len(seen.jobsets_done)}/{n} Completed", flush=True)
         print(f"    all Completed after {completed_at:.1f}s", flush=True)
         # Until all Completed: the time figure is the cluster's work, shared with the controller.
         cluster_cpu = {
@@ -456,12 +452,15 @@ def our_metrics(port: int, n: int) -> Obj:
     }
 
 
+# py-spy from the venv of this interpreter (not a dependency: ``pip install py-spy``).
+PY_SPY = Path(sys.executable).parent / "py-spy"
+
+
 def start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
     """py-spy sampling ``pid`` (100 Hz, collapsed stacks, idle threads left out) into ``out``
-    until stopped (``stop_py_spy``); py-spy from the venv of this interpreter."""
-    py_spy = Path(sys.executable).parent / "py-spy"
+    until stopped (``stop_py_spy``)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    argv = [str(py_spy), "record", "--pid", str(pid), "--rate", "100", "--format", "raw"]
+    argv = [str(PY_SPY), "record", "--pid", str(pid), "--rate", "100", "--format", "raw"]
     return subprocess.Popen([*argv, "--output", str(out)], stdout=subprocess.DEVNULL)
 
 
@@ -635,6 +634,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.py_spy is not None and not PY_SPY.exists():
+        # Before any control plane starts, not at the first row's profile.
+        parser.error(f"--py-spy: {PY_SPY} is missing: .venv/bin/pip install py-spy")
     if args.table:
         kept_runs = json.loads(args.out.read_text())["results"]
         print(markdown_table(kept_runs), end="")

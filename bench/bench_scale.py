@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import os
@@ -36,11 +37,12 @@ Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import progress  # noqa: E402
 from kubernetes_asyncio import config  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from controller.jobset import api  # noqa: E402
-from controller.runtime.client import JOBS, NAMESPACES, KubeClient  # noqa: E402
+from controller.runtime.client import NAMESPACES, KubeClient  # noqa: E402
 from controller.runtime.manager import USER_AGENT  # noqa: E402
 from localcluster import audit, jobsetapi, pki  # noqa: E402
 from localcluster.cluster import LocalCluster  # noqa: E402
@@ -244,9 +246,13 @@ async def run_size(
     assert controller.pid is not None
     sampler = Sampler({"controller": controller.pid, **cluster.pids()})
     api_client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
-    async with api_client:
+    async with api_client, contextlib.AsyncExitStack() as stack:
         client = KubeClient(api_client, qps=500, burst=500)
         await client.create(NAMESPACES, {"metadata": {"name": ns}})
+        # Watched from before the first create (and before the baseline below).
+        seen = await stack.enter_async_context(
+            progress.watching(client, ns, jobs_per_jobset * n, n, progress.finished)
+        )
         if pod_scope:
             await wait_policy_applied(client, ns)  # else pods would wait for a placeholder claim
         await asyncio.sleep(3)  # the controller's caches sync
@@ -268,16 +274,13 @@ async def run_size(
             await asyncio.sleep(1)
             sampler.sample()
             elapsed = time.monotonic() - started
-            if children_at is None:
-                jobs = (await client.list(JOBS, ns))["items"]
-                if len(jobs) >= jobs_per_jobset * n:
-                    children_at = elapsed
-                    print(f"  N={n}: all {jobs_per_jobset * n} Jobs exist after "
-                          f"{children_at:.1f}s", flush=True)  # fmt: skip
-            listed = (await client.list(api.JOBSETS, ns))["items"]
-            done = sum(1 for j in listed if (j.get("status") or {}).get("terminalState"))
-            if done == n:
-                completed_at = elapsed
+            if children_at is None and seen.children_at is not None:
+                children_at = seen.children_at - started
+                print(f"  N={n}: all {jobs_per_jobset * n} Jobs exist after "
+                      f"{children_at:.1f}s", flush=True)  # fmt: skip
+            done = len(seen.jobsets_done)
+            if seen.completed_at is not None:
+                completed_at = seen.completed_at - started
             elif elapsed > 2400:
                 raise RuntimeError(f"N={n}: only {done} JobSets finished in 40 min")
             elif elapsed - last_report >= 15:

@@ -3,10 +3,11 @@ functions that the unit tier checks without a cluster (tests/unit/test_bench_com
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import statistics
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -267,3 +268,53 @@ def queue_work_delta(before: QueueWork, after: QueueWork, n: int) -> QueueWork:
         if any(per.values()):
             delta[queue] = per
     return delta
+
+
+def reduced(obj: Obj) -> Obj:
+    """What the counting needs of an object: its identity, version and status."""
+    meta = obj.get("metadata") or {}
+    return {
+        "metadata": {k: meta.get(k) for k in ("name", "namespace", "resourceVersion")},
+        "status": obj.get("status") or {},
+    }
+
+
+def completed(jobset: Obj) -> bool:
+    """The JobSet has ``Completed=True``."""
+    conditions = (jobset.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Completed" and c.get("status") == "True" for c in conditions)
+
+
+def finished(jobset: Obj) -> bool:
+    """The JobSet has a ``terminalState`` (Completed or Failed)."""
+    return bool((jobset.get("status") or {}).get("terminalState"))
+
+
+@dataclass
+class Progress:
+    """How far a benchmark's workload got (bench/progress.py feeds it from watches): the Jobs
+    seen, the JobSets ``done``, and the ``clock`` times at which the Jobs reached
+    ``jobs_wanted`` and the JobSets ``jobsets_wanted`` (None until then)."""
+
+    jobs_wanted: int
+    jobsets_wanted: int
+    done: Callable[[Obj], bool]
+    clock: Callable[[], float]
+    jobs_seen: set[str] = field(default_factory=set)
+    jobsets_done: set[str] = field(default_factory=set)
+    children_at: float | None = None
+    completed_at: float | None = None
+    # Set once all Jobs exist (their watch can stop).
+    all_jobs: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def on_job(self, job: Obj) -> None:
+        self.jobs_seen.add(str(job["metadata"]["name"]))
+        if self.children_at is None and len(self.jobs_seen) >= self.jobs_wanted:
+            self.children_at = self.clock()
+            self.all_jobs.set()
+
+    def on_jobset(self, jobset: Obj) -> None:
+        if self.done(jobset):
+            self.jobsets_done.add(str(jobset["metadata"]["name"]))
+            if self.completed_at is None and len(self.jobsets_done) >= self.jobsets_wanted:
+                self.completed_at = self.clock()

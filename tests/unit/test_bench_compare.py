@@ -10,12 +10,16 @@ from typing import Any
 from localcluster import audit
 from tests.support.compare import (
     FIGURES,
+    Progress,
     compare_jobset,
+    completed,
+    finished,
     markdown_table,
     parse_queue_work,
     queue_work_delta,
     ratio,
     ratio_rows,
+    reduced,
     request_deltas,
     spread_table,
 )
@@ -273,4 +277,60 @@ def test_queue_work_delta_is_per_jobset_and_leaves_out_queues_that_did_nothing()
     assert queue_work_delta(before, after, n=10) == {
         "endpoint": {"adds": 10.0, "retries": 3.0, "work_seconds": 0.4},
         "job": {"adds": 4.0},
+    }
+
+
+def _jobset(name: str, version: int, **status: Any) -> Obj:
+    return {"metadata": {"name": name, "namespace": "b", "resourceVersion": str(version)},
+            "spec": {"replicatedJobs": []}, "status": status}  # fmt: skip
+
+
+COMPLETED = [{"type": "Completed", "status": "True"}]
+
+
+def _times(progress: Progress) -> tuple[float | None, float | None]:
+    return progress.children_at, progress.completed_at
+
+
+def test_progress_times_the_moment_each_count_is_reached_once() -> None:
+    now = [0.0]
+    seen = Progress(jobs_wanted=2, jobsets_wanted=2, done=completed, clock=lambda: now[0])
+    job = {"metadata": {"name": "js-0-w-0"}}
+    now[0] = 1.0
+    seen.on_job(job)
+    seen.on_job(job)  # seen twice (a relist): still one Job
+    assert seen.children_at is None and not seen.all_jobs.is_set()
+    now[0] = 2.0
+    seen.on_job({"metadata": {"name": "js-0-w-1"}})
+    assert seen.children_at == 2.0 and seen.all_jobs.is_set()
+    now[0] = 3.0
+    seen.on_jobset(_jobset("js-0", 1))  # not done yet
+    seen.on_jobset(_jobset("js-0", 2, conditions=COMPLETED))
+    seen.on_jobset(_jobset("js-0", 3, conditions=COMPLETED))  # its next write: one JobSet
+    assert seen.completed_at is None and seen.jobsets_done == {"js-0"}
+    now[0] = 4.0
+    seen.on_jobset(_jobset("js-1", 1, conditions=COMPLETED))
+    now[0] = 5.0
+    seen.on_job({"metadata": {"name": "js-1-w-0"}})
+    seen.on_jobset(_jobset("js-2", 1, conditions=COMPLETED))
+    assert _times(seen) == (2.0, 4.0)  # the first time, kept
+
+
+def test_done_means_completed_for_the_comparison_and_any_terminal_state_for_scale() -> None:
+    failed = _jobset("f", 1, terminalState="Failed",
+                     conditions=[{"type": "Failed", "status": "True"}])  # fmt: skip
+    done = _jobset("c", 1, terminalState="Completed", conditions=COMPLETED)
+    running = _jobset("r", 1, conditions=[{"type": "Completed", "status": "False"}])
+    assert [completed(j) for j in (failed, done, running)] == [False, True, False]
+    assert [finished(j) for j in (failed, done, running)] == [True, True, False]
+
+
+def test_the_watched_objects_keep_only_identity_version_and_status() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "j", "namespace": "b", "resourceVersion": "7",
+                        "managedFields": [{"manager": "x"}], "labels": {"a": "b"}},
+           "spec": {"template": {}}, "status": {"active": 1}}  # fmt: skip
+    assert reduced(job) == {
+        "metadata": {"name": "j", "namespace": "b", "resourceVersion": "7"},
+        "status": {"active": 1},
     }
