@@ -307,6 +307,12 @@ class ClientMetrics:
 
 
 _MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# How long a request other than a watch may go without a byte from the API server. The API server
+# answers every such request within its own --request-timeout (60 s by default: a 504 at worst),
+# so a silence longer than this is a connection that died without a reset (a host gone, a
+# partition, a frozen process): without a limit the request would wait on it for the kernel's
+# retransmission timeout, about 15 minutes, and hold its reconcile worker all that time.
+REQUEST_READ_TIMEOUT = 70.0
 
 
 class KubeClient:
@@ -321,8 +327,13 @@ class KubeClient:
         field_manager: str = "stateful-jobset",
         metrics: ClientMetrics | None = None,
         write_guard: Callable[[], bool] | None = None,
+        read_timeout: float = REQUEST_READ_TIMEOUT,
     ) -> None:
         self.api = api
+        # Per read, not in total: a request waiting for a pooled connection is not at fault.
+        self.request_timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=10, sock_read=read_timeout
+        )
         self.limiter = TokenBucket(qps, burst)
         self.field_manager = field_manager
         self.metrics = metrics
@@ -417,7 +428,7 @@ class KubeClient:
             url,
             headers=headers,
             data=None if body is None else _encode(body, api),
-            timeout=request_timeout or aiohttp.ClientTimeout(),
+            timeout=request_timeout or self.request_timeout,
             **extra,
         )
         return response
@@ -545,17 +556,48 @@ class KubeClient:
         return await self._json("DELETE", resource.path(namespace, name), body=options)
 
 
-async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    """Split a chunked watch stream into lines, whatever their length.
+class LineSplitter:
+    """A chunked watch stream cut into its lines (one JSON event each), whatever their length.
 
-    (aiohttp's readline() refuses lines above its buffer limit; big objects exceed it.)
+    (aiohttp's readline() refuses lines above its buffer limit; big objects exceed it.) Each
+    byte is copied once more than received at most: a chunk holding many events is cut by
+    index, and a line spread over many chunks is joined once it is whole (adding each chunk to
+    a growing buffer copied the buffer every time: quadratic in a big object's size).
     """
-    buffer = b""
+
+    def __init__(self) -> None:
+        self._partial: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines that ``chunk`` completes, blank ones left out."""
+        lines = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            line = chunk[start:end]
+            if self._partial:
+                self._partial.append(line)
+                line = b"".join(self._partial)
+                self._partial.clear()
+            if line and not line.isspace():
+                lines.append(line)
+            start = end + 1
+        if start < len(chunk):
+            self._partial.append(chunk[start:] if start else chunk)
+        return lines
+
+    def rest(self) -> bytes | None:
+        """What the stream ended with after its last newline, if anything but blanks."""
+        line = b"".join(self._partial)
+        self._partial.clear()
+        return line if line and not line.isspace() else None
+
+
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The lines of a watch stream (``LineSplitter``)."""
+    splitter = LineSplitter()
     async for chunk in response.content.iter_any():
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buffer.strip():
-        yield buffer
+        for line in splitter.feed(chunk):
+            yield line
+    rest = splitter.rest()
+    if rest is not None:
+        yield rest

@@ -1,4 +1,5 @@
-"""An API server outage is survived: replicas keep trying instead of exiting.
+"""An API server outage is survived: replicas keep trying instead of exiting, and a request to an
+API server that stopped answering gives up instead of holding its worker.
 
 Found by the chaos soak: a refused connection used to escape the lease loop, so every replica
 (the standby too) exited at once when kube-apiserver went away. As in client-go, a standby keeps
@@ -9,14 +10,18 @@ that could not renew in time steps down (exit 1, restarted as a standby by its p
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import config
 
-from controller.runtime.client import LEASES, ApiError, KubeClient
+from controller.runtime.client import LEASES, NAMESPACES, ApiError, KubeClient
 from localcluster.cluster import LocalCluster
 from tests.support.replicas import Replica, start_replica, wait_until
 
@@ -82,3 +87,31 @@ async def test_standby_survives_an_api_server_outage_and_leads_afterwards(
     finally:
         for replica in replicas.values():
             replica.process.kill()
+
+
+async def test_a_request_to_a_frozen_api_server_times_out_and_the_next_one_succeeds(
+    own_cluster: LocalCluster,
+) -> None:
+    """A frozen kube-apiserver (SIGSTOP: its connections stay open, nothing answers) stands for
+    a host gone without a reset. Requests used to have no timeout at all and waited on such a
+    connection until the kernel gave up on it, about 15 minutes, holding their reconcile worker."""
+    api = await config.new_client_from_config(config_file=str(own_cluster.kubeconfig))
+    async with api:
+        client = KubeClient(api, read_timeout=2)
+        await client.get(NAMESPACES, "default")  # a pooled connection to reuse
+        apiserver = own_cluster.pids()["kube-apiserver"]
+        os.kill(apiserver, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            request = asyncio.create_task(client.get(NAMESPACES, "default"))
+            done, _ = await asyncio.wait({request}, timeout=30)
+            assert request in done, "the request to the frozen API server still waits after 30 s"
+            waited = time.monotonic() - started
+            error = request.exception()
+            assert isinstance(error, aiohttp.ServerTimeoutError), repr(error)
+            assert waited >= 2, waited  # no byte for the read timeout, not an earlier failure
+        finally:
+            os.kill(apiserver, signal.SIGCONT)
+        # Thawed: the client goes on (the timed-out connection was dropped, not reused).
+        namespace = await asyncio.wait_for(client.get(NAMESPACES, "default"), 30)
+        assert namespace["metadata"]["name"] == "default"

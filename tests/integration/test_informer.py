@@ -99,6 +99,29 @@ async def test_list_then_watch(kube: Kube, namespace: str) -> None:
         assert informer.store.get(f"{namespace}/pre-0")["data"] == {"v": "1"}  # type: ignore[index]
 
 
+async def test_a_big_object_and_a_burst_of_small_ones_arrive_whole(
+    kube: Kube, namespace: str
+) -> None:
+    """The watch stream's events are cut out of its chunks (``LineSplitter``): an object near a
+    ConfigMap's 1 MiB limit spans many chunks, a burst of small ones shares them."""
+    client = _client(kube.api)
+    informer = Informer(client, CONFIG_MAPS, namespace=namespace, label_selector=SELECTOR)
+    recorder = Recorder()
+    informer.add_handler(recorder.handler())
+    big = "".join(chr(ord("a") + i % 26) for i in range(1_000_000))
+    async with running(informer):
+        await _cm(client, namespace, "big", big)
+        await asyncio.gather(*(_cm(client, namespace, f"small-{i}", str(i)) for i in range(50)))
+        delivered = await _delivered(client, namespace, recorder)
+        assert sorted(delivered) == sorted(
+            [("add", "big")] + [("add", f"small-{i}") for i in range(50)]
+        )
+        assert informer.store.get(f"{namespace}/big")["data"] == {"v": big}  # type: ignore[index]
+        for i in range(50):
+            small = informer.store.get(f"{namespace}/small-{i}")
+            assert small is not None and small["data"] == {"v": str(i)}
+
+
 async def test_changes_while_disconnected_are_seen_on_resume(kube: Kube, namespace: str) -> None:
     client = _client(kube.api)
     await _cm(client, namespace, "a")
