@@ -559,10 +559,10 @@ class KubeClient:
 class LineSplitter:
     """A chunked watch stream cut into its lines (one JSON event each), whatever their length.
 
-    (aiohttp's readline() refuses lines above its buffer limit; big objects exceed it.) Each
-    byte is copied once more than received at most: a chunk holding many events is cut by
-    index, and a line spread over many chunks is joined once it is whole (adding each chunk to
-    a growing buffer copied the buffer every time: quadratic in a big object's size).
+    (aiohttp's readline() refuses lines above its buffer limit; big objects exceed it.) A chunk
+    holding many events is cut by index, and a line spread over many chunks is joined once, when
+    it is whole: each byte is copied at most twice. (Adding each chunk to a growing buffer, and
+    splitting the rest off after each line, copied it again at every chunk and every line.)
     """
 
     def __init__(self) -> None:
