@@ -79,6 +79,7 @@ from tests.support.compare import (  # noqa: E402
     VARIANTS,
     Row,
     compare_jobset,
+    completed,
     markdown_table,
     queue_work_delta,
     request_deltas,
@@ -277,7 +278,7 @@ async def run_row(
         await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
         # Watched from before the first create (and before the baseline below).
         seen = await stack.enter_async_context(
-            progress.watching(client, NAMESPACE, JOBS_PER_JOBSET * n, n, progress.completed)
+            progress.watching(client, NAMESPACE, JOBS_PER_JOBSET * n, n, completed)
         )
         await asyncio.sleep(3)  # the controller's caches sync
         load_before = load_average()

@@ -47,6 +47,7 @@ from controller.runtime.manager import USER_AGENT  # noqa: E402
 from localcluster import audit, jobsetapi, pki  # noqa: E402
 from localcluster.cluster import LocalCluster  # noqa: E402
 from localcluster.processes import ManagedProcess, free_port, https_get  # noqa: E402
+from tests.support.compare import finished  # noqa: E402
 from tests.support.jobsets import (  # noqa: E402
     SCALE_JOBSET_MINIMUM_WRITES,
     scale_jobset,
@@ -251,7 +252,7 @@ async def run_size(
         await client.create(NAMESPACES, {"metadata": {"name": ns}})
         # Watched from before the first create (and before the baseline below).
         seen = await stack.enter_async_context(
-            progress.watching(client, ns, jobs_per_jobset * n, n, progress.finished)
+            progress.watching(client, ns, jobs_per_jobset * n, n, finished)
         )
         if pod_scope:
             await wait_policy_applied(client, ns)  # else pods would wait for a placeholder claim

@@ -20,9 +20,7 @@ from controller.jobset import api
 from controller.runtime.client import JOBS, KubeClient
 from controller.runtime.informer import EventHandler, Informer
 from controller.runtime.store import Obj
-from tests.support.compare import Progress, completed, finished, reduced
-
-__all__ = ["Progress", "completed", "finished", "watching"]
+from tests.support.compare import Progress, reduced
 
 
 @contextlib.asynccontextmanager
