@@ -16,7 +16,7 @@ import asyncio
 import datetime
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import structlog
@@ -182,11 +182,12 @@ class JobSetReconciler:
         return StorageClasses(frozenset(wffc), frozenset(expandable), frozenset(names))
 
     def _pod_scope_blocked(
-        self, key: str, jobset: JobSet, now: float
+        self, key: str, jobset: JobSet, job_uids: Collection[str], now: float
     ) -> tuple[admission.Blocked | None, float | None]:
         """Why Pod-scope pods of this JobSet cannot get their claims now, if so, and when to look
         again: the policy missing (``admission.missing``), just installed (given
-        ``SETTLE_SECONDS`` to take effect), or pods of the JobSet admitted without it."""
+        ``SETTLE_SECONDS`` to take effect), or pods of the JobSet's own Jobs (``job_uids``)
+        admitted without it."""
         policies, bindings = self.admission_policies, self.admission_bindings
         if policies is None or bindings is None:
             why = admission.missing(admission.NOT_WATCHED, None, None)
@@ -208,11 +209,9 @@ class JobSetReconciler:
         if remaining > 0:
             message = admission.settling()
             return admission.Blocked(admission.REASON_POLICY_MISSING, message), remaining
-        stuck = {
-            str(pod["metadata"]["name"]): found
-            for pod in (self.pods.by_index(JOBSET_INDEX, key) if self.pods else [])
-            if (found := podscope.placeholders(pod))
-        }
+        stuck = podscope.unresolved_pods(
+            self.pods.by_index(JOBSET_INDEX, key) if self.pods else [], job_uids
+        )
         if stuck:
             message = admission.unresolved(jobset.namespace, jobset.name, stuck)
             return admission.Blocked(admission.REASON_PODS_UNRESOLVED, message), None
@@ -297,7 +296,9 @@ class JobSetReconciler:
             model = self._model(key, jobset)
             claims, classes, wall = self._claims(key, jobset, model), self._classes(), self._wall()
             blocked, look_again = (
-                self._pod_scope_blocked(key, jobset, time.monotonic())
+                self._pod_scope_blocked(
+                    key, jobset, {str(j["metadata"]["uid"]) for j in jobs}, time.monotonic()
+                )
                 if model.pod_scope
                 else (None, None)
             )

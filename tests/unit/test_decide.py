@@ -197,14 +197,14 @@ def _data_status(reason: str, *, recorded: bool = True, **counts: int) -> Obj:
 LOST_DATA_JS = (
     "1 of 1 claims this JobSet had are lost, with their data: data-js ({why}). The Jobs that "
     "mount them wait; they are not replaced by empty claims unless you accept it: kubectl "
-    f"annotate jobset js {REPLACE_LOST}=data-js@3f9c1a27 --overwrite"
+    f"annotate jobset js -n default --overwrite {REPLACE_LOST}=data-js@3f9c1a27"
 )
 
 
 LOST_POD_CLAIM = (
     "1 of 6 claims this JobSet had are lost, with their data: ckpt-js-workers-1-1 (deleted). The "
     "Jobs that mount them wait; they are not replaced by empty claims unless you accept it: "
-    f"kubectl annotate jobset js {REPLACE_LOST}=ckpt-js-workers-1-1@11000000 --overwrite"
+    f"kubectl annotate jobset js -n default --overwrite {REPLACE_LOST}=ckpt-js-workers-1-1@11000000"
 )
 
 
@@ -1067,11 +1067,24 @@ ROWS = [
         id="volumes-lost-claim-accepted-replaced-empty",
     ),
     # An acceptance of another loss (another uid) does not apply.
+    # ... and says so: a mismatched entry is never ignored silently.
     pytest.param(
         _with_data(accepting="data-js@77ae0c42"),
         {
-            "status": _data_status("ClaimsLost", lost=1),
-            "events": [("Warning", "ClaimsLost", LOST_DATA_JS.format(why="deleted"))],
+            "status": {
+                **_data_status("ClaimsLost", lost=1),
+                "conditions": [
+                    ("VolumesReady", "False", "ClaimsLost"),
+                    ("VolumeAnnotationsRejected", "True", "ReplaceLostClaimsRejected"),
+                ],
+            },
+            "events": [
+                ("Warning", "ClaimsLost", LOST_DATA_JS.format(why="deleted")),
+                ("Warning", "ReplaceLostClaimsRejected",
+                 f"entries not accepted: {REPLACE_LOST}: \"data-js@77ae0c42\": the claim "
+                 "data-js that was lost had uid 3f9c1a27, not 77ae0c42: not replaced (the entry "
+                 "must name the lost claim's uid)"),
+            ],
             "writes": 1,
         },
         id="volumes-lost-claim-other-uid-accepted-not-replaced",
@@ -1095,7 +1108,9 @@ ROWS = [
                                     "desired": 1, "conflicts": 1}]},
             "events": [("Warning", "ClaimConflict",
                         "data-js: claim data-js exists but was not made for JobSet js (it lacks "
-                        "the label jobset.sigs.k8s.io/jobset-name=js)")],
+                        "the label jobset.sigs.k8s.io/jobset-name=js). To adopt the claims "
+                        "without proof that hold this JobSet's data: kubectl annotate jobset js "
+                        "-n default --overwrite jobset.sigs.k8s.io/adopt-claims=data-js@")],
             "writes": 1,
         },
         id="volumes-foreign-claim-conflict-jobs-wait",

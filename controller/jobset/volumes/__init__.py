@@ -17,6 +17,7 @@ One module per concern, all pure (the reconciler performs the writes):
 """
 
 from controller.jobset.volumes.admission import REASON_POLICY_MISSING
+from controller.jobset.volumes.annotations import ADOPT_ANNOTATION
 from controller.jobset.volumes.desired import (
     DesiredClaim,
     JobClaims,
@@ -86,6 +87,7 @@ from controller.jobset.volumes.spec import (
     policies,
 )
 from controller.jobset.volumes.status import (
+    ANNOTATIONS_REJECTED,
     EXPANSION_BLOCKED,
     REASON_CLAIM_CONFLICT,
     REASON_CLAIM_NOT_BOUND,
@@ -113,6 +115,8 @@ from controller.jobset.volumes.status import (
 )
 
 __all__ = [
+    "ADOPT_ANNOTATION",
+    "ANNOTATIONS_REJECTED",
     "CLAIM_POD_INDEX_LABEL",
     "CLAIM_SCOPE_LABEL",
     "CLAIM_TEMPLATE_LABEL",

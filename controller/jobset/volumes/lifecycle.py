@@ -4,8 +4,10 @@ Every desired claim is in one state, each reached only with a stated justificati
 
 - ``Missing``: no claim of the name exists and none was ever recorded: create it (not once the
   JobSet is finishing).
-- ``Adoptable``: a claim of the name was retained from an earlier JobSet of this name (proof:
-  the retained-from-uid annotation, see ownership.py): adopt it and record its uid.
+- ``Adoptable``: a claim of the name with a proof that it is this JobSet's (its controller
+  ownerReference names it: upstream JobSet made it), or was this controller's claim of an earlier
+  JobSet of this name (retained, or left behind), or that the user names with its uid in the
+  ``adopt-claims`` annotation (ownership.py): adopt it and record its uid.
 - ``Conflict``: a claim of the name that is not this JobSet's and cannot be adopted: never
   mounted, changed or deleted; the Jobs that need it wait.
 - ``Pending`` / ``WaitingForFirstConsumer`` / ``Bound``: the JobSet's own claim (created or
@@ -30,7 +32,8 @@ suspension: no retention acts on it. A recorded claim that disappears while susp
 ``Lost`` (not ``Missing``), so it is not created again on resume either. A Lost claim the user
 accepted to replace is replaced at once: that is an explicit request. An adoptable claim stays
 retained until the JobSet resumes: adopted, a ``whenDeleted: Delete`` JobSet deleted before it
-ever ran would delete another run's data.
+ever ran would delete another run's data. Not so a claim whose controller ownerReference names
+the JobSet (upstream's, after a migration): it is the JobSet's already, adopted at once.
 
 Retention (``whenDeleted``, ``whenCompleted``, ``whenFailed``, ``whenScaled``) deletes only claims
 the JobSet owns; the retention finalizer is removed last.
@@ -102,6 +105,8 @@ class ClaimLifecycle:
     missing_class: str = ""
     # Missing or Adoptable, and left so until the suspended JobSet is resumed.
     deferred: bool = False
+    # Adoptable: why the claim may be adopted (ownership.Proof).
+    proof: ownership.Proof | None = None
 
     @property
     def name(self) -> str:
@@ -133,8 +138,12 @@ class ClaimLifecycle:
         return f"{self.name}@{self.recorded}"
 
 
-# Taken (created, adopted) only once a suspended JobSet is resumed, by default.
-_TAKEN_ON_RESUME = frozenset({ClaimState.MISSING, ClaimState.ADOPTABLE})
+def deferred_while_suspended(at: ClaimLifecycle) -> bool:
+    """Whether ``at`` is a claim a suspended JobSet takes only once resumed: a missing one, or
+    one to adopt that is not the JobSet's already (its controller ownerReference)."""
+    return at.state is ClaimState.MISSING or (
+        at.state is ClaimState.ADOPTABLE and at.proof != "controller-reference"
+    )
 
 
 def waits_for_resume(jobset: JobSet, policy: VolumePolicy) -> bool:
@@ -183,11 +192,14 @@ def state_of(
             state=ClaimState.LOST,
             why=f"deleted; the name now belongs to another claim (uid {uid_prefix(claim.uid)})",
         )
-    reason = ownership.conflict_reason(claim, desired, jobset, classes.expandable)
+    adopt = model.adopt.named(desired.name)
+    reason = ownership.conflict_reason(claim, desired, jobset, classes.expandable, adopt)
     if reason:
         return replace(at, state=ClaimState.CONFLICT, why=reason)
     if not ownership.owned(claim, jobset):
-        return replace(at, state=ClaimState.ADOPTABLE)
+        return replace(
+            at, state=ClaimState.ADOPTABLE, proof=ownership.proof_of(claim, jobset, adopt)
+        )
     if claim.terminating:
         return replace(
             at,
@@ -482,7 +494,7 @@ def plan(
             after.append(at)
             continue
         if (
-            at.state in _TAKEN_ON_RESUME
+            deferred_while_suspended(at)
             and not finished
             and waits_for_resume(jobset, desired.policy)
         ):
@@ -498,7 +510,7 @@ def plan(
                     at.name,
                     ownership.adoption_patch(claim, desired, jobset),
                     REASON_CLAIM_ADOPTED,
-                    f"adopted claim {at.name}, retained from an earlier JobSet {jobset.name}",
+                    ownership.adoption_message(claim, jobset, at.proof),
                 )
             )
             record[desired.slot] = uid_prefix(claim.uid)

@@ -1,11 +1,26 @@
 """Which existing claims are this JobSet's, which it may adopt, and the patches that say so (pure).
 
 A claim is **owned** when it carries this JobSet's name label and its uid in the owner-uid
-annotation (only this controller writes that). It is **adoptable** only with proof that this
-controller kept it from an earlier JobSet of the same name: the retained-from-uid annotation that
-Retain writes, no other controller's ownerReference, and a spec that satisfies the template.
-Anything else with the generated name is a **conflict**: never mounted, changed or deleted. A
-copied name label is no proof: charts and ``-o yaml`` round trips copy labels.
+annotation (only this controller writes that). It is **adoptable** only with proof that it is
+this JobSet's, or was this controller's claim of an earlier JobSet of the same name (``Proof``):
+
+- ``controller-reference``: a ``controller: true`` ownerReference to this JobSet (kind, name and
+  uid), whoever wrote it: upstream JobSet's controller sets exactly that on the claims it makes
+  (``whenDeleted: Delete``), so JobSets migrated from upstream keep their claims. Adopted at once,
+  even while the JobSet is suspended: the claim is the JobSet's already (the garbage collector
+  deletes it with the JobSet).
+- ``retained``: the retained-from-uid annotation that Retain writes.
+- ``adopt-annotation``: the user named the claim and its uid in the JobSet's annotation
+  ``jobset.sigs.k8s.io/adopt-claims`` (annotations.py): claims with no proof of their own
+  (retained by upstream, restored from a backup, made by hand, or left behind when this
+  controller's finalizer was removed by hand and retention never ran). The conflict condition
+  prints the command that adopts them.
+
+Besides the proof, an adoptable claim is controlled by no one else and its spec satisfies the
+template. Anything else with the generated name is a **conflict**: never mounted, changed or
+deleted. A copied name label is no proof: charts and ``-o yaml`` round trips copy labels; nor is
+an ownerReference to another uid (an earlier JobSet of the same name: retained-from-uid is for
+that).
 """
 
 from __future__ import annotations
@@ -15,6 +30,10 @@ from typing import Any, Literal
 
 from controller.jobset import api
 from controller.jobset.model import JobSet, owner_reference
+from controller.jobset.volumes.annotations import (
+    ADOPT_ANNOTATION,
+    ClaimEntry,
+)
 from controller.jobset.volumes.desired import DesiredClaim
 from controller.jobset.volumes.model import (
     OWNER_UID_ANNOTATION,
@@ -28,6 +47,7 @@ from controller.jobset.volumes.observed import ClaimView
 from controller.jobset.volumes.quantity import quantity
 
 Classification = Literal["owned", "adoptable", "conflict"]
+Proof = Literal["controller-reference", "retained", "adopt-annotation"]
 
 
 def _is_jobset_ref(ref: Mapping[str, Any], name: str) -> bool:
@@ -121,39 +141,101 @@ def owned(claim: ClaimView, jobset: JobSet) -> bool:
     return owned_by(claim, jobset.name, jobset.uid)
 
 
+def controlled_by(claim: ClaimView, jobset: JobSet) -> bool:
+    """A ``controller: true`` ownerReference names this JobSet: kind, name and uid."""
+    return any(
+        ref.get("controller") is True
+        and _is_jobset_ref(ref, jobset.name)
+        and ref.get("uid") == jobset.uid
+        for ref in claim.owner_references
+    )
+
+
+def proof_of(claim: ClaimView, jobset: JobSet, adopt: Collection[ClaimEntry] = ()) -> Proof | None:
+    """Why ``claim`` may be this JobSet's (the strongest proof first), None without proof.
+    ``adopt``: the entries of the JobSet's adopt-claims annotation that name this claim."""
+    if controlled_by(claim, jobset):
+        return "controller-reference"
+    if claim.jobset_name == jobset.name and claim.retained_from:
+        return "retained"
+    if any(e.claim == claim.name and e.names(claim.uid) for e in adopt):
+        return "adopt-annotation"
+    return None
+
+
+def _no_proof(claim: ClaimView, desired: DesiredClaim, jobset: JobSet) -> str:
+    if claim.jobset_name != jobset.name:
+        why = (
+            f"claim {desired.name} exists but was not made for JobSet {jobset.name} "
+            f"(it lacks the label {api.JOBSET_NAME}={jobset.name})"
+        )
+    else:
+        # Labels are copied by charts and `-o yaml` round trips: only what this controller or
+        # the JobSet's own controller ownerReference writes proves whose claim it is.
+        why = (
+            f"claim {desired.name} carries the label {api.JOBSET_NAME}={jobset.name} but was "
+            f"neither made by this JobSet nor retained from an earlier one (no controller "
+            f"ownerReference to this JobSet, no annotation {RETAINED_FROM_ANNOTATION}); a "
+            f"copied label is no proof of ownership"
+        )
+    return why
+
+
+def adoption_hint(claim: ClaimView, jobset: JobSet) -> bool:
+    """Whether the conflict message offers to adopt ``claim`` by the annotation: it has no proof,
+    and is neither another JobSet's (its name label) nor controlled by anything else."""
+    return (
+        claim.jobset_name in (None, jobset.name)
+        and _foreign_controller(claim, jobset) is None
+        and proof_of(claim, jobset) is None
+    )
+
+
 def conflict_reason(
     claim: ClaimView,
     desired: DesiredClaim,
     jobset: JobSet,
     expandable: Collection[str] = frozenset(),
+    adopt: Collection[ClaimEntry] = (),
 ) -> str:
-    """Why ``claim`` cannot be used for ``desired``; "" when it can (owned or adoptable)."""
+    """Why ``claim`` cannot be used for ``desired``; "" when it can (owned or adoptable).
+    ``adopt``: the entries of the JobSet's adopt-claims annotation."""
     if owned(claim, jobset):
         return ""
-    if claim.jobset_name != jobset.name:
-        return (
-            f"claim {desired.name} exists but was not made for JobSet {jobset.name} "
-            f"(it lacks the label {api.JOBSET_NAME}={jobset.name})"
-        )
-    if not claim.retained_from:
-        # Labels are copied by charts and `-o yaml` round trips: only the annotation that Retain
-        # writes proves the claim was this controller's, kept from an earlier JobSet of the name.
-        return (
-            f"claim {desired.name} carries the label {api.JOBSET_NAME}={jobset.name} but was "
-            f"neither made by this JobSet nor retained from an earlier one (it lacks the "
-            f"annotation {RETAINED_FROM_ANNOTATION} that retention writes); a copied label is "
-            f"no proof of ownership"
-        )
+    proof = proof_of(claim, jobset, adopt)
     foreign = _foreign_controller(claim, jobset)
+    if proof is None and foreign is None:
+        return _no_proof(claim, desired, jobset)
+    asked = f" (named in {ADOPT_ANNOTATION})" if proof == "adopt-annotation" else ""
     if foreign is not None:
-        return f"claim {desired.name} is controlled by {foreign.get('kind')} {foreign.get('name')}"
+        return (
+            f"claim {desired.name}{asked} is controlled by {foreign.get('kind')} "
+            f"{foreign.get('name')}"
+        )
+    assert proof is not None
     ok, why = compatible(claim.spec, desired.template.spec, expandable)
     if not ok:
-        return (
-            f"claim {desired.name} (retained from an earlier JobSet {jobset.name}) does not "
-            f"match template {desired.template.name}: {why}"
-        )
+        origin = {
+            "controller-reference": "controlled by this JobSet",
+            "retained": f"retained from an earlier JobSet {jobset.name}",
+            "adopt-annotation": f"named in {ADOPT_ANNOTATION}",
+        }[proof]
+        template = desired.template.name
+        return f"claim {desired.name} ({origin}) does not match template {template}: {why}"
     return ""
+
+
+def adoption_message(claim: ClaimView, jobset: JobSet, proof: Proof | None) -> str:
+    """The ClaimAdopted Event's message: the claim, and the proof it was adopted on."""
+    name = claim.name
+    if proof == "controller-reference":
+        return (
+            f"adopted claim {name} (uid {claim.uid}): its controller ownerReference names this "
+            "JobSet (made by upstream JobSet's controller, or an earlier version of this one)"
+        )
+    if proof == "adopt-annotation":
+        return f"adopted claim {name} (uid {claim.uid}), as the annotation {ADOPT_ANNOTATION} asks"
+    return f"adopted claim {name}, retained from an earlier JobSet {jobset.name}"
 
 
 def classify(
@@ -161,12 +243,14 @@ def classify(
     desired: DesiredClaim,
     jobset: JobSet,
     expandable: Collection[str] = frozenset(),
+    adopt: Collection[ClaimEntry] = (),
 ) -> Classification:
-    """owned: ours already; adoptable: retained from an earlier JobSet of this name (the
-    annotation Retain writes, not just the name label), controlled by no one else, and fits."""
+    """owned: ours already; adoptable: with a proof (``proof_of``), controlled by no one else,
+    and fits; conflict: anything else."""
     if owned(claim, jobset):
         return "owned"
-    return "conflict" if conflict_reason(claim, desired, jobset, expandable) else "adoptable"
+    reason = conflict_reason(claim, desired, jobset, expandable, adopt)
+    return "conflict" if reason else "adoptable"
 
 
 def _refs_with_owner(claim: ClaimView, owner: Obj, want: bool) -> list[Obj]:

@@ -13,13 +13,13 @@ A pod the policy did not rewrite (policy or binding missing, no index) therefore
 a claim that can never exist: it never starts with another index's claim or without one.
 
 The controller writes the placeholders (``desired.mount``) and watches the pods that carry the
-label of Pod scope (``pod_view``): one still mounting a placeholder (``placeholders``) was admitted
-without the rewrite, and its JobSet says so (``admission``).
+label of Pod scope (``pod_view``): one of the JobSet's own Jobs still mounting a placeholder
+(``unresolved_pods``) was admitted without the rewrite, and its JobSet says so (``admission``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 # What the policy replaces; capitals make the placeholder an impossible claim name.
@@ -85,11 +85,44 @@ def placeholders(pod: Mapping[str, Any]) -> list[str]:
 
 def pod_view(pod: dict[str, Any]) -> dict[str, Any]:
     """What the controller keeps of a Pod-scope pod (its informer's transform): who it is, its
-    labels, and the placeholders it still mounts. Nothing else of a pod is ever read."""
+    labels, its controller, and the placeholders it still mounts. Nothing else is ever read."""
     meta = pod.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     kept = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}
     labels = meta.get("labels")
     kept["labels"] = dict(labels) if isinstance(labels, Mapping) else {}
+    # Its controller (the Job): only pods of the JobSet's own Jobs count (``unresolved_pods``).
+    refs = meta.get("ownerReferences")
+    controller = [
+        {k: r[k] for k in ("kind", "name", "uid", "controller") if k in r}
+        for r in (refs if isinstance(refs, list) else [])
+        if isinstance(r, Mapping) and r.get("controller") is True
+    ]
+    if controller:
+        kept["ownerReferences"] = controller
     claims = [{"persistentVolumeClaim": {"claimName": name}} for name in placeholders(pod)]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": kept, "spec": {"volumes": claims}}
+
+
+def unresolved_pods(
+    pods: Iterable[Mapping[str, Any]], jobs: Collection[str]
+) -> dict[str, list[str]]:
+    """Pod name → the placeholders it still mounts, for pods whose controller is one of
+    ``jobs`` (uids of the JobSet's own Jobs). A pod that only carries the JobSet's labels (made
+    by hand, or by another controller) is not the JobSet's: suspending and resuming it would
+    not clear it, so it must not block the JobSet."""
+    found: dict[str, list[str]] = {}
+    for pod in pods:
+        meta = pod.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        refs = meta.get("ownerReferences")
+        owned = any(
+            isinstance(r, Mapping)
+            and r.get("controller") is True
+            and r.get("kind") == "Job"
+            and r.get("uid") in jobs
+            for r in (refs if isinstance(refs, list) else [])
+        )
+        if owned and (stuck := placeholders(pod)):
+            found[str(meta.get("name"))] = stuck
+    return found

@@ -125,16 +125,3 @@ def parse_record(volumes_status: Any) -> ClaimRecord:
             if uid:
                 uids[(template, rjob, index, None)] = uid
     return ClaimRecord(uids)
-
-
-def accepted_losses(annotations: Mapping[str, Any], key: str) -> frozenset[tuple[str, str]]:
-    """(claim name, uid prefix) pairs of the annotation ``key``: ``name@prefix,name@prefix``."""
-    value = annotations.get(key)
-    if not isinstance(value, str):
-        return frozenset()
-    found = set()
-    for item in value.split(","):
-        name, at, prefix = item.strip().partition("@")
-        if name and at and prefix:
-            found.add((name, prefix[:PREFIX_LENGTH]))
-    return frozenset(found)

@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.jobset.model import InvalidJobSet, JobSet, ReplicatedJob
+from controller.jobset.volumes import annotations as annotationsmod
 from controller.jobset.volumes import podscope
 from controller.jobset.volumes import record as recordmod
+from controller.jobset.volumes.annotations import ClaimEntries
 from controller.jobset.volumes.desired import (
     DesiredClaim,
     JobClaims,
@@ -446,8 +448,15 @@ class VolumeModel:
     policies: tuple[VolumePolicy, ...]
     # The claims the JobSet is known to have had (status.volumes.claimUIDs), as stored.
     record: recordmod.ClaimRecord = field(default_factory=recordmod.ClaimRecord)
-    # Lost claims the user accepts to replace with empty ones: (claim name, uid prefix).
-    accepted_losses: frozenset[tuple[str, str]] = frozenset()
+    # The JobSet's annotations (annotations.py): Lost claims the user accepts to replace with
+    # empty ones, and claims without proof the user asks to adopt.
+    replace_lost: ClaimEntries = field(default_factory=ClaimEntries)
+    adopt: ClaimEntries = field(default_factory=ClaimEntries)
+
+    @property
+    def accepted_losses(self) -> frozenset[tuple[str, str]]:
+        """(claim name, uid prefix) of each Lost claim the user accepts to replace."""
+        return self.replace_lost.pairs()
 
     @functools.cached_property
     def desired(self) -> list[DesiredClaim]:
@@ -478,5 +487,6 @@ def model(jobset: JobSet, same_spec_as: VolumeModel | None = None) -> VolumeMode
         jobset,
         policies(jobset) if same_spec_as is None else same_spec_as.policies,
         recordmod.parse_record(jobset.status.raw.get("volumes")),
-        recordmod.accepted_losses(annotations, REPLACE_LOST_ANNOTATION),
+        annotationsmod.of(annotations, REPLACE_LOST_ANNOTATION),
+        annotationsmod.of(annotations, annotationsmod.ADOPT_ANNOTATION),
     )

@@ -9,6 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from controller.jobset.volumes import ownership
+from controller.jobset.volumes.annotations import (
+    ADOPT_ANNOTATION,
+    adopt_command,
+    entry_for,
+    rejections,
+)
 from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.lifecycle import ClaimLifecycle, ClaimState, VolumePlan, released_by
 from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, Obj, as_dict, as_list, listing
@@ -18,6 +25,8 @@ from controller.jobset.volumes.spec import VolumeModel
 VOLUMES_READY = "VolumesReady"
 VOLUME_CLAIM_CONFLICT = "VolumeClaimConflict"
 EXPANSION_BLOCKED = "VolumeExpansionBlocked"
+# Entries of the adopt-claims or replace-lost-claims annotations that were not accepted.
+ANNOTATIONS_REJECTED = "VolumeAnnotationsRejected"
 
 # VolumesReady reasons.
 REASON_NO_VOLUMES = "NoVolumeClaims"
@@ -41,6 +50,10 @@ REASON_NO_EXPANSION_PENDING = "NoExpansionPending"
 REASON_EXPANSION_NOT_SUPPORTED = "VolumeExpansionNotSupported"
 # A raised storage request waits for the claim to be Bound (then it is expanded).
 REASON_CLAIM_NOT_BOUND = "ClaimNotBound"
+# VolumeAnnotationsRejected reasons: which annotation has entries that were not accepted.
+REASON_ADOPT_CLAIMS_REJECTED = "AdoptClaimsRejected"
+REASON_REPLACE_LOST_CLAIMS_REJECTED = "ReplaceLostClaimsRejected"
+REASON_ANNOTATIONS_ACCEPTED = "VolumeAnnotationsAccepted"
 
 # Lost claims listed in the command that accepts their replacement; beyond it the message says
 # where to find the rest (status.volumes.claimUIDs).
@@ -121,7 +134,7 @@ def _by_state(claims: Iterable[ClaimLifecycle]) -> dict[ClaimState, list[ClaimLi
     return found
 
 
-def _lost_message(lost: list[ClaimLifecycle], total: int, jobset: str) -> str:
+def _lost_message(lost: list[ClaimLifecycle], total: int, jobset: str, namespace: str) -> str:
     described = [f"{at.name} ({at.why})" for at in lost]
     text = (
         f"{len(lost)} of {total} claims this JobSet had are lost, with their data: "
@@ -133,7 +146,10 @@ def _lost_message(lost: list[ClaimLifecycle], total: int, jobset: str) -> str:
         return text + " (a claim whose volume is lost must be deleted first)"
     value = ",".join(at.replacement_key for at in replaceable[:_COMMAND_LIMIT])
     more = len(replaceable) - _COMMAND_LIMIT
-    text += f": kubectl annotate jobset {jobset} {REPLACE_LOST_ANNOTATION}={value} --overwrite"
+    text += (
+        f": kubectl annotate jobset {jobset} -n {namespace} --overwrite "
+        f"{REPLACE_LOST_ANNOTATION}={value}"
+    )
     if more > 0:
         text += (
             f" (and {more} more, as <claim>@<uid prefix>; the prefixes are in "
@@ -195,7 +211,9 @@ def volumes_ready(model: VolumeModel, claims: list[ClaimLifecycle]) -> Condition
         )
     if lost := by.get(ClaimState.LOST):
         return not_ready(
-            REASON_CLAIMS_LOST, _lost_message(lost, total, model.jobset.name), "Warning"
+            REASON_CLAIMS_LOST,
+            _lost_message(lost, total, model.jobset.name, model.jobset.namespace),
+            "Warning",
         )
     if terminating := names(ClaimState.TERMINATING):
         return not_ready(
@@ -252,6 +270,7 @@ def conditions(model: VolumeModel, vplan: VolumePlan) -> list[Condition]:
     result = [volumes_ready(model, vplan.claims)]
     if vplan.conflicts:
         text = "; ".join(f"{name}: {why}" for name, why in sorted(vplan.conflicts.items()))
+        text += _adopt_hint(model, vplan.claims)
         result.append(
             Condition(VOLUME_CLAIM_CONFLICT, "True", REASON_CLAIM_CONFLICT, text, "Warning")
         )
@@ -281,7 +300,50 @@ def conditions(model: VolumeModel, vplan: VolumePlan) -> list[Condition]:
                 None,
             )
         )
+    result.append(_annotations_rejected(model, vplan))
     return result
+
+
+def _adopt_hint(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> str:
+    """The one command that adopts every conflicting claim without proof (keeping the entries the
+    annotation has), for the user to run if they hold this JobSet's data; "" when none."""
+    jobset = model.jobset
+    offered = [
+        entry_for(at.claim.name, at.claim.uid)
+        for at in claims
+        if at.state is ClaimState.CONFLICT
+        and at.claim is not None
+        and ownership.adoption_hint(at.claim, jobset)
+    ]
+    if not offered:
+        return ""
+    kept = [
+        str(e) for e in model.adopt.entries if e.claim not in {o.split("@")[0] for o in offered}
+    ]
+    command = adopt_command(jobset.namespace, jobset.name, [*kept, *offered])
+    return f". To adopt the claims without proof that hold this JobSet's data: {command}"
+
+
+def _annotations_rejected(model: VolumeModel, vplan: VolumePlan) -> Condition:
+    rejected = rejections(model, vplan.claims)
+    if not rejected:
+        return Condition(
+            ANNOTATIONS_REJECTED,
+            "False",
+            REASON_ANNOTATIONS_ACCEPTED,
+            "no rejected entries in the JobSet's volume annotations",
+            None,
+        )
+    if len(rejected) > 1:
+        reason = ANNOTATIONS_REJECTED
+    elif ADOPT_ANNOTATION in rejected:
+        reason = REASON_ADOPT_CLAIMS_REJECTED
+    else:
+        reason = REASON_REPLACE_LOST_CLAIMS_REJECTED
+    text = "; ".join(f"{key}: {'; '.join(found)}" for key, found in sorted(rejected.items()))
+    return Condition(
+        ANNOTATIONS_REJECTED, "True", reason, f"entries not accepted: {text}", "Warning"
+    )
 
 
 def waits_for_volumes(jobset: Obj) -> bool:

@@ -137,12 +137,23 @@ STATES = [
         False, "", id="adoptable",
     ),
     pytest.param(
-        At(ours(jobset="other")), ClaimState.CONFLICT, False, "not made for JobSet js",
+        At(ours(jobset="other", refs=[])), ClaimState.CONFLICT, False, "not made for JobSet js",
         id="conflict",
     ),
     pytest.param(
-        At(ours(owner_uid="uid-old")), ClaimState.CONFLICT, False, "no proof of ownership",
-        id="conflict-label-only",
+        At(ours(owner_uid="uid-old", refs=[])), ClaimState.CONFLICT, False,
+        "no proof of ownership", id="conflict-label-only",
+    ),
+    # Our annotation of an earlier JobSet of the name and its ownerReference: no proof either.
+    pytest.param(
+        At(ours(owner_uid="uid-old", refs=[owner("uid-old")])), ClaimState.CONFLICT, False,
+        "no proof of ownership", id="conflict-earlier-jobset-reference",
+    ),
+    # Upstream JobSet's claim (its name label and controller ownerReference to this JobSet,
+    # none of our annotations): the JobSet's own, adopted.
+    pytest.param(
+        At(ours(owner_uid=None)), ClaimState.ADOPTABLE, False, "",
+        id="adoptable-controller-reference",
     ),
     pytest.param(At(ours(phase="Pending"), RECORDED), ClaimState.PENDING, True, "",
                  id="pending-recorded"),
@@ -325,7 +336,7 @@ PASSES = [
         id="adopted-and-recorded-not-mounted-yet",
     ),
     pytest.param(
-        Pass(claims=(ours(jobset="other"),)),
+        Pass(claims=(ours(jobset="other", refs=[]),)),
         {"conflicts": ["data-js"], "states": {"data-js": "Conflict"}, "mountable": [],
          "record": {}},
         id="conflict-untouched",

@@ -19,6 +19,7 @@ from controller.jobset.volumes import (
     ClaimView,
     DesiredClaim,
 )
+from controller.jobset.volumes.annotations import parse as parse_entries
 from tests.unit.volumes.factories import RETAINED, claim, make, merge_patch, only, owner, tpl
 
 # ----------------------------------------------------------------------------- the views
@@ -258,6 +259,32 @@ STATEFULSET = {"kind": "StatefulSet", "name": "db", "uid": "u", "controller": Tr
             "conflict",
             "no",
         ),
+        # Upstream JobSet's claim: its controller ownerReference names this JobSet (kind, name,
+        # uid), whoever wrote it; not a reference that is not the controller, nor another kind.
+        (claim("data-js", owner_uid=None, refs=[owner()]), "adoptable", ""),
+        (claim("data-js", owner_uid=None, jobset=None, refs=[owner()]), "adoptable", ""),
+        (
+            claim("data-js", owner_uid=None, refs=[{**owner(), "controller": False}]),
+            "conflict",
+            "no proof",
+        ),
+        (
+            claim("data-js", owner_uid=None, refs=[{**owner(), "kind": "Job"}]),
+            "conflict",
+            "controlled by Job js",
+        ),
+        (
+            claim("data-js", owner_uid=None, refs=[owner(name="other")]),
+            "conflict",
+            "controlled by JobSet other",
+        ),
+        (
+            claim(
+                "data-js", owner_uid=None, refs=[owner()], spec={"accessModes": ["ReadWriteMany"]}
+            ),
+            "conflict",
+            "(controlled by this JobSet) does not match template data: access modes",
+        ),
         (claim("data-js", jobset=None), "conflict", "lacks the label"),
         (claim("data-js", jobset="other"), "conflict", "not made for JobSet js"),
         ({"metadata": {"name": "data-js"}}, "conflict", "lacks the label"),
@@ -288,6 +315,27 @@ def test_classify(existing: Obj, expected: str, reason: str) -> None:
     assert reason in message
     assert bool(message) is (expected == "conflict")
     assert volumes.owned(view, js) is (expected == "owned")
+
+
+def test_classify_with_the_adopt_claims_annotation() -> None:
+    """A claim without proof is adopted when the annotation names it with its uid; never a
+    claim of that name with another uid, nor one controlled by something else."""
+    js = make([{"templates": [tpl("data")]}])
+    desired = only(js)
+    hand_made = ClaimView.of(claim("data-js", jobset=None, owner_uid=None))
+    (entry,) = parse_entries(f"data-js@{hand_made.uid[:8]}").entries
+    (other,) = parse_entries("data-js@0123abcd").entries
+    assert volumes.classify(hand_made, desired, js) == "conflict"
+    assert volumes.classify(hand_made, desired, js, adopt=[entry]) == "adoptable"
+    assert volumes.classify(hand_made, desired, js, adopt=[other]) == "conflict"
+    controlled = ClaimView.of(claim("data-js", jobset=None, owner_uid=None, refs=[STATEFULSET]))
+    assert volumes.conflict_reason(controlled, desired, js, adopt=[entry]) == (
+        "claim data-js (named in jobset.sigs.k8s.io/adopt-claims) is controlled by StatefulSet db"
+    )
+    patch = volumes.adoption_patch(hand_made, desired, js)
+    adopted = ClaimView.of(merge_patch(hand_made.raw, patch))
+    assert volumes.owned(adopted, js)
+    assert volumes.update_patch(adopted, desired) is None
 
 
 # ----------------------------------------------------------------------------- patches

@@ -141,3 +141,37 @@ def test_pod_view_keeps_only_identity_labels_and_placeholders() -> None:
         "spec": {"volumes": [{"persistentVolumeClaim": {"claimName": "ckpt-js-w-0-POD-INDEX"}}]},
     }
     assert podscope.placeholders(view) == ["ckpt-js-w-0-POD-INDEX"]
+
+
+JOB_REF = {"apiVersion": "batch/v1", "kind": "Job", "name": "js-w-0", "uid": "job-1",
+           "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+
+
+def test_pod_view_keeps_the_controller_reference() -> None:
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "c-1"}
+    view = podscope.pod_view(_pod("ckpt-js-w-0-POD-INDEX", ownerReferences=[other, JOB_REF]))
+    assert view["metadata"]["ownerReferences"] == [
+        {"kind": "Job", "name": "js-w-0", "uid": "job-1", "controller": True}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("refs", "counted"),
+    [
+        pytest.param([JOB_REF], True, id="the-jobsets-job"),
+        # Only the JobSet's labels (made by hand, another controller's): not the JobSet's pod, and
+        # suspending and resuming the JobSet would never clear it.
+        pytest.param(None, False, id="no-owner"),
+        pytest.param([{**JOB_REF, "uid": "job-of-someone-else"}], False, id="another-job"),
+        pytest.param([{**JOB_REF, "controller": False}], False, id="not-the-controller"),
+        pytest.param([{**JOB_REF, "kind": "ReplicaSet"}], False, id="not-a-job"),
+    ],
+)
+def test_unresolved_pods_are_only_those_of_the_jobsets_jobs(
+    refs: list[dict[str, object]] | None, counted: bool
+) -> None:
+    meta = {} if refs is None else {"ownerReferences": refs}
+    stuck = podscope.pod_view(_pod("ckpt-js-w-0-POD-INDEX", **meta))
+    resolved = podscope.pod_view(_pod("ckpt-js-w-0-1", ownerReferences=[JOB_REF]))
+    found = podscope.unresolved_pods([stuck, resolved], {"job-1"})
+    assert found == ({"p": ["ckpt-js-w-0-POD-INDEX"]} if counted else {})

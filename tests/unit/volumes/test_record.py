@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 
 from controller.jobset import volumes
 from controller.jobset.model import Obj
-from controller.jobset.volumes import REPLACE_LOST_ANNOTATION, ClaimRecord, Slot
-from controller.jobset.volumes.record import accepted_losses
+from controller.jobset.volumes import ClaimRecord, Slot
 
 A, B, C = "aaaaaaaa", "bbbbbbbb", "cccccccc"
 DATA: Slot = ("data", None, None, None)  # JobSet scope
@@ -215,28 +214,3 @@ def test_get_and_uid_prefix() -> None:
     assert record.get(W0) is None
     assert volumes.uid_prefix("3f9c1a27-0b1e-4c8a-9d2f-6e5b4a3c2d1e") == "3f9c1a27"
     assert volumes.uid_prefix("") == ""
-
-
-# ----------------------------------------------------------------------------- accepted losses
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        pytest.param(None, set(), id="absent"),
-        pytest.param(7, set(), id="not-a-string"),
-        pytest.param("", set(), id="empty"),
-        pytest.param(f"data-js@{A}", {("data-js", A)}, id="one"),
-        pytest.param(f"data-js@{A},ckpt-js-w-0@{B}", {("data-js", A), ("ckpt-js-w-0", B)},
-                     id="two"),
-        pytest.param(f" data-js@{A} ,, ", {("data-js", A)}, id="spaces-and-empty-items"),
-        pytest.param(f"data-js@{A}-1234-5678", {("data-js", A)}, id="whole-uid-cut-to-prefix"),
-        # The name alone would accept every later loss of it too: not an acceptance.
-        pytest.param("data-js", set(), id="name-only"),
-        pytest.param("data-js@", set(), id="no-prefix"),
-        pytest.param(f"@{A}", set(), id="no-name"),
-    ],
-)  # fmt: skip
-def test_accepted_losses(value: Any, expected: set[tuple[str, str]]) -> None:
-    annotations = {} if value is None else {REPLACE_LOST_ANNOTATION: value}
-    assert accepted_losses(annotations, REPLACE_LOST_ANNOTATION) == frozenset(expected)

@@ -62,7 +62,7 @@ def bound_all() -> list[Obj]:
 
 
 def command(*keys: str) -> str:
-    return f"kubectl annotate jobset js {REPLACE_LOST_ANNOTATION}={','.join(keys)} --overwrite"
+    return f"kubectl annotate jobset js -n default --overwrite {REPLACE_LOST_ANNOTATION}={','.join(keys)}"
 
 
 # ----------------------------------------------------------------------------- counts
@@ -278,9 +278,10 @@ def test_claims_lost_command_is_bounded() -> None:
     listed = result.message.split(f"{REPLACE_LOST_ANNOTATION}=")[1].split(" ")[0].split(",")
     assert listed == [f"ckpt-js-workers-{i}@{prefix_of(f'ckpt-js-workers-{i}')}" for i in range(20)]
     assert result.message.endswith(
-        "--overwrite (and 5 more, as <claim>@<uid prefix>; the prefixes are in "
-        "status.volumes.claimUIDs)"
+        f"@{prefix_of('ckpt-js-workers-19')} (and 5 more, as <claim>@<uid prefix>; the prefixes "
+        "are in status.volumes.claimUIDs)"
     )
+    assert "kubectl annotate jobset js -n default --overwrite " in result.message
     assert "ckpt-js-workers-4 (deleted) and 20 more" in result.message
 
 
@@ -371,6 +372,12 @@ def test_conditions_steady() -> None:
             "reason": "NoExpansionPending",
             "event": None,
         },
+        {
+            "type": "VolumeAnnotationsRejected",
+            "status": "False",
+            "reason": "VolumeAnnotationsAccepted",
+            "event": None,
+        },
     ]
 
 
@@ -379,7 +386,7 @@ def test_conditions_conflict_and_blocked_expansion() -> None:
     existing = [claim("data-js", jobset="other")]
     model = volumes.model(js)
     vplan = volumes.plan(model, views(existing), StorageClasses(), terminal_state="")
-    (_, conflict, expansion) = volumes.conditions(model, vplan)
+    (_, conflict, expansion, _) = volumes.conditions(model, vplan)
     assert conflict == Condition(
         "VolumeClaimConflict",
         "True",
@@ -392,7 +399,7 @@ def test_conditions_conflict_and_blocked_expansion() -> None:
     small = claim("data-js", spec={**tpl("data")["spec"], "storageClassName": "fixed"})
     grown = volumes.model(recorded(js, [small]))
     vplan = volumes.plan(grown, views([small]), StorageClasses(), terminal_state="")
-    (_, conflict, expansion) = volumes.conditions(grown, vplan)
+    (_, conflict, expansion, _) = volumes.conditions(grown, vplan)
     assert conflict.status == "False"
     assert (expansion.status, expansion.reason, expansion.event_type) == (
         "True",

@@ -80,6 +80,22 @@ def retained() -> Obj:
     return claim("data-js", owner_uid="uid-old", annotations=RETAINED, refs=[])
 
 
+def upstreams() -> Obj:
+    """``data-js`` as upstream JobSet makes it: its name label, a controller ownerReference to
+    the JobSet, none of this controller's annotations or labels."""
+    obj = claim("data-js", owner_uid=None, refs=[owner()])
+    obj["metadata"]["labels"] = {api.JOBSET_NAME: "js"}
+    return obj
+
+
+def hand_made() -> Obj:
+    return claim("data-js", owner_uid=None, jobset=None)
+
+
+def adopting(*entries: str) -> dict[str, str]:
+    return {volumes.ADOPT_ANNOTATION: ",".join(entries)}
+
+
 @dataclass(frozen=True)
 class Case:
     js: JobSet
@@ -193,6 +209,25 @@ CASES = [
         Case(jobset([policy(CREATE)]), [retained()]),
         Outcome([], ["data-js"], ADOPTABLE, False, volumes.REASON_CLAIMS_MISSING, {DATA: P}),
         id="retained-claim-adopted-while-suspended-with-opt-in",
+    ),
+    # Upstream JobSet's claim (its controller ownerReference names this JobSet): the JobSet's
+    # already, adopted at once, also while suspended (queued by Kueue at the switch-over), so
+    # its suspended Jobs can be resumed with it.
+    pytest.param(
+        Case(jobset(), [upstreams()]),
+        Outcome([], ["data-js"], ADOPTABLE, False, volumes.REASON_CLAIMS_MISSING, {DATA: P}),
+        id="upstream-claim-adopted-while-suspended",
+    ),
+    # Named in adopt-claims: an explicit adoption waits for the resume like a retained claim.
+    pytest.param(
+        Case(jobset(annotations=adopting(f"data-js@{P}")), [hand_made()]),
+        Outcome([], [], ADOPTABLE, True, WAIT),
+        id="named-claim-not-adopted-while-suspended",
+    ),
+    pytest.param(
+        Case(jobset(suspend=False, annotations=adopting(f"data-js@{P}")), [hand_made()]),
+        Outcome([], ["data-js"], ADOPTABLE, False, volumes.REASON_CLAIMS_MISSING, {DATA: P}),
+        id="named-claim-adopted-on-resume",
     ),
     # A claim of that name that is not the JobSet's: a conflict, suspended or not.
     pytest.param(

@@ -1,0 +1,172 @@
+"""annotations: the adopt-claims and replace-lost-claims annotations read, and the entries that
+are not accepted, each with why (never ignored silently)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.jobset import volumes
+from controller.jobset.volumes import REPLACE_LOST_ANNOTATION, StorageClasses
+from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, of, parse, rejections
+from tests.unit.volumes.factories import (
+    ckpt,
+    claim,
+    make,
+    mounting,
+    prefix_of,
+    recorded,
+    tpl,
+    uid_of,
+    views,
+)
+
+A, B = "aaaaaaaa", "bbbbbbbb"
+
+# ----------------------------------------------------------------------------- parsing
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param(None, set(), id="absent"),
+        pytest.param(7, set(), id="not-a-string"),
+        pytest.param("", set(), id="empty"),
+        pytest.param(f"data-js@{A}", {("data-js", A)}, id="one"),
+        pytest.param(f"data-js@{A},ckpt-js-w-0@{B}", {("data-js", A), ("ckpt-js-w-0", B)},
+                     id="two"),
+        pytest.param(f" data-js@{A} ,, ", {("data-js", A)}, id="spaces-and-empty-items"),
+        pytest.param(f"data-js@{A}-1234-5678", {("data-js", A)}, id="whole-uid-cut-to-prefix"),
+        pytest.param(f"Data-JS@{A.upper()}", {("data-js", A)}, id="upper-case"),
+        # The name alone would accept every later loss of it too: not an acceptance.
+        pytest.param("data-js", set(), id="name-only"),
+        pytest.param("data-js@", set(), id="no-prefix"),
+        pytest.param(f"@{A}", set(), id="no-name"),
+        pytest.param("data-js@abc", set(), id="prefix-too-short"),
+        pytest.param("data-js@zzzzzzzz", set(), id="not-hex"),
+    ],
+)  # fmt: skip
+def test_entries(value: Any, expected: set[tuple[str, str]]) -> None:
+    annotations = {} if value is None else {REPLACE_LOST_ANNOTATION: value}
+    assert of(annotations, REPLACE_LOST_ANNOTATION).pairs() == frozenset(expected)
+
+
+def test_malformed_items_are_kept_to_quote() -> None:
+    found = parse(f"data-js@{A}, data-js ,x@abc,data-js@{A}")
+    assert [str(e) for e in found.entries] == [f"data-js@{A}"]  # duplicates once
+    assert found.malformed == ("data-js", "x@abc")
+
+
+def test_entry_names_a_uid_by_its_beginning() -> None:
+    (entry,) = parse(f"data-js@{A}-1").entries
+    assert entry.names(f"{A}-1234")
+    assert entry.names(f"{A.upper()}-1234")
+    assert not entry.names(f"{A}-2234")
+    assert not entry.names("")
+    assert entry.prefix == A
+
+
+# ----------------------------------------------------------------------------- rejections
+
+
+def _rejected(js: Any, found: list[Any]) -> dict[str, list[str]]:
+    model = volumes.model(js)
+    vplan = volumes.plan(model, views(found), StorageClasses(), terminal_state="")
+    return rejections(model, vplan.claims)
+
+
+def test_adopt_entries_rejected_each_with_why() -> None:
+    hand_made = claim("data-js", jobset=None, owner_uid=None)
+    value = f"data-js@{A},nope@{B},bad"
+    js = make([{"templates": [tpl("data")]}], annotations={ADOPT_ANNOTATION: value})
+    assert _rejected(js, [hand_made]) == {
+        ADOPT_ANNOTATION: [
+            '"bad" is not <claim name>@<uid prefix> (at least the first 8 hex digits of the '
+            "claim's uid)",
+            f'"data-js@{A}": the claim data-js has uid {uid_of("data-js")}, not one that starts '
+            f"with {A}: it is not the claim the entry names, and is not adopted",
+            f'"nope@{B}": nope is not a claim of this JobSet (its claims: data-js)',
+        ]
+    }
+
+
+def test_adopt_entry_for_a_missing_claim() -> None:
+    js = make([{"templates": [tpl("data")]}], annotations={ADOPT_ANNOTATION: f"data-js@{A}"})
+    assert _rejected(js, []) == {
+        ADOPT_ANNOTATION: [f'"data-js@{A}": there is no claim data-js in namespace default']
+    }
+
+
+def test_adopt_entry_that_matches_is_accepted_and_then_done() -> None:
+    hand_made = claim("data-js", jobset=None, owner_uid=None)
+    entry = f"data-js@{prefix_of('data-js')}"
+    js = make([{"templates": [tpl("data")]}], annotations={ADOPT_ANNOTATION: entry})
+    assert _rejected(js, [hand_made]) == {}
+    # Adopted and recorded: the entry has done its work, whatever becomes of the claim.
+    assert _rejected(recorded(js, [claim("data-js")]), []) == {}
+
+
+def test_nothing_is_rejected_once_the_jobset_finished() -> None:
+    js = make(
+        [{"templates": [tpl("data")]}],
+        annotations={ADOPT_ANNOTATION: "bad", REPLACE_LOST_ANNOTATION: "worse"},
+        terminal_state="Completed",
+    )
+    assert _rejected(js, []) == {}
+
+
+def _lost_ckpt_jobset(value: str) -> Any:
+    js = make(
+        [{"templates": [tpl("ckpt")], "scope": "Job"}],
+        rjobs=[mounting("workers", 2, ("ckpt",))],
+        annotations={REPLACE_LOST_ANNOTATION: value},
+    )
+    return recorded(js, [ckpt(0), ckpt(1)])
+
+
+def test_replace_entries_rejected_each_with_why() -> None:
+    lost0 = prefix_of("ckpt-js-workers-0")
+    live1 = prefix_of("ckpt-js-workers-1")
+    js = _lost_ckpt_jobset(f"ckpt-js-workers-0@{A},ckpt-js-workers-1@{live1},x")
+    assert _rejected(js, [ckpt(1)]) == {
+        REPLACE_LOST_ANNOTATION: [
+            '"x" is not <claim name>@<uid prefix> (at least the first 8 hex digits of the '
+            "claim's uid)",
+            f'"ckpt-js-workers-0@{A}": the claim ckpt-js-workers-0 that was lost had uid '
+            f"{lost0}, not {A}: not replaced (the entry must name the lost claim's uid)",
+            f'"ckpt-js-workers-1@{live1}": the claim ckpt-js-workers-1 (uid {live1}) is not '
+            "lost: there is nothing to replace",
+        ]
+    }
+
+
+def test_replace_entry_that_matches_is_accepted_and_a_spent_one_is_quiet() -> None:
+    lost0 = prefix_of("ckpt-js-workers-0")
+    js = _lost_ckpt_jobset(f"ckpt-js-workers-0@{lost0}")
+    assert _rejected(js, [ckpt(1)]) == {}
+    # Replaced: the record has the new claim's uid, the entry names the old loss (may stay).
+    new0 = ckpt(0, uid=uid_of("ckpt-js-workers-0", 1))
+    assert _rejected(recorded(js, [new0, ckpt(1)]), [new0, ckpt(1)]) == {}
+
+
+def test_replace_entry_for_a_lost_volume_says_delete_the_claim_first() -> None:
+    lost0 = prefix_of("ckpt-js-workers-0")
+    js = _lost_ckpt_jobset(f"ckpt-js-workers-0@{lost0}")
+    assert _rejected(js, [ckpt(0, phase="Lost"), ckpt(1)]) == {
+        REPLACE_LOST_ANNOTATION: [
+            f'"ckpt-js-workers-0@{lost0}": the claim ckpt-js-workers-0 still exists, its '
+            "persistent volume is lost: delete the claim first, then it is replaced"
+        ]
+    }
+
+
+def test_condition_and_event_name_the_annotation() -> None:
+    js = make([{"templates": [tpl("data")]}], annotations={ADOPT_ANNOTATION: "bad"})
+    model = volumes.model(js)
+    vplan = volumes.plan(model, {}, StorageClasses(), terminal_state="")
+    found = [c for c in volumes.conditions(model, vplan) if c.type == volumes.ANNOTATIONS_REJECTED]
+    assert [(c.status, c.reason, c.event_type) for c in found] == [
+        ("True", "AdoptClaimsRejected", "Warning")
+    ]
+    assert found[0].message.startswith(f'entries not accepted: {ADOPT_ANNOTATION}: "bad" is not')
