@@ -22,7 +22,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries kueue oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation soak test test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
+.PHONY: help venv binaries kueue oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation upstream-jobset soak test test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run image release
 
 help: ## list the targets
@@ -98,13 +98,13 @@ helm-lint: venv ## helm lint the chart (charts/stateful-jobset), every optional 
 		--set podScope.enabled=true --set metrics.secure.enabled=true \
 		--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
 
-test: binaries oldest-apiserver node-binaries tools helm kueue ## run every tier: unit, integration, end-to-end, real node
+test: binaries oldest-apiserver node-binaries tools helm kueue upstream-jobset ## run every tier: unit, integration, end-to-end, real node
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## unit tier only (no cluster, no Debian tools)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-test-integration: binaries oldest-apiserver helm tools ## integration tier only (etcd + kube-apiserver; the Helm chart; the release)
+test-integration: binaries oldest-apiserver helm upstream-jobset tools ## integration tier only (etcd + kube-apiserver; the Helm chart; the release; upstream JobSet)
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 test-e2e: binaries tools kueue ## end-to-end tier only (the whole local control plane, Prometheus, promtool)
@@ -151,20 +151,21 @@ bench-scale-pod: binaries ## scale benchmark, Pod-scope variant (2 Indexed Jobs 
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
 	$(PY) bench/bench_scale.py --sizes $(SIZES) --pod-scope $(COMPLETIONS)
 
-# `make bench-compare`: upstream JobSet's manager is built once from a git clone of its source
-# (the Go module proxy does not serve it): UPSTREAM_JOBSET_SRC=/path/to/jobset (a checkout or a
-# bare mirror), at UPSTREAM_JOBSET_REF. The build is cached; later runs need no source.
-UPSTREAM_JOBSET_SRC ?=
-UPSTREAM_JOBSET_REF ?= v0.12.0
-bench-compare: binaries ## upstream JobSet vs this controller, same workload, fresh cluster each (SIZES, UPSTREAM_JOBSET_SRC)
+# `make bench-compare`, `make bench-validation`: upstream JobSet's manager and CRD, built once from
+# the Go module proxy (localcluster/gomod/jobset; cached like the other binaries).
+ENSURE_UPSTREAM_JOBSET := $(PY) -m localcluster.upstream
+upstream-jobset: venv ## build upstream JobSet v0.12.0's manager from the Go module proxy (cached)
+	@echo "==> upstream JobSet's manager (first build takes a few minutes; cached afterwards)" >&2
+	@$(ENSURE_UPSTREAM_JOBSET)
+
+bench-compare: binaries upstream-jobset ## upstream JobSet vs this controller, same workload, fresh cluster each (SIZES)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
-	UPSTREAM_JOBSET_SRC="$(UPSTREAM_JOBSET_SRC)" UPSTREAM_JOBSET_REF="$(UPSTREAM_JOBSET_REF)" \
-		$(PY) bench/bench_compare.py --sizes $(SIZES)
+	$(PY) bench/bench_compare.py --sizes $(SIZES)
 	$(PY) bench/plot_compare.py
 
-bench-validation: binaries ## API server CPU per JobSet create and status update: our CRD and admission policy vs upstream's CRD (UPSTREAM_JOBSET_SRC)
+bench-validation: binaries upstream-jobset ## API server CPU per JobSet create and status update: our CRD and admission policy vs upstream's CRD
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
-	UPSTREAM_JOBSET_SRC="$(UPSTREAM_JOBSET_SRC)" $(PY) bench/bench_validation_cost.py --upstream-ref $(UPSTREAM_JOBSET_REF)
+	$(PY) bench/bench_validation_cost.py
 
 soak: binaries ## chaos soak: JobSets + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
 	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)

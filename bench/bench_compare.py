@@ -3,7 +3,7 @@
 For each variant and N, each row runs against a FRESH local control plane (full profile:
 scheduler, controller-manager, KWOK nodes, the test provisioner), started once the garbage
 collector watches JobSets (``wait_garbage_collector_watches_jobsets``, about 30 s per row):
-- ``upstream``: upstream JobSet's manager (built once from ``UPSTREAM_JOBSET_SRC``, see
+- ``upstream``: upstream JobSet's manager (built once from the Go module proxy, see
   localcluster/upstream.py) with its defaults, its CRD, no webhooks registered with the API server
   (admission is not compared: the workload spells out what upstream's defaulting webhook would
   set, so that both controllers get the same object);
@@ -601,9 +601,6 @@ def main() -> int:
     parser.add_argument(
         "--kcm-qps", type=int, default=200, help="client QPS of kube-controller-manager (all rows)"
     )
-    parser.add_argument(
-        "--upstream-ref", default=os.environ.get("UPSTREAM_JOBSET_REF", upstream.DEFAULT_REF)
-    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "compare.json")
     parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
     parser.add_argument(
@@ -646,7 +643,7 @@ def main() -> int:
     build = None
     if "upstream" in args.rows:
         try:
-            build = upstream.ensure_upstream(ref=args.upstream_ref)
+            build = upstream.ensure_upstream()
         except BuildError as err:
             print(err, file=sys.stderr)
             return 2

@@ -4,11 +4,13 @@ Every create and every status update of a JobSet runs the CRD's schema validatio
 rules (``x-kubernetes-validations``) in kube-apiserver: the status subresource validates the whole
 object, and ratcheting only turns errors on unchanged fields into warnings, it does not skip
 rules. Upstream JobSet validates in its webhook instead (not registered here: admission in the API
-server only), so its CRD has 8 rules. This controller's CRD has 30 (per-field rules on list items
-and map values); the 39 cross-field and immutability rules are a ValidatingAdmissionPolicy bound
-to ``jobsets`` (``manifests/crd/policy.yaml``), which runs on creates and spec changes, never on a
-status update. ``--crd FILE`` measures another CRD as ours instead (e.g. one with every rule, as
-before the policy: ``git show 1fdc96c:manifests/crd/jobsets.jobset.x-k8s.io.yaml``).
+server only), so its CRD has 8 rules (the CRD of its release, from the Go module proxy:
+``localcluster/upstream.py``, which builds its manager too, once). This controller's CRD has 30
+(per-field rules on list items and map values); the 39 cross-field and immutability rules are a
+ValidatingAdmissionPolicy bound to ``jobsets`` (``manifests/crd/policy.yaml``), which runs on
+creates and spec changes, never on a status update. ``--crd FILE`` measures another CRD as ours
+instead (e.g. one with every rule, as before the policy:
+``git show 1fdc96c:manifests/crd/jobsets.jobset.x-k8s.io.yaml``).
 
 For each, on a fresh ``apiserver``-profile control plane with no controller: N JobSets
 created (8 clients at once), then each one's status replaced once; kube-apiserver's CPU seconds
@@ -227,7 +229,6 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--variants", nargs="+", choices=["a", "b"], default=["a", "b"])
     parser.add_argument("--per-rule", action="store_true")
-    parser.add_argument("--upstream-ref", default=upstream.DEFAULT_REF)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--crd", type=Path, default=None, help="ours: this CRD alone")
     args = parser.parse_args()
@@ -253,10 +254,11 @@ def main() -> int:
         out = args.out or ROOT / "bench" / "results" / "validation-cost-per-rule.json"
     else:
         try:
-            theirs = yaml.safe_load(upstream.ensure_upstream(ref=args.upstream_ref).crd.read_text())
+            built = upstream.ensure_upstream()
         except BuildError as err:
             print(err, file=sys.stderr)
             return 2
+        theirs = yaml.safe_load(built.crd.read_text())
         crds = [("ours", our_objects), ("upstream", [theirs])]
         runs = []
         for repeat in range(args.repeat):
@@ -267,7 +269,7 @@ def main() -> int:
                                  **asdict(cost)})  # fmt: skip
                     print(f"variant {variant}, {name}: {cost}", flush=True)
         report.update(
-            upstream_ref=args.upstream_ref,
+            upstream_ref=built.ref,
             ours=str(args.crd or "manifests/crd/ (CRD, policy, binding)"),
             clients=8,
             runs=runs,

@@ -8,6 +8,7 @@ flags, so a second build with the same inputs is instant and a version bump rebu
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 GOMOD_DIR = Path(__file__).parent / "gomod"
 _LDFLAGS = "-s -w"
@@ -119,6 +121,27 @@ KUEUE = Component(
 )
 
 
+# Upstream JobSet's manager, for `make bench-compare`, `make bench-validation` and the tests that
+# run it beside this controller (localcluster/upstream.py, localcluster/upstreamjobset.py): built
+# on demand (``ensure_upstream_jobset``), never by ensure_binaries. The proxy refuses the module's
+# version list (``go list -m -versions``) but serves an exact version, which is all a wrapper
+# module needs. Its main package is the module's root. Its version and commit are linked in as
+# upstream's own build does (its Makefile's LD_FLAGS); the commit is the tag's, as the proxy's
+# ``.info`` for the version records it (Origin.Hash): a version bump must update both.
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+_UPSTREAM_JOBSET_VERSION = _pinned(GOMOD_DIR / "jobset", JOBSET_MODULE)
+UPSTREAM_JOBSET_COMMIT = "09e9a3bb4b64dbe75b5b0119d3623903f0434643"
+UPSTREAM_JOBSET = Component(
+    "jobset-upstream",
+    ((JOBSET_MODULE, "manager"),),
+    module="jobset",
+    extra_ldflags=(
+        f"-X {JOBSET_MODULE}/pkg/version.GitVersion={_UPSTREAM_JOBSET_VERSION} "
+        f"-X {JOBSET_MODULE}/pkg/version.GitCommit={UPSTREAM_JOBSET_COMMIT}"
+    ),
+)
+
+
 def _versioned_apiserver() -> Component:
     """kube-apiserver of gomod/kubernetes with its release linked in as its version.
 
@@ -188,6 +211,29 @@ def go_version() -> str:
     except subprocess.CalledProcessError as err:
         raise BuildError(f"`go env GOVERSION` failed: {err.stderr.strip()}") from err
     return out.stdout.strip()
+
+
+def module_download(component: Component, module: str) -> dict[str, Any]:
+    """``go mod download -json`` of the version of ``module`` that a wrapper pins: where its
+    source is in the module cache (``Dir``, downloaded again if the cache was cleaned) and, when
+    the proxy recorded it, the commit it was made from (``Origin.Hash``)."""
+    version = _pinned(component.module_dir, module)
+    try:
+        done = subprocess.run(
+            [_go(), "mod", "download", "-json", f"{module}@{version}"],
+            cwd=component.module_dir,
+            env=_go_env(),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=600,
+        )
+    except subprocess.CalledProcessError as err:
+        raise BuildError(
+            f"`go mod download {module}@{version}` failed: {(err.stdout + err.stderr).strip()}"
+        ) from err
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
 
 
 def required_versions(component: Component) -> dict[str, str]:
@@ -387,6 +433,12 @@ def ensure_kueue(report: Callable[[str], None] | None = None) -> Path:
     """Build (or find cached) Kueue's manager; returns the binary's path."""
     say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
     return build_component(KUEUE, go_version(), say) / "kueue"
+
+
+def ensure_upstream_jobset(report: Callable[[str], None] | None = None) -> Path:
+    """Build (or find cached) upstream JobSet's manager; returns the binary's path."""
+    say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    return build_component(UPSTREAM_JOBSET, go_version(), say) / "manager"
 
 
 def ensure_versioned_apiserver(report: Callable[[str], None] | None = None) -> Path:

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import base64
 import datetime
-import json
 import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -74,24 +72,8 @@ _CONVERTED = frozenset(
 
 def module_dir(report: Callable[[str], None]) -> Path:
     """The built release's source in the module cache (downloaded again if it was cleaned)."""
-    component = build.KUEUE
-    version = build.required_versions(component)[MODULE]
-    try:
-        done = subprocess.run(
-            [build._go(), "mod", "download", "-json", f"{MODULE}@{version}"],
-            cwd=component.module_dir,
-            env=build._go_env(),
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=600,
-        )
-    except subprocess.CalledProcessError as err:
-        raise build.BuildError(
-            f"`go mod download {MODULE}@{version}` failed: {(err.stdout + err.stderr).strip()}"
-        ) from err
-    directory = Path(json.loads(done.stdout)["Dir"])
-    report(f"  Kueue {version}: manifests from {directory}")
+    directory = Path(build.module_download(build.KUEUE, MODULE)["Dir"])
+    report(f"  Kueue {version()}: manifests from {directory}")
     return directory
 
 
