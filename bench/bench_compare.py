@@ -4,9 +4,9 @@ For each variant and N, each row runs against a FRESH local control plane (full 
 scheduler, controller-manager, KWOK nodes, the test provisioner), started once the garbage
 collector watches JobSets (``wait_garbage_collector_watches_jobsets``, about 30 s per row):
 - ``upstream``: upstream JobSet's manager (built once from the Go module proxy, see
-  localcluster/upstream.py) with its defaults, its CRD, no webhooks registered with the API server
-  (admission is not compared: the workload spells out what upstream's defaulting webhook would
-  set, so that both controllers get the same object);
+  localcluster/upstream.py; run by localcluster/upstreamjobset.py) with its defaults, its CRD, no
+  webhooks registered with the API server (admission is not compared: the workload spells out
+  what upstream's defaulting webhook would set, so that both controllers get the same object);
 - ``ours``: this controller with its defaults;
 - ``ours-qps500``: this controller with upstream's client limits passed as flags (qps 500, burst
   500); since those are its defaults too, not run unless asked for (``--rows``).
@@ -67,11 +67,10 @@ from kubernetes_asyncio import config  # noqa: E402
 from controller.jobset import api  # noqa: E402
 from controller.runtime.client import JOBS, NAMESPACES, KubeClient  # noqa: E402
 from controller.runtime.manager import USER_AGENT  # noqa: E402
-from localcluster import audit, jobsetapi, upstream  # noqa: E402
+from localcluster import audit, jobsetapi, upstream, upstreamjobset  # noqa: E402
 from localcluster.build import BuildError  # noqa: E402
 from localcluster.cluster import LocalCluster  # noqa: E402
 from localcluster.processes import ManagedProcess, free_port, https_get  # noqa: E402
-from tests.support.certs import write_self_signed  # noqa: E402
 from tests.support.compare import (  # noqa: E402
     FIGURES,
     JOBS_PER_JOBSET,
@@ -134,33 +133,6 @@ def _rfc3339_now() -> str:
 
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
-
-
-def upstream_process(
-    build: upstream.UpstreamBuild, cluster: LocalCluster, work: Path, logs: Path
-) -> ManagedProcess:
-    """Upstream's manager as a local process: admin kubeconfig, no leader election, metrics and
-    probes on free ports, its webhook server serving a self-signed certificate (no webhook is
-    registered with the API server, so it receives no request)."""
-    certs = work / "upstream-certs"
-    write_self_signed(certs, "jobset-webhook-service")
-    cfg = work / "upstream-config.yaml"
-    cfg.write_text(
-        json.dumps(
-            {
-                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "leaderElection": {"leaderElect": False},
-                "internalCertManagement": {"enable": False},
-                "webhook": {"port": free_port(), "host": "127.0.0.1", "certDir": str(certs)},
-                "metrics": {"bindAddress": f"127.0.0.1:{free_port()}", "certDir": str(certs)},
-                "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
-            }
-        )
-    )
-    env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
-    argv = [str(build.manager), f"--config={cfg}", "--leader-elect=false"]
-    return ManagedProcess("upstream-jobset", argv, logs / "upstream-jobset.log", env=env)
 
 
 def our_process(
@@ -493,11 +465,13 @@ def run_one(
     ):
         work = Path(tmp)
         logs = work / "logs"
+        theirs = None
         if row.name == "upstream":
             assert build is not None
-            cluster.kubectl("apply", "--server-side", "-f", str(build.crd))
-            jobsetapi.wait_established(cluster)
-            controller = upstream_process(build, cluster, work, logs)
+            upstreamjobset.install_crd(cluster, build)
+            # Configured now, started (and waited for) once the garbage collector watches JobSets.
+            theirs = upstreamjobset.UpstreamManager(cluster, build, work / "upstream")
+            controller = theirs.process
             user_agent = upstream.USER_AGENT
         else:
             jobsetapi.install(cluster)
@@ -505,15 +479,18 @@ def run_one(
             user_agent = USER_AGENT
         gc_settle = wait_garbage_collector_watches_jobsets(cluster)
         print(f"    the garbage collector watches JobSets after {gc_settle:.0f}s", flush=True)
-        controller.start()
         profiler = None
         try:
-            probe_port = _probe_port(controller.argv, work)
-            wait_healthy(
-                controller,
-                lambda: https_get(f"http://127.0.0.1:{probe_port}/readyz", timeout=2)[0] == 200,
-                row.name,
-            )
+            if theirs is not None:
+                theirs.start()
+            else:
+                controller.start()
+                probe_port = _port(controller.argv, "health-probe")
+                wait_healthy(
+                    controller,
+                    lambda: https_get(f"http://127.0.0.1:{probe_port}/readyz", timeout=2)[0] == 200,
+                    row.name,
+                )
             metrics_port = None if row.name == "upstream" else _port(controller.argv, "metrics")
             if py_spy is not None and row.name != "upstream":
                 assert controller.pid is not None
@@ -552,14 +529,6 @@ def _port(argv: list[str], flag: str) -> int | None:
         if arg.startswith(f"--{flag}-bind-address="):
             return int(arg.rsplit(":", 1)[1])
     return None
-
-
-def _probe_port(argv: list[str], work: Path) -> int:
-    port = _port(argv, "health-probe")
-    if port is not None:
-        return port
-    cfg = json.loads((work / "upstream-config.yaml").read_text())
-    return int(cfg["health"]["healthProbeBindAddress"].rsplit(":", 1)[1])
 
 
 def our_commit() -> str:

@@ -1,0 +1,266 @@
+"""Upstream JobSet's manager as a local process against a ``LocalCluster``.
+
+For ``make bench-compare`` and for the tests that run upstream's manager before this controller
+(migrating JobSets from upstream). The manager is ``localcluster/upstream.py``'s build (the Go
+module proxy's release) and runs as upstream's Deployment would, minus the parts a local process
+has no use for:
+
+- the cluster's admin kubeconfig (so none of upstream's RBAC is needed; its User-Agent stays
+  upstream's, ``jobset/<version> ...``, for the audit log);
+- a config file: no leader election, internal certificate management off, the webhook server on a
+  free port with a serving certificate from the cluster's CA (``pki.issue_serving``), metrics and
+  health probes on free ports;
+- **no webhook is registered with the API server**: neither upstream's JobSet defaulting and
+  validating webhooks nor its pod webhooks run. Its controller relies on what its defaulting
+  webhook sets (it panics on a JobSet without ``spec.network``), so callers create JobSets
+  pre-defaulted: ``defaulted`` applies upstream's defaulting (v0.12.0's
+  ``jobSetWebhook.Default``) to a JobSet, and nothing validates them but the CRD's schema.
+  Upstream's pod webhook only acts on exclusive placement (and the priority label that goes with
+  it): such JobSets place their pods differently here.
+
+``install_crd`` applies upstream's CRD as a user's ``kubectl apply --server-side`` does (field
+manager ``kubectl``): on a cluster without a JobSet CRD, a later ``kubectl apply --server-side``
+of this project's CRD (``jobsetapi.install``) replaces it field for field, as in a migration.
+``running`` / ``running_async`` install the CRD, start the manager, wait until its readiness probe
+answers (its webhook server listens: the controllers are set up by then) and stop it on exit,
+raising with its log's tail if it exited meanwhile; ``UpstreamManager`` is the same in steps (the
+benchmark configures it before it starts it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from localcluster import jobsetapi
+from localcluster import pki as pkimod
+from localcluster.processes import LaunchError, ManagedProcess, free_port, https_get, wait_ready
+from localcluster.upstream import UpstreamBuild, ensure_upstream
+
+if TYPE_CHECKING:
+    from localcluster.cluster import LocalCluster
+
+Obj = dict[str, Any]
+NAME = "upstream-jobset"
+CONFIG_API = "config.jobset.x-k8s.io/v1alpha1"
+READY_TIMEOUT = 120.0
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def install_crd(cluster: LocalCluster, build: UpstreamBuild) -> None:
+    """Apply upstream's CRD (``kubectl apply --server-side``) and wait until it is Established.
+    Meant for a cluster without a JobSet CRD: a CRD another field manager applied there makes
+    this fail with a conflict rather than merge two schemas."""
+    cluster.kubectl("apply", "--server-side", "-f", str(build.crd))
+    jobsetapi.wait_established(cluster)
+
+
+def defaulted(jobset: Obj) -> Obj:
+    """A copy of ``jobset`` with what upstream's defaulting webhook (v0.12.0) sets when absent:
+    success policy ``All``, startup policy ``AnyOrder``, each Job template Indexed with pods
+    ``restartPolicy: OnFailure``, DNS hostnames on and not-ready addresses published, failure
+    policy rules named ``failurePolicyRule<i>``, claim policies retained with ``whenDeleted:
+    Delete``. Without them (measured on v0.12.0): no ``network``, its reconcile panics (recovered,
+    retried) before it creates anything; no ``successPolicy``, it panics once a Job succeeds; no
+    pod ``restartPolicy``, the API server refuses its Jobs (a Job's pods may not be ``Always``).
+    Without ``completionMode`` its Jobs are NonIndexed, without ``retentionPolicy`` its claims
+    have no owner."""
+    out = copy.deepcopy(jobset)
+    spec = out.setdefault("spec", {})
+    spec.setdefault("successPolicy", {"operator": "All"})
+    spec.setdefault("startupPolicy", {"startupPolicyOrder": "AnyOrder"})
+    for rjob in spec.get("replicatedJobs") or []:
+        job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+        job_spec.setdefault("completionMode", "Indexed")
+        pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
+        if not pod_spec.get("restartPolicy"):
+            pod_spec["restartPolicy"] = "OnFailure"
+    network = spec.get("network")
+    if network is None:
+        network = spec["network"] = {}
+    network.setdefault("enableDNSHostnames", True)
+    network.setdefault("publishNotReadyAddresses", True)
+    for i, rule in enumerate((spec.get("failurePolicy") or {}).get("rules") or []):
+        if not rule.get("name"):
+            rule["name"] = f"failurePolicyRule{i}"
+    for policy in spec.get("volumeClaimPolicies") or []:
+        if policy.get("retentionPolicy") is None:
+            policy["retentionPolicy"] = {"whenDeleted": "Delete"}
+    return out
+
+
+@dataclass
+class UpstreamManager:
+    """Upstream's manager for one cluster, configured on construction (ports, certificate, config
+    file under ``directory``) and not started: ``start`` / ``start_async``, ``stop`` /
+    ``stop_async``. It is not one of the cluster's processes (``cluster.pids()``, which the
+    benchmark counts as the cluster's work, does not list it); it dies with this process
+    (``PR_SET_PDEATHSIG``) if nobody stops it."""
+
+    cluster: LocalCluster
+    build: UpstreamBuild
+    directory: Path
+    args: Sequence[str] = ()
+    report: Callable[[str], None] = _stderr
+    webhook_port: int = field(init=False)
+    metrics_port: int = field(init=False)
+    health_port: int = field(init=False)
+    config_file: Path = field(init=False)
+    process: ManagedProcess = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.webhook_port, self.metrics_port, self.health_port = (free_port() for _ in range(3))
+        certs = self.directory / "certs"
+        pkimod.issue_serving(self.cluster.pki, certs, "jobset-webhook-service")
+        self.config_file = self.directory / "config.yaml"
+        self.config_file.write_text(json.dumps(self.configuration(certs), indent=2) + "\n")
+        env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
+        argv = [str(self.build.manager), f"--config={self.config_file}", *self.args]
+        log = self.cluster.state_dir / "logs" / f"{NAME}.log"
+        self.process = ManagedProcess(NAME, argv, log, env=env)
+
+    def configuration(self, certs: Path) -> Obj:
+        return {
+            "apiVersion": CONFIG_API,
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {"port": self.webhook_port, "host": "127.0.0.1", "certDir": str(certs)},
+            "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}", "certDir": str(certs)},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
+        }
+
+    def ready(self) -> tuple[int, str]:
+        """Its readiness probe: 200 once its webhook server listens (after the controllers are
+        set up; its caches may still be syncing, which delays, not loses, a reconcile)."""
+        return https_get(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2)
+
+    def start(self, within: float = READY_TIMEOUT) -> None:
+        """Start it (from the main thread) and wait until ``ready``; LaunchError with its log's
+        tail if it exits or is not ready ``within`` seconds."""
+        started = time.monotonic()
+        self.process.start()
+        try:
+            wait_ready(self.process, self.ready, timeout=within, report=self.report)
+        except BaseException:
+            self.process.stop()
+            raise
+        self._started(started)
+
+    async def start_async(self, within: float = READY_TIMEOUT) -> None:
+        """``start`` without blocking the event loop while it waits."""
+        started = time.monotonic()
+        self.process.start()  # here, on the loop's (main) thread: see ManagedProcess.start
+        try:
+            while True:
+                self.check_running()
+                if (await asyncio.to_thread(self.ready))[0] == 200:
+                    break
+                if time.monotonic() - started > within:
+                    raise LaunchError(
+                        f"{NAME} did not become ready within {within:.0f}s. Last lines of "
+                        f"{self.process.log_path}:\n{self.process.log_tail(30)}"
+                    )
+                await asyncio.sleep(0.2)
+        except BaseException:
+            await asyncio.to_thread(self.process.stop)
+            raise
+        self._started(started)
+
+    def _started(self, since: float) -> None:
+        self.report(
+            f"  {NAME} {self.build.ref} ready in {time.monotonic() - since:.1f}s "
+            f"(pid {self.process.pid}, log {self.process.log_path})"
+        )
+
+    def running(self) -> bool:
+        return self.process.running()
+
+    def check_running(self) -> None:
+        """LaunchError with its log's tail if it was started and has exited."""
+        popen = self.process.popen
+        if popen is not None and popen.poll() is not None:
+            raise LaunchError(
+                f"{NAME} exited with code {popen.returncode}. Last lines of "
+                f"{self.process.log_path}:\n{self.process.log_tail(30)}"
+            )
+
+    def stop(self) -> None:
+        """SIGTERM, SIGKILL after 10 s; nothing if it is not running."""
+        self.process.stop()
+
+    async def stop_async(self) -> None:
+        await asyncio.to_thread(self.process.stop)
+
+
+def _manager(
+    cluster: LocalCluster,
+    build: UpstreamBuild | None,
+    directory: Path | None,
+    args: Sequence[str],
+    report: Callable[[str], None] | None,
+) -> UpstreamManager:
+    say = report or _stderr
+    built = build or ensure_upstream(say)
+    where = directory or cluster.state_dir / NAME
+    return UpstreamManager(cluster, built, where, args=args, report=say)
+
+
+@contextlib.contextmanager
+def running(
+    cluster: LocalCluster,
+    build: UpstreamBuild | None = None,
+    *,
+    directory: Path | None = None,
+    args: Sequence[str] = (),
+    install: bool = True,
+    report: Callable[[str], None] | None = None,
+) -> Iterator[UpstreamManager]:
+    """Upstream's manager running against ``cluster`` for the block: its CRD installed (unless
+    ``install`` is false), started and ready on entry, stopped on exit. Raises LaunchError with
+    its log's tail if it exits while starting, or if it exited during the block (when the block
+    itself did not raise). ``build``: ``ensure_upstream()`` by default (built if not cached)."""
+    manager = _manager(cluster, build, directory, args, report)
+    if install:
+        install_crd(cluster, manager.build)
+    manager.start()
+    try:
+        yield manager
+        manager.check_running()
+    finally:
+        manager.stop()
+
+
+@contextlib.asynccontextmanager
+async def running_async(
+    cluster: LocalCluster,
+    build: UpstreamBuild | None = None,
+    *,
+    directory: Path | None = None,
+    args: Sequence[str] = (),
+    install: bool = True,
+    report: Callable[[str], None] | None = None,
+) -> AsyncIterator[UpstreamManager]:
+    """``running`` for async code: the build, the CRD's installation, the wait and the stop do
+    not block the event loop (a controller running in it, say)."""
+    manager = await asyncio.to_thread(_manager, cluster, build, directory, args, report)
+    if install:
+        await asyncio.to_thread(install_crd, cluster, manager.build)
+    await manager.start_async()
+    try:
+        yield manager
+        manager.check_running()
+    finally:
+        await manager.stop_async()
