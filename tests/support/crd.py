@@ -85,6 +85,13 @@ async def install_crd(kube: Kube, path: Path = CRD_FILE) -> None:
     await _install_policy(kube, POLICY_FILES[path])
 
 
+async def install_crd_only(kube: Kube, path: Path) -> None:
+    """Apply the CRD in ``path`` alone, no admission policy (upstream JobSet's CRD, in the
+    migration tests): applied by the same field manager as ``install_crd``, it replaces the
+    installed CRD field for field, as ``kubectl apply --server-side --force-conflicts`` does."""
+    await _install_crd(kube, path)
+
+
 async def _apply_retrying(kube: Kube, obj: dict[str, Any], path: str, what: Path) -> None:
     for attempt in range(5):
         status, text = await _apply(kube, obj, path)

@@ -62,7 +62,8 @@ def bound_all() -> list[Obj]:
 
 
 def command(*keys: str) -> str:
-    return f"kubectl annotate jobset js -n default --overwrite {REPLACE_LOST_ANNOTATION}={','.join(keys)}"
+    value = ",".join(keys)
+    return f"kubectl annotate jobset js -n default --overwrite {REPLACE_LOST_ANNOTATION}={value}"
 
 
 # ----------------------------------------------------------------------------- counts
