@@ -399,3 +399,43 @@ async def test_pods_the_policy_did_not_rewrite_are_reported_and_recovered(
         controller.assert_clean()
     finally:
         await wait_until_removed(full_kube, ns)
+
+
+async def test_a_stray_pod_with_the_jobsets_labels_does_not_block_it(
+    controller: ControllerProcesses, client: KubeClient, full_kube: Kube, full_namespace: str
+) -> None:
+    """A pod made by hand with the Pod-scope label, the JobSet's name label and an unresolved
+    placeholder (admitted while the policy was not installed) is not the JobSet's: only pods of
+    the JobSet's own Jobs count for PodScopePodsUnresolved, whose way out (suspend and resume
+    the JobSet) could never clear this one. The JobSet runs, every pod with its own claim."""
+    ns = full_namespace
+    await wait_until_removed(full_kube, ns)
+    placeholder = f"ckpt-{NAME}-workers-0-{volumes.podscope.PLACEHOLDER_SUFFIX}"
+    stray: Obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "stray",
+            "labels": {volumes.POD_SCOPE_LABEL: "true", api.JOBSET_NAME: NAME},
+        },
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox"}],
+            "volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": placeholder}}],
+        },
+    }
+    await client.create(PODS, stray, ns)
+    try:
+        install_policy(full_kube)
+        await client.create(api.JOBSETS, ranks_jobset(), ns)
+        pods = await running_by_rank(client, ns, attempt=0)
+        assert_each_pod_mounts_its_claim(pods)
+        await bound_claims(client, ns, ALL_RANKS)
+        held = await get_jobset(client, ns, NAME)
+        ready = condition(held, volumes.VOLUMES_READY) or {}
+        assert ready.get("reason") != admission.REASON_PODS_UNRESOLVED, ready
+        assert (await client.get(PODS, "stray", ns))["spec"]["volumes"][0]["persistentVolumeClaim"][
+            "claimName"
+        ] == placeholder
+        controller.assert_clean()
+    finally:
+        await wait_until_removed(full_kube, ns)

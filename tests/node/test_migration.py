@@ -51,14 +51,20 @@ def upstream_policy(template: str, when_deleted: str) -> Obj:
     }
 
 
-@contextlib.asynccontextmanager
-async def upstream_installed(cluster: LocalCluster, kube: Kube) -> AsyncIterator[UpstreamManager]:
-    """Upstream's CRD in place of ours (our admission policy's binding removed: a cluster that
-    runs upstream has none) and upstream's manager running; stopped on exit."""
+async def install_upstream_crd(kube: Kube) -> upstream.UpstreamBuild:
+    """Upstream's CRD in place of ours, and our admission policy's binding removed (a cluster
+    that runs upstream has none); upstream's build (made once, cached)."""
     binding = load_crd(BINDING_FILE)["metadata"]["name"]
     await kube.raw("DELETE", f"{BINDINGS}/{binding}")
     build = await asyncio.to_thread(upstream.ensure_upstream)
     await install_crd_only(kube, build.crd)
+    return build
+
+
+@contextlib.asynccontextmanager
+async def upstream_installed(cluster: LocalCluster, kube: Kube) -> AsyncIterator[UpstreamManager]:
+    """Upstream's CRD and manager, as on a cluster that runs upstream JobSet; stopped on exit."""
+    build = await install_upstream_crd(kube)
     async with upstreamjobset.running_async(cluster, build, install=False) as manager:
         yield manager
 
@@ -337,3 +343,62 @@ async def test_bad_adopt_claims_entries_are_reported_not_ignored(
     assert volumes.OWNER_UID_ANNOTATION not in (untouched["metadata"].get("annotations") or {})
     assert not (await node_client.list(JOBS, ns))["items"]
     node_controller.assert_clean()
+
+
+# Writes the token, then waits for the test to drop /data/go before it exits.
+WRITE_THEN_WAIT = (
+    'echo "{token}" > /data/file; echo "wrote {token}"; '
+    "until [ -f /data/go ]; do sleep 0.2; done; echo done"
+)
+
+
+async def test_the_way_back_to_upstream_keeps_the_claim_and_the_finalizer_must_go(
+    node_cluster: LocalCluster,
+    node_kube: Kube,
+    node_client: KubeClient,
+    node_namespace: str,
+    tmp_path: Path,
+) -> None:
+    """Rolling back: a JobSet this controller runs (its claim made here) is handed to upstream's
+    manager (ours stopped, upstream's CRD back). Upstream keeps using the claim (it ignores
+    AlreadyExists and mounts the claim by its name) and the JobSet completes there. Deleting it
+    then waits on this controller's retention finalizer, which nobody removes any more: the
+    documented step removes it, and the garbage collector deletes the claim (its ownerReference,
+    ``whenDeleted: Delete``)."""
+    ns, name, claim = node_namespace, "back", "data-back"
+    token = secrets.token_hex(8)
+    body = upstreamjobset.defaulted(
+        jobset(
+            name,
+            shell_job("trainer", WRITE_THEN_WAIT.format(token=token), mounts={"data": "/data"}),
+            volumeClaimPolicies=[upstream_policy("data", "Delete")],
+        )
+    )
+    async with controller_processes(node_kube, ns, node_client, tmp_path) as ours:
+        created = await node_client.create(api.JOBSETS, body, ns)
+        uid = created["metadata"]["uid"]
+        made = await adopted(node_client, ns, claim, uid)  # made here: our uid annotation
+        directory = await directory_of(node_client, ns, claim)
+        await file_says(directory / "file", token)
+        ours.assert_clean()
+        # Rolled back: this controller stopped (its finalizer stays on the JobSet), upstream's
+        # CRD back in place of ours, upstream's manager started.
+        ours.kill()
+
+        async with upstream_installed(node_cluster, node_kube):
+            (directory / "go").write_text("go\n")
+            await completed(node_client, ns, name)
+            logs = await pod_logs(node_kube, node_client, ns, name, "trainer")
+            assert list(logs.values()) == [f"wrote {token}\ndone"], logs
+            after = await node_client.get(CLAIMS, claim, ns)
+            assert after["metadata"]["uid"] == made["metadata"]["uid"]
+
+            await node_client.delete(api.JOBSETS, name, ns)
+            stuck = await node_client.get(api.JOBSETS, name, ns)
+            assert stuck["metadata"].get("deletionTimestamp"), stuck["metadata"]
+            assert volumes.FINALIZER in stuck["metadata"]["finalizers"], stuck["metadata"]
+            # docs/operations.md "Rolling back to upstream": the finalizer removed by hand.
+            await node_client.patch(api.JOBSETS, name, {"metadata": {"finalizers": None}}, ns)
+            await wait_gone(node_client, api.JOBSETS, name, ns, seconds=SECONDS)
+            await wait_gone(node_client, CLAIMS, claim, ns, seconds=SECONDS)
+    await install_crd(node_kube)
