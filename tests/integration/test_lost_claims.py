@@ -91,6 +91,7 @@ async def test_a_claim_deleted_out_of_band_is_lost_not_recreated_empty(
     message = volumes_ready(lost)["message"]
     accept = f"{LOST}@{original['metadata']['uid'][:8]}"
     assert f"{volumes.REPLACE_LOST_ANNOTATION}={accept}" in message, message
+    assert f"kubectl annotate jobset {NAME} -n {namespace} --overwrite " in message, message
     await wait_for(
         lambda: warnings(client, namespace, volumes.REASON_CLAIMS_LOST),
         bool,
@@ -114,6 +115,17 @@ async def test_a_claim_deleted_out_of_band_is_lost_not_recreated_empty(
     await settled(controller, client)
     listed = (await client.list(CLAIMS, namespace))["items"]
     assert LOST not in [c["metadata"]["name"] for c in listed]
+    # ... and it is not ignored silently: a condition and a Warning Event quote it and say why.
+    rejected = condition(await get_jobset(client, namespace, NAME), volumes.ANNOTATIONS_REJECTED)
+    assert rejected is not None and rejected["status"] == "True", rejected
+    assert rejected["reason"] == "ReplaceLostClaimsRejected", rejected
+    assert f'"{LOST}@00000000"' in rejected["message"], rejected["message"]
+    assert f"had uid {accept.split('@')[1]}, not 00000000" in rejected["message"]
+    await wait_for(
+        lambda: warnings(client, namespace, "ReplaceLostClaimsRejected"),
+        bool,
+        "a Warning Event ReplaceLostClaimsRejected",
+    )
 
     # The explicit opt-in: an empty claim replaces exactly that loss, and the Job starts again.
     accepted = {"metadata": {"annotations": {volumes.REPLACE_LOST_ANNOTATION: accept}}}
@@ -129,6 +141,12 @@ async def test_a_claim_deleted_out_of_band_is_lost_not_recreated_empty(
         "a Warning Event LostClaimReplaced",
     )
     await wait_reason(client, namespace, volumes.REASON_CLAIMS_PENDING)
+    # The entry did its work: nothing is rejected any more (the annotation may stay).
+    await wait_for(
+        lambda: get_jobset(client, namespace, NAME),
+        lambda js: (condition(js, volumes.ANNOTATIONS_REJECTED) or {}).get("status") == "False",
+        f"{volumes.ANNOTATIONS_REJECTED} to turn False",
+    )
 
 
 async def test_a_copy_of_a_deleted_claim_is_not_the_claim(

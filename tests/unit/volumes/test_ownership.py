@@ -460,3 +460,20 @@ def test_update_patch_tolerates_partial_claim() -> None:
     assert patch is not None
     assert patch["metadata"]["ownerReferences"] == [owner()]
     assert "spec" not in patch  # unknown current size: no expansion guess
+
+
+@pytest.mark.parametrize("when_deleted", ["Delete", "Retain"])
+def test_an_upstream_claim_is_adopted_in_one_write_then_left_alone(when_deleted: str) -> None:
+    """Upstream JobSet's claim (its name label and controller ownerReference, nothing of ours):
+    one patch makes it this JobSet's, after which the update has nothing to write."""
+    js = make([{"templates": [tpl("data")], "retentionPolicy": {"whenDeleted": when_deleted}}])
+    desired = only(js)
+    raw = claim("data-js", owner_uid=None, refs=[owner()])
+    raw["metadata"]["labels"] = {api.JOBSET_NAME: "js"}
+    upstreams = ClaimView.of(raw)
+    assert volumes.classify(upstreams, desired, js) == "adoptable"
+    adopted = ClaimView.of(merge_patch(raw, volumes.adoption_patch(upstreams, desired, js)))
+    assert volumes.owned(adopted, js)
+    assert volumes.update_patch(adopted, desired) is None
+    # The ownerReference stays only while the policy deletes the claim with the JobSet.
+    assert bool(adopted.owner_references) is (when_deleted == "Delete")
