@@ -36,6 +36,7 @@ from tests.support.volumes_e2e import (
     claim_template,
     controller_processes,
     find,
+    wait_exists,
     wait_gone,
 )
 
@@ -200,13 +201,7 @@ async def test_a_suspended_upstream_jobset_resumes_here_with_its_claim(
     async with upstream_installed(node_cluster, node_kube) as manager:
         created = await node_client.create(api.JOBSETS, body, ns)
         uid = created["metadata"]["uid"]
-        made = await wait_for(
-            lambda: find(node_client, CLAIMS, claim, ns),
-            lambda c: c is not None,
-            f"upstream to create claim {claim}",
-            seconds=SECONDS,
-        )
-        assert made is not None
+        made = await wait_exists(node_client, CLAIMS, claim, ns, seconds=SECONDS)
         job = f"{name}-trainer-0"
         await wait_for(
             lambda: find(node_client, JOBS, job, ns),
