@@ -171,7 +171,7 @@ soak: binaries ## chaos soak: JobSets + leader kill -9 + API server restart, inv
 	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)
 
 crd: binaries ## regenerate the JobSet CRD and its admission policy (from the local control plane), the Pod-scope admission policy, the chart's copies
-	$(PY) -m controller.api.crdgen --local
+	$(PY) -m localcluster crd
 	$(PY) -m controller.api.admissiongen
 	$(PY) -m controller.api.chartgen
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import sys
 
 from controller.app import main
+from controller.config import Config
 from controller.jobset.setup import setup
 from controller.runtime.manager import Manager
 
 
-def _setup(manager: Manager) -> None:
+def _setup(manager: Manager[Config]) -> None:
     """Register the controllers this process runs."""
     setup(manager)
 

@@ -14,7 +14,7 @@ from controller.runtime import logs
 from controller.runtime.manager import Manager, api_client_for
 from controller.version import build_info
 
-Setup = Callable[[Manager], None]
+Setup = Callable[[Manager[configmod.Config]], None]
 
 log = structlog.get_logger("main")
 

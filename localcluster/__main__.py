@@ -16,6 +16,9 @@ python -m localcluster status             is it running, and what
 python -m localcluster smoke              start, run a Job and a claim on it, stop
 python -m localcluster demo [--profile P] the narrated demo: on a real node when this host can
                                           run containers (node), else on KWOK's nodes (full)
+python -m localcluster crd [--check]      regenerate the JobSet CRD and its admission policy
+                                          from the OpenAPI of a local apiserver-profile control
+                                          plane (make crd); --check: compare, exit 1 if stale
 """
 
 from __future__ import annotations
@@ -248,6 +251,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo(args.state_dir.resolve(), profile)
 
 
+def cmd_crd(args: argparse.Namespace) -> int:
+    import asyncio
+    import tempfile
+
+    from controller.api import crdgen
+
+    with (
+        tempfile.TemporaryDirectory(prefix="crdgen-") as tmp,
+        LocalCluster(Path(tmp), profile="apiserver") as cluster,
+    ):
+        outputs = asyncio.run(crdgen.generate(cluster.kubeconfig))
+    return crdgen.write(outputs, args.check)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -259,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         ("status", cmd_status),
         ("smoke", cmd_smoke),
         ("demo", cmd_demo),
+        ("crd", cmd_crd),
     ):
         command = sub.add_parser(name)
         command.set_defaults(func=func)
@@ -271,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument(
             "--apiserver-port", type=int, default=0, help="0 picks a free port (default)"
         )
+        if name == "crd":
+            command.add_argument(
+                "--check", action="store_true", help="compare with the committed files"
+            )
         if name == "build":
             command.add_argument("--node", action="store_true", help="the real node's too")
             command.add_argument("--kueue", action="store_true", help="Kueue's (kueue profile) too")

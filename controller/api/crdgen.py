@@ -22,15 +22,17 @@ The JobSet part (spec and status fields, defaults, CEL rules, descriptions) is h
 Command line::
 
     python -m controller.api.crdgen --kubeconfig FILE [--check]
-    python -m controller.api.crdgen --local [--check]
+    python -m localcluster crd [--check]       # a local control plane of its own (make crd)
 
 It writes two CRDs: ``manifests/crd/`` (every feature gate off, upstream's default) and
 ``manifests/components/alpha-features/`` (every alpha gate on; see :mod:`controller.features`),
 each beside the ValidatingAdmissionPolicy that runs the spec's cross-field and immutability rules
 (``policy.yaml``, :mod:`controller.api.specpolicy`), and the policy's binding.
 
-``--local`` starts an ``apiserver``-profile local control plane, reads the documents and stops it.
-``--check`` compares instead of writing and exits 1 when the file is out of date.
+``python -m localcluster crd`` starts an ``apiserver``-profile local control plane, reads the
+documents and stops it (the product never imports the development tooling: ``localcluster``
+calls ``generate`` and ``write``). ``--check`` compares instead of writing and exits 1 when a
+file is out of date.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ import argparse
 import asyncio
 import copy
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -346,30 +347,12 @@ async def generate(kubeconfig: Path | str) -> dict[Path, str]:
     }
 
 
-def _generate_local() -> dict[Path, str]:
-    from localcluster.cluster import LocalCluster
-
-    with tempfile.TemporaryDirectory(prefix="crdgen-") as tmp:
-        cluster = LocalCluster(Path(tmp), profile="apiserver")
-        with cluster:
-            return asyncio.run(generate(cluster.kubeconfig))
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.api.crdgen", description=__doc__)
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--kubeconfig", type=Path, help="read the OpenAPI from this cluster")
-    source.add_argument(
-        "--local", action="store_true", help="start a local apiserver-profile control plane"
-    )
-    parser.add_argument(
-        "--check", action="store_true", help="compare with the committed files instead of writing"
-    )
-    args = parser.parse_args(argv)
-    outputs = _generate_local() if args.local else asyncio.run(generate(args.kubeconfig))
+def write(outputs: Mapping[Path, str], check: bool = False) -> int:
+    """Write ``outputs`` (``generate``'s), or with ``check`` compare them with the files; 1 when
+    a file is out of date, else 0."""
     stale = 0
     for out, text in outputs.items():
-        if args.check:
+        if check:
             if not out.exists() or out.read_text() != text:
                 print(f"{out} is out of date: run `make crd`", file=sys.stderr)
                 stale += 1
@@ -380,6 +363,18 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(text)
         print(f"wrote {out} ({len(text.encode())} bytes)")
     return 1 if stale else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m controller.api.crdgen", description=__doc__)
+    parser.add_argument(
+        "--kubeconfig", type=Path, required=True, help="read the OpenAPI from this cluster"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="compare with the committed files instead of writing"
+    )
+    args = parser.parse_args(argv)
+    return write(asyncio.run(generate(args.kubeconfig)), args.check)
 
 
 if __name__ == "__main__":

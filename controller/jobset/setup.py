@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from controller.api import specpolicy
+from controller.config import Config
 from controller.jobset import api, children, metrics, triggers, volumes
 from controller.jobset.reconciler import JOBSET_INDEX, JobSetReconciler
 from controller.runtime.client import (
@@ -20,11 +21,13 @@ from controller.runtime.client import (
 from controller.runtime.informer import EventHandler
 from controller.runtime.manager import Manager
 from controller.runtime.store import Obj, by_label, object_key
+from controller.version import register_build_info
 
 CONTROLLER = "jobset"
 
 
-def setup(manager: Manager) -> JobSetReconciler:
+def setup(manager: Manager[Config]) -> JobSetReconciler:
+    register_build_info(manager.registry)  # stateful_jobset_build_info: which build runs
     jobsets = manager.cache(api.JOBSETS)
     # Only children labelled by this controller are watched (and cached).
     owned = f"{api.JOBSET_NAME}"

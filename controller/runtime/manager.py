@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import structlog
 from kubernetes_asyncio import client as k8s_client
@@ -27,8 +27,8 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
-from controller.config import Config
 from controller.runtime.client import ClientMetrics, KubeClient, Resource
+from controller.runtime.config import RuntimeConfig
 from controller.runtime.controller import Controller, ControllerMetrics, Reconcile
 from controller.runtime.events import EventRecorder
 from controller.runtime.httpserver import OperatorServer, TlsFiles
@@ -37,9 +37,10 @@ from controller.runtime.leaderelection import LeaderElectionConfig, LeaderElecto
 from controller.runtime.metricsauth import MetricsAuthorizer
 from controller.runtime.store import Indexer, Obj
 from controller.runtime.workqueue import WorkQueue, WorkqueueMetrics
-from controller.version import register_build_info
 
 log = structlog.get_logger("manager")
+
+C = TypeVar("C", bound=RuntimeConfig)
 
 USER_AGENT = "stateful-jobset"
 
@@ -48,7 +49,7 @@ class LeadershipLost(Exception):
     """This replica lost the leader lease while running."""
 
 
-async def api_client_for(config: Config) -> ApiClient:
+async def api_client_for(config: RuntimeConfig) -> ApiClient:
     """An ApiClient from a kubeconfig, or from the in-cluster service-account files."""
     if config.kubeconfig:
         api = await k8s_config.new_client_from_config(config_file=config.kubeconfig)
@@ -115,17 +116,20 @@ class Cache:
 
 def standard_collectors(registry: CollectorRegistry) -> None:
     """``process_*`` (CPU, memory, file descriptors, start time), ``python_info`` and
-    ``python_gc_*``: what Go's client exports as ``process_*`` / ``go_*`` by default; and
-    ``stateful_jobset_build_info``, which build runs."""
+    ``python_gc_*``: what Go's client exports as ``process_*`` / ``go_*`` by default. (The
+    app's ``stateful_jobset_build_info`` is the app's to register: ``jobset.setup``.)"""
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
-    register_build_info(registry)
 
 
-class Manager:
+class Manager(Generic[C]):
+    """Informers, queues, controllers, leader election and the operator's HTTP servers of one
+    process. ``C``: the configuration it is made with (``RuntimeConfig`` or more: the app's
+    controllers read their own settings from ``manager.config``)."""
+
     def __init__(
-        self, config: Config, api: ApiClient, *, registry: CollectorRegistry | None = None
+        self, config: C, api: ApiClient, *, registry: CollectorRegistry | None = None
     ) -> None:
         self.config = config
         self.api = api

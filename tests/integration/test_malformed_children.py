@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.config import Config
 from controller.jobset import api, volumes
 from controller.runtime.client import CLAIMS, CONFIG_MAPS, JOBS, ApiError, KubeClient, Resource
 from controller.runtime.manager import Manager
@@ -37,7 +38,7 @@ from tests.support.jobsets import (
 Obj = dict[str, Any]
 
 
-def errors(manager: Manager) -> float:
+def errors(manager: Manager[Config]) -> float:
     for family in manager.registry.collect():
         if family.name == "controller_runtime_reconcile_errors":
             return sum(s.value for s in family.samples if s.name.endswith("_total"))

@@ -14,6 +14,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller import config as configmod
+from controller.config import Config
 from controller.jobset import api
 from controller.jobset.reconciler import JobSetReconciler
 from controller.jobset.setup import CONTROLLER, setup
@@ -139,7 +140,7 @@ def scale_pod_jobset_minimum_writes(completions: int) -> dict[str, int]:
 
 @dataclass
 class RunningController:
-    manager: Manager
+    manager: Manager[Config]
     reconciler: JobSetReconciler
 
 
@@ -342,12 +343,12 @@ async def ready_job(client: KubeClient, namespace: str, job: Obj) -> None:
     )
 
 
-def writes(manager: Manager) -> float:
+def writes(manager: Manager[Config]) -> float:
     """Mutating API requests made by this controller so far (from its own client metrics)."""
     return progress(manager.registry.collect(), CONTROLLER).writes
 
 
-def reconciles(manager: Manager) -> float:
+def reconciles(manager: Manager[Config]) -> float:
     return progress(manager.registry.collect(), CONTROLLER).reconciles
 
 

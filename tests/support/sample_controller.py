@@ -12,6 +12,7 @@ import sys
 import structlog
 
 from controller.app import main
+from controller.config import Config
 from controller.runtime.client import CONFIG_MAPS
 from controller.runtime.controller import Result
 from controller.runtime.informer import EventHandler
@@ -22,7 +23,7 @@ ANNOTATION = "sample.test/echo"
 log = structlog.get_logger("sample")
 
 
-def setup(manager: Manager) -> None:
+def setup(manager: Manager[Config]) -> None:
     cache = manager.cache(CONFIG_MAPS, label_selector="sample=yes")
     queue = manager.queue("sample")
 

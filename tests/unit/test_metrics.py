@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from controller import config as configmod
+from controller.config import Config
 from controller.jobset import api
 from controller.jobset.metrics import JOBSET_LABELS, JobSetMetrics
 from controller.jobset.reconciler import JobSetReconciler
@@ -36,7 +37,7 @@ CREATED = re.compile(r"^(# (HELP|TYPE) )?[a-zA-Z_:][a-zA-Z0-9_:]*_created[ {]", 
 
 
 @pytest.fixture
-async def wired() -> AsyncIterator[tuple[Manager, JobSetReconciler]]:
+async def wired() -> AsyncIterator[tuple[Manager[Config], JobSetReconciler]]:
     config = configmod.parse(["--leader-elect=false"], env={})
     async with ApiClient(Configuration()) as api_client:
         manager = Manager(config, api_client)
@@ -62,12 +63,12 @@ def _samples(text: str) -> list[Sample]:
     return [s for family in text_string_to_metric_families(text) for s in family.samples]
 
 
-def _scrape(manager: Manager) -> str:
+def _scrape(manager: Manager[Config]) -> str:
     return exposition(manager.registry).decode()
 
 
 async def test_completed_and_failed_carry_upstreams_labels(
-    wired: tuple[Manager, JobSetReconciler],
+    wired: tuple[Manager[Config], JobSetReconciler],
 ) -> None:
     manager, reconciler = wired
     reconciler.metrics.jobset_completed("team-a", "train")
@@ -82,7 +83,7 @@ async def test_completed_and_failed_carry_upstreams_labels(
 
 
 async def test_every_per_jobset_series_has_the_same_two_labels(
-    wired: tuple[Manager, JobSetReconciler],
+    wired: tuple[Manager[Config], JobSetReconciler],
 ) -> None:
     manager, reconciler = wired
     _fill(
@@ -114,7 +115,7 @@ async def test_every_per_jobset_series_has_the_same_two_labels(
 
 
 async def test_no_created_series_but_process_and_python_ones(
-    wired: tuple[Manager, JobSetReconciler],
+    wired: tuple[Manager[Config], JobSetReconciler],
 ) -> None:
     manager, reconciler = wired
     # Counters, histograms (the work queue's) and a labelled counter all have observations.
@@ -142,7 +143,7 @@ async def test_no_created_series_but_process_and_python_ones(
 
 
 async def test_the_metrics_endpoint_serves_the_same_text(
-    wired: tuple[Manager, JobSetReconciler],
+    wired: tuple[Manager[Config], JobSetReconciler],
 ) -> None:
     manager, reconciler = wired
     reconciler.metrics.jobset_completed("ns", "a")
@@ -303,7 +304,7 @@ def test_ttl_cache_expires_entries_and_stays_bounded() -> None:
 
 
 async def test_jobsets_another_controller_manages_are_counted_not_reported(
-    wired: tuple[Manager, JobSetReconciler],
+    wired: tuple[Manager[Config], JobSetReconciler],
 ) -> None:
     manager, reconciler = wired
     theirs = {**_jobset("team-a", "upstream-run", restarts=3), "spec": {"managedBy": "x.io/up"}}

@@ -1,0 +1,69 @@
+"""The layers, as the imports have them: the product never imports the development tooling, and
+the runtime (``controller/runtime``: client, informers, work queue, manager) imports nothing of
+the app built on it. Every import counts, those under ``TYPE_CHECKING`` and inside functions too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def imported(path: Path) -> set[str]:
+    """The modules a file imports (absolute names; relative imports are not used here)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def offenders(folder: str, forbidden: tuple[str, ...], allowed: tuple[str, ...] = ()) -> list[str]:
+    result = []
+    files = sorted((REPO / folder).rglob("*.py"))
+    assert files, f"no Python files under {folder}"
+    for path in files:
+        for name in sorted(imported(path)):
+            top = name.startswith(forbidden)
+            if top and not name.startswith(allowed):
+                result.append(f"{path.relative_to(REPO)} imports {name}")
+    return result
+
+
+def test_the_product_never_imports_the_tooling_or_the_tests() -> None:
+    assert offenders("controller", ("localcluster", "tests", "bench")) == []
+
+
+def test_the_runtime_imports_nothing_of_the_app() -> None:
+    found = offenders("controller/runtime", ("controller",), allowed=("controller.runtime",))
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import localcluster.cluster", {"localcluster.cluster"}),
+        (
+            "from controller.config import Config",
+            {"controller.config", "controller.config.Config"},
+        ),
+        (
+            "def f():\n    from localcluster import build\n",
+            {"localcluster", "localcluster.build"},
+        ),
+        ("from . import sibling", set()),
+    ],
+)
+def test_imports_are_found_wherever_they_are(
+    tmp_path: Path, source: str, expected: set[str]
+) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert imported(path) == expected
