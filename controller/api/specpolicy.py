@@ -36,11 +36,9 @@ import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from controller.api.schema import CEL_RESERVED
-
-Obj = dict[str, Any]
+from controller.runtime.store import Obj
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 POLICY_NAME = "jobsets.jobset.x-k8s.io"

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controller.jobset import api
-from controller.jobset.model import JobSet, Obj, ReplicatedJob
+from controller.jobset.model import JobSet, ReplicatedJob
+from controller.runtime.store import Obj
 
 JOB_COMPLETE = "Complete"
 JOB_FAILED = "Failed"

@@ -15,8 +15,7 @@ from typing import Any
 
 from controller.jobset import api, placement
 from controller.jobset.model import JobSet, ReplicatedJob
-
-Obj = dict[str, Any]
+from controller.runtime.store import Obj
 
 
 def job_name(jobset: str, replicated_job: str, index: int) -> str:

@@ -50,12 +50,11 @@ from controller.jobset.volumes import (
 )
 from controller.jobset.volumes.admission import Blocked
 from controller.jobset.writefailures import Failure
+from controller.runtime.store import Obj
 
 # How long a due TTL delete waits for claims to lose an ownerReference retention keeps them
 # without (their update events usually bring the next pass sooner).
 TTL_HOLD_SECONDS = 5.0
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

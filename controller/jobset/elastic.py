@@ -22,8 +22,7 @@ from typing import Any
 
 from controller.jobset import children
 from controller.jobset.model import JobSet, ReplicatedJob
-
-Obj = dict[str, Any]
+from controller.runtime.store import Obj
 
 # Condition (ours): True while a resize in the spec is not applied to the running Jobs because
 # the controller runs without the ElasticJobSet gate; False once the Jobs match again.

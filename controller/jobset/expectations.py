@@ -15,9 +15,9 @@ function takes and returns anew; the clock is passed in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
-Obj = dict[str, Any]
+from controller.runtime.store import Obj
+
 # Job name -> monotonic time of our create.
 Expected = Mapping[str, float]
 

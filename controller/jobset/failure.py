@@ -50,8 +50,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.jobset import api, children, messagepatterns
-from controller.jobset.model import FailurePolicyRule, JobSet, Obj
+from controller.jobset.model import FailurePolicyRule, JobSet
 from controller.jobset.status import FALSE, ConditionSpec, counter, parse_time
+from controller.runtime.store import Obj
 from controller.runtime.threads import run_in_daemon_thread
 
 DEFAULT_ACTION = api.RESTART_JOBSET

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-Obj = dict[str, Any]
+from controller.runtime.store import Obj
 
 
 def _finalizers(metadata: Mapping[str, Any]) -> list[Any]:

@@ -24,8 +24,7 @@ from typing import Any
 from controller.jobset import api
 from controller.jobset.decide import Event
 from controller.jobset.status import set_condition
-
-Obj = dict[str, Any]
+from controller.runtime.store import Obj
 
 
 @dataclass(frozen=True)

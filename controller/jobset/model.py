@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from controller.jobset import api, messagepatterns, placement
+from controller.runtime.store import Obj
 
-Obj = dict[str, Any]
 DependencyStatus = Literal["Ready", "Complete"]
 
 

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api
-
-Obj = dict[str, Any]
+from controller.runtime.store import Obj
 
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"

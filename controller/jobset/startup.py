@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api, children
-from controller.jobset.model import JobSet, Obj, ReplicatedJob
+from controller.jobset.model import JobSet, ReplicatedJob
 from controller.jobset.status import counter
+from controller.runtime.store import Obj
 
 # (type, reason, message) of the startup conditions; both are set with status True.
 IN_ORDER_IN_PROGRESS = (

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from controller.jobset import api, children
-from controller.jobset.model import JobSet, Obj
+from controller.jobset.model import JobSet
+from controller.runtime.store import Obj
 
 TRUE = "True"
 FALSE = "False"

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api, children
-from controller.jobset.model import JobSet, Obj, ReplicatedJob
+from controller.jobset.model import JobSet, ReplicatedJob
 from controller.jobset.startup import all_started, dependencies_met
 from controller.jobset.status import FALSE, TRUE, ConditionSpec, replicated_jobs_status
+from controller.runtime.store import Obj
 
 SUSPENDED = ConditionSpec(api.SUSPENDED, TRUE, api.REASON_SUSPENDED, api.MESSAGE_SUSPENDED)
 RESUMED = ConditionSpec(api.SUSPENDED, FALSE, api.REASON_RESUMED, api.MESSAGE_RESUMED)

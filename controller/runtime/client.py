@@ -36,7 +36,8 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from yarl import URL
 
-Obj = dict[str, Any]
+from controller.runtime.store import Obj
+
 PatchType = Literal["merge", "json", "strategic", "apply"]
 
 _PATCH_CONTENT_TYPES: dict[str, str] = {

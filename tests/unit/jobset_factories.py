@@ -14,7 +14,8 @@ import datetime
 from typing import Any
 
 from controller.jobset import api, model
-from controller.jobset.model import JobSet, Obj, ReplicatedJob
+from controller.jobset.model import JobSet, ReplicatedJob
+from controller.runtime.store import Obj
 
 T0 = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 

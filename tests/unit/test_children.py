@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from controller.jobset import api, children, model
 from controller.jobset.decide import decide
-from controller.jobset.model import Obj
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, condition, make_job, make_jobset, make_jobset_obj, rjob
 
 JS = make_jobset(replicated_jobs=[rjob("w", 2, parallelism=4, completions=3)])

@@ -19,8 +19,8 @@ import pytest
 
 from controller.jobset import api, children, model, pacing, volumes
 from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
-from controller.jobset.model import Obj
 from controller.jobset.volumes.admission import Blocked
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset_obj, rjob
 
 # ----------------------------------------------------------------------------- inputs

@@ -17,7 +17,7 @@ import pytest
 
 from controller.jobset import elastic, model, volumes
 from controller.jobset.decide import Plan, decide
-from controller.jobset.model import Obj
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_job, make_jobset_obj, rjob
 from tests.unit.test_decide import CLAIM_SPEC, RETENTION_FINALIZER, _pod_claim
 

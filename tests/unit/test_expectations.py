@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from controller.jobset import expectations
-from controller.jobset.model import Obj
+from controller.runtime.store import Obj
 
 
 def _job(name: str) -> Obj:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.jobset import finalizers
-from controller.jobset.model import Obj
+from controller.runtime.store import Obj
 
 OURS = "jobset.x-k8s.io/volume-retention"
 THEIRS = "example.com/audit"

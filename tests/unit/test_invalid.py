@@ -8,7 +8,7 @@ import pytest
 
 from controller.jobset import invalid
 from controller.jobset.decide import Event
-from controller.jobset.model import Obj
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, at
 
 MESSAGE = "spec.failurePolicy.rules[0]: '(unclosed' is not a valid regular expression"

@@ -10,7 +10,7 @@ import pytest
 
 from controller.jobset import kueue, model
 from controller.jobset.decide import decide
-from controller.jobset.model import Obj
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_jobset_obj, rjob
 
 QUEUED = {kueue.QUEUE_NAME_LABEL: "user-queue"}

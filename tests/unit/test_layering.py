@@ -67,3 +67,18 @@ def test_imports_are_found_wherever_they_are(
     path = tmp_path / "m.py"
     path.write_text(source)
     assert imported(path) == expected
+
+
+def test_one_obj_alias_at_the_io_edge() -> None:
+    """``Obj`` (a raw object as the API server sends it) is defined once, by the runtime's store;
+    the rest of the product imports it, so one can find every place that still handles raw
+    objects."""
+    defining = []
+    for path in sorted((REPO / "controller").rglob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AnnAssign):
+                targets = [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "Obj" for t in targets):
+                defining.append(str(path.relative_to(REPO)))
+    assert defining == ["controller/runtime/store.py"]

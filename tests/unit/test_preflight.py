@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, preflight
-from controller.jobset.model import Obj
+from controller.runtime.store import Obj
 
 
 def _with_rv(version: Any) -> Obj:

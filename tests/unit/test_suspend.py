@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import api, suspend
-from controller.jobset.model import Obj
 from controller.jobset.status import replicated_jobs_status
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_job, make_jobset, rjob
 
 SUSPEND = {"spec": {"suspend": True}}

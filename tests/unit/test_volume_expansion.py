@@ -15,9 +15,10 @@ import pytest
 
 from controller.jobset import api, model, volumes
 from controller.jobset.decide import decide
-from controller.jobset.model import JobSet, Obj
+from controller.jobset.model import JobSet
 from controller.jobset.volumes import ClaimState, StorageClasses
 from controller.jobset.volumes.lifecycle import state_of
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_job, make_jobset_obj, rjob
 
 UID = "0a1b2c3d-0000-0000-0000-000000000000"  # the claim's uid; recorded as its first group

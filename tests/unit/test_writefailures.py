@@ -10,10 +10,10 @@ import pytest
 
 from controller.jobset import api, model, volumes, writefailures
 from controller.jobset.decide import Plan, decide
-from controller.jobset.model import Obj
 from controller.jobset.volumes import Condition
 from controller.jobset.writefailures import Failure, Write
 from controller.runtime.client import ApiError
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_jobset_obj, rjob
 
 QUOTA = (

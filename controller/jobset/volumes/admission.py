@@ -25,8 +25,7 @@ from controller.jobset.volumes.podscope import (
     PLACEHOLDER_SUFFIX,
     POLICY_NAME,
 )
-
-Obj = dict[str, Any]
+from controller.runtime.store import Obj
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 REASON_POLICY_MISSING = "PodScopePolicyMissing"

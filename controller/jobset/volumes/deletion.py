@@ -39,13 +39,13 @@ from controller.jobset.volumes.lifecycle import (
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     FINALIZER,
-    Obj,
     VolumePolicy,
     as_dict,
     as_list,
 )
 from controller.jobset.volumes.observed import ClaimView
 from controller.jobset.volumes.spec import readable_policies
+from controller.runtime.store import Obj
 
 # The finalizer the API server puts on an object deleted with propagationPolicy Orphan (the
 # garbage collector removes it once the dependents' ownerReferences are gone).

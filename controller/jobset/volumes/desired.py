@@ -29,12 +29,12 @@ from controller.jobset.volumes.model import (
     OWNER_UID_ANNOTATION,
     POD_SCOPE_LABEL,
     ClaimTemplate,
-    Obj,
     Scope,
     VolumePolicy,
     as_dict,
     as_list,
 )
+from controller.runtime.store import Obj
 
 # A claim's place in the model: (template, replicated job, job index, pod index); the last three
 # are None for JobSet scope, the pod index is None for Job scope. The name follows from it

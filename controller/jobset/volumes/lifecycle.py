@@ -56,7 +56,6 @@ from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     FINALIZER,
     REPLACE_LOST_ANNOTATION,
-    Obj,
     Retention,
     VolumePolicy,
     storage_of,
@@ -65,6 +64,7 @@ from controller.jobset.volumes.observed import ClaimView, StorageClasses
 from controller.jobset.volumes.quantity import quantity
 from controller.jobset.volumes.record import ClaimRecord, uid_prefix
 from controller.jobset.volumes.spec import VolumeModel
+from controller.runtime.store import Obj
 
 REASON_CLAIM_CREATED = "ClaimCreated"
 REASON_CLAIM_ADOPTED = "ClaimAdopted"

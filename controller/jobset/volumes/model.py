@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from controller.jobset import api
+from controller.runtime.store import Obj
 
-Obj = dict[str, Any]
 Scope = Literal["JobSet", "Job", "Pod"]
 Keep = Literal["Retain", "Delete"]
 # creationPolicy.whenSuspended: a suspended JobSet (queued by Kueue, say) creates and adopts its

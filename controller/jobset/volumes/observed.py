@@ -12,13 +12,12 @@ from controller.jobset.volumes.model import (
     OWNER_UID_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
-    Obj,
     as_dict,
     as_list,
     storage_of,
 )
 from controller.jobset.volumes.quantity import quantity
-from controller.runtime.store import stable_metadata
+from controller.runtime.store import Obj, stable_metadata
 
 
 def _strings(value: Any) -> dict[str, str]:

@@ -38,13 +38,13 @@ from controller.jobset.volumes.desired import DesiredClaim
 from controller.jobset.volumes.model import (
     OWNER_UID_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
-    Obj,
     as_dict,
     as_list,
     storage_of,
 )
 from controller.jobset.volumes.observed import ClaimView
 from controller.jobset.volumes.quantity import quantity
+from controller.runtime.store import Obj
 
 Classification = Literal["owned", "adoptable", "conflict"]
 Proof = Literal["controller-reference", "retained", "adopt-annotation"]

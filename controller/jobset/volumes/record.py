@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.jobset.volumes.desired import Slot
-from controller.jobset.volumes.model import Obj, as_dict, as_list
+from controller.jobset.volumes.model import as_dict, as_list
+from controller.runtime.store import Obj
 
 PREFIX_LENGTH = 8
 _JOBS = ";"  # between the Job indexes of a Pod-scope entry

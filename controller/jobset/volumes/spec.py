@@ -49,7 +49,6 @@ from controller.jobset.volumes.model import (
     REPLACE_LOST_ANNOTATION,
     ClaimTemplate,
     Keep,
-    Obj,
     Retention,
     Scope,
     VolumePolicy,
@@ -58,6 +57,7 @@ from controller.jobset.volumes.model import (
     storage_of,
 )
 from controller.jobset.volumes.quantity import quantity
+from controller.runtime.store import Obj
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

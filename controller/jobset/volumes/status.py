@@ -18,9 +18,10 @@ from controller.jobset.volumes.annotations import (
 )
 from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.lifecycle import ClaimLifecycle, ClaimState, VolumePlan, released_by
-from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, Obj, as_dict, as_list, listing
+from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, as_dict, as_list, listing
 from controller.jobset.volumes.record import ClaimRecord, uid_prefix
 from controller.jobset.volumes.spec import VolumeModel
+from controller.runtime.store import Obj
 
 VOLUMES_READY = "VolumesReady"
 VOLUME_CLAIM_CONFLICT = "VolumeClaimConflict"

@@ -19,7 +19,7 @@ from typing import Any
 
 from controller.jobset import api, volumes
 from controller.jobset.decide import Plan
-from controller.jobset.model import JobSet, Obj, owner_reference, parse
+from controller.jobset.model import JobSet, owner_reference, parse
 from controller.jobset.volumes import (
     CLAIM_POD_INDEX_LABEL,
     CLAIM_SCOPE_LABEL,
@@ -31,6 +31,7 @@ from controller.jobset.volumes import (
     DesiredClaim,
     Slot,
 )
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import make_jobset_obj, rjob
 
 # What Retain writes on a claim it keeps: the uid of the JobSet it was retained from.

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from controller.jobset.model import Obj
 from controller.jobset.volumes import (
     CLAIM_TEMPLATE_LABEL,
     FINALIZER,
@@ -21,6 +20,7 @@ from controller.jobset.volumes import (
     retain_patch,
     views,
 )
+from controller.runtime.store import Obj
 from tests.unit.volumes.factories import (
     ckpt,
     claim,

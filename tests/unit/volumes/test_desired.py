@@ -8,8 +8,8 @@ import copy
 import pytest
 
 from controller.jobset import api, construct, volumes
-from controller.jobset.model import Obj
 from controller.jobset.volumes import JobClaims, Retention, VolumePolicy
+from controller.runtime.store import Obj
 from tests.unit.volumes.factories import make, mounting, only, owner, tpl
 
 # ----------------------------------------------------------------------------- targets

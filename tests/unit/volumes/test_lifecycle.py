@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
-from controller.jobset.model import JobSet, Obj, parse
+from controller.jobset.model import JobSet, parse
 from controller.jobset.volumes import (
     FINALIZER,
     ClaimLifecycle,
@@ -27,6 +27,7 @@ from controller.jobset.volumes import (
     VolumePlan,
 )
 from controller.jobset.volumes.lifecycle import slot_of
+from controller.runtime.store import Obj
 from tests.unit.volumes.factories import (
     RETAINED,
     accepting,

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
-from controller.jobset.model import Obj
 from controller.jobset.volumes import (
     CLAIM_SCOPE_LABEL,
     OWNER_UID_ANNOTATION,
@@ -20,6 +19,7 @@ from controller.jobset.volumes import (
     DesiredClaim,
 )
 from controller.jobset.volumes.annotations import parse as parse_entries
+from controller.runtime.store import Obj
 from tests.unit.volumes.factories import RETAINED, claim, make, merge_patch, only, owner, tpl
 
 # ----------------------------------------------------------------------------- the views

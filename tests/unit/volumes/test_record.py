@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import volumes
-from controller.jobset.model import Obj
 from controller.jobset.volumes import ClaimRecord, Slot
+from controller.runtime.store import Obj
 
 A, B, C = "aaaaaaaa", "bbbbbbbb", "cccccccc"
 DATA: Slot = ("data", None, None, None)  # JobSet scope

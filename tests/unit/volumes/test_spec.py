@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.jobset import api, construct, volumes
-from controller.jobset.model import InvalidJobSet, Obj, parse
+from controller.jobset.model import InvalidJobSet, parse
 from controller.jobset.volumes import (
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
@@ -29,6 +29,7 @@ from controller.jobset.volumes import (
     StorageClasses,
     podscope,
 )
+from controller.runtime.store import Obj
 from tests.support.examples import EXAMPLES
 from tests.unit.jobset_factories import make_jobset, make_jobset_obj
 from tests.unit.volumes.factories import (

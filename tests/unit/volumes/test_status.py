@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
-from controller.jobset.model import JobSet, Obj, parse
+from controller.jobset.model import JobSet, parse
 from controller.jobset.volumes import (
     REPLACE_LOST_ANNOTATION,
     Condition,
@@ -19,6 +19,7 @@ from controller.jobset.volumes import (
     StorageClasses,
     VolumeModel,
 )
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import make_jobset
 from tests.unit.volumes.factories import (
     RETAINED,

@@ -17,8 +17,9 @@ import pytest
 
 from controller.jobset import api, volumes
 from controller.jobset.decide import Plan, decide
-from controller.jobset.model import InvalidJobSet, JobSet, Obj, parse
+from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.volumes import FINALIZER, ClaimState, Slot, StorageClasses
+from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, at, make_job, rjob
 from tests.unit.volumes.factories import (
     RETAINED,
