@@ -87,6 +87,7 @@ class JobSetReconciler:
         admission_bindings: Cache | None = None,
         pods: Cache | None = None,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.recorder = recorder
@@ -104,6 +105,9 @@ class JobSetReconciler:
         self._admission_seen: tuple[tuple[str, str], float] | None = None
         self.metrics = metrics or JobSetMetrics(None)
         self._wall = wall_clock
+        # Seconds on a monotonic clock (expectations, pacing, the Pod-scope settle window):
+        # injected, so that tests drive time instead of sleeping through it.
+        self._clock = clock
         # Per JobSet, the Jobs we created that the cache has not shown yet (``expectations``).
         self._expected: dict[str, dict[str, float]] = {}
         # resourceVersion of our last write per JobSet: a cache older than that is stale.
@@ -297,7 +301,7 @@ class JobSetReconciler:
             claims, classes, wall = self._claims(key, jobset, model), self._classes(), self._wall()
             blocked, look_again = (
                 self._pod_scope_blocked(
-                    key, jobset, {str(j["metadata"]["uid"]) for j in jobs}, time.monotonic()
+                    key, jobset, {str(j["metadata"]["uid"]) for j in jobs}, self._clock()
                 )
                 if model.pod_scope
                 else (None, None)
@@ -319,7 +323,7 @@ class JobSetReconciler:
             self.wanted.drop(key)  # it acts on no claim until the object changes
             await self._report_invalid(key, obj, str(err))
             return Result()  # nothing to retry until the object changes
-        now = time.monotonic()
+        now = self._clock()
         self._expected[key] = expectations.live(self._expected.get(key, {}), now)
         plan.create_jobs = expectations.creates_to_send(plan.create_jobs, self._expected[key], now)
         if plan.writes - (plan.status is not None):
@@ -681,7 +685,7 @@ class JobSetReconciler:
                 return None  # ours: a lost response or a stale cache
             return Failure(Write.HELD_JOB, name, writefailures.owner_of(found))
         self._expected[key] = expectations.expect(
-            self._expected.get(key, {}), [name], time.monotonic()
+            self._expected.get(key, {}), [name], self._clock()
         )
         return None
 
@@ -715,7 +719,7 @@ class JobSetReconciler:
             cause=cause,
             fields=sorted(k for k, v in plan.status.items() if stored.get(k) != v),
         )
-        self._status_written_at[key] = time.monotonic()
+        self._status_written_at[key] = self._clock()
         self._progress_streak[key] = pacing.next_streak(
             self._progress_streak.get(key, 0),
             stored,

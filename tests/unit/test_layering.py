@@ -82,3 +82,23 @@ def test_one_obj_alias_at_the_io_edge() -> None:
             if any(isinstance(t, ast.Name) and t.id == "Obj" for t in targets):
                 defining.append(str(path.relative_to(REPO)))
     assert defining == ["controller/runtime/store.py"]
+
+
+def test_the_reconciler_reads_no_clock_of_its_own() -> None:
+    """Its clocks are injected (``clock``, ``wall_clock``): no call of ``time.monotonic()``,
+    ``time.time()`` or ``datetime.now()`` in it."""
+    path = REPO / "controller/jobset/reconciler.py"
+    calls = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("monotonic", "time", "now", "perf_counter"):
+                calls.append(f"line {node.lineno}: {ast.unparse(node)}")
+    # The default of ``wall_clock`` is the one reading of the wall clock, at the I/O edge.
+    assert calls == [f"line {_default_wall_line(path)}: datetime.datetime.now(datetime.UTC)"]
+
+
+def _default_wall_line(path: Path) -> int:
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if "wall_clock: Callable" in line:
+            return number
+    raise AssertionError("no wall_clock parameter")
