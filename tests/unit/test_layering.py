@@ -90,9 +90,12 @@ def test_the_reconciler_reads_no_clock_of_its_own() -> None:
     path = REPO / "controller/jobset/reconciler.py"
     calls = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in ("monotonic", "time", "now", "perf_counter"):
-                calls.append(f"line {node.lineno}: {ast.unparse(node)}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("monotonic", "time", "now", "perf_counter")
+        ):
+            calls.append(f"line {node.lineno}: {ast.unparse(node)}")
     # The default of ``wall_clock`` is the one reading of the wall clock, at the I/O edge.
     assert calls == [f"line {_default_wall_line(path)}: datetime.datetime.now(datetime.UTC)"]
 
