@@ -20,8 +20,8 @@ Order of concerns, as upstream's reconcile:
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller.jobset import (
@@ -46,7 +46,7 @@ from controller.jobset.volumes import (
     VolumeModel,
     VolumePlan,
     deletion,
-    podscope,
+    gating,
 )
 from controller.jobset.volumes.admission import Blocked
 from controller.jobset.writefailures import Failure
@@ -164,23 +164,6 @@ class _Status:
         return result
 
 
-def _claims_mounted(job: Obj) -> set[str]:
-    """The claims the Job's pods use: a Pod-scope placeholder stands for the claim of each of
-    the Job's completion indexes (as the admission policy resolves it for each pod)."""
-    spec = job.get("spec") or {}
-    pod_spec = (spec.get("template") or {}).get("spec") or {}
-    names = {
-        str(v["persistentVolumeClaim"].get("claimName"))
-        for v in pod_spec.get("volumes") or []
-        if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
-    }
-    completions = spec.get("completions")
-    pods = completions if isinstance(completions, int) and completions > 0 else 1
-    for name in [n for n in names if podscope.is_placeholder(n)]:
-        names.update(podscope.resolved_claim_name(name, i) for i in range(pods))
-    return names
-
-
 def _beyond_replicas(jobset: JobSet, job: Obj) -> bool:
     rjob = jobset.replicated_job(children.replicated_job_of(job) or "")
     index = children.job_index_of(job)
@@ -206,85 +189,10 @@ def _mounted_jobs(
         if job["metadata"]["name"] in others:
             held.append(job["metadata"]["name"])
             continue
-        needed = _claims_of(job, model)
-        if needed is not None:
-            if not all(map(mountable.__contains__, needed)):
-                continue  # a claim it needs is not mountable yet
-            labels = job["metadata"]["labels"]
-            rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
-            wanted = model.job_claims.for_job(rjob, index)
-            job = volumes.mount(job, jobset, model.policies, rjob, index, wanted)
-        result.append(job)
+        if not gating.may_run(job, model, mountable):
+            continue  # a claim it needs is not mountable yet
+        result.append(gating.with_claims(job, jobset, model))
     return result, writefailures.held_jobs(held, others)
-
-
-def _claims_of(job: Obj, model: VolumeModel) -> list[str] | None:
-    """Every claim the Job's pods use (``JobClaims.needed``); None when the JobSet has no volume
-    policies (or the Job lacks the labels that place it)."""
-    if not model.policies:
-        return None
-    labels = job["metadata"].get("labels") or {}
-    rjob, index = labels.get(api.REPLICATED_JOB_NAME), labels.get(api.JOB_INDEX)
-    if not isinstance(rjob, str) or not isinstance(index, str) or not index.isdigit():
-        return None
-    return model.job_claims.needed(rjob, int(index))
-
-
-def _suspend_on_lost_claims(
-    jobset: JobSet, jobs: Sequence[Obj], model: VolumeModel, vplan: VolumePlan
-) -> list[tuple[str, Obj]]:
-    """Suspend the running Jobs that mount a lost claim. A claim is lost only once no pod uses
-    it (Kubernetes keeps a claim in use until its pods stop), so these Jobs have no pod holding
-    the data; a pod they start (a retry) would wait for any claim of that name and mount
-    whatever appears there. Suspended, they wait like Jobs not created yet, and resume once the
-    loss is accepted (``_withhold_unmountable``)."""
-    if not model.policies or jobset.suspend:
-        return []
-    lost = {c.name for c in vplan.claims if c.state is volumes.ClaimState.LOST}
-    if not lost:
-        return []
-    patches = []
-    for job in children.current_jobs(jobset, jobs):
-        if children.is_finished(job) or children.is_deleting(job) or children.is_suspended(job):
-            continue
-        needed = _claims_of(job, model)
-        if needed is not None and lost.intersection(needed):
-            patches.append((children.name_of(job), {"spec": {"suspend": True}}))
-    return patches
-
-
-def _withhold_unmountable(
-    decision: suspend.SuspendDecision,
-    jobs: Sequence[Obj],
-    model: VolumeModel,
-    mountable: set[str],
-    blocked: bool = False,
-) -> suspend.SuspendDecision:
-    """A suspended Job is resumed only once every claim it mounts is mountable, as a Job is
-    created only then. A Job created suspended before its claim was lost would otherwise get a
-    pod that waits for *any* claim of that name, and mounts whatever claim appears there (a copy
-    from YAML, someone else's): the data safety the lost state is for. ``blocked``: no Job is
-    resumed (the Pod-scope admission policy is missing)."""
-    if not model.policies:
-        return decision
-    by_name = {children.name_of(job): job for job in jobs}
-
-    def waits(name: str, patch: Obj) -> bool:
-        if patch.get("spec", {}).get("suspend") is not False or name not in by_name:
-            return False
-        if blocked:
-            return True
-        needed = _claims_of(by_name[name], model)
-        return needed is not None and not all(map(mountable.__contains__, needed))
-
-    withheld = {name for name, patch in decision.patches if waits(name, patch)}
-    if not withheld:
-        return decision
-    return suspend.SuspendDecision(
-        tuple((n, p) for n, p in decision.patches if n not in withheld),
-        tuple(n for n in decision.clear_start_time if n not in withheld),
-        None,  # not resumed yet: VolumesReady says why
-    )
 
 
 def _resize(
@@ -296,11 +204,9 @@ def _resize(
     if not gate:
         return []
 
-    def ready(job: Obj) -> bool:
-        needed = _claims_of(job, model)
-        return needed is None or all(map(vplan.mountable.__contains__, needed))
-
-    return elastic.resize_patches(jobset, jobs, ready)
+    return elastic.resize_patches(
+        jobset, jobs, lambda job: gating.may_run(job, model, vplan.mountable)
+    )
 
 
 def _resize_condition(built: _Status, jobset: JobSet, jobs: Sequence[Obj], gate: bool) -> None:
@@ -346,23 +252,6 @@ def _merged(patches: Sequence[tuple[str, Obj]]) -> list[tuple[str, Obj]]:
     return list(by_name.items())
 
 
-def _gate_pod_scope(vplan: VolumePlan, blocked: Blocked | None) -> VolumePlan:
-    """While the Pod-scope admission policy cannot work (``blocked`` says why), nothing is
-    created for the JobSet: no claim and, nothing being mountable, no Job; the claims it would
-    have created stay missing. Deletions by retention go on: they never wait for it."""
-    if blocked is None:
-        return vplan
-    held = _not_created(vplan, {c.name for c in vplan.create})
-    return replace(held, create=[], mountable=set())
-
-
-def _not_created(vplan: VolumePlan, names: Iterable[str]) -> VolumePlan:
-    """The plan counted the claims it creates as Pending; these were not created: missing."""
-    missing, skipped = volumes.ClaimState.MISSING, set(names)
-    claims = [replace(c, state=missing) if c.name in skipped else c for c in vplan.claims]
-    return replace(vplan, claims=claims)
-
-
 def _volume_status(
     built: _Status,
     model: VolumeModel,
@@ -374,7 +263,7 @@ def _volume_status(
         return
     refused = writefailures.failed_claim_creates(failures)
     if refused:
-        vplan = _not_created(vplan, refused)
+        vplan = gating.not_created(vplan, refused)
     built.value["volumes"] = volumes.volumes_status(model, vplan)
     for found in volumes.conditions(model, vplan):
         if found.type == volumes.VOLUMES_READY:
@@ -462,7 +351,7 @@ def decide(
         plan.delete_jobs.extend(
             j["metadata"]["name"] for j in current if not children.is_finished(j)
         )
-        plan.volume = _gate_pod_scope(
+        plan.volume = gating.gate_pod_scope(
             volumes.plan(
                 model,
                 claims,
@@ -479,7 +368,7 @@ def decide(
         plan.delete_jobs.extend(
             j["metadata"]["name"]
             for j in current
-            if children.is_finished(j) and released & _claims_mounted(j)
+            if children.is_finished(j) and released & gating.claims_mounted(j)
         )
         _volume_status(built, model, plan.volume, known, blocked)
         _close(plan, built, known)
@@ -509,7 +398,7 @@ def decide(
         if completes
         else ""
     )
-    vplan = _gate_pod_scope(
+    vplan = gating.gate_pod_scope(
         volumes.plan(model, claims, classes, terminal_state=terminal, pods_in_use=in_use), blocked
     )
     plan.volume = vplan
@@ -559,12 +448,12 @@ def decide(
             plan.requeue_after = float(jobset.ttl_seconds_after_finished)
         return plan
 
-    suspension = _withhold_unmountable(
+    suspension = gating.withhold_resume(
         suspend.plan(jobset, current, counted), current, model, vplan.mountable, blocked is not None
     )
     plan.clear_start_time.extend(suspension.clear_start_time)
     plan.patch_jobs.extend(suspension.patches)
-    plan.patch_jobs.extend(_suspend_on_lost_claims(jobset, current, model, vplan))
+    plan.patch_jobs.extend(gating.must_suspend(jobset, current, model, vplan))
     plan.patch_jobs = _merged(plan.patch_jobs + _resize(jobset, current, model, vplan, resize))
     _resize_condition(built, jobset, current, resize)
     _kueue_condition(built, jobset)

@@ -9,8 +9,10 @@ One module per concern, all pure (the reconciler performs the writes):
 - ``admission``: that admission policy as shipped, and whether the installed one can work;
 - ``observed``: typed, frozen views of existing claims and storage classes;
 - ``ownership``: which claims are the JobSet's, which it may adopt (with proof), the patches;
+- ``annotations``: the user's adopt-claims and replace-lost-claims entries, and which are rejected;
 - ``record``: the uids of the claims the JobSet had, kept in its status;
 - ``lifecycle``: each desired claim's state and the writes of this pass, retention included;
+- ``gating``: what the claims allow the Jobs: to be created, resumed, resized, or kept running;
 - ``deletion``: retention when the JobSet is deleted, read from the stored object whatever its
   spec (deletion must not depend on parsing it);
 - ``status``: what the status and conditions say about the claims.

@@ -1,0 +1,139 @@
+"""What a JobSet's claims allow its Jobs (pure): to be created, resumed, resized, or to keep
+running. One rule behind all four: a Job's pods start only when every claim they use is
+mountable (the JobSet's own, alive, its uid in the stored status; lifecycle.py).
+
+- ``may_run``: a Job not created yet is created, and a running one resized (ElasticJobSet),
+  only then. Pod scope: the claims of all its completion indexes, although its template mounts
+  one placeholder.
+- ``withhold_resume``: a suspended Job is resumed only then too. A Job created suspended before
+  its claim was lost would otherwise get a pod that waits for *any* claim of that name, and
+  mounts whatever claim appears there (a copy from YAML, someone else's).
+- ``must_suspend``: a running Job that mounts a Lost claim is suspended. A claim is lost only
+  once no pod uses it (Kubernetes keeps a claim in use until its pods stop), so these Jobs have
+  no pod holding the data; a pod they start (a retry) would mount whatever appears there.
+- ``gate_pod_scope``: while the Pod-scope admission policy cannot work, nothing is created for
+  the JobSet: no claim and, nothing being mountable, no Job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from controller.jobset import api, children, suspend
+from controller.jobset.model import JobSet
+from controller.jobset.volumes import podscope
+from controller.jobset.volumes.admission import Blocked
+from controller.jobset.volumes.desired import mount
+from controller.jobset.volumes.lifecycle import ClaimState, VolumePlan
+from controller.jobset.volumes.spec import VolumeModel
+from controller.runtime.store import Obj
+
+
+def claims_of(job: Obj, model: VolumeModel) -> list[str] | None:
+    """Every claim the Job's pods use (``JobClaims.needed``); None when the JobSet has no volume
+    policies (or the Job lacks the labels that place it)."""
+    if not model.policies:
+        return None
+    labels = job["metadata"].get("labels") or {}
+    rjob, index = labels.get(api.REPLICATED_JOB_NAME), labels.get(api.JOB_INDEX)
+    if not isinstance(rjob, str) or not isinstance(index, str) or not index.isdigit():
+        return None
+    return model.job_claims.needed(rjob, int(index))
+
+
+def claims_mounted(job: Obj) -> set[str]:
+    """The claims an existing Job's pods use, read from its pod template: a Pod-scope
+    placeholder stands for the claim of each of the Job's completion indexes (as the admission
+    policy resolves it for each pod)."""
+    spec = job.get("spec") or {}
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    names = {
+        str(v["persistentVolumeClaim"].get("claimName"))
+        for v in pod_spec.get("volumes") or []
+        if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
+    }
+    completions = spec.get("completions")
+    pods = completions if isinstance(completions, int) and completions > 0 else 1
+    for name in [n for n in names if podscope.is_placeholder(n)]:
+        names.update(podscope.resolved_claim_name(name, i) for i in range(pods))
+    return names
+
+
+def may_run(job: Obj, model: VolumeModel, mountable: set[str]) -> bool:
+    """Whether every claim the Job's pods use is mountable (or it uses none)."""
+    needed = claims_of(job, model)
+    return needed is None or all(map(mountable.__contains__, needed))
+
+
+def with_claims(job: Obj, jobset: JobSet, model: VolumeModel) -> Obj:
+    """A desired Job (``construct``) with its claims mounted; as it is when it uses none."""
+    if claims_of(job, model) is None:
+        return job
+    labels = job["metadata"]["labels"]
+    rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
+    return mount(job, jobset, model.policies, rjob, index, model.job_claims.for_job(rjob, index))
+
+
+def must_suspend(
+    jobset: JobSet, jobs: Sequence[Obj], model: VolumeModel, vplan: VolumePlan
+) -> list[tuple[str, Obj]]:
+    """The patches that suspend the running Jobs which mount a Lost claim."""
+    if not model.policies or jobset.suspend:
+        return []
+    lost = {c.name for c in vplan.claims if c.state is ClaimState.LOST}
+    if not lost:
+        return []
+    patches = []
+    for job in children.current_jobs(jobset, jobs):
+        if children.is_finished(job) or children.is_deleting(job) or children.is_suspended(job):
+            continue
+        needed = claims_of(job, model)
+        if needed is not None and lost.intersection(needed):
+            patches.append((children.name_of(job), {"spec": {"suspend": True}}))
+    return patches
+
+
+def withhold_resume(
+    decision: suspend.SuspendDecision,
+    jobs: Sequence[Obj],
+    model: VolumeModel,
+    mountable: set[str],
+    blocked: bool = False,
+) -> suspend.SuspendDecision:
+    """``decision`` without the resumes of Jobs whose claims are not all mountable; ``blocked``:
+    no Job is resumed (the Pod-scope admission policy is missing)."""
+    if not model.policies:
+        return decision
+    by_name = {children.name_of(job): job for job in jobs}
+
+    def waits(name: str, patch: Obj) -> bool:
+        if patch.get("spec", {}).get("suspend") is not False or name not in by_name:
+            return False
+        return blocked or not may_run(by_name[name], model, mountable)
+
+    withheld = {name for name, patch in decision.patches if waits(name, patch)}
+    if not withheld:
+        return decision
+    return suspend.SuspendDecision(
+        tuple((n, p) for n, p in decision.patches if n not in withheld),
+        tuple(n for n in decision.clear_start_time if n not in withheld),
+        None,  # not resumed yet: VolumesReady says why
+    )
+
+
+def gate_pod_scope(vplan: VolumePlan, blocked: Blocked | None) -> VolumePlan:
+    """While the Pod-scope admission policy cannot work (``blocked`` says why), no claim is
+    created and nothing is mountable; the claims it would have created stay missing. Deletions
+    by retention go on: they never wait for it."""
+    if blocked is None:
+        return vplan
+    held = not_created(vplan, {c.name for c in vplan.create})
+    return replace(held, create=[], mountable=set())
+
+
+def not_created(vplan: VolumePlan, names: Iterable[str]) -> VolumePlan:
+    """The plan counted the claims it creates as Pending; these were not created: missing."""
+    missing, skipped = ClaimState.MISSING, set(names)
+    claims = [replace(c, state=missing) if c.name in skipped else c for c in vplan.claims]
+    return replace(vplan, claims=claims)
