@@ -48,6 +48,7 @@ from controller.jobset.volumes import (
     deletion,
     podscope,
 )
+from controller.jobset.volumes.observed import storage_classes
 from controller.jobset.wanted import WantedClaims
 from controller.jobset.writefailures import Failure, Write
 from controller.runtime.client import CLAIMS, JOBS, SERVICES, ApiError, KubeClient
@@ -102,7 +103,7 @@ class JobSetReconciler:
         # Pods of Pod-scope replicated jobs, reduced to their placeholders (podscope.pod_view).
         self.pods = pods
         # The policy and binding versions first seen installed, and when (monotonic).
-        self._admission_seen: tuple[tuple[str, str], float] | None = None
+        self._admission_seen: admission.Seen | None = None
         self.metrics = metrics or JobSetMetrics(None)
         self._wall = wall_clock
         # Seconds on a monotonic clock (expectations, pacing, the Pod-scope settle window):
@@ -175,15 +176,7 @@ class JobSetReconciler:
     def _classes(self) -> StorageClasses:
         if self.storage_classes is None:
             return StorageClasses()
-        wffc, expandable, names = set(), set(), set()
-        for sc in self.storage_classes.items():
-            name = str(sc.get("metadata", {}).get("name", ""))
-            names.add(name)
-            if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
-                wffc.add(name)
-            if sc.get("allowVolumeExpansion") is True:
-                expandable.add(name)
-        return StorageClasses(frozenset(wffc), frozenset(expandable), frozenset(names))
+        return storage_classes(self.storage_classes.items())
 
     def _pod_scope_blocked(
         self, key: str, jobset: JobSet, job_uids: Collection[str], now: float
@@ -194,32 +187,27 @@ class JobSetReconciler:
         admitted without it."""
         policies, bindings = self.admission_policies, self.admission_bindings
         if policies is None or bindings is None:
-            why = admission.missing(admission.NOT_WATCHED, None, None)
-            return admission.Blocked(admission.REASON_POLICY_MISSING, str(why)), None
-        status = policies.unavailable() or bindings.unavailable()
-        policy = policies.get(None, podscope.POLICY_NAME)
-        binding = bindings.get(None, podscope.POLICY_NAME)
-        why = admission.missing(
-            admission.not_served(status) if status is not None else None, policy, binding
+            unavailable: str | None = admission.NOT_WATCHED
+            policy = binding = None
+        else:
+            status = policies.unavailable() or bindings.unavailable()
+            unavailable = admission.not_served(status) if status is not None else None
+            policy = policies.get(None, podscope.POLICY_NAME)
+            binding = bindings.get(None, podscope.POLICY_NAME)
+        found = admission.readiness(
+            unavailable,
+            policy,
+            binding,
+            podscope.unresolved_pods(
+                self.pods.by_index(JOBSET_INDEX, key) if self.pods else [], job_uids
+            ),
+            namespace=jobset.namespace,
+            jobset=jobset.name,
+            seen=self._admission_seen,
+            now=now,
         )
-        if why is not None:
-            self._admission_seen = None
-            return admission.Blocked(admission.REASON_POLICY_MISSING, why), None
-        assert policy is not None and binding is not None
-        version = (_resource_version(policy), _resource_version(binding))
-        if self._admission_seen is None or self._admission_seen[0] != version:
-            self._admission_seen = (version, now)
-        remaining = admission.SETTLE_SECONDS - (now - self._admission_seen[1])
-        if remaining > 0:
-            message = admission.settling()
-            return admission.Blocked(admission.REASON_POLICY_MISSING, message), remaining
-        stuck = podscope.unresolved_pods(
-            self.pods.by_index(JOBSET_INDEX, key) if self.pods else [], job_uids
-        )
-        if stuck:
-            message = admission.unresolved(jobset.namespace, jobset.name, stuck)
-            return admission.Blocked(admission.REASON_PODS_UNRESOLVED, message), None
-        return None, None
+        self._admission_seen = found.seen
+        return found.blocked, found.look_again
 
     def _parse(self, key: str, obj: Obj) -> JobSet:
         """``parse(obj)``, once per cached object (raises ``InvalidJobSet`` as it does). A new
@@ -768,10 +756,6 @@ def _queue_replicas(jobset: JobSet) -> dict[str, int] | None:
 def _namespace(obj: Obj) -> str | None:
     namespace = (obj.get("metadata") or {}).get("namespace")
     return namespace if isinstance(namespace, str) else None
-
-
-def _resource_version(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
 def _controlled_by(obj: Obj, uid: str) -> bool:

@@ -253,3 +253,58 @@ def unresolved(namespace: str, jobset: str, pods: Mapping[str, list[str]]) -> st
         f"patch jobset {jobset} -n {namespace} --type=merge -p "
         '\'{"spec":{"suspend":true}}\', then false): its pods are made again and resolved'
     )
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The installed policy and binding (their resourceVersions) and when the controller first
+    saw them so: the memory behind the settle window, kept by the reconciler between passes."""
+
+    versions: tuple[str, str]
+    since: float
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether Pod-scope pods can get their claims now: ``blocked`` says why not (None: they
+    can), ``look_again`` in how many seconds (the settle window), ``seen`` the memory to keep."""
+
+    blocked: Blocked | None
+    look_again: float | None = None
+    seen: Seen | None = None
+
+
+def _version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def readiness(
+    unavailable: str | None,
+    installed_policy: Obj | None,
+    installed_binding: Obj | None,
+    stuck: Mapping[str, list[str]],
+    *,
+    namespace: str,
+    jobset: str,
+    seen: Seen | None,
+    now: float,
+) -> Readiness:
+    """Why Pod-scope pods of a JobSet cannot get their claims now, if so (pure): the policy
+    missing (``missing``), just installed or changed (given ``SETTLE_SECONDS`` to take effect,
+    counted from ``seen``), or pods of the JobSet's own Jobs admitted without it (``stuck``:
+    ``podscope.unresolved_pods``). ``now``: seconds on a monotonic clock."""
+    why = missing(unavailable, installed_policy, installed_binding)
+    if why is not None:
+        return Readiness(Blocked(REASON_POLICY_MISSING, why))
+    assert installed_policy is not None and installed_binding is not None
+    versions = (_version(installed_policy), _version(installed_binding))
+    if seen is None or seen.versions != versions:
+        seen = Seen(versions, now)
+    remaining = SETTLE_SECONDS - (now - seen.since)
+    if remaining > 0:
+        return Readiness(Blocked(REASON_POLICY_MISSING, settling()), remaining, seen)
+    if stuck:
+        return Readiness(
+            Blocked(REASON_PODS_UNRESOLVED, unresolved(namespace, jobset, stuck)), None, seen
+        )
+    return Readiness(None, None, seen)

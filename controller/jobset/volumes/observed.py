@@ -149,3 +149,16 @@ class StorageClasses:
         No class (None: the default class, or none when there is no default) and "" (no class:
         static binding) are never missing."""
         return bool(name) and self.names is not None and name not in self.names
+
+
+def storage_classes(objects: Iterable[Obj]) -> StorageClasses:
+    """What the volume logic needs of the StorageClasses that exist (the informer's objects)."""
+    wffc, expandable, names = set(), set(), set()
+    for sc in objects:
+        name = str(as_dict(sc.get("metadata")).get("name", ""))
+        names.add(name)
+        if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
+            wffc.add(name)
+        if sc.get("allowVolumeExpansion") is True:
+            expandable.add(name)
+    return StorageClasses(frozenset(wffc), frozenset(expandable), frozenset(names))

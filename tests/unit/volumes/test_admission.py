@@ -151,3 +151,70 @@ def test_unresolved_pods_are_named_with_their_placeholders_and_the_way_out() -> 
 
 def test_settling_says_how_long_it_waits() -> None:
     assert "waiting 5s for the API server to load them" in admission.settling()
+
+
+# ----------------------------------------------------------------------------- readiness
+
+
+def _installed(version: str = "1") -> tuple[dict[str, Any], dict[str, Any]]:
+    policy, binding = admission.policy(), admission.binding()
+    policy["metadata"]["resourceVersion"] = version
+    binding["metadata"]["resourceVersion"] = "7"
+    return policy, binding
+
+
+def _ready(
+    unavailable: str | None = None,
+    installed: tuple[dict[str, Any], dict[str, Any]] | None = None,
+    stuck: dict[str, list[str]] | None = None,
+    seen: admission.Seen | None = None,
+    now: float = 100.0,
+) -> admission.Readiness:
+    policy, binding = installed if installed is not None else (None, None)
+    return admission.readiness(
+        unavailable, policy, binding, stuck or {}, namespace="ns", jobset="js", seen=seen, now=now
+    )
+
+
+SEEN_LONG_AGO = admission.Seen(("1", "7"), 0.0)
+
+
+@pytest.mark.parametrize(
+    ("case", "reason", "look_again", "seen"),
+    [
+        pytest.param(
+            _ready(unavailable=admission.NOT_WATCHED), admission.REASON_POLICY_MISSING, None, None,
+            id="not-watched",
+        ),
+        pytest.param(_ready(), admission.REASON_POLICY_MISSING, None, None, id="not-installed"),
+        # First seen now: the settle window starts, and the pass looks again when it ends.
+        pytest.param(
+            _ready(installed=_installed()), admission.REASON_POLICY_MISSING,
+            admission.SETTLE_SECONDS, admission.Seen(("1", "7"), 100.0), id="just-installed",
+        ),
+        pytest.param(
+            _ready(installed=_installed(), seen=admission.Seen(("1", "7"), 98.0)),
+            admission.REASON_POLICY_MISSING, admission.SETTLE_SECONDS - 2,
+            admission.Seen(("1", "7"), 98.0), id="settling",
+        ),
+        # Changed since (another resourceVersion): the window starts again.
+        pytest.param(
+            _ready(installed=_installed("2"), seen=SEEN_LONG_AGO), admission.REASON_POLICY_MISSING,
+            admission.SETTLE_SECONDS, admission.Seen(("2", "7"), 100.0), id="changed",
+        ),
+        pytest.param(
+            _ready(installed=_installed(), seen=SEEN_LONG_AGO), None, None, SEEN_LONG_AGO,
+            id="ready",
+        ),
+        pytest.param(
+            _ready(installed=_installed(), seen=SEEN_LONG_AGO, stuck={"p": ["x-POD-INDEX"]}),
+            admission.REASON_PODS_UNRESOLVED, None, SEEN_LONG_AGO, id="pods-unresolved",
+        ),
+    ],
+)  # fmt: skip
+def test_readiness(
+    case: admission.Readiness, reason: str | None, look_again: float | None, seen: object
+) -> None:
+    assert (case.blocked.reason if case.blocked else None) == reason
+    assert case.look_again == look_again
+    assert case.seen == seen

@@ -477,3 +477,18 @@ def test_an_upstream_claim_is_adopted_in_one_write_then_left_alone(when_deleted:
     assert volumes.update_patch(adopted, desired) is None
     # The ownerReference stays only while the policy deletes the claim with the JobSet.
     assert bool(adopted.owner_references) is (when_deleted == "Delete")
+
+
+def test_storage_classes_from_the_informers_objects() -> None:
+    found = volumes.observed.storage_classes(
+        [
+            {"metadata": {"name": "wffc"}, "volumeBindingMode": "WaitForFirstConsumer"},
+            {"metadata": {"name": "grows"}, "allowVolumeExpansion": True},
+            {"metadata": {"name": "plain"}, "allowVolumeExpansion": "yes"},  # not a bool: no
+            {"metadata": None},
+        ]
+    )
+    assert found.wait_for_first_consumer == {"wffc"}
+    assert found.expandable == {"grows"}
+    assert found.names == frozenset({"wffc", "grows", "plain", ""})
+    assert found.missing("gone") and not found.missing("plain") and not found.missing(None)
