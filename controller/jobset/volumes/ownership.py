@@ -165,20 +165,18 @@ def proof_of(claim: ClaimView, jobset: JobSet, adopt: Collection[ClaimEntry] = (
 
 def _no_proof(claim: ClaimView, desired: DesiredClaim, jobset: JobSet) -> str:
     if claim.jobset_name != jobset.name:
-        why = (
+        return (
             f"claim {desired.name} exists but was not made for JobSet {jobset.name} "
             f"(it lacks the label {api.JOBSET_NAME}={jobset.name})"
         )
-    else:
-        # Labels are copied by charts and `-o yaml` round trips: only what this controller or
-        # the JobSet's own controller ownerReference writes proves whose claim it is.
-        why = (
-            f"claim {desired.name} carries the label {api.JOBSET_NAME}={jobset.name} but was "
-            f"neither made by this JobSet nor retained from an earlier one (no controller "
-            f"ownerReference to this JobSet, no annotation {RETAINED_FROM_ANNOTATION}); a "
-            f"copied label is no proof of ownership"
-        )
-    return why
+    # Labels are copied by charts and `-o yaml` round trips: only what this controller or the
+    # JobSet's own controller ownerReference writes proves whose claim it is.
+    return (
+        f"claim {desired.name} carries the label {api.JOBSET_NAME}={jobset.name} but was "
+        f"neither made by this JobSet nor retained from an earlier one (no controller "
+        f"ownerReference to this JobSet, no annotation {RETAINED_FROM_ANNOTATION}); a "
+        f"copied label is no proof of ownership"
+    )
 
 
 def adoption_hint(claim: ClaimView, jobset: JobSet) -> bool:
