@@ -1,6 +1,6 @@
 """What the runtime spends on every reconcile and every request, proved by counting (no timing).
 
-A profile of the comparison benchmark (docs/performance.md, "CPU cuts, second round") found
+A profile of the comparison benchmark (bench/HISTORY.md, "CPU cuts, second round") found
 bookkeeping around each reconcile and each API request among the controller's costs: looking up
 labelled metric series (``labels()`` takes a lock and builds a key on every call), copying the
 whole context twice a pass to bind the log context (structlog's ``bound_contextvars``), and
