@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import fcntl
 import os
 import tempfile
 import time
@@ -197,18 +198,25 @@ def local_queue(name: str, namespace: str, cluster_queue_name: str) -> dict[str,
     }
 
 
+def _valid_cert(cert_file: Path, key_file: Path, now: datetime.datetime) -> bool:
+    if not (cert_file.is_file() and key_file.is_file()):
+        return False
+    try:
+        existing = x509.load_pem_x509_certificate(cert_file.read_bytes())
+    except ValueError:
+        return False
+    return existing.not_valid_after_utc > now + datetime.timedelta(days=1)
+
+
 def ensure_metrics_cert(directory: Path = METRICS_CERT_DIR) -> None:
     """A self-signed certificate where Kueue insists on reading one (see METRICS_CERT_DIR),
-    written when missing or expiring within a day; nothing scrapes Kueue's metrics here."""
+    written when missing or expiring within a day; nothing scrapes Kueue's metrics here. Two
+    local clusters with Kueue may start at once (test groups side by side): the pair is written
+    under a lock, by the first of them."""
     cert_file, key_file = directory / "tls.crt", directory / "tls.key"
     now = datetime.datetime.now(datetime.UTC)
-    if cert_file.is_file() and key_file.is_file():
-        try:
-            existing = x509.load_pem_x509_certificate(cert_file.read_bytes())
-            if existing.not_valid_after_utc > now + datetime.timedelta(days=1):
-                return
-        except ValueError:
-            pass
+    if _valid_cert(cert_file, key_file, now):
+        return
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except PermissionError as err:
@@ -217,6 +225,14 @@ def ensure_metrics_cert(directory: Path = METRICS_CERT_DIR) -> None:
             f"certificate management is off) and this user cannot create it: {err}. Create it "
             f"once as root: `sudo mkdir -p {directory} && sudo chown $(id -u) {directory}`."
         ) from err
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _valid_cert(cert_file, key_file, now):
+            _write_metrics_cert(cert_file, key_file, now)
+
+
+def _write_metrics_cert(cert_file: Path, key_file: Path, now: datetime.datetime) -> None:
+    directory = cert_file.parent
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kueue-metrics (local)")])
     cert = (

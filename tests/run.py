@@ -1,0 +1,242 @@
+"""Every tier at once: the test suite in a few pytest processes side by side (``make test``).
+
+The tiers mostly wait (for a controller process, an API server, a pod), so on two cores they run
+faster side by side than one after the other. The suite is cut into groups, each one pytest
+process with its own local control planes (their ports are free ports, their state in the
+process's own temporary directory):
+
+- ``real-node``: ``tests/e2e`` and ``tests/node`` together, in that order: one real node per host
+  (its lock), and Kueue's manager writes its metrics certificate to a fixed path, so the tiers
+  that start them never run side by side;
+- ``integration-<i>``: ``tests/integration`` cut into ``--integration-groups`` parts of about the
+  same duration (the durations of the last run, kept in the user cache; the number of tests in
+  a file the first time), the unit tier with the first.
+
+Each process writes its log to ``--log-dir`` (default ``.test-logs``). While they run, a line
+every ``--progress`` seconds says where each one is; at the end, each group's result, the counts
+per tier (from the JUnit reports), and the plain closing line ``N passed, N failed, N skipped``.
+The exit status is pytest's: 0 only when every group passed and tests ran (no tests is a
+failure, as pytest's exit 5 is). Arguments after ``--`` go to every pytest process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TIERS = ("unit", "integration", "e2e", "node")
+DURATIONS = (
+    Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")))
+    / "stateful-jobset"
+    / "test-durations.json"
+)
+_TEST_DEF = re.compile(r"^(async )?def test_", re.MULTILINE)
+
+
+@dataclass
+class Group:
+    name: str
+    paths: list[str]
+    log: Path = field(init=False)
+    junit: Path = field(init=False)
+    process: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    ended: float = 0.0
+
+    def command(self, extra: Sequence[str]) -> list[str]:
+        return [
+            sys.executable, "-m", "pytest", *self.paths, "-p", "no:cacheprovider",
+            f"--junitxml={self.junit}", *extra,
+        ]  # fmt: skip
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+
+def _files(tier: str) -> list[str]:
+    return sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / tier).rglob("test_*.py"))
+
+
+def _weights(files: Sequence[str]) -> dict[str, float]:
+    """Seconds per file from the last run, else the number of its tests (the same unit for all:
+    a file without a recorded duration gets the mean seconds per test of those with one)."""
+    try:
+        recorded = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        recorded = {}
+    counts = {f: max(1, len(_TEST_DEF.findall((REPO / f).read_text()))) for f in files}
+    known = [f for f in files if isinstance(recorded.get(f), (int, float))]
+    per_test = sum(recorded[f] for f in known) / sum(counts[f] for f in known) if known else 1.0
+    return {f: float(recorded[f]) if f in known else counts[f] * per_test for f in files}
+
+
+def split(files: Sequence[str], parts: int, weights: dict[str, float]) -> list[list[str]]:
+    """``files`` in ``parts`` lists of about equal weight (longest first into the lightest),
+    each in the files' own order."""
+    bins: list[list[str]] = [[] for _ in range(max(1, parts))]
+    load = [0.0] * len(bins)
+    for f in sorted(files, key=lambda f: -weights[f]):
+        lightest = load.index(min(load))
+        bins[lightest].append(f)
+        load[lightest] += weights[f]
+    order = {f: i for i, f in enumerate(files)}
+    return [sorted(b, key=order.__getitem__) for b in bins if b]
+
+
+def groups(integration_parts: int) -> list[Group]:
+    integration = _files("integration")
+    parts = split(integration, integration_parts, _weights(integration))
+    found = [Group("real-node", ["tests/e2e", "tests/node"])]
+    for i, part in enumerate(parts):
+        paths = (["tests/unit"] if i == 0 else []) + part
+        found.append(Group(f"integration-{i + 1}", paths))
+    return found
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 4096))
+            lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][-90:] if lines else ""
+
+
+def _junit(group: Group) -> tuple[Counter[str], dict[str, float]]:
+    """Counts per tier and outcome, and seconds per test file, from the group's JUnit report."""
+    counts: Counter[str] = Counter()
+    seconds: dict[str, float] = {}
+    try:
+        root = ET.parse(group.junit).getroot()
+    except (OSError, ET.ParseError):
+        return counts, seconds
+    for case in root.iter("testcase"):
+        classname = case.get("classname", "")
+        parts = classname.split(".")
+        tier = parts[1] if len(parts) > 1 and parts[0] == "tests" else "other"
+        at = next((i for i, p in enumerate(parts) if p.startswith("test_")), len(parts) - 1)
+        module = "/".join(parts[: at + 1]) + ".py"
+        seconds[module] = seconds.get(module, 0.0) + float(case.get("time") or 0.0)
+        if case.find("failure") is not None or case.find("error") is not None:
+            counts[f"{tier} failed"] += 1
+        elif case.find("skipped") is not None:
+            counts[f"{tier} skipped"] += 1
+        else:
+            counts[f"{tier} passed"] += 1
+    return counts, seconds
+
+
+def _save_durations(seconds: dict[str, float]) -> None:
+    try:
+        recorded = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        recorded = {}
+    recorded.update({f: round(s, 1) for f, s in seconds.items() if f.startswith("tests/")})
+    DURATIONS.parent.mkdir(parents=True, exist_ok=True)
+    DURATIONS.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+
+
+def run(found: list[Group], extra: Sequence[str], log_dir: Path, progress: float) -> int:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    for group in found:
+        group.log = log_dir / f"{group.name}.log"
+        group.junit = log_dir / f"{group.name}.xml"
+        group.junit.unlink(missing_ok=True)
+        with group.log.open("wb") as out:
+            group.process = subprocess.Popen(
+                group.command(extra), cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        group.started = time.monotonic()
+        print(f"==> {group.name}: {' '.join(group.paths)} (log: {group.log})", flush=True)
+    next_report = time.monotonic() + progress
+    try:
+        while any(g.returncode is None for g in found):
+            time.sleep(1)
+            now = time.monotonic()
+            for group in found:
+                if group.returncode is not None and not group.ended:
+                    group.ended = now
+                    print(
+                        f"==> {group.name} finished in {now - group.started:.0f}s, exit "
+                        f"{group.returncode}: {_last_line(group.log)}",
+                        flush=True,
+                    )
+            if now >= next_report and any(g.returncode is None for g in found):
+                next_report = now + progress
+                running = [f"{g.name}: {_last_line(g.log)}" for g in found if g.returncode is None]
+                print(f"... {now - began:.0f}s; " + " | ".join(running), flush=True)
+    except KeyboardInterrupt:
+        for group in found:
+            if group.process is not None and group.returncode is None:
+                os.killpg(group.process.pid, signal.SIGINT)
+        for group in found:
+            if group.process is not None:
+                group.process.wait()
+        raise
+    return _report(found, time.monotonic() - began)
+
+
+def _report(found: list[Group], elapsed: float) -> int:
+    totals: Counter[str] = Counter()
+    durations: dict[str, float] = {}
+    failed_groups = []
+    for group in found:
+        counts, seconds = _junit(group)
+        totals.update(counts)
+        durations.update(seconds)
+        if group.returncode != 0:
+            failed_groups.append(group)
+    print("\n==================== tiers (all groups) ====================", flush=True)
+    for tier in TIERS:
+        print(
+            f"{tier}: {totals[f'{tier} passed']} passed, {totals[f'{tier} failed']} failed, "
+            f"{totals[f'{tier} skipped']} skipped"
+        )
+    for group in failed_groups:
+        print(f"\n---- {group.name} exited {group.returncode}; its summary ({group.log}):")
+        lines = group.log.read_text(errors="replace").splitlines()
+        wanted = [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))] or lines[-40:]
+        print("\n".join(wanted[:80]))
+    _save_durations(durations)  # the next run's balance, whatever this one's outcome
+    passed = sum(totals[f"{t} passed"] for t in TIERS)
+    failed = sum(totals[f"{t} failed"] for t in TIERS)
+    skipped = sum(totals[f"{t} skipped"] for t in TIERS)
+    print(f"\nwall time {elapsed / 60:.1f} min, {len(found)} pytest processes side by side")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped", flush=True)
+    if failed_groups:
+        return max(g.returncode or 1 for g in failed_groups)
+    return 0 if passed else 5
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in args:
+        at = args.index("--")
+        args, extra = args[:at], args[at + 1 :]
+    parser = argparse.ArgumentParser(prog="python -m tests.run", description=__doc__)
+    parser.add_argument("--integration-groups", type=int, default=2)
+    parser.add_argument("--log-dir", type=Path, default=REPO / ".test-logs")
+    parser.add_argument("--progress", type=float, default=60.0, help="seconds between lines")
+    options = parser.parse_args(args)
+    return run(groups(options.integration_groups), extra, options.log_dir, options.progress)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
