@@ -170,3 +170,26 @@ def test_condition_and_event_name_the_annotation() -> None:
         ("True", "AdoptClaimsRejected", "Warning")
     ]
     assert found[0].message.startswith(f'entries not accepted: {ADOPT_ANNOTATION}: "bad" is not')
+
+
+def test_a_claim_left_by_the_finalizer_escape_hatch_is_adopted_only_when_named() -> None:
+    """The retention finalizer removed by hand (the controller gone): a whenDeleted: Retain claim
+    stays with this controller's labels and the earlier JobSet's uid annotation, but without
+    retained-from-uid. The JobSet applied again reports it as a conflict whose message is the
+    one command that adopts it; with that annotation it is adopted and recorded."""
+    left = claim("data-js", owner_uid="uid-earlier", refs=[])
+    entry = f"data-js@{prefix_of('data-js')}"
+    retain = [{"templates": [tpl("data")], "retentionPolicy": {"whenDeleted": "Retain"}}]
+    js = make(retain)
+    model = volumes.model(js)
+    vplan = volumes.plan(model, views([left]), StorageClasses(), terminal_state="")
+    conflict = next(c for c in volumes.conditions(model, vplan) if c.type == "VolumeClaimConflict")
+    assert conflict.status == "True"
+    assert conflict.message.endswith(
+        f"kubectl annotate jobset js -n default --overwrite {ADOPT_ANNOTATION}={entry}"
+    )
+    named = volumes.model(make(retain, annotations={ADOPT_ANNOTATION: entry}))
+    vplan = volumes.plan(named, views([left]), StorageClasses(), terminal_state="")
+    assert [p.reason for p in vplan.patch] == [volumes.REASON_CLAIM_ADOPTED]
+    assert "as the annotation jobset.sigs.k8s.io/adopt-claims asks" in vplan.patch[0].message
+    assert dict(vplan.record.uids) == {("data", None, None, None): prefix_of("data-js")}
