@@ -158,9 +158,13 @@ def run(found: list[Group], extra: Sequence[str], log_dir: Path, progress: float
         group.junit = log_dir / f"{group.name}.xml"
         group.junit.unlink(missing_ok=True)
         with group.log.open("wb") as out:
+            # A process group of its own (for Ctrl-C), in this session: a group alone in a
+            # session of its own is orphaned, and the kernel sends SIGCONT to every stopped
+            # member when one of them exits, which thawed the SIGSTOPped kube-apiserver of
+            # test_apiserver_outage (its request was answered) in the first runs side by side.
             group.process = subprocess.Popen(
                 group.command(extra), cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                stdin=subprocess.DEVNULL, process_group=0,
             )  # fmt: skip
         group.started = time.monotonic()
         print(f"==> {group.name}: {' '.join(group.paths)} (log: {group.log})", flush=True)
