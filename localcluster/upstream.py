@@ -13,6 +13,7 @@ The CRD, the webhook manifests and the RBAC are the module's own files, in the m
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,9 +65,11 @@ class UpstreamBuild:
         return self.source / RBAC_PATH
 
 
+@functools.cache
 def module_dir() -> Path:
     """The pinned release's source in the module cache (downloaded again if the cache was
-    cleaned). The commit the proxy recorded for the version must be the one linked in."""
+    cleaned). The commit the proxy recorded for the version must be the one linked in. Asked
+    once per process (each asking runs ``go mod download``)."""
     found = build.module_download(build.UPSTREAM_JOBSET, MODULE)
     recorded = (found.get("Origin") or {}).get("Hash")
     if recorded and recorded != build.UPSTREAM_JOBSET_COMMIT:

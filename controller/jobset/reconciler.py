@@ -198,7 +198,7 @@ class JobSetReconciler:
             unavailable,
             policy,
             binding,
-            podscope.unresolved_pods(
+            lambda: podscope.unresolved_pods(
                 self.pods.by_index(JOBSET_INDEX, key) if self.pods else [], job_uids
             ),
             namespace=jobset.namespace,

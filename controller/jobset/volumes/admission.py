@@ -15,7 +15,7 @@ claim that cannot exist and waits Pending (``podscope``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,7 +282,7 @@ def readiness(
     unavailable: str | None,
     installed_policy: Obj | None,
     installed_binding: Obj | None,
-    stuck: Mapping[str, list[str]],
+    stuck: Callable[[], Mapping[str, list[str]]],
     *,
     namespace: str,
     jobset: str,
@@ -292,7 +292,8 @@ def readiness(
     """Why Pod-scope pods of a JobSet cannot get their claims now, if so (pure): the policy
     missing (``missing``), just installed or changed (given ``SETTLE_SECONDS`` to take effect,
     counted from ``seen``), or pods of the JobSet's own Jobs admitted without it (``stuck``:
-    ``podscope.unresolved_pods``). ``now``: seconds on a monotonic clock."""
+    ``podscope.unresolved_pods``, read only once the policy can work). ``now``: seconds on a
+    monotonic clock."""
     why = missing(unavailable, installed_policy, installed_binding)
     if why is not None:
         return Readiness(Blocked(REASON_POLICY_MISSING, why))
@@ -303,8 +304,8 @@ def readiness(
     remaining = SETTLE_SECONDS - (now - seen.since)
     if remaining > 0:
         return Readiness(Blocked(REASON_POLICY_MISSING, settling()), remaining, seen)
-    if stuck:
+    if pods := stuck():
         return Readiness(
-            Blocked(REASON_PODS_UNRESOLVED, unresolved(namespace, jobset, stuck)), None, seen
+            Blocked(REASON_PODS_UNRESOLVED, unresolved(namespace, jobset, pods)), None, seen
         )
     return Readiness(None, None, seen)

@@ -19,7 +19,7 @@ nothing left to do (an adopted claim, a replaced loss) are not rejections.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +114,22 @@ def _unknown(entry: ClaimEntry, wanted: Sequence[str]) -> str:
     return f'"{entry}": {entry.claim} is not a claim of this JobSet (its claims: {shown or "none"})'
 
 
+def _known(
+    entries: ClaimEntries,
+    states: Mapping[str, ClaimLifecycle],
+    wanted: Sequence[str],
+    found: list[str],
+) -> Iterator[tuple[ClaimEntry, ClaimLifecycle]]:
+    """Each entry naming a claim of this JobSet, with that claim's state; the others are
+    reported into ``found`` as they come (messages keep the entries' order)."""
+    for entry in entries.entries:
+        at = states.get(entry.claim)
+        if at is None:
+            found.append(_unknown(entry, wanted))
+        else:
+            yield entry, at
+
+
 def _adopt_rejections(
     entries: ClaimEntries,
     states: Mapping[str, ClaimLifecycle],
@@ -121,11 +137,7 @@ def _adopt_rejections(
     namespace: str,
 ) -> list[str]:
     found = _malformed(entries)
-    for entry in entries.entries:
-        at = states.get(entry.claim)
-        if at is None:
-            found.append(_unknown(entry, wanted))
-            continue
+    for entry, at in _known(entries, states, wanted, found):
         if at.recorded is not None and at.recorded == entry.prefix:
             continue  # adopted (or created) and remembered: the entry has done its work
         claim = at.claim
@@ -143,11 +155,7 @@ def _replace_rejections(
     entries: ClaimEntries, states: Mapping[str, ClaimLifecycle], wanted: Sequence[str]
 ) -> list[str]:
     found = _malformed(entries)
-    for entry in entries.entries:
-        at = states.get(entry.claim)
-        if at is None:
-            found.append(_unknown(entry, wanted))
-            continue
+    for entry, at in _known(entries, states, wanted, found):
         if at.state == "Lost":
             if at.recorded != entry.prefix:
                 found.append(

@@ -67,8 +67,9 @@ def may_run(job: Obj, model: VolumeModel, mountable: set[str]) -> bool:
 
 
 def with_claims(job: Obj, jobset: JobSet, model: VolumeModel) -> Obj:
-    """A desired Job (``construct``) with its claims mounted; as it is when it uses none."""
-    if claims_of(job, model) is None:
+    """A desired Job (``construct``, so labelled with its replicated job and index) with its
+    claims mounted; as it is when the JobSet has no volume policies."""
+    if not model.policies:
         return job
     labels = job["metadata"]["labels"]
     rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])

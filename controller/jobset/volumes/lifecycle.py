@@ -6,8 +6,8 @@ Every desired claim is in one state, each reached only with a stated justificati
   JobSet is finishing).
 - ``Adoptable``: a claim of the name with a proof that it is this JobSet's (its controller
   ownerReference names it: upstream JobSet made it), or was this controller's claim of an earlier
-  JobSet of this name (retained, or left behind), or that the user names with its uid in the
-  ``adopt-claims`` annotation (ownership.py): adopt it and record its uid.
+  JobSet of this name (retained), or that the user names with its uid in the ``adopt-claims``
+  annotation (ownership.py): adopt it and record its uid.
 - ``Conflict``: a claim of the name that is not this JobSet's and cannot be adopted: never
   mounted, changed or deleted; the Jobs that need it wait.
 - ``Pending`` / ``WaitingForFirstConsumer`` / ``Bound``: the JobSet's own claim (created or

@@ -309,18 +309,18 @@ def _adopt_hint(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> str:
     """The one command that adopts every conflicting claim without proof (keeping the entries the
     annotation has), for the user to run if they hold this JobSet's data; "" when none."""
     jobset = model.jobset
-    offered = [
-        entry_for(at.claim.name, at.claim.uid)
+    unproven = [
+        at.claim
         for at in claims
         if at.state is ClaimState.CONFLICT
         and at.claim is not None
         and ownership.adoption_hint(at.claim, jobset)
     ]
-    if not offered:
+    if not unproven:
         return ""
-    kept = [
-        str(e) for e in model.adopt.entries if e.claim not in {o.split("@")[0] for o in offered}
-    ]
+    offered = [entry_for(c.name, c.uid) for c in unproven]
+    named = {c.name for c in unproven}
+    kept = [str(e) for e in model.adopt.entries if e.claim not in named]
     command = adopt_command(jobset.namespace, jobset.name, [*kept, *offered])
     return f". To adopt the claims without proof that hold this JobSet's data: {command}"
 

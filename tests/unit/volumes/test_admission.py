@@ -172,7 +172,14 @@ def _ready(
 ) -> admission.Readiness:
     policy, binding = installed if installed is not None else (None, None)
     return admission.readiness(
-        unavailable, policy, binding, stuck or {}, namespace="ns", jobset="js", seen=seen, now=now
+        unavailable,
+        policy,
+        binding,
+        lambda: stuck or {},
+        namespace="ns",
+        jobset="js",
+        seen=seen,
+        now=now,
     )
 
 
