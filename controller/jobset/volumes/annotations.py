@@ -141,7 +141,15 @@ def _adopt_rejections(
         if at.recorded is not None and at.recorded == entry.prefix:
             continue  # adopted (or created) and remembered: the entry has done its work
         claim = at.claim
-        if claim is None:
+        if at.state == "Lost" and claim is not None and entry.names(claim.uid):
+            # A claim restored from a backup, say, where the JobSet's own was lost: adopting it
+            # needs the loss accepted too, so that a loss is never passed over silently.
+            found.append(
+                f'"{entry}": the claim {entry.claim} this JobSet had (uid {at.recorded}) was '
+                f"lost; the one of that name now (uid {claim.uid}) is adopted once the loss is "
+                f"accepted: add {entry.claim}@{at.recorded} to {REPLACE_LOST_ANNOTATION}"
+            )
+        elif claim is None:
             found.append(f'"{entry}": there is no claim {entry.claim} in namespace {namespace}')
         elif not entry.names(claim.uid):
             found.append(

@@ -3,11 +3,13 @@ are not accepted, each with why (never ignored silently)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from controller.jobset import volumes
+from controller.jobset.model import parse as parse_jobset
 from controller.jobset.volumes import REPLACE_LOST_ANNOTATION, StorageClasses
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, of, parse, rejections
 from tests.unit.volumes.factories import (
@@ -193,3 +195,48 @@ def test_a_claim_left_by_the_finalizer_escape_hatch_is_adopted_only_when_named()
     assert [p.reason for p in vplan.patch] == [volumes.REASON_CLAIM_ADOPTED]
     assert "as the annotation jobset.sigs.k8s.io/adopt-claims asks" in vplan.patch[0].message
     assert dict(vplan.record.uids) == {("data", None, None, None): prefix_of("data-js")}
+
+
+def test_a_claim_restored_where_the_jobsets_own_was_lost() -> None:
+    """The JobSet's claim was lost and a claim restored from a backup now has the name. Named in
+    adopt-claims alone it is not taken (the loss is not accepted) and the entry says what else it
+    needs; with the loss accepted as well, the restored claim is adopted on the next pass: no
+    empty claim is created, nothing is deleted."""
+    lost = prefix_of("data-js")
+    restored = claim("data-js", uid=uid_of("data-js", 1), jobset=None, owner_uid=None, refs=[])
+    entry = f"data-js@{prefix_of('data-js', 1)}"
+    js = recorded(make([{"templates": [tpl("data")]}]), [claim("data-js")])
+    named = make_obj_with(js, {ADOPT_ANNOTATION: entry})
+    model = volumes.model(named)
+    vplan = volumes.plan(model, views([restored]), StorageClasses(), terminal_state="")
+    assert [at.state for at in vplan.claims] == [volumes.ClaimState.LOST]
+    assert (vplan.create, vplan.patch, vplan.delete) == ([], [], [])
+    assert rejections(model, vplan.claims) == {
+        ADOPT_ANNOTATION: [
+            f'"{entry}": the claim data-js this JobSet had (uid {lost}) was lost; the one of '
+            f"that name now (uid {uid_of('data-js', 1)}) is adopted once the loss is accepted: "
+            f"add data-js@{lost} to {REPLACE_LOST_ANNOTATION}"
+        ]
+    }
+    both = make_obj_with(js, {ADOPT_ANNOTATION: entry, REPLACE_LOST_ANNOTATION: f"data-js@{lost}"})
+    first = volumes.plan(
+        volumes.model(both), views([restored]), StorageClasses(), terminal_state=""
+    )
+    assert (first.create, first.patch, first.delete) == ([], [], [])
+    assert dict(first.record.uids) == {}  # the lost claim forgotten
+    after = make_obj_with(both, {}, record=first.record)
+    second = volumes.plan(
+        volumes.model(after), views([restored]), StorageClasses(), terminal_state=""
+    )
+    assert [p.reason for p in second.patch] == [volumes.REASON_CLAIM_ADOPTED]
+    assert (second.create, second.delete) == ([], [])
+    assert dict(second.record.uids) == {("data", None, None, None): prefix_of("data-js", 1)}
+
+
+def make_obj_with(js: Any, notes: dict[str, str], record: Any = None) -> Any:
+    """``js`` with these annotations added (and the stored record replaced by ``record``)."""
+    raw = copy.deepcopy(js.raw)
+    raw["metadata"].setdefault("annotations", {}).update(notes)
+    if record is not None:
+        raw["status"]["volumes"]["claimUIDs"] = record.render()
+    return parse_jobset(raw)
