@@ -29,7 +29,13 @@ from localcluster.cluster import LocalCluster
 from localcluster.upstreamjobset import UpstreamManager
 from tests.helpers import Kube, wait_for
 from tests.node.test_data import SECONDS, completed, directory_of, pod_logs, shell_job
-from tests.support.crd import BINDING_FILE, install_crd, install_crd_only, load_crd
+from tests.support.crd import (
+    BINDING_FILE,
+    install_crd,
+    install_crd_only,
+    load_crd,
+    wait_policy_gone,
+)
 from tests.support.jobsets import condition, jobset
 from tests.support.volumes_e2e import (
     ControllerProcesses,
@@ -59,6 +65,7 @@ async def install_upstream_crd(kube: Kube) -> upstream.UpstreamBuild:
     await kube.raw("DELETE", f"{BINDINGS}/{binding}")
     build = await asyncio.to_thread(upstream.ensure_upstream)
     await install_crd_only(kube, build.crd)
+    await wait_policy_gone(kube)
     return build
 
 

@@ -92,6 +92,18 @@ async def install_crd_only(kube: Kube, path: Path) -> None:
     await _install_crd(kube, path)
 
 
+async def wait_policy_gone(kube: Kube) -> None:
+    """Wait until the API server no longer enforces this project's rules on JobSets (its
+    admission policy's binding deleted, or upstream's CRD in place of ours): it drops them
+    asynchronously, and a JobSet created meanwhile is still judged by them."""
+    await wait_for(
+        lambda: _probe_policy(kube),
+        lambda message: message == "",
+        "the API server to stop enforcing this project's JobSet rules",
+        seconds=30,
+    )
+
+
 async def _apply_retrying(kube: Kube, obj: dict[str, Any], path: str, what: Path) -> None:
     for attempt in range(5):
         status, text = await _apply(kube, obj, path)
