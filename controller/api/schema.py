@@ -28,10 +28,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller import features
+from controller.api import predicates
+from controller.api.predicates import (
+    ACCESS_MODES,
+    DEFAULT_RULE_NAME_PREFIX,
+    FAILURE_REASONS,
+    MAX_ANNOTATIONS_SIZE,
+    RULE_NAME_REGEX,
+)
 from controller.features import FeatureGates
 from controller.jobset import api as jobset_api
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
@@ -55,12 +63,10 @@ MAX_DEPENDS_ON = 5  # upstream's maxItems for replicatedJobs[].dependsOn
 MAX_VOLUME_CLAIM_POLICIES = 50
 MAX_TEMPLATES_PER_POLICY = 50  # upstream's maxItems for volumeClaimPolicies[].templates
 MAX_CLAIM_RESOURCES = 16  # keys of a claim template's resources.requests / limits
-ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 MAX_ACCESS_MODES = len(ACCESS_MODES)  # more would repeat one
 MAX_CLAIM_LABELS = 32  # labels, and annotations, of a claim template
 MAX_LABEL_VALUE = 63  # Kubernetes' own limit for a label value
 MAX_LABEL_KEY = 317  # Kubernetes' own limit: a DNS subdomain prefix (253), '/', a name (63)
-MAX_ANNOTATIONS_SIZE = 256 * 1024  # Kubernetes' limit for all annotations, keys and values
 MAX_QUANTITY = 64  # a quantity written as a string, e.g. "1000Gi"
 # The exclusive-topology annotation's value on a replicated job's template (CEL).
 EXCLUSIVE_VALUE = f"self.template.metadata.annotations['{EXCLUSIVE_TOPOLOGY}']"
@@ -69,13 +75,6 @@ MAX_OBJECT_NAME = 253
 MAX_RULE_NAME = 128
 MAX_PATTERN = 1024
 
-FAILURE_REASONS = (
-    "BackoffLimitExceeded",
-    "DeadlineExceeded",
-    "FailedIndexes",
-    "MaxFailedIndexesExceeded",
-    "PodFailurePolicy",
-)
 # A label value (Kubernetes' IsValidLabelValue; its length is bounded by the schema's maxLength):
 # letters, digits, '-', '_' and '.' (RE2's \w is ASCII), starting and ending with a letter or digit.
 # A regex's estimated cost grows with its length and the rule runs on every label of up to 2500
@@ -83,8 +82,6 @@ FAILURE_REASONS = (
 LABEL_VALUE_RULE = "self.matches('^[-\\\\w.]*$') && " + " && ".join(
     f"!self.{end}('{c}')" for end in ("startsWith", "endsWith") for c in "-_."
 )
-RULE_NAME_REGEX = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-DEFAULT_RULE_NAME_PREFIX = "failurePolicyRule"
 # Pod template fields that may change while the JobSet is (or is being) suspended, so that a
 # queueing system (e.g. Kueue) can place the workload before resuming it.
 SUSPENDED_MUTABLE_POD_META = ("annotations", "labels")
@@ -139,9 +136,17 @@ class Rule:
     reason: str | None = None
     protects: str = ""
     on_update: bool = False
+    # The same rule in Python (controller/api/predicates.py), on the same node; None only for a
+    # transition rule (on_update), which needs the stored object.
+    check: predicates.Predicate | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def cel(self) -> str:
+        """The rule's CEL as the schema has it (on one line)."""
+        return _squash(self.rule)
 
     def render(self) -> Schema:
-        out: Schema = {"rule": _squash(self.rule), "message": self.message}
+        out: Schema = {"rule": self.cel, "message": self.message}
         if self.detail:
             out["messageExpression"] = _squash(f"{_q(self.message + ': ')} + {self.detail}")
         if self.field_path:
@@ -149,6 +154,17 @@ class Rule:
         if self.reason:
             out["reason"] = self.reason
         return out
+
+
+# Part of the claim template's schema (a check Kubernetes' own schema lacks), not one of the
+# JobSet's rules: docs/api.md lists it under "Checked by the schema itself".
+QUANTITY_RULE = Rule(
+    id="quantity",
+    where="volume claim templates: each spec.resources requests and limits value",
+    rule="isQuantity(string(self))",
+    message="must be a Kubernetes quantity, e.g. 10Gi or 500M",
+    check=predicates.is_quantity,
+)
 
 
 def _squash(cel: str) -> str:
@@ -487,6 +503,7 @@ class Builder:
             immutable("spec.network", "the Service and hostnames that running pods use"),
             Rule(
                 id="subdomain-format",
+                check=predicates.subdomain_format,
                 where="spec.network",
                 rule="!has(self.subdomain) || self.subdomain == '' || "
                 "!format.dns1035Label().validate(self.subdomain).hasValue()",
@@ -567,6 +584,7 @@ class Builder:
             node,
             Rule(
                 id="failure-rule-name-format",
+                check=predicates.failure_rule_name_format,
                 where="spec.failurePolicy.rules[]",
                 rule="!has(self.name) || self.name == '' || "
                 f"self.name.matches({_q(RULE_NAME_REGEX)})",
@@ -578,6 +596,7 @@ class Builder:
             ),
             Rule(
                 id="failure-rule-reasons",
+                check=predicates.failure_rule_reasons,
                 where="spec.failurePolicy.rules[]",
                 rule=f"!has(self.onJobFailureReasons) || self.onJobFailureReasons.all(x, "
                 f"x in {reasons})",
@@ -596,6 +615,7 @@ class Builder:
         return [
             Rule(
                 id="restart-job-gated",
+                check=predicates.restart_job_gated,
                 where="spec.failurePolicy.rules[]",
                 rule="!(self.action in ['RestartJob', 'RestartJobAndIgnoreMaxRestarts'])",
                 message=jobset_api.MESSAGE_RESTART_JOB_GATED,
@@ -740,10 +760,7 @@ class Builder:
             resources[key]["additionalProperties"]["maxLength"] = MAX_QUANTITY
             # The schema's pattern admits strings Kubernetes cannot parse (1e2.5, 1e1000).
             resources[key]["additionalProperties"]["x-kubernetes-validations"] = [
-                {
-                    "rule": "isQuantity(string(self))",
-                    "message": "must be a Kubernetes quantity, e.g. 10Gi or 500M",
-                }
+                QUANTITY_RULE.render()
             ]
         template["properties"]["spec"]["properties"]["accessModes"]["maxItems"] = MAX_ACCESS_MODES
         for key in ("labels", "annotations"):
@@ -756,6 +773,7 @@ class Builder:
             label_value,
             Rule(
                 id="template-label-values",
+                check=predicates.label_value,
                 where="volume claim templates: each metadata.labels value",
                 rule=LABEL_VALUE_RULE,
                 message="metadata.labels values of a volume claim template must be empty or "
@@ -790,6 +808,7 @@ class Builder:
         return [
             Rule(
                 id="template-access-modes-required",
+                check=predicates.access_modes_required,
                 where=where,
                 rule=f"{has_modes} && size({modes}) > 0",
                 message="a volume claim template must list at least one access mode in "
@@ -801,6 +820,7 @@ class Builder:
             ),
             Rule(
                 id="template-access-modes-valid",
+                check=predicates.access_modes_valid,
                 where=where,
                 rule=f"!({has_modes}) || {modes}.all(m, m in {allowed})",
                 message="spec.accessModes of a volume claim template may contain only "
@@ -811,6 +831,7 @@ class Builder:
             ),
             Rule(
                 id="template-read-write-once-pod-alone",
+                check=predicates.read_write_once_pod_alone,
                 where=where,
                 rule=f"!({has_modes}) || !('ReadWriteOncePod' in {modes}) || "
                 f"{modes}.all(m, m == 'ReadWriteOncePod' || !(m in {allowed}))",
@@ -822,6 +843,7 @@ class Builder:
             ),
             Rule(
                 id="template-storage-required",
+                check=predicates.storage_required,
                 where=where,
                 rule=has_storage,
                 message="a volume claim template must request storage in "
@@ -833,6 +855,7 @@ class Builder:
             ),
             Rule(
                 id="template-storage-positive",
+                check=predicates.storage_positive,
                 where=where,
                 rule=f"!({has_storage}) || [{requests}.storage].all(s, !isQuantity({storage}) || "
                 f"quantity({storage}).isGreaterThan(quantity('0')))",
@@ -844,6 +867,7 @@ class Builder:
             ),
             Rule(
                 id="template-label-keys",
+                check=predicates.label_keys,
                 where=where,
                 rule=f"!has({labels}) || {labels}.all(k, !{bad_key})",
                 message="metadata.labels keys of a volume claim template must be qualified names: "
@@ -855,6 +879,7 @@ class Builder:
             ),
             Rule(
                 id="template-annotation-keys",
+                check=predicates.annotation_keys,
                 where=where,
                 rule=f"!has({annotations}) || {annotations}.all(k, !{bad_annotation})",
                 message="metadata.annotations keys of a volume claim template must be qualified "
@@ -865,6 +890,7 @@ class Builder:
             ),
             Rule(
                 id="template-annotations-size",
+                check=predicates.annotations_size,
                 where=where,
                 rule=f"!has({annotations}) || {annotations}.map(k, size(k) + "
                 f"size({annotations}[k])).sum() <= {MAX_ANNOTATIONS_SIZE}",
@@ -883,6 +909,7 @@ class Builder:
         return [
             Rule(
                 id=f"{prefix}template-name",
+                check=predicates.template_names_format(path),
                 where=where,
                 rule=guarded_all("self", path, "t", f"!{bad_name}"),
                 message="a volume claim template's metadata.name must be a DNS-1123 label (it "
@@ -892,6 +919,7 @@ class Builder:
             ),
             Rule(
                 id=f"{prefix}template-namespace",
+                check=predicates.template_namespaces(path),
                 where=where,
                 rule=guarded_all("self", path, "t", f"!({namespaced})"),
                 message="a volume claim template must not set metadata.namespace: claims are "
@@ -1041,6 +1069,7 @@ class Builder:
             node,
             Rule(
                 id="replicas-times-parallelism",
+                check=predicates.replicas_times_parallelism,
                 where="spec.replicatedJobs[]",
                 rule="!has(self.template.spec) || !has(self.template.spec.parallelism) || "
                 "self.replicas * self.template.spec.parallelism <= 2147483647",
@@ -1050,6 +1079,7 @@ class Builder:
             ),
             Rule(
                 id="group-name-format",
+                check=predicates.group_name_format,
                 where="spec.replicatedJobs[]",
                 rule="!format.dns1035Label().validate(self.groupName).hasValue()",
                 message="groupName must be a DNS-1035 label of at most 63 characters",
@@ -1062,6 +1092,7 @@ class Builder:
                 # (32 replicated jobs x any annotation size exceeds the CEL budget). The full
                 # label-key syntax is the controller's (SpecInvalid condition and Event).
                 id="exclusive-topology-key",
+                check=predicates.exclusive_topology_key,
                 where="spec.replicatedJobs[]",
                 rule=f"!has(self.template.metadata) || !has(self.template.metadata.annotations) "
                 f"|| !({_q(EXCLUSIVE_TOPOLOGY)} in self.template.metadata.annotations) || "
@@ -1088,6 +1119,7 @@ class Builder:
             node,
             Rule(
                 id="managed-by-format",
+                check=predicates.managed_by_format,
                 where="spec.managedBy",
                 rule="size(self) <= 63 && self.indexOf('/') > 0 && "
                 "!format.dns1123Subdomain().validate(self.substring(0, self.indexOf('/')))"
@@ -1112,6 +1144,7 @@ class Builder:
         return [
             Rule(
                 id="restart-job-replicas",
+                check=predicates.restart_job_replicas,
                 where="spec",
                 rule=f"!({has_fp}) || !{fp}.exists(r, r.action in {actions}) || "
                 f"!{HAS_RJ} || {RJ}.all(r, r.replicas <= {limit})",
@@ -1138,6 +1171,7 @@ class Builder:
             *self.restart_job_replicas(has_fp, fp),
             Rule(
                 id="child-jobs-bounded",
+                check=predicates.child_jobs_bounded,
                 where="spec",
                 rule=f"!{HAS_RJ} || {RJ}.map(r, r.replicas).sum() <= {MAX_CHILD_JOBS}",
                 message=f"the replicas of all replicated jobs must add up to at most "
@@ -1148,6 +1182,7 @@ class Builder:
             ),
             Rule(
                 id="replicated-job-names-unique",
+                check=predicates.replicated_job_names_unique,
                 where="spec",
                 rule=f"!{HAS_RJ} || {RJ}.all(r, {unique})",
                 message="replicatedJob names must be unique, also when compared without case "
@@ -1158,6 +1193,7 @@ class Builder:
             ),
             Rule(
                 id="success-policy-targets",
+                check=predicates.success_policy_targets,
                 where="spec",
                 rule=with_rjob_set(
                     guarded_all("self", "successPolicy.targetReplicatedJobs", "t", "t in rn")
@@ -1172,6 +1208,7 @@ class Builder:
             ),
             Rule(
                 id="failure-rule-targets",
+                check=predicates.failure_rule_targets,
                 where="spec",
                 rule=f"!({has_fp}) || "
                 + with_rjob_set(
@@ -1188,6 +1225,7 @@ class Builder:
             ),
             Rule(
                 id="failure-rule-names-unique",
+                check=predicates.failure_rule_names_unique,
                 where="spec",
                 rule=f"!({has_fp}) || {fp}.all(i, p, {fp}.all(j, q, i == j || !{clash}))",
                 message="failurePolicy rule names must be unique (a rule without a name is "
@@ -1199,6 +1237,7 @@ class Builder:
             ),
             Rule(
                 id="depends-on-first",
+                check=predicates.depends_on_first,
                 where="spec",
                 rule=f"!{HAS_RJ} || size({RJ}) == 0 || !has({RJ}[0].dependsOn) || "
                 f"size({RJ}[0].dependsOn) == 0",
@@ -1209,6 +1248,7 @@ class Builder:
             ),
             Rule(
                 id="depends-on-earlier",
+                check=predicates.depends_on_earlier,
                 where="spec",
                 rule=f"!{HAS_RJ} || {RJ}.all(i, r, !({bad_depends}))",
                 message="dependsOn must name a replicated job listed before this one",
@@ -1219,6 +1259,7 @@ class Builder:
             ),
             Rule(
                 id="startup-policy-or-depends-on",
+                check=predicates.startup_policy_or_depends_on,
                 where="spec",
                 rule="!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == "
                 f"'InOrder' && {HAS_RJ} && {RJ}.exists(r, has(r.dependsOn) && "
@@ -1228,6 +1269,7 @@ class Builder:
             ),
             Rule(
                 id="coordinator-replicated-job",
+                check=predicates.coordinator_replicated_job,
                 where="spec",
                 rule=f"!has({c}) || {rjob_exists(f'{c}.replicatedJob')}",
                 message="coordinator.replicatedJob must name a replicated job of this JobSet",
@@ -1237,6 +1279,7 @@ class Builder:
             ),
             Rule(
                 id="coordinator-job-index",
+                check=predicates.coordinator_job_index,
                 where="spec",
                 rule=f"!has({c}) || !{HAS_RJ} || {RJ}.all(r, !({coordinated}) || "
                 f"{job_index} < r.replicas)",
@@ -1248,6 +1291,7 @@ class Builder:
             ),
             Rule(
                 id="coordinator-indexed",
+                check=predicates.coordinator_indexed,
                 where="spec",
                 rule=f"!has({c}) || !{HAS_RJ} || {RJ}.all(r, !({coordinated}) || "
                 "(has(r.template.spec) && has(r.template.spec.completionMode) && "
@@ -1259,6 +1303,7 @@ class Builder:
             ),
             Rule(
                 id="coordinator-pod-index",
+                check=predicates.coordinator_pod_index,
                 where="spec",
                 rule=f"!has({c}) || !{HAS_RJ} || {RJ}.all(r, !({coordinated}) || "
                 "!has(r.template.spec) || !has(r.template.spec.completions) || "
@@ -1310,6 +1355,7 @@ class Builder:
         return [
             Rule(
                 id="template-names-unique",
+                check=predicates.template_names_unique,
                 where="spec",
                 rule=f"size({names}.distinct()) == size({names})",
                 message="volume claim template names must be unique across volumeClaimPolicies "
@@ -1319,6 +1365,7 @@ class Builder:
             ),
             Rule(
                 id="volume-targets",
+                check=predicates.volume_targets,
                 where="spec",
                 rule=with_rjob_set(f"{all_targets}.all(t, t in rn)"),
                 message="volume claim policies must target replicated jobs of this JobSet",
@@ -1327,6 +1374,7 @@ class Builder:
             ),
             Rule(
                 id="template-mounted",
+                check=predicates.template_mounted,
                 where="spec",
                 # Without replicated jobs nothing mounts a template (and reading
                 # self.replicatedJobs would be an evaluation error): any template is unmounted.
@@ -1340,6 +1388,7 @@ class Builder:
             ),
             Rule(
                 id="untargeted-mount",
+                check=predicates.untargeted_mount,
                 where="spec",
                 rule=f"!{MAPS_SAFE} || !{HAS_RJ} || {with_sets(f'{RJ}.all(r, {mounts_ok})')}",
                 message="a replicated job that a volume claim policy does not target must not "
@@ -1350,6 +1399,7 @@ class Builder:
             ),
             Rule(
                 id="template-volume-name-free",
+                check=predicates.template_volume_name_free,
                 where="spec",
                 rule=f"!{MAPS_SAFE} || !{HAS_RJ} || {with_sets(f'{RJ}.all(r, {volumes_ok})')}",
                 message="a replicated job that gets a volume claim template must not define a "
@@ -1707,6 +1757,7 @@ class Builder:
         return [
             Rule(
                 id="child-job-names",
+                check=predicates.child_job_names,
                 where="(root)",
                 rule=f"{guard}{rj}.all(r, !({job_bad}))",
                 message="child Job names (<jobSet>-<replicatedJob>-<jobIndex>) must be DNS-1035 "
@@ -1719,6 +1770,7 @@ class Builder:
             ),
             Rule(
                 id="pod-names",
+                check=predicates.pod_names,
                 where="(root)",
                 rule=f"{guard}{rj}.all(r, !({pod_bad}))",
                 message="pod names (<jobSet>-<replicatedJob>-<jobIndex>-<podIndex>-<suffix>) "
@@ -1730,6 +1782,7 @@ class Builder:
             ),
             Rule(
                 id="claim-names",
+                check=predicates.claim_names,
                 where="(root)",
                 rule=f"{guard}({claims_ok})",
                 message="claim names (<template>-<jobSet>, "
@@ -1741,6 +1794,7 @@ class Builder:
             ),
             Rule(
                 id="pod-scope-indexed",
+                check=predicates.pod_scope_indexed,
                 where="(root)",
                 rule=f"{guard}"
                 + guarded_all("self", "spec.volumeClaimPolicies", "p", f"!({not_indexed})"),
@@ -1755,6 +1809,7 @@ class Builder:
             # (the admission policy reports the first failing rule only).
             Rule(
                 id="coordinator-address",
+                check=predicates.coordinator_address,
                 where="(root)",
                 rule=f"!has(self.spec) || !has({c}) || {address_len} <= {MAX_LABEL_VALUE}",
                 message="the coordinator's address (<jobSet>-<replicatedJob>-<jobIndex>-"
@@ -1853,6 +1908,7 @@ class Builder:
         guard = "!has(self.spec.replicatedJobs) || "
         return Rule(
             id="claim-names-unique",
+            check=predicates.claim_names_unique,
             where="(root)",
             rule=f"{guard}size({bound(found)}) == 0",
             message="two volume claim templates could make claims of the same name "

@@ -19,6 +19,10 @@ real kube-apiserver with ``dryRun=All`` (validation in full, nothing stored). Pr
     (RE2 message patterns, docs/api.md "Checked by the controller") is expected, any other is a
     mismatch and fails the test with every case found.
 
+(c) the Python rules that ``render`` runs (``controller/api/validation.py``: the schema's
+    defaults and bounds, each rule's predicate) give the server's verdict in its words: the same
+    field errors from the CRD, or the admission policy's same message.
+
 Updates: a valid JobSet is really created, then replaced (dry run) with mutated specs, which
 exercises the immutability and transition rules with the same properties.
 
@@ -41,15 +45,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from controller.api.validation import Contract
 from controller.jobset import api, volumes
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.volumes.lifecycle import waits_for_resume
 from tests.helpers import Kube
-from tests.support.crd import install_crd
+from tests.support.crd import CRD_FILE, install_crd
 from tests.unit.volumes.factories import applied
 
 Obj = dict[str, Any]
@@ -133,8 +139,6 @@ WHERE = re.compile(r"^[A-Za-z][A-Za-z.]*: ")
 
 def policy_messages() -> frozenset[str]:
     """The rule messages the policy quotes (without their ``<where>: ``)."""
-    import yaml
-
     policy = yaml.safe_load(POLICY_FILE.read_text())
     text = policy["spec"]["validations"][0]["messageExpression"]
     quoted = re.findall(r"'((?:[^'\\]|\\.)*)'", text)
@@ -147,6 +151,7 @@ def policy_messages() -> frozenset[str]:
 
 
 POLICY_MESSAGES = policy_messages()
+CONTRACT = Contract.from_crd(yaml.safe_load(CRD_FILE.read_text()))
 
 
 def policy_rule_messages(message: str) -> list[str] | None:
@@ -851,6 +856,7 @@ class Tally:
     parser_rejects_rejected: int = 0
     documented_mismatches: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
+    contract_mismatches: list[str] = field(default_factory=list)
     messages: set[str] = field(default_factory=set)
     drawn: Counter[str] = field(default_factory=Counter)
 
@@ -1089,6 +1095,37 @@ def check_coverage(tally: Tally, mutations: tuple[Mutation, ...], what: str) -> 
     assert drawn == {m.__name__ for m in mutations}, "every mutation must have been tried"
 
 
+def server_errors(body: Obj) -> set[str]:
+    """A 422's errors as the API server words each: ``<field>: <message>``, or for the admission
+    policy's denial, the one message."""
+    message = str(body.get("message", ""))
+    if POLICY_DENIED in message:
+        return {message}
+    causes = (body.get("details") or {}).get("causes") or []
+    return {f"{c.get('field', '<nil>')}: {c.get('message', '')}" for c in causes}
+
+
+def check_contract(case: Case, accepted: bool, body: Obj, tally: Tally) -> None:
+    """Property (c): the Python rules (``render``'s validation) give the API server's verdict,
+    in its words: every field error the CRD reports, or the policy's whole message."""
+    refusal = CONTRACT.refusal(case.body)
+    if accepted or refusal is None:
+        if accepted != (refusal is None):
+            verdict = "admits" if accepted else "refuses"
+            tally.contract_mismatches.append(
+                f"{case.describe()}: the API server {verdict} it, the Python rules say "
+                f"{refusal.message if refusal else 'nothing'!r} (server: {body.get('message')!r})"
+            )
+        return
+    ours = {refusal.message} if POLICY_DENIED in refusal.message else set(refusal.errors)
+    theirs = server_errors(body)
+    if ours != theirs:
+        tally.contract_mismatches.append(
+            f"{case.describe()}:\n   server only: {sorted(theirs - ours)}"
+            f"\n   Python only: {sorted(ours - theirs)}"
+        )
+
+
 async def test_generated_creates_agree_with_admission(kube: Kube, namespace: str) -> None:
     await install_crd(kube)
     path = f"{API}/namespaces/{namespace}/jobsets"
@@ -1099,12 +1136,17 @@ async def test_generated_creates_agree_with_admission(kube: Kube, namespace: str
         case = data.draw(mutated(data.draw(valid_jobsets()), CREATE_MUTATIONS, first))
         status, body = run(submit(kube, "POST", path, case.body))
         accepted = check_response(case, status, body, 201, tally)
+        check_contract(case, accepted, body, tally)
         check_parser(
             case, accepted, _with_identity(body if accepted else case.body, namespace), tally
         )
 
     await asyncio.to_thread(fuzz, CREATE_MUTATIONS, example)
     check_coverage(tally, CREATE_MUTATIONS, "create")
+    assert not tally.contract_mismatches, (
+        "the Python rules (controller/api/validation.py) disagree with the API server:\n"
+        + "\n".join(tally.contract_mismatches)
+    )
     assert len(tally.messages) >= 40, "the mutations should reach many different rules"
 
 

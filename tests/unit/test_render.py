@@ -133,3 +133,69 @@ def test_no_sample_pod_without_pod_scope() -> None:
         code, objects, err = _render(example)
         assert code == 0, err
         assert not [o for o in objects if o["kind"] == "Pod"], example.name
+
+
+def test_a_jobset_apply_would_refuse_is_refused_with_the_api_servers_message(
+    tmp_path: Path,
+) -> None:
+    """render checks what the API server checks on create (the CRD's schema and rules, the
+    admission policy), with the same message, before planning anything."""
+    base = (
+        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: train}\nspec:\n"
+        "  replicatedJobs:\n"
+        "  - name: init\n    template: {spec: {template: {spec: {containers: "
+        "[{name: c, image: busybox}]}}}}\n"
+    )
+    cases = {
+        "policy.yaml": (
+            base.replace(
+                "- name: init\n", "- name: init\n    dependsOn: [{name: x, status: Ready}]\n"
+            ),
+            'jobsets.jobset.x-k8s.io "train" is forbidden: ValidatingAdmissionPolicy '
+            "'jobsets.jobset.x-k8s.io' with binding 'jobsets.jobset.x-k8s.io' denied request: "
+            "spec.replicatedJobs: the first replicated job cannot have dependsOn: nothing starts "
+            "before it: init",
+        ),
+        "schema.yaml": (
+            base.replace("- name: init\n", "- name: init\n    replicas: -1\n"),
+            'JobSet.jobset.x-k8s.io "train" is invalid: spec.replicatedJobs[0].replicas: Invalid '
+            "value: -1: spec.replicatedJobs[0].replicas in body should be greater than or equal "
+            "to 0",
+        ),
+    }
+    for name, (text, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        code, objects, err = _render(path)
+        assert (code, objects) == (1, []), name
+        assert f"document 1: {message}\n" in err, (name, err)
+        out, errors = io.StringIO(), io.StringIO()
+        assert main([str(path), "--no-validate"], out=out, err=errors) == (
+            0 if name == "policy.yaml" else 1
+        ), (name, errors.getvalue())
+    (tmp_path / "base.yaml").write_text(base)
+    code, objects, err = _render(tmp_path / "base.yaml")
+    assert code == 0, err
+    job = next(o for o in objects if o["kind"] == "Job")
+    # The schema's defaults, as the API server stores them, reach the Jobs.
+    assert job["spec"]["completionMode"] == "Indexed"  # type: ignore[index]
+
+
+def test_render_validates_against_the_crd_it_is_given(tmp_path: Path) -> None:
+    """The alpha-features CRD admits the RestartJob action that the default CRD refuses."""
+    path = tmp_path / "restart-job.yaml"
+    path.write_text(
+        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: train}\nspec:\n"
+        "  failurePolicy: {maxRestarts: 1, rules: [{action: RestartJob}]}\n"
+        "  replicatedJobs:\n"
+        "  - name: init\n    template: {spec: {template: {spec: {containers: "
+        "[{name: c, image: busybox}]}}}}\n"
+    )
+    code, _, err = _render(path)
+    assert code == 1 and "RestartJob feature gate is disabled" in err
+    alpha = Path(__file__).resolve().parents[2] / "manifests/components/alpha-features"
+    out, errors = io.StringIO(), io.StringIO()
+    code = main([str(path), "--crd", str(alpha / "jobsets.jobset.x-k8s.io.yaml")], out, errors)
+    assert code == 0, errors.getvalue()
+    code = main([str(path), "--crd", str(alpha / "policy.yaml")], out, errors)
+    assert code == 1 and "is not a CustomResourceDefinition" in errors.getvalue()

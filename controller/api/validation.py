@@ -1,0 +1,439 @@
+"""What the API server does with a JobSet on create, offline: defaults, schema, rules, policy.
+
+:class:`Contract` is built from an installed CRD (``manifests/crd/``): its structural schema and,
+rebuilt from the same definition (``schema.Builder``), every rule with its Python predicate, and
+which of them the ValidatingAdmissionPolicy runs (``specpolicy.split``). ``Contract.refusal``
+then answers as ``kubectl apply`` would, in the API server's words:
+
+1. the schema's defaults are applied (as the API server does before validating);
+2. the structural schema: types, enums, bounds, required fields, keyed lists' duplicates, each
+   a field error formatted as Kubernetes formats it (``spec.x: Too long: may not be more than 63
+   bytes``);
+3. the CRD's CEL rules, by their predicates, unless step 2 found an error that stops the API
+   server from running them (it says so, and so does this);
+4. only when the CRD admits the object: the policy's rules, one message listing each broken one.
+
+The update (transition) rules need the stored object and are not run: ``render`` creates.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller import features
+from controller.api import predicates, schema, specpolicy
+
+Schema = dict[str, Any]
+KIND_QUALIFIED = f"{schema.KIND}.{schema.GROUP}"
+SKIPPED = (
+    "some validation rules were not checked because the object was invalid; correct the "
+    "existing errors to complete validation"
+)
+_OMIT = object()
+# Field errors after which the API server does not run the CEL rules (apiextensions-apiserver's
+# hasBlockingErr).
+_BLOCKING = frozenset({"Unsupported value", "Required value", "Too long", "Too many", "Type"})
+_DNS_1123_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+def _go_value(value: Any) -> str:
+    """A bad value as Kubernetes' field errors print it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One of the API server's field errors (k8s.io/apimachinery's field.Error)."""
+
+    kind: (
+        str  # "Invalid value", "Required value", "Unsupported value", ...; "Type" for a type error
+    )
+    path: str
+    value: Any = _OMIT
+    detail: str = ""
+
+    @property
+    def blocking(self) -> bool:
+        return self.kind in _BLOCKING
+
+    def __str__(self) -> str:
+        kind = "Invalid value" if self.kind == "Type" else self.kind
+        body = kind if self.value is _OMIT else f"{kind}: {_go_value(self.value)}"
+        return f"{self.path}: {body}" + (f": {self.detail}" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class PolicyRule:
+    """A rule the admission policy runs: the path of its node and the rule."""
+
+    path: tuple[str, ...]
+    rule: schema.Rule
+
+    @property
+    def where(self) -> str:
+        return ".".join([*self.path, *filter(None, [(self.rule.field_path or "").lstrip(".")])])
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """What ``kubectl apply`` would print after the server's reason, and each error."""
+
+    message: str
+    errors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The installed CRD's schema and rules (see the module docstring)."""
+
+    root: Schema  # the full openAPIV3Schema, every rule in place
+    rules: Mapping[tuple[str, str], schema.Rule]  # by (CEL, message) as the schema has them
+    policy: tuple[PolicyRule, ...]
+    gates: features.FeatureGates = field(default=features.DEFAULT)
+
+    @classmethod
+    def from_crd(cls, crd: Mapping[str, Any]) -> Contract:
+        """The contract of an installed CRD (as ``make crd`` writes it): the Kubernetes types it
+        embeds are read from it, the rules rebuilt from ``schema.py`` for its feature gates."""
+        annotations = (crd.get("metadata") or {}).get("annotations") or {}
+        gates = features.parse(str(annotations.get(features.CRD_ANNOTATION, "")))
+        job_template, claim = embedded_types(crd)
+        full = schema.custom_resource_definition(job_template, claim, gates)
+        by_text = {
+            (r.cel, r.message): r
+            for r in [*schema.rules(job_template, claim, gates), schema.QUANTITY_RULE]
+        }
+        _, sites = specpolicy.split(full)
+        policy = tuple(
+            PolicyRule(s.path, by_text[(s.rule["rule"], s.rule["message"])])
+            for s in sites
+            if not by_text[(s.rule["rule"], s.rule["message"])].on_update
+        )
+        root = full["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        return cls(root=root, rules=by_text, policy=policy, gates=gates)
+
+    def defaulted(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """``obj`` with the schema's defaults, as the API server stores it."""
+        out = copy.deepcopy(dict(obj))
+        _default(out, self.root)
+        return out
+
+    def errors(self, obj: Mapping[str, Any]) -> tuple[list[FieldError], list[str]]:
+        """The CRD's field errors of a defaulted object, and (when there are none) the messages
+        of the policy's broken rules."""
+        found = list(_metadata_errors(obj))
+        found += list(_schema_errors(obj, self.root, ""))
+        if any(e.blocking for e in found):
+            return [*found, FieldError("Invalid value", "<nil>", None, SKIPPED)], []
+        found += list(self._rule_errors(obj, self.root, ""))
+        if found:
+            return found, []
+        return [], list(self._policy_messages(obj))
+
+    def refusal(self, obj: Mapping[str, Any]) -> Refusal | None:
+        """None when the API server would admit the JobSet (created), else its message."""
+        obj = self.defaulted(obj)
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        crd_errors, policy_messages = self.errors(obj)
+        if crd_errors:
+            texts = list(dict.fromkeys(str(e) for e in crd_errors))
+            joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+            return Refusal(f'{KIND_QUALIFIED} "{name}" is invalid: {joined}', tuple(texts))
+        if policy_messages:
+            binding = specpolicy.BINDING_NAME
+            return Refusal(
+                f'{schema.CRD_NAME} "{name}" is forbidden: ValidatingAdmissionPolicy '
+                f"'{specpolicy.POLICY_NAME}' with binding '{binding}' denied request: "
+                # The API server trims the message (an empty last value leaves "...: ").
+                + "; ".join(policy_messages).rstrip(),
+                tuple(policy_messages),
+            )
+        return None
+
+    # ------------------------------------------------------------ rules
+
+    def _rule_errors(self, value: Any, node: Schema, path: str) -> Iterator[FieldError]:
+        """The CRD's CEL rules, by their predicates, in schema order, on every present node."""
+        for rendered in node.get("x-kubernetes-validations", []):
+            rule = self.rules[(rendered["rule"], rendered["message"])]
+            if rule.on_update or self._in_policy(rule):
+                continue
+            yield from _rule_error(rule, value, node, path)
+        if isinstance(value, Mapping):
+            for key, child in (node.get("properties") or {}).items():
+                if key in value:
+                    yield from self._rule_errors(value[key], child, _child(path, key))
+            extra = node.get("additionalProperties")
+            if isinstance(extra, dict):
+                for key, item in value.items():
+                    yield from self._rule_errors(item, extra, f"{path}[{key}]")
+        elif isinstance(value, list) and "items" in node:
+            for index, item in enumerate(value):
+                yield from self._rule_errors(item, node["items"], f"{path}[{index}]")
+
+    def _in_policy(self, rule: schema.Rule) -> bool:
+        return any(p.rule is rule for p in self.policy)
+
+    def _policy_messages(self, obj: Mapping[str, Any]) -> Iterator[str]:
+        for site in self.policy:
+            node: Any = obj
+            for key in site.path:
+                node = node.get(key) if isinstance(node, Mapping) else None
+            if node is None:
+                continue
+            verdict = _check(site.rule, node)
+            if verdict is not None:
+                prefix = f"{site.where}: " if site.where else ""
+                yield prefix + _message(site.rule, verdict)
+
+
+def embedded_types(crd: Mapping[str, Any]) -> tuple[Schema, Schema]:
+    """The Job template and claim schemas an installed CRD embeds, without the rules put on
+    them (``schema.Builder`` puts them back)."""
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    spec = root["properties"]["spec"]["properties"]
+    job_template = copy.deepcopy(spec["replicatedJobs"]["items"]["properties"]["template"])
+    claim = copy.deepcopy(spec["volumeClaimPolicies"]["items"]["properties"]["templates"]["items"])
+    _strip_rules(job_template)
+    _strip_rules(claim)
+    return job_template, claim
+
+
+def _strip_rules(node: Any) -> None:
+    if isinstance(node, dict):
+        node.pop("x-kubernetes-validations", None)
+        for child in node.values():
+            _strip_rules(child)
+    elif isinstance(node, list):
+        for child in node:
+            _strip_rules(child)
+
+
+def _check(rule: schema.Rule, value: Any) -> predicates.Broken | None:
+    if rule.check is None:
+        raise AssertionError(f"rule {rule.id} has no Python predicate")
+    return rule.check(value)
+
+
+def _message(rule: schema.Rule, verdict: predicates.Broken) -> str:
+    if rule.detail and verdict.detail is not None:
+        return f"{rule.message}: {verdict.detail}"
+    return rule.message
+
+
+def _rule_error(rule: schema.Rule, value: Any, node: Schema, path: str) -> Iterator[FieldError]:
+    verdict = _check(rule, value)
+    if verdict is None:
+        return
+    where = path
+    for key in filter(None, (rule.field_path or "").split(".")):
+        where = _child(where, key)
+    message = _message(rule, verdict)
+    if rule.reason == "FieldValueRequired":
+        yield FieldError("Required value", where, _OMIT, message)
+    elif rule.reason == "FieldValueForbidden":
+        yield FieldError("Forbidden", where, _OMIT, message)
+    else:
+        scalar = node.get("type") not in ("object", "array")
+        yield FieldError("Invalid value", where, value if scalar else _OMIT, message)
+
+
+# ---------------------------------------------------------------- defaults and the schema
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _default(value: Any, node: Schema) -> None:
+    """The API server's structural defaulting: a property's default where it is absent (or
+    null), then the same below."""
+    if isinstance(value, dict):
+        for key, child in (node.get("properties") or {}).items():
+            if "default" in child and value.get(key) is None:
+                value[key] = copy.deepcopy(child["default"])
+            if key in value:
+                _default(value[key], child)
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            for item in value.values():
+                _default(item, extra)
+    elif isinstance(value, list) and "items" in node:
+        for item in value:
+            _default(item, node["items"])
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    for name in ("boolean", "string", "object", "array", "integer", "number"):
+        if isinstance(value, _TYPES[name]) and not (name == "integer" and isinstance(value, bool)):
+            return name
+    return type(value).__name__
+
+
+def _has_type(value: Any, wanted: str) -> bool:
+    if isinstance(value, bool):
+        return wanted == "boolean"
+    if wanted == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, _TYPES[wanted])
+
+
+def _schema_errors(value: Any, node: Schema, path: str) -> Iterator[FieldError]:
+    """What the structural schema refuses, as kube-openapi's validator reports it."""
+    if node.get("x-kubernetes-int-or-string"):
+        if not (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))):
+            actual = _type_name(value)
+            yield FieldError(
+                "Type", path, actual, f'{path} in body must be of type integer,string: "{actual}"'
+            )
+            return
+    elif "type" in node and not _has_type(value, node["type"]):
+        # The value printed is the type's name, as the API server prints it.
+        actual = _type_name(value)
+        yield FieldError(
+            "Type", path, actual, f'{path} in body must be of type {node["type"]}: "{actual}"'
+        )
+        return
+    if "enum" in node and value not in node["enum"]:
+        supported = ", ".join(json.dumps(v) for v in node["enum"])
+        yield FieldError("Unsupported value", path, value, f"supported values: {supported}")
+    if isinstance(value, str):
+        yield from _string_errors(value, node, path)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if node.get("format") == "int32" and not -(2**31) <= value < 2**31:
+            yield FieldError(
+                "Invalid value",
+                "<nil>",
+                "",
+                f"Checked value must be of type integer with format int32 in {path}",
+            )
+        if "minimum" in node and value < node["minimum"]:
+            yield FieldError(
+                "Invalid value",
+                path,
+                value,
+                f"{path} in body should be greater than or equal to {node['minimum']}",
+            )
+        if "maximum" in node and value > node["maximum"]:
+            yield FieldError(
+                "Invalid value",
+                path,
+                value,
+                f"{path} in body should be less than or equal to {node['maximum']}",
+            )
+    elif isinstance(value, list):
+        yield from _list_errors(value, node, path)
+    elif isinstance(value, dict):
+        yield from _object_errors(value, node, path)
+
+
+def _string_errors(value: str, node: Schema, path: str) -> Iterator[FieldError]:
+    if "maxLength" in node and len(value) > node["maxLength"]:
+        unit = "byte" if node["maxLength"] == 1 else "bytes"
+        yield FieldError(
+            "Too long", path, _OMIT, f"may not be more than {node['maxLength']} {unit}"
+        )
+    if "minLength" in node and len(value) < node["minLength"]:
+        yield FieldError(
+            "Invalid value",
+            path,
+            value,
+            f"{path} in body should be at least {node['minLength']} chars long",
+        )
+    if "pattern" in node and not predicates.matches(node["pattern"], value):
+        yield FieldError(
+            "Invalid value", path, value, f"{path} in body should match '{node['pattern']}'"
+        )
+
+
+def _list_errors(value: list[Any], node: Schema, path: str) -> Iterator[FieldError]:
+    if "maxItems" in node and len(value) > node["maxItems"]:
+        yield FieldError("Too many", path, len(value), _at_most(node["maxItems"]))
+    if "minItems" in node and len(value) < node["minItems"]:
+        yield FieldError(
+            "Invalid value",
+            path,
+            len(value),
+            f"{path} in body should have at least {node['minItems']} items",
+        )
+    items = node.get("items")
+    if isinstance(items, dict):
+        for index, item in enumerate(value):
+            yield from _schema_errors(item, items, f"{path}[{index}]")
+    yield from _duplicates(value, node, path)
+
+
+def _at_most(limit: int) -> str:
+    return f"must have at most {limit} {'item' if limit == 1 else 'items'}"
+
+
+def _duplicates(value: Sequence[Any], node: Schema, path: str) -> Iterator[FieldError]:
+    """``x-kubernetes-list-type`` set and map: a repeated item, or a repeated key."""
+    list_type = node.get("x-kubernetes-list-type")
+    seen: list[Any] = []
+    for index, item in enumerate(value):
+        if list_type == "set":
+            key: Any = item
+        elif list_type == "map" and isinstance(item, dict):
+            key = {k: item[k] for k in node.get("x-kubernetes-list-map-keys", []) if k in item}
+        else:
+            return
+        if key in seen:
+            yield FieldError("Duplicate value", f"{path}[{index}]", key)
+        else:
+            seen.append(key)
+
+
+def _object_errors(value: dict[str, Any], node: Schema, path: str) -> Iterator[FieldError]:
+    if "maxProperties" in node and len(value) > node["maxProperties"]:
+        yield FieldError("Too many", path, len(value), _at_most(node["maxProperties"]))
+    for key in node.get("required", []):
+        if key not in value:
+            yield FieldError("Required value", _child(path, key))
+    properties = node.get("properties") or {}
+    for key, child in properties.items():
+        if key in value:
+            yield from _schema_errors(value[key], child, _child(path, key))
+    extra = node.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key, item in value.items():
+            if key not in properties:
+                yield from _schema_errors(item, extra, _child(path, key))
+
+
+def _metadata_errors(obj: Mapping[str, Any]) -> Iterator[FieldError]:
+    """What the API server checks of any object's metadata on create: a name, a DNS-1123
+    subdomain (for a JobSet, a DNS-1035 label is checked by the rules)."""
+    name = (obj.get("metadata") or {}).get("name")
+    if not name:
+        yield FieldError(
+            "Required value", "metadata.name", _OMIT, "name or generateName is required"
+        )
+    elif not isinstance(name, str) or not predicates.is_dns1123_subdomain(name):
+        yield FieldError("Invalid value", "metadata.name", name, _DNS_1123_SUBDOMAIN_MESSAGE)
