@@ -27,7 +27,8 @@ Command line::
 It writes two CRDs: ``manifests/crd/`` (every feature gate off, upstream's default) and
 ``manifests/components/alpha-features/`` (every alpha gate on; see :mod:`controller.features`),
 each beside the ValidatingAdmissionPolicy that runs the spec's cross-field and immutability rules
-(``policy.yaml``, :mod:`controller.api.specpolicy`), and the policy's binding.
+(``policy.yaml``, :mod:`controller.api.specpolicy`), and the policy's binding; and the field
+tables of ``docs/api.md`` (:mod:`controller.api.fielddocs`).
 
 ``python -m localcluster crd`` starts an ``apiserver``-profile local control plane, reads the
 documents and stops it (the product never imports the development tooling: ``localcluster``
@@ -48,7 +49,7 @@ from typing import Any
 import yaml
 
 from controller import features
-from controller.api import schema, specpolicy
+from controller.api import fielddocs, schema, specpolicy
 from controller.features import FeatureGates
 
 Schema = dict[str, Any]
@@ -62,6 +63,8 @@ DEFAULT_OUT = Path("manifests/crd/jobsets.jobset.x-k8s.io.yaml")
 # The spec's cross-field and immutability rules, as a ValidatingAdmissionPolicy (specpolicy).
 DEFAULT_POLICY_OUT = Path("manifests/crd/policy.yaml")
 BINDING_OUT = Path("manifests/crd/binding.yaml")
+# Its field tables are written from the same schema (controller.api.fielddocs).
+API_DOCS = Path("docs/api.md")
 # The same CRD and policy with every alpha feature gate on (controller/features.py), for that
 # component.
 ALPHA_OUT = Path("manifests/components/alpha-features/jobsets.jobset.x-k8s.io.yaml")
@@ -338,12 +341,16 @@ async def generate(kubeconfig: Path | str) -> dict[Path, str]:
     crd, policy = build(docs)
     alpha_crd, alpha_policy = build(docs, features.ALPHA)
     binding = yaml.dump(specpolicy.binding(), Dumper=_Dumper, sort_keys=True, width=100)
+    job_template, claim = embedded_types(docs)
+    current_docs = await asyncio.to_thread(API_DOCS.read_text)
+    api_docs = fielddocs.render(current_docs, fielddocs.jobset_root(job_template, claim))
     return {
         DEFAULT_OUT: render(crd, version),
         DEFAULT_POLICY_OUT: render(policy, version),
         BINDING_OUT: _BINDING_HEADER + binding,
         ALPHA_OUT: render(alpha_crd, version),
         ALPHA_POLICY_OUT: render(alpha_policy, version),
+        API_DOCS: api_docs,
     }
 
 

@@ -521,7 +521,8 @@ class Builder:
             {
                 "operator": string(
                     "All: every Job of the target replicated jobs must succeed. Any: one "
-                    "succeeded Job of the target replicated jobs is enough.",
+                    "succeeded Job of the target replicated jobs is enough. Required when "
+                    "successPolicy is given.",
                     enum=["All", "Any"],
                 ),
                 "targetReplicatedJobs": name_list(
@@ -567,8 +568,10 @@ class Builder:
                     maxItems=len(FAILURE_REASONS),
                 ),
                 "onJobFailureMessagePatterns": array(
-                    "Match only Jobs whose failure message matches one of these RE2 regular "
-                    "expressions. Empty: any message.",
+                    "Match only Jobs whose failure message matches one of these regular "
+                    "expressions (Go's RE2 syntax; one matching anywhere in the message is "
+                    "enough, as upstream). Empty: any message. The controller refuses a pattern "
+                    "that does not compile (SpecInvalid).",
                     # No maxItems, as upstream: no rule reads the patterns (the controller
                     # bounds their compiled size, messagepatterns.MAX_POLICY_PROGRAM).
                     {"type": "string", "maxLength": MAX_PATTERN},
@@ -678,14 +681,17 @@ class Builder:
             "in the jobset.sigs.k8s.io/coordinator label and annotation of every Job and pod.",
             {
                 "replicatedJob": string(
-                    "The replicated job of the coordinator pod.", maxLength=MAX_NAME
+                    "The replicated job of the coordinator pod; its Jobs must be Indexed.",
+                    maxLength=MAX_NAME,
                 ),
                 "jobIndex": integer(
-                    "The job index (0 to replicas-1) of the coordinator's Job. Defaults to 0.",
+                    "The job index of the coordinator's Job, less than that replicated job's "
+                    "replicas. Defaults to 0.",
                     minimum=0,
                 ),
                 "podIndex": integer(
-                    "The completion index of the coordinator pod in its Job. Defaults to 0.",
+                    "The completion index of the coordinator pod in its Job, less than its "
+                    "completions (when set). Defaults to 0.",
                     minimum=0,
                 ),
             },
@@ -936,7 +942,13 @@ class Builder:
             {
                 "templates": array(
                     "PersistentVolumeClaim templates. The controller makes claims from them; "
-                    "pods use one through a volumeMount with the template's name.",
+                    "pods use one through a volumeMount with the template's name. "
+                    "metadata.name (required, a DNS-1123 label) names the pod volume and "
+                    f"prefixes the claim names; labels and annotations (up to {MAX_CLAIM_LABELS} "
+                    "each) go to the claims; metadata.namespace must be left out; other metadata "
+                    "and status are pruned. What Kubernetes requires of a claim is checked at "
+                    f"admission: one to {MAX_ACCESS_MODES} access modes (ReadWriteOncePod only "
+                    "alone) and a storage request greater than zero.",
                     self.claim_template(),
                     maxItems=MAX_TEMPLATES_PER_POLICY,
                 ),
@@ -1002,7 +1014,9 @@ class Builder:
         template = copy.deepcopy(self.job_template_raw)
         template["description"] = (
             "The template of the child Jobs (a batch/v1 JobTemplateSpec). completionMode "
-            "defaults to Indexed, the pods' restartPolicy to OnFailure."
+            "defaults to Indexed, the pods' restartPolicy to OnFailure. Immutable while the "
+            "JobSet runs, except, with the ElasticJobSet feature gate, spec.parallelism and "
+            "spec.completions of an Indexed template (the running Jobs are resized in place)."
         )
         job_spec = template["properties"]["spec"]
         job_spec["properties"]["completionMode"]["default"] = "Indexed"
@@ -1026,8 +1040,8 @@ class Builder:
             "A group of identical child Jobs made from one template.",
             {
                 "name": string(
-                    "Name of the replicated job, unique in the JobSet. Child Jobs are named "
-                    "<jobSet>-<name>-<jobIndex> (the name in lower case).",
+                    "Name of the replicated job, unique in the JobSet, also ignoring case. "
+                    "Child Jobs are named <jobSet>-<name>-<jobIndex> (the name in lower case).",
                     maxLength=MAX_NAME,
                 ),
                 "groupName": string(
@@ -1038,16 +1052,22 @@ class Builder:
                 ),
                 "template": self.job_template(),
                 "replicas": integer(
-                    "Number of child Jobs made from the template. Defaults to 1.",
+                    "Number of child Jobs made from the template; replicas times the "
+                    "template's parallelism is at most 2147483647. May change at any time, also "
+                    "while the JobSet runs (an extension over upstream): lowering it deletes the "
+                    "Jobs whose index is replicas or more, raising it adds Jobs. Defaults to 1.",
                     minimum=0,
                     maximum=MAX_CHILD_JOBS,
                     default=1,
                 ),
                 "dependsOn": array(
                     "Start this replicated job only when every named earlier replicated job "
-                    "reached its status: Ready (every Job ready or finished) or Complete (every "
-                    f"Job succeeded). At most {MAX_DEPENDS_ON} entries, one per name; not on the "
-                    "first replicated job.",
+                    "reached its status: Ready (its ready, succeeded and failed Jobs reach its "
+                    "replicas) or Complete (its succeeded Jobs reach its replicas). At most "
+                    f"{MAX_DEPENDS_ON} entries, one per name, naming replicated jobs listed "
+                    "before this one; not on the first replicated job, nor with startupPolicy "
+                    "InOrder. While the JobSet is suspended its Jobs are created suspended as "
+                    "their dependencies allow; on resume the chain starts again.",
                     obj(
                         "A dependency on an earlier replicated job.",
                         {
@@ -2012,7 +2032,9 @@ class Builder:
             "The desired state of the JobSet.",
             {
                 "replicatedJobs": array(
-                    "The groups of child Jobs that form the set.",
+                    "The groups of child Jobs that form the set. May be left out or empty, as "
+                    "upstream: such a JobSet gets its headless Service, creates no Job and never "
+                    "completes nor fails; it stays until deleted.",
                     self.replicated_job(),
                     list_type="map",
                     maxItems=MAX_REPLICATED_JOBS,
@@ -2029,8 +2051,11 @@ class Builder:
                 "coordinator": self.coordinator(),
                 "managedBy": self.managed_by(),
                 "ttlSecondsAfterFinished": integer(
-                    "Delete the JobSet this many seconds after it finished (completed or "
-                    "failed). Left out: never.",
+                    "Delete the JobSet this many seconds after it finished (from the "
+                    "lastTransitionTime of its Completed or Failed condition). As upstream, "
+                    "with foreground propagation: the JobSet shows a deletionTimestamp while "
+                    "the garbage collector deletes its Jobs, and goes after them; volume "
+                    "retention still runs. Left out: never.",
                     minimum=0,
                 ),
                 "volumeClaimPolicies": self.attach(
