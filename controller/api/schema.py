@@ -484,7 +484,7 @@ class Builder:
                 "enableDNSHostnames": boolean(
                     "Give every pod the hostname <jobSet>-<replicatedJob>-<jobIndex>-<podIndex>, "
                     "resolvable through the headless Service. Defaults to true.",
-                    default=True,
+                    default=jobset_api.DEFAULT_ENABLE_DNS_HOSTNAMES,
                 ),
                 "subdomain": string(
                     "Name of the headless Service, the pods' DNS subdomain. Defaults to the "
@@ -493,7 +493,7 @@ class Builder:
                 ),
                 "publishNotReadyAddresses": boolean(
                     "Publish DNS records of pods before they are ready. Defaults to true.",
-                    default=True,
+                    default=jobset_api.DEFAULT_PUBLISH_NOT_READY_ADDRESSES,
                 ),
             },
             default={},
@@ -530,7 +530,7 @@ class Builder:
                 ),
             },
             required=["operator"],
-            default={"operator": "All"},
+            default={"operator": jobset_api.DEFAULT_SUCCESS_OPERATOR},
         )
         return self.attach(
             node, immutable("spec.successPolicy", "the success criterion of a running JobSet")
@@ -642,7 +642,7 @@ class Builder:
                     "BlockingRecreate: recreate Jobs only when every Job of the previous "
                     "attempt, and its pods, are gone. Defaults to Recreate.",
                     enum=["Recreate", "BlockingRecreate"],
-                    default="Recreate",
+                    default=jobset_api.DEFAULT_RESTART_STRATEGY,
                 ),
                 "rules": array(
                     "Rules matched in order against a failed child Job. Without a match, the "
@@ -669,7 +669,7 @@ class Builder:
                 )
             },
             required=["startupPolicyOrder"],
-            default={"startupPolicyOrder": "AnyOrder"},
+            default={"startupPolicyOrder": jobset_api.DEFAULT_STARTUP_ORDER},
         )
         return self.attach(
             node, immutable("spec.startupPolicy", "the start order of a running JobSet")
@@ -713,20 +713,20 @@ class Builder:
                 "whenDeleted": choice(
                     "When the JobSet is deleted: Delete the claims (default), or Retain them "
                     "for a later JobSet of the same name to adopt.",
-                    "Delete",
+                    jobset_api.DEFAULT_WHEN_DELETED,
                 ),
                 "whenCompleted": choice(
                     "When the JobSet has completed: Retain the claims (default) or Delete them.",
-                    "Retain",
+                    jobset_api.DEFAULT_WHEN_COMPLETED,
                 ),
                 "whenFailed": choice(
                     "When the JobSet has failed: Retain the claims (default) or Delete them.",
-                    "Retain",
+                    jobset_api.DEFAULT_WHEN_FAILED,
                 ),
                 "whenScaled": choice(
                     "Job scope: the claims of child Jobs that no longer exist after replicas "
                     "went down are Retained (default) or Deleted.",
-                    "Retain",
+                    jobset_api.DEFAULT_WHEN_SCALED,
                 ),
             },
             default={},
@@ -969,7 +969,7 @@ class Builder:
                     "<template>-<jobSet>-<replicatedJob>-<jobIndex>-<podIndex> (Indexed Jobs "
                     "only; needs the admission policy of manifests/pod-scope, Kubernetes 1.36+).",
                     enum=["JobSet", "Job", "Pod"],
-                    default="JobSet",
+                    default=jobset_api.DEFAULT_VOLUME_SCOPE,
                 ),
             },
         )
@@ -1019,9 +1019,9 @@ class Builder:
             "spec.completions of an Indexed template (the running Jobs are resized in place)."
         )
         job_spec = template["properties"]["spec"]
-        job_spec["properties"]["completionMode"]["default"] = "Indexed"
+        job_spec["properties"]["completionMode"]["default"] = jobset_api.DEFAULT_COMPLETION_MODE
         pod = job_spec["properties"]["template"]["properties"]["spec"]
-        pod["properties"]["restartPolicy"]["default"] = "OnFailure"
+        pod["properties"]["restartPolicy"]["default"] = jobset_api.DEFAULT_POD_RESTART_POLICY
         # A pod needs a container: caught here, not when the Job is created.
         pod["properties"]["containers"]["minItems"] = 1
         for key in ("containers", "initContainers"):
@@ -1048,7 +1048,7 @@ class Builder:
                     "The group of the replicated job, in the jobset.sigs.k8s.io/group-name "
                     "label of its Jobs and pods. A DNS-1035 label. Defaults to default.",
                     maxLength=MAX_OBJECT_NAME,
-                    default="default",
+                    default=jobset_api.DEFAULT_GROUP_NAME,
                 ),
                 "template": self.job_template(),
                 "replicas": integer(
@@ -1058,7 +1058,7 @@ class Builder:
                     "Jobs whose index is replicas or more, raising it adds Jobs. Defaults to 1.",
                     minimum=0,
                     maximum=MAX_CHILD_JOBS,
-                    default=1,
+                    default=jobset_api.DEFAULT_REPLICAS,
                 ),
                 "dependsOn": array(
                     "Start this replicated job only when every named earlier replicated job "

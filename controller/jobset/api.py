@@ -6,6 +6,8 @@ on; they must not change.
 
 from __future__ import annotations
 
+from typing import Final
+
 from controller.runtime.client import Resource
 
 GROUP = "jobset.x-k8s.io"
@@ -13,6 +15,26 @@ VERSION = "v1alpha2"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "JobSet"
 JOBSETS = Resource(GROUP, VERSION, "jobsets", KIND)
+
+# The API's defaults (upstream's). Each is written once: the CRD's schema writes it into a stored
+# JobSet (controller/api/schema.py), and the parser applies the same value to an object that lacks
+# it (stored before the CRD had the default, or hand-made in a test).
+DEFAULT_REPLICAS: Final = 1
+DEFAULT_GROUP_NAME: Final = "default"
+DEFAULT_COMPLETION_MODE: Final = (
+    "Indexed"  # of a replicated job's Job template (upstream's webhook)
+)
+DEFAULT_POD_RESTART_POLICY: Final = "OnFailure"  # of its pod template (upstream's webhook)
+DEFAULT_ENABLE_DNS_HOSTNAMES: Final = True
+DEFAULT_PUBLISH_NOT_READY_ADDRESSES: Final = True
+DEFAULT_SUCCESS_OPERATOR: Final = "All"
+DEFAULT_RESTART_STRATEGY: Final = "Recreate"
+DEFAULT_STARTUP_ORDER: Final = "AnyOrder"
+DEFAULT_VOLUME_SCOPE: Final = "JobSet"
+DEFAULT_WHEN_DELETED: Final = "Delete"
+DEFAULT_WHEN_COMPLETED: Final = "Retain"
+DEFAULT_WHEN_FAILED: Final = "Retain"
+DEFAULT_WHEN_SCALED: Final = "Retain"
 
 # The built-in controller's reserved managedBy value (JobSets with another value are skipped).
 CONTROLLER_NAME = "jobset.sigs.k8s.io/jobset-controller"

@@ -34,7 +34,7 @@ class ReplicatedJob:
     name: str
     replicas: int
     template: Obj  # batch/v1 JobTemplateSpec, with defaults applied; never mutate
-    group_name: str = "default"
+    group_name: str = api.DEFAULT_GROUP_NAME
     depends_on: tuple[DependsOn, ...] = ()
 
     @property
@@ -92,14 +92,14 @@ def _pod_spec_of(template: Obj) -> Obj:
 
 @dataclass(frozen=True)
 class Network:
-    enable_dns_hostnames: bool = True
+    enable_dns_hostnames: bool = api.DEFAULT_ENABLE_DNS_HOSTNAMES
     subdomain: str = ""
-    publish_not_ready_addresses: bool = True
+    publish_not_ready_addresses: bool = api.DEFAULT_PUBLISH_NOT_READY_ADDRESSES
 
 
 @dataclass(frozen=True)
 class SuccessPolicy:
-    operator: Literal["All", "Any"] = "All"
+    operator: Literal["All", "Any"] = api.DEFAULT_SUCCESS_OPERATOR
     target_replicated_jobs: tuple[str, ...] = ()
 
 
@@ -125,7 +125,7 @@ class FailurePolicyRule:
 @dataclass(frozen=True)
 class FailurePolicy:
     max_restarts: int = 0
-    restart_strategy: str = "Recreate"
+    restart_strategy: str = api.DEFAULT_RESTART_STRATEGY
     rules: tuple[FailurePolicyRule, ...] = ()
 
 
@@ -290,7 +290,7 @@ def _template_with_defaults(template: Obj, where: str) -> Obj:
     spec = result.setdefault("spec", {})
     if not isinstance(spec, dict):
         raise InvalidJobSet(f"{where}.spec must be an object")
-    spec.setdefault("completionMode", "Indexed")
+    spec.setdefault("completionMode", api.DEFAULT_COMPLETION_MODE)
     pod_template = spec.setdefault("template", {})
     if not isinstance(pod_template, dict):
         raise InvalidJobSet(f"{where}.spec.template must be an object")
@@ -298,7 +298,7 @@ def _template_with_defaults(template: Obj, where: str) -> Obj:
     pod_spec = pod_template.setdefault("spec", {})
     if not isinstance(pod_spec, dict):
         raise InvalidJobSet(f"{where}.spec.template.spec must be an object")
-    pod_spec.setdefault("restartPolicy", "OnFailure")
+    pod_spec.setdefault("restartPolicy", api.DEFAULT_POD_RESTART_POLICY)
     containers = pod_spec.get("containers")
     if not isinstance(containers, list) or not containers:
         raise InvalidJobSet(
@@ -322,11 +322,11 @@ def _replicated_job(raw: Any, index: int) -> ReplicatedJob:
         depends.append(DependsOn(_str(dep_obj.get("name"), f"{where}.dependsOn[{j}].name"), status))  # type: ignore[arg-type]
     return ReplicatedJob(
         name=name,
-        replicas=_int(obj.get("replicas"), f"{where}.replicas", 1),
+        replicas=_int(obj.get("replicas"), f"{where}.replicas", api.DEFAULT_REPLICAS),
         template=_template_with_defaults(
             _dict(obj.get("template"), f"{where}.template"), f"{where}.template"
         ),
-        group_name=_str(obj.get("groupName"), f"{where}.groupName", "default") or "default",
+        group_name=_str(obj.get("groupName"), f"{where}.groupName") or api.DEFAULT_GROUP_NAME,
         depends_on=tuple(depends),
     )
 
@@ -383,10 +383,8 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
         )
     return FailurePolicy(
         max_restarts=_int(obj.get("maxRestarts"), "spec.failurePolicy.maxRestarts", 0),
-        restart_strategy=_str(
-            obj.get("restartStrategy"), "spec.failurePolicy.restartStrategy", "Recreate"
-        )
-        or "Recreate",
+        restart_strategy=_str(obj.get("restartStrategy"), "spec.failurePolicy.restartStrategy")
+        or api.DEFAULT_RESTART_STRATEGY,
         rules=tuple(rules),
     )
 
@@ -524,17 +522,22 @@ def parse(obj: Obj) -> JobSet:
     network_raw = _dict(spec.get("network"), "spec.network")
     network = Network(
         enable_dns_hostnames=_bool(
-            network_raw.get("enableDNSHostnames"), "spec.network.enableDNSHostnames", True
+            network_raw.get("enableDNSHostnames"),
+            "spec.network.enableDNSHostnames",
+            api.DEFAULT_ENABLE_DNS_HOSTNAMES,
         ),
         subdomain=_str(network_raw.get("subdomain"), "spec.network.subdomain"),
         publish_not_ready_addresses=_bool(
             network_raw.get("publishNotReadyAddresses"),
             "spec.network.publishNotReadyAddresses",
-            True,
+            api.DEFAULT_PUBLISH_NOT_READY_ADDRESSES,
         ),
     )
     success_raw = _dict(spec.get("successPolicy"), "spec.successPolicy")
-    operator = _str(success_raw.get("operator"), "spec.successPolicy.operator", "All") or "All"
+    operator = (
+        _str(success_raw.get("operator"), "spec.successPolicy.operator")
+        or api.DEFAULT_SUCCESS_OPERATOR
+    )
     if operator not in ("All", "Any"):
         raise InvalidJobSet(f"spec.successPolicy.operator must be All or Any, got {operator!r}")
     success = SuccessPolicy(

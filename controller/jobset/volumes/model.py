@@ -50,10 +50,10 @@ MAX_CLAIMS = api.MAX_CHILD_JOBS
 
 @dataclass(frozen=True)
 class Retention:
-    when_deleted: Keep = "Delete"
-    when_completed: Keep = "Retain"
-    when_failed: Keep = "Retain"
-    when_scaled: Keep = "Retain"
+    when_deleted: Keep = api.DEFAULT_WHEN_DELETED
+    when_completed: Keep = api.DEFAULT_WHEN_COMPLETED
+    when_failed: Keep = api.DEFAULT_WHEN_FAILED
+    when_scaled: Keep = api.DEFAULT_WHEN_SCALED
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.jobset import api
 from controller.jobset.model import InvalidJobSet, JobSet, ReplicatedJob
 from controller.jobset.volumes import annotations as annotationsmod
 from controller.jobset.volumes import podscope
@@ -139,10 +140,14 @@ def _retention(raw: Any, where: str) -> Retention:
     if not isinstance(raw, dict):
         raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
     return Retention(
-        when_deleted=_keep(raw.get("whenDeleted"), f"{where}.whenDeleted", "Delete"),
-        when_completed=_keep(raw.get("whenCompleted"), f"{where}.whenCompleted", "Retain"),
-        when_failed=_keep(raw.get("whenFailed"), f"{where}.whenFailed", "Retain"),
-        when_scaled=_keep(raw.get("whenScaled"), f"{where}.whenScaled", "Retain"),
+        when_deleted=_keep(
+            raw.get("whenDeleted"), f"{where}.whenDeleted", api.DEFAULT_WHEN_DELETED
+        ),
+        when_completed=_keep(
+            raw.get("whenCompleted"), f"{where}.whenCompleted", api.DEFAULT_WHEN_COMPLETED
+        ),
+        when_failed=_keep(raw.get("whenFailed"), f"{where}.whenFailed", api.DEFAULT_WHEN_FAILED),
+        when_scaled=_keep(raw.get("whenScaled"), f"{where}.whenScaled", api.DEFAULT_WHEN_SCALED),
     )
 
 
@@ -178,7 +183,7 @@ def _upstream_policy(raw: Any, where: str) -> VolumePolicy:
         raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
     scope = raw.get("scope")
     if scope is None or scope == "":
-        scope = "JobSet"
+        scope = api.DEFAULT_VOLUME_SCOPE
     if scope not in ("JobSet", "Job", "Pod"):
         raise InvalidJobSet(f"{where}.scope must be JobSet, Job or Pod, got {scope!r}")
     chosen: Scope = "Job" if scope == "Job" else "Pod" if scope == "Pod" else "JobSet"
