@@ -5,10 +5,12 @@ defaults, its schema and every rule of the CRD and the admission policy, run by 
 predicate; a JobSet ``kubectl apply`` would refuse is refused with the API server's message
 (``--crd`` names the CRD to check against: by default the repository's
 ``manifests/crd/jobsets.jobset.x-k8s.io.yaml``; the alpha-features CRD, or one read from a cluster
-with ``kubectl get crd jobsets.jobset.x-k8s.io -o yaml``, work too). Then the same pure functions as
-the reconciler (parse with defaults, desired Service and Jobs), so what it prints is what a cluster
-would get for a fresh JobSet (restart attempt 0). No cluster is needed. Invalid input ends with a
-message naming the problem and exit status 1.
+with ``kubectl get crd jobsets.jobset.x-k8s.io -o yaml``, work too). Then the reconciler's own
+planning, ``decide``, pass after pass on a simulated cluster (``fresh_reconcile``), so what it
+prints is what the controller creates for a fresh JobSet, in its order; it cannot drift from the
+controller because it is the controller's code. No cluster is needed. Invalid input ends with a
+message naming the problem and exit status 1; a replicated job that gets no Job is named on
+stderr.
 
 A Job whose pods get Pod-scope claims mounts a placeholder (``volumes.podscope``); after it comes a
 sample Pod (completion index 0 of the first Job of each such replicated job) as the admission
@@ -18,16 +20,20 @@ policy admits it: with its own claim.
 from __future__ import annotations
 
 import copy
+import datetime
 import sys
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
 from controller.api.validation import Contract
-from controller.jobset import api, construct, volumes
-from controller.jobset.model import InvalidJobSet, parse
+from controller.jobset import api, volumes
+from controller.jobset.decide import Plan, decide
+from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.volumes import podscope
 
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
@@ -45,8 +51,14 @@ def load_contract(path: Path) -> Contract:
 
 
 def render(
-    documents: list[Any], namespace: str, contract: Contract | None = None
+    documents: list[Any],
+    namespace: str,
+    contract: Contract | None = None,
+    now: datetime.datetime | None = None,
+    notes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
+    """The objects the controller creates for each JobSet of ``documents``; ``notes`` gets a
+    line for each replicated job that gets no Job here (and why it may not)."""
     objects: list[dict[str, Any]] = []
     for position, doc in enumerate(documents):
         if doc is None:
@@ -69,21 +81,131 @@ def render(
             doc = contract.defaulted(doc)
         meta.setdefault("namespace", namespace)
         meta.setdefault("uid", PLACEHOLDER_UID)
-        jobset = parse({**doc, "metadata": meta})
-        policies = volumes.policies(jobset)
-        objects.extend(claim.object for claim in volumes.desired_claims(jobset, policies))
-        service = construct.desired_service(jobset)
-        if service is not None:
-            objects.append(service)
-        for job in construct.desired_jobs(jobset):
-            labels = job["metadata"]["labels"]
-            rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
-            mounted = volumes.mount(job, jobset, policies, rjob, index)
-            objects.append(mounted)
-            sample = sample_pod(mounted) if index == 0 else None
-            if sample is not None:
-                objects.append(sample)
+        made = fresh_reconcile({**doc, "metadata": meta}, now or _now())
+        objects.extend(made)
+        if notes is not None:
+            notes.extend(_without_jobs(parse({**doc, "metadata": meta}), made))
     return objects
+
+
+def _without_jobs(jobset: JobSet, made: list[dict[str, Any]]) -> list[str]:
+    with_jobs = {
+        o["metadata"]["labels"].get(api.REPLICATED_JOB_NAME) for o in made if o["kind"] == "Job"
+    }
+    return [
+        f"{jobset.name}: replicated job {r.name} gets no Job here, with every other Job running "
+        "and then succeeded (see its dependsOn, replicas and the success policy)"
+        for r in jobset.replicated_jobs
+        if r.name not in with_jobs and r.replicas > 0
+    ]
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@dataclass
+class _Cluster:
+    """What the passes of ``fresh_reconcile`` have made so far, as the API server would hold it."""
+
+    stored: dict[str, Any]  # the JobSet, with the status and finalizers the passes wrote
+    service: dict[str, Any] | None = None
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def fresh_reconcile(obj: dict[str, Any], now: datetime.datetime) -> list[dict[str, Any]]:
+    """The objects the controller creates for a JobSet that has none yet, in the order it
+    creates them: ``decide`` (the reconciler's own planning) run pass after pass, each pass's
+    writes applied as the API server would (a created claim gets a uid and binds; its uid goes
+    into the JobSet's record), until a pass creates nothing more.
+
+    Between passes every created Job is taken to be running with all its pods ready, so that
+    replicated jobs waiting on ``dependsOn: Ready`` or ``startupPolicy: InOrder`` get theirs;
+    when that makes nothing more, every Job is taken to have succeeded, for ``dependsOn:
+    Complete`` (the success policy may then finish the JobSet first, as it would).
+    """
+    cluster = _Cluster(stored=copy.deepcopy(obj))
+    made: list[dict[str, Any]] = []
+    succeeded = False
+    for _ in range(MAX_PASSES):
+        jobset = parse(cluster.stored)
+        plan = decide(
+            jobset,
+            cluster.jobs,
+            cluster.service,
+            now,
+            claims=volumes.views(cluster.claims.values()),
+        )
+        created = _apply(cluster, jobset, plan)
+        made.extend(created)
+        if not created:
+            if succeeded or not cluster.jobs:
+                break
+            succeeded = True
+            cluster.jobs = [_succeeded(job) for job in cluster.jobs]
+    return made
+
+
+MAX_PASSES = 3 + 2 * 100  # claims, Jobs, then per replicated job: ready, succeeded
+
+
+def _apply(cluster: _Cluster, jobset: JobSet, plan: Plan) -> list[dict[str, Any]]:
+    """``plan``'s creations and status applied to ``cluster``; returns the objects created."""
+    created: list[dict[str, Any]] = []
+    volume = plan.volume
+    new_claims = {}
+    for desired in volume.create if volume else []:
+        claim = copy.deepcopy(desired.object)
+        claim["metadata"]["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, desired.name))
+        claim["status"] = {"phase": "Bound"}
+        new_claims[desired.slot] = claim
+        cluster.claims[desired.name] = claim
+        created.append(desired.object)
+    status = plan.status if plan.status is not None else dict(jobset.status.raw)
+    if volume is not None:
+        uids = {slot: c["metadata"]["uid"] for slot, c in new_claims.items()}
+        status = volumes.with_created_claims(status, volume.record, uids)
+        if volume.add_finalizer:
+            meta = cluster.stored["metadata"]
+            meta["finalizers"] = [*meta.get("finalizers", []), volumes.FINALIZER]
+    cluster.stored["status"] = status
+    if plan.create_service is not None and cluster.service is None:
+        cluster.service = plan.create_service
+        created.append(plan.create_service)
+    for job in plan.create_jobs:
+        cluster.jobs.append(_running(job))
+        created.append(job)
+        sample = sample_pod(job) if job["metadata"]["labels"].get(api.JOB_INDEX) == "0" else None
+        if sample is not None:
+            created.append(sample)
+    return created
+
+
+def _running(job: dict[str, Any]) -> dict[str, Any]:
+    """A created Job as the Job controller reports it once all its pods run and are ready."""
+    spec = job["spec"]
+    parallelism = int(spec.get("parallelism", 1))
+    completions = spec.get("completions")
+    pods = parallelism if completions is None else min(parallelism, int(completions))
+    suspended = bool(spec.get("suspend"))
+    return {
+        **job,
+        "metadata": {
+            **job["metadata"],
+            "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, job["metadata"]["name"])),
+        },
+        "status": {} if suspended else {"active": pods, "ready": pods},
+    }
+
+
+def _succeeded(job: dict[str, Any]) -> dict[str, Any]:
+    """A Job as the Job controller reports it once it succeeded."""
+    if job["spec"].get("suspend"):
+        return job
+    completions = int(job["spec"].get("completions") or 1)
+    condition = {"type": "Complete", "status": "True", "reason": "CompletionsReached"}
+    return {**job, "status": {"succeeded": completions, "conditions": [condition]}}
 
 
 SAMPLE_INDEX = 0
@@ -165,7 +287,8 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
     try:
         text = sys.stdin.read() if str(args.file) == "-" else args.file.read_text()
         documents = list(yaml.safe_load_all(text))
-        objects = render(documents, args.namespace, contract)
+        notes: list[str] = []
+        objects = render(documents, args.namespace, contract, notes=notes)
     except OSError as error:
         print(f"error: cannot read {args.file}: {error.strerror}", file=err)
         return 1
@@ -178,6 +301,8 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
     if not objects:
         print(f"error: {args.file} contains no JobSet", file=err)
         return 1
+    for note in notes:
+        print(f"note: {note}", file=err)
     out.write(f"# rendered by stateful-jobset; uid {PLACEHOLDER_UID} stands for the real one\n")
     yaml.safe_dump_all(objects, out, sort_keys=False)
     return 0

@@ -23,13 +23,15 @@ def test_seed_example_renders_claim_service_and_mounted_jobs() -> None:
     code, objects, _ = _render(EXAMPLES / "01-seed-volume-policy.yaml")
     assert code == 0
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objects]  # type: ignore[index]
+    # In the controller's order: the claim and the Service, the Job that mounts nothing, A's once
+    # the claim is bound, B's once A completed (dependsOn Complete).
     assert kinds == [
         ("PersistentVolumeClaim", "pretrained-model-volume-sample"),
         ("Service", "volume-sample"),
+        ("Job", "volume-sample-workers-0"),
         ("Job", "volume-sample-a-0"),
         ("Job", "volume-sample-b-0"),
         ("Job", "volume-sample-b-1"),
-        ("Job", "volume-sample-workers-0"),
     ]
     volumes = {
         o["metadata"]["name"]: o["spec"]["template"]["spec"].get("volumes")  # type: ignore[index]
@@ -199,3 +201,55 @@ def test_render_validates_against_the_crd_it_is_given(tmp_path: Path) -> None:
     assert code == 0, errors.getvalue()
     code = main([str(path), "--crd", str(alpha / "policy.yaml")], out, errors)
     assert code == 1 and "is not a CustomResourceDefinition" in errors.getvalue()
+
+
+def _two_rjobs(spec_extra: str, second_extra: str = "") -> str:
+    container = "{spec: {template: {spec: {containers: [{name: c, image: busybox}]}}}}"
+    return (
+        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: train}\nspec:\n"
+        f"{spec_extra}"
+        "  replicatedJobs:\n"
+        f"  - name: first\n    replicas: 2\n    template: {container}\n"
+        f"  - name: second\n{second_extra}    template: {container}\n"
+    )
+
+
+def test_render_runs_the_controllers_own_passes(tmp_path: Path) -> None:
+    """render is decide, pass after pass, on a cluster that runs every Job: InOrder and
+    dependsOn Ready unfold as the Jobs become ready, in the controller's order."""
+    cases = {
+        "in-order": _two_rjobs("  startupPolicy: {startupPolicyOrder: InOrder}\n"),
+        "ready": _two_rjobs("", "    dependsOn: [{name: first, status: Ready}]\n"),
+    }
+    for name, text in cases.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text)
+        code, objects, err = _render(path)
+        assert code == 0, err
+        assert [o["metadata"]["name"] for o in objects] == [  # type: ignore[index]
+            "train",
+            "train-first-0",
+            "train-first-1",
+            "train-second-0",
+        ], name
+        assert "note:" not in err
+
+
+def test_a_replicated_job_the_success_policy_makes_needless_gets_a_note(tmp_path: Path) -> None:
+    """With success policy Any on the first replicated job, the JobSet completes when its Jobs
+    succeed: the second, waiting for that, never gets a Job, and render says so."""
+    path = tmp_path / "any.yaml"
+    path.write_text(
+        _two_rjobs(
+            "  successPolicy: {operator: Any, targetReplicatedJobs: [first]}\n",
+            "    dependsOn: [{name: first, status: Complete}]\n",
+        )
+    )
+    code, objects, err = _render(path)
+    assert code == 0, err
+    assert [o["metadata"]["name"] for o in objects] == [  # type: ignore[index]
+        "train",
+        "train-first-0",
+        "train-first-1",
+    ]
+    assert "note: train: replicated job second gets no Job here" in err
