@@ -101,7 +101,7 @@ helm-lint: venv ## helm lint the chart (charts/stateful-jobset), every optional 
 test: binaries oldest-apiserver node-binaries tools helm kueue upstream-jobset ## run every tier: unit, integration, end-to-end, real node
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-parallel: binaries oldest-apiserver node-binaries tools helm kueue upstream-jobset ## every tier, in 3 pytest processes side by side (tests/run.py; about half the time of make test)
+test-parallel: binaries oldest-apiserver node-binaries tools helm kueue upstream-jobset ## every tier, in 4 pytest processes side by side (tests/run.py: the real node and Kueue in one, the rest balanced over three)
 	$(PY) -m tests.run -- $(PYTEST_ARGS)
 
 test-unit: venv ## unit tier only (no cluster, no Debian tools)

@@ -5,12 +5,13 @@ faster side by side than one after the other. The suite is cut into groups, each
 process with its own local control planes (their ports are free ports, their state in the
 process's own temporary directory):
 
-- ``real-node``: ``tests/e2e`` and ``tests/node`` together, in that order: one real node per host
-  (its lock), and Kueue's manager writes its metrics certificate to a fixed path, so the tiers
-  that start them never run side by side;
-- ``integration-<i>``: ``tests/integration`` cut into ``--integration-groups`` parts of about the
-  same duration (the durations of the last run, kept in the user cache; the number of tests in
-  a file the first time), the unit tier with the first.
+- ``real-node``: ``tests/node`` (one real node per host: its lock) and the end-to-end tests with
+  Kueue's manager (``KUEUE_E2E``: it writes its metrics certificate to a fixed path, and the node
+  tier starts Kueue too), one after the other;
+- ``group-<i>``: the rest, ``tests/integration`` and ``tests/e2e`` (whose control planes have
+  KWOK's fake nodes, no real one), cut into ``--groups`` parts of about the same duration (the
+  durations of the last run, kept in the user cache; the number of tests in a file the first
+  time), the unit tier with the first.
 
 Each process writes its log to ``--log-dir`` (default ``.test-logs``). While they run, a line
 every ``--progress`` seconds says where each one is; at the end, each group's result, the counts
@@ -96,13 +97,16 @@ def split(files: Sequence[str], parts: int, weights: dict[str, float]) -> list[l
     return [sorted(b, key=order.__getitem__) for b in bins if b]
 
 
-def groups(integration_parts: int) -> list[Group]:
-    integration = _files("integration")
-    parts = split(integration, integration_parts, _weights(integration))
-    found = [Group("real-node", ["tests/e2e", "tests/node"])]
-    for i, part in enumerate(parts):
+# End-to-end tests that start Kueue's manager: never beside the node tier's (a fixed path).
+KUEUE_E2E = ("tests/e2e/test_kueue.py",)
+
+
+def groups(parts: int) -> list[Group]:
+    shared = _files("integration") + [f for f in _files("e2e") if f not in KUEUE_E2E]
+    found = [Group("real-node", ["tests/node", *KUEUE_E2E])]
+    for i, part in enumerate(split(shared, parts, _weights(shared))):
         paths = (["tests/unit"] if i == 0 else []) + part
-        found.append(Group(f"integration-{i + 1}", paths))
+        found.append(Group(f"group-{i + 1}", paths))
     return found
 
 
@@ -235,11 +239,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         at = args.index("--")
         args, extra = args[:at], args[at + 1 :]
     parser = argparse.ArgumentParser(prog="python -m tests.run", description=__doc__)
-    parser.add_argument("--integration-groups", type=int, default=2)
+    parser.add_argument("--groups", type=int, default=3, help="processes beside the real node's")
     parser.add_argument("--log-dir", type=Path, default=REPO / ".test-logs")
     parser.add_argument("--progress", type=float, default=60.0, help="seconds between lines")
     options = parser.parse_args(args)
-    return run(groups(options.integration_groups), extra, options.log_dir, options.progress)
+    return run(groups(options.groups), extra, options.log_dir, options.progress)
 
 
 if __name__ == "__main__":

@@ -19,14 +19,20 @@ def test_split_balances_by_weight_and_keeps_the_files_order() -> None:
     assert run.split(["a"], 3, weights) == [["a"]]  # no empty group
 
 
-def test_the_real_node_tiers_share_one_group_and_unit_rides_with_the_first() -> None:
-    found = run.groups(2)
-    assert [g.name for g in found] == ["real-node", "integration-1", "integration-2"]
-    assert found[0].paths == ["tests/e2e", "tests/node"]
+def test_the_real_node_and_kueue_share_one_group_and_unit_rides_with_the_first() -> None:
+    found = run.groups(3)
+    assert [g.name for g in found] == ["real-node", "group-1", "group-2", "group-3"]
+    assert found[0].paths == ["tests/node", *run.KUEUE_E2E]
     assert found[1].paths[0] == "tests/unit"
-    integration = [p for g in found[1:] for p in g.paths if p != "tests/unit"]
-    assert sorted(integration) == run._files("integration")
-    assert "tests/integration/upstream/test_webhook.py" in integration  # subfolders too
+    shared = [p for g in found[1:] for p in g.paths if p != "tests/unit"]
+    assert sorted(shared + list(run.KUEUE_E2E)) == sorted(
+        run._files("integration") + run._files("e2e")
+    )
+    assert len(shared) == len(set(shared))  # each file in one group
+    assert "tests/integration/upstream/test_webhook.py" in shared  # subfolders too
+    # Every end-to-end test that starts Kueue runs in the real node's group.
+    kueue = [f for f in run._files("e2e") if "kueue_" in (run.REPO / f).read_text()]
+    assert sorted(kueue) == sorted(run.KUEUE_E2E)
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
