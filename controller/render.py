@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from controller.api.validation import Contract
+from controller.api.validation import Contract, ContractMismatch
 from controller.jobset import api, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
@@ -278,7 +278,7 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
             except OSError as error:
                 print(f"error: cannot read {crd_path}: {error.strerror}", file=err)
                 return 1
-            except (yaml.YAMLError, InvalidJobSet, KeyError, TypeError) as error:
+            except (yaml.YAMLError, InvalidJobSet, ContractMismatch, KeyError, TypeError) as error:
                 print(
                     f"error: {crd_path} is not a JobSet CRD this version can read: {error}",
                     file=err,

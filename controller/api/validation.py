@@ -96,6 +96,10 @@ class Refusal:
     errors: tuple[str, ...]
 
 
+class ContractMismatch(ValueError):
+    """The CRD is not the one this version's ``schema.py`` makes (another release's)."""
+
+
 @dataclass(frozen=True)
 class Contract:
     """The installed CRD's schema and rules (see the module docstring)."""
@@ -117,7 +121,12 @@ class Contract:
             (r.cel, r.message): r
             for r in [*schema.rules(job_template, claim, gates), schema.QUANTITY_RULE]
         }
-        _, sites = specpolicy.split(full)
+        installed, sites = specpolicy.split(full)
+        if _schema_of(installed) != _schema_of(crd):
+            raise ContractMismatch(
+                "its schema is not the one this version of the controller makes "
+                "(controller/api/schema.py): a CRD of another release?"
+            )
         policy = tuple(
             PolicyRule(s.path, by_text[(s.rule["rule"], s.rule["message"])])
             for s in sites
@@ -199,6 +208,10 @@ class Contract:
             if verdict is not None:
                 prefix = f"{site.where}: " if site.where else ""
                 yield prefix + _message(site.rule, verdict)
+
+
+def _schema_of(crd: Mapping[str, Any]) -> Any:
+    return [v.get("schema") for v in crd["spec"]["versions"]]
 
 
 def embedded_types(crd: Mapping[str, Any]) -> tuple[Schema, Schema]:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from controller.api import crdgen, schema, specpolicy
-from controller.api.validation import Contract, embedded_types
+from controller.api.validation import Contract, ContractMismatch, embedded_types
 from tests.integration.test_crd import CREATE_CASES, base
 from tests.support.crd import CRD_FILE, REPO
 
@@ -115,3 +115,13 @@ def test_several_field_errors_are_listed_as_the_api_server_lists_them(contract: 
         "should be greater than or equal to 0" in refusal.errors
     )
     assert len(refusal.errors) == 2
+
+
+def test_a_crd_of_another_release_is_refused() -> None:
+    """The contract runs this version's rules: a CRD whose schema differs (another release's)
+    is refused rather than checked against rules it does not have."""
+    crd = _load(CRD_FILE)
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # type: ignore[index]
+    root["properties"]["spec"]["properties"]["replicatedJobs"]["maxItems"] = 7
+    with pytest.raises(ContractMismatch, match="a CRD of another release"):
+        Contract.from_crd(crd)
