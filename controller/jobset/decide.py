@@ -40,6 +40,7 @@ from controller.jobset import (
     writefailures,
 )
 from controller.jobset.model import JobSet
+from controller.jobset.status import Condition
 from controller.jobset.volumes import (
     ClaimView,
     StorageClasses,
@@ -124,23 +125,14 @@ class _Status:
         }
         self.events: list[Event] = []
 
-    def condition(
-        self,
-        kind: str,
-        value: str,
-        reason: str,
-        message: str,
-        event_type: str | None,
-        *,
-        add_when_false: bool = False,
-    ) -> None:
+    def condition(self, condition: Condition, *, add_when_false: bool = False) -> None:
         before = self.value["conditions"]
         after = status.set_condition(
             before,
-            kind,
-            value,
-            reason,
-            message,
+            condition.type,
+            condition.status,
+            condition.reason,
+            condition.message,
             self.now,
             self.generation,
             add_when_false=add_when_false,
@@ -149,8 +141,9 @@ class _Status:
             self.value["conditions"] = after
             # An Event announces what a reader sees change: the condition added, or its status,
             # reason or message. A new observedGeneration alone (a spec edit) is no news.
-            if event_type and _announced(before, kind) != _announced(after, kind):
-                self.events.append(Event(event_type, reason, message))
+            kind = condition.type
+            if condition.event_type and _announced(before, kind) != _announced(after, kind):
+                self.events.append(Event(condition.event_type, condition.reason, condition.message))
 
     def changed(self) -> Obj | None:
         def normal(obj: Obj) -> Obj:
@@ -214,10 +207,18 @@ def _resize_condition(built: _Status, jobset: JobSet, jobs: Sequence[Obj], gate:
     pending = [] if gate else elastic.out_of_size(jobset, jobs)
     if pending:
         message = elastic.gate_off_message(pending)
-        built.condition(elastic.CONDITION, "True", elastic.REASON_GATE_OFF, message, "Warning")
+        built.condition(
+            Condition(elastic.CONDITION, "True", elastic.REASON_GATE_OFF, message, "Warning")
+        )
     else:
         built.condition(
-            elastic.CONDITION, "False", elastic.REASON_IN_SYNC, elastic.MESSAGE_IN_SYNC, "Normal"
+            Condition(
+                elastic.CONDITION,
+                "False",
+                elastic.REASON_IN_SYNC,
+                elastic.MESSAGE_IN_SYNC,
+                "Normal",
+            )
         )
 
 
@@ -226,10 +227,18 @@ def _kueue_condition(built: _Status, jobset: JobSet) -> None:
     Warning Event, ``kueue``); cleared (if ever set) once it no longer applies."""
     message = kueue.incompatibility(jobset)
     if message is not None:
-        built.condition(kueue.CONDITION, "True", kueue.REASON_EMPTY_LISTS, message, "Warning")
+        built.condition(
+            Condition(kueue.CONDITION, "True", kueue.REASON_EMPTY_LISTS, message, "Warning")
+        )
     else:
         built.condition(
-            kueue.CONDITION, "False", kueue.REASON_COMPATIBLE, kueue.MESSAGE_COMPATIBLE, "Normal"
+            Condition(
+                kueue.CONDITION,
+                "False",
+                kueue.REASON_COMPATIBLE,
+                kueue.MESSAGE_COMPATIBLE,
+                "Normal",
+            )
         )
 
 
@@ -269,17 +278,11 @@ def _volume_status(
         if found.type == volumes.VOLUMES_READY:
             found = writefailures.volumes_ready(found, failures)
             if blocked is not None:
-                found = volumes.Condition(
+                found = Condition(
                     volumes.VOLUMES_READY, "False", blocked.reason, blocked.message, "Warning"
                 )
-        built.condition(
-            found.type,
-            found.status,
-            found.reason,
-            found.message,
-            found.event_type,
-            add_when_false=found.type == volumes.VOLUMES_READY,  # "not ready yet" is news
-        )
+        # "Not ready yet" is news: VolumesReady is written False too.
+        built.condition(found, add_when_false=found.type == volumes.VOLUMES_READY)
     for message in vplan.replaced.values():
         built.events.append(Event("Warning", volumes.REASON_CLAIM_REPLACED, message))
 
@@ -287,7 +290,7 @@ def _volume_status(
 def _close(plan: Plan, built: _Status, failures: Sequence[Failure]) -> Plan:
     """The plan with its status: the writes of the pass that failed are part of it."""
     for found in (writefailures.job_creation(failures), writefailures.child_writes(failures)):
-        built.condition(found.type, found.status, found.reason, found.message, found.event_type)
+        built.condition(found)
     plan.status = built.changed()
     plan.events = built.events
     return plan
@@ -336,7 +339,9 @@ def decide(
     blocked = pod_scope_blocked if model.pod_scope else None
     built = _Status(jobset, now)
     # Parsed and acted on: whatever made it SpecInvalid was fixed (no-op when never invalid).
-    built.condition(api.SPEC_INVALID, "False", api.REASON_SPEC_VALID, api.MESSAGE_SPEC_VALID, None)
+    built.condition(
+        Condition(api.SPEC_INVALID, "False", api.REASON_SPEC_VALID, api.MESSAGE_SPEC_VALID)
+    )
     current = [j for j in children.current_jobs(jobset, jobs) if not children.is_deleting(j)]
     stale = children.stale_jobs(jobset, jobs)
     plan.delete_jobs.extend(j["metadata"]["name"] for j in stale if not children.is_deleting(j))
@@ -388,7 +393,7 @@ def decide(
     by_name = {s["name"]: s for s in per_rjob}
     ended = failure.restart_ended(jobset, per_rjob)
     if ended is not None:
-        built.condition(*ended, "Normal")
+        built.condition(ended.announced("Normal"))
     outcome = failure.evaluate(jobset, current, message_matches)
     completes = outcome is None and success.evaluate(jobset, by_name)
     terminal = (
@@ -408,10 +413,10 @@ def decide(
         if outcome.fails_jobset:
             built.value["terminalState"] = api.TERMINAL_FAILED
             built.condition(
-                api.FAILED, "True", outcome.condition_reason, outcome.condition_message, None
+                Condition(api.FAILED, "True", outcome.condition_reason, outcome.condition_message)
             )
             built.events.append(Event("Warning", outcome.event_reason, outcome.event_message))
-            built.condition(*failure.RESTART_ENDED_FAILED, "Normal")
+            built.condition(failure.RESTART_ENDED_FAILED.announced("Normal"))
             plan.failed = True
         elif outcome.job_restart is not None:
             # Only the failed Job restarts: the next pass finds it stale and replaces it.
@@ -423,11 +428,13 @@ def decide(
             built.value["restarts"] = outcome.new_restarts
             built.value["restartsCountTowardsMax"] = outcome.new_restarts_count_towards_max
             built.condition(
-                outcome.condition_type,
-                "True",
-                outcome.condition_reason,
-                outcome.condition_message,
-                "Warning",
+                Condition(
+                    outcome.condition_type,
+                    "True",
+                    outcome.condition_reason,
+                    outcome.condition_message,
+                    "Warning",
+                )
             )
             built.events.append(Event("Warning", outcome.event_reason, outcome.event_message))
         return _close(plan, built, known)
@@ -435,13 +442,15 @@ def decide(
     if completes:
         built.value["terminalState"] = api.TERMINAL_COMPLETED
         built.condition(
-            api.COMPLETED,
-            "True",
-            api.REASON_ALL_JOBS_COMPLETED,
-            api.MESSAGE_ALL_JOBS_COMPLETED,
-            "Normal",
+            Condition(
+                api.COMPLETED,
+                "True",
+                api.REASON_ALL_JOBS_COMPLETED,
+                api.MESSAGE_ALL_JOBS_COMPLETED,
+                "Normal",
+            )
         )
-        built.condition(*failure.RESTART_ENDED_COMPLETED, "Normal")
+        built.condition(failure.RESTART_ENDED_COMPLETED.announced("Normal"))
         plan.completed = True
         _close(plan, built, known)
         if jobset.ttl_seconds_after_finished is not None:
@@ -458,15 +467,13 @@ def decide(
     _resize_condition(built, jobset, current, resize)
     _kueue_condition(built, jobset)
     if suspension.condition is not None:
-        kind, value, reason, message = suspension.condition
-        built.condition(kind, value, reason, message, "Normal")
+        built.condition(suspension.condition.announced("Normal"))
     if jobset.suspend:
-        built.condition(*failure.RESTART_ENDED_SUSPENDED, "Normal")
+        built.condition(failure.RESTART_ENDED_SUSPENDED.announced("Normal"))
 
     gate = startup.allowed_replicated_jobs(jobset, by_name, current)
     if gate.in_order_condition is not None and not jobset.suspend:
-        kind, reason, message = gate.in_order_condition
-        built.condition(kind, "True", reason, message, "Normal")
+        built.condition(gate.in_order_condition.announced("Normal"))
 
     blocking = (
         jobset.failure_policy is not None

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from controller.jobset import api, children, messagepatterns
 from controller.jobset.model import FailurePolicyRule, JobSet
-from controller.jobset.status import FALSE, ConditionSpec, counter, parse_time
+from controller.jobset.status import FALSE, Condition, counter, parse_time
 from controller.runtime.store import Obj
 from controller.runtime.threads import run_in_daemon_thread
 
@@ -112,16 +112,16 @@ def restarting_reason(rule: str | None) -> str:
 
 # RestartingJobSet=False, set only over an existing condition (a JobSet that never restarted
 # does not get one).
-RESTART_ENDED_JOBS_READY = ConditionSpec(
+RESTART_ENDED_JOBS_READY = Condition(
     api.RESTARTING, FALSE, api.REASON_JOBS_READY, api.MESSAGE_JOBS_READY
 )
-RESTART_ENDED_FAILED = ConditionSpec(
+RESTART_ENDED_FAILED = Condition(
     api.RESTARTING, FALSE, api.REASON_RESTART_ENDED_FAILED, api.MESSAGE_RESTART_ENDED_FAILED
 )
-RESTART_ENDED_COMPLETED = ConditionSpec(
+RESTART_ENDED_COMPLETED = Condition(
     api.RESTARTING, FALSE, api.REASON_RESTART_ENDED_COMPLETED, api.MESSAGE_ALL_JOBS_COMPLETED
 )
-RESTART_ENDED_SUSPENDED = ConditionSpec(
+RESTART_ENDED_SUSPENDED = Condition(
     api.RESTARTING, FALSE, api.REASON_RESTART_ENDED_SUSPENDED, api.MESSAGE_SUSPENDED
 )
 
@@ -133,7 +133,7 @@ def all_jobs_ready(jobset: JobSet, statuses: Iterable[Mapping[str, object]]) -> 
     return done == wanted
 
 
-def restart_ended(jobset: JobSet, statuses: Iterable[Mapping[str, object]]) -> ConditionSpec | None:
+def restart_ended(jobset: JobSet, statuses: Iterable[Mapping[str, object]]) -> Condition | None:
     """``RESTART_ENDED_JOBS_READY`` when the current attempt's Jobs (``statuses``: its
     replicatedJobsStatus) are all ready or succeeded and the JobSet is not suspended; else None.
     Checked on every pass before the failure policy, as upstream."""

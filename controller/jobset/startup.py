@@ -26,17 +26,19 @@ from typing import Any
 
 from controller.jobset import api, children
 from controller.jobset.model import JobSet, ReplicatedJob
-from controller.jobset.status import counter
+from controller.jobset.status import TRUE, Condition, counter
 from controller.runtime.store import Obj
 
-# (type, reason, message) of the startup conditions; both are set with status True.
-IN_ORDER_IN_PROGRESS = (
+# The startup conditions; both are set with status True.
+IN_ORDER_IN_PROGRESS = Condition(
     api.STARTUP_POLICY_IN_PROGRESS,
+    TRUE,
     api.REASON_IN_ORDER_IN_PROGRESS,
     api.MESSAGE_IN_ORDER_IN_PROGRESS,
 )
-IN_ORDER_COMPLETED = (
+IN_ORDER_COMPLETED = Condition(
     api.STARTUP_POLICY_COMPLETED,
+    TRUE,
     api.REASON_IN_ORDER_COMPLETED,
     api.MESSAGE_IN_ORDER_COMPLETED,
 )
@@ -46,14 +48,13 @@ IN_ORDER_COMPLETED = (
 class StartupDecision:
     """``allowed``: replicated jobs (spec order) whose missing Jobs may be created now.
 
-    ``waiting``: the others. ``in_order_condition``: (type, reason, message) of the startup
-    condition to set with status True, or None when there is no InOrder policy or the JobSet is
-    suspended.
+    ``waiting``: the others. ``in_order_condition``: the startup condition to set, or None
+    when there is no InOrder policy or the JobSet is suspended.
     """
 
     allowed: tuple[str, ...]
     waiting: tuple[str, ...]
-    in_order_condition: tuple[str, str, str] | None
+    in_order_condition: Condition | None
 
 
 def started_count(status: Mapping[str, Any] | None) -> int:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import datetime
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any
 
 from controller.jobset import api, children
 from controller.jobset.model import JobSet
@@ -37,13 +38,21 @@ EXCLUSIVE_CONDITIONS: tuple[frozenset[str], ...] = (
 )
 
 
-class ConditionSpec(NamedTuple):
-    """A condition to set; unpacks straight into ``set_condition(conds, *spec, now, gen)``."""
+@dataclass(frozen=True)
+class Condition:
+    """A condition the controller sets (``set_condition`` writes it into the status), and the
+    type of the Event that announces a change to it (None: no Event). The one shape of a
+    condition in the decision code; the raw dicts live only in the status objects."""
 
     type: str
     status: str
     reason: str
     message: str
+    event_type: str | None = None
+
+    def announced(self, event_type: str | None) -> Condition:
+        """The same condition, announced by an Event of ``event_type``."""
+        return replace(self, event_type=event_type)
 
 
 # ----------------------------------------------------------------------------- time

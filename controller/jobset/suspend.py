@@ -29,11 +29,11 @@ from typing import Any
 from controller.jobset import api, children
 from controller.jobset.model import JobSet, ReplicatedJob
 from controller.jobset.startup import all_started, dependencies_met
-from controller.jobset.status import FALSE, TRUE, ConditionSpec, replicated_jobs_status
+from controller.jobset.status import FALSE, TRUE, Condition, replicated_jobs_status
 from controller.runtime.store import Obj
 
-SUSPENDED = ConditionSpec(api.SUSPENDED, TRUE, api.REASON_SUSPENDED, api.MESSAGE_SUSPENDED)
-RESUMED = ConditionSpec(api.SUSPENDED, FALSE, api.REASON_RESUMED, api.MESSAGE_RESUMED)
+SUSPENDED = Condition(api.SUSPENDED, TRUE, api.REASON_SUSPENDED, api.MESSAGE_SUSPENDED)
+RESUMED = Condition(api.SUSPENDED, FALSE, api.REASON_RESUMED, api.MESSAGE_RESUMED)
 
 _MAP_FIELDS_META = ("labels", "annotations")
 _MAP_FIELDS_SPEC = ("nodeSelector",)
@@ -50,7 +50,7 @@ class SuspendDecision:
 
     patches: tuple[tuple[str, Obj], ...]
     clear_start_time: tuple[str, ...]
-    condition: ConditionSpec | None
+    condition: Condition | None
 
 
 def _dict(value: Any) -> Mapping[str, Any]:

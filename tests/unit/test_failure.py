@@ -480,7 +480,7 @@ def test_restart_ended(statuses: list[dict[str, Any]], suspended: bool, ends: bo
 
 def test_restart_ended_conditions() -> None:
     """Upstream's reasons and messages for RestartingJobSet=False."""
-    assert [tuple(c) for c in (
+    assert [(c.type, c.status, c.reason, c.message) for c in (
         failure.RESTART_ENDED_JOBS_READY,
         failure.RESTART_ENDED_FAILED,
         failure.RESTART_ENDED_COMPLETED,

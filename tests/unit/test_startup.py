@@ -9,15 +9,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import api, startup
+from controller.jobset.status import Condition
 from tests.unit.jobset_factories import make_job, make_jobset, rjob
 
-IN_PROGRESS = (
+IN_PROGRESS = Condition(
     api.STARTUP_POLICY_IN_PROGRESS,
+    "True",
     api.REASON_IN_ORDER_IN_PROGRESS,
     api.MESSAGE_IN_ORDER_IN_PROGRESS,
 )
-COMPLETED = (
+COMPLETED = Condition(
     api.STARTUP_POLICY_COMPLETED,
+    "True",
     api.REASON_IN_ORDER_COMPLETED,
     api.MESSAGE_IN_ORDER_COMPLETED,
 )
@@ -74,7 +77,7 @@ def test_no_policy_all_allowed() -> None:
 def test_in_order(
     statuses: dict[str, dict[str, Any]],
     allowed: tuple[str, ...],
-    condition: tuple[str, str, str],
+    condition: Condition,
 ) -> None:
     js = make_jobset(replicated_jobs=THREE, startup_in_order=True)
     d = startup.allowed_replicated_jobs(js, statuses)

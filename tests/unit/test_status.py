@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from controller.jobset import api
 from controller.jobset.status import (
-    ConditionSpec,
+    Condition,
     counter,
     find_condition,
     format_time,
@@ -343,9 +343,9 @@ def test_set_condition_add_when_false() -> None:
     assert result == [_c("SpecInvalid", "False", "Valid", "ok", time=S_NOW)]
 
 
-def test_set_condition_accepts_condition_spec_unpacked() -> None:
-    spec = ConditionSpec("Suspended", "True", "SuspendedJobs", "jobset is suspended")
-    result = set_condition([], *spec, NOW)
+def test_set_condition_takes_a_conditions_fields() -> None:
+    spec = Condition("Suspended", "True", "SuspendedJobs", "jobset is suspended")
+    result = set_condition([], spec.type, spec.status, spec.reason, spec.message, NOW)
     assert find_condition(result, "Suspended") == _c(
         "Suspended", "True", "SuspendedJobs", "jobset is suspended", time=S_NOW
     )
@@ -487,7 +487,7 @@ def test_status_equal(a: dict[str, Any] | None, b: dict[str, Any] | None, equal:
 
 def test_round_trip_status_is_equal() -> None:
     jobs = [make_job(JS, "leader", 0, active=1, ready=1), make_job(JS, "workers", 0, complete=True)]
-    conditions = set_condition([], *ConditionSpec(api.SUSPENDED, "True", "R", "m"), NOW, 1)
+    conditions = set_condition([], api.SUSPENDED, "True", "R", "m", NOW, 1)
     ours = {
         "restarts": 1,
         "conditions": conditions,

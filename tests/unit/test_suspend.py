@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import api, suspend
-from controller.jobset.status import replicated_jobs_status
+from controller.jobset.status import Condition, replicated_jobs_status
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_job, make_jobset, rjob
 
@@ -38,7 +38,7 @@ def test_suspend_running_jobs() -> None:
     assert d.patches == (("js-leader-0", SUSPEND), ("js-workers-0", SUSPEND))
     assert d.clear_start_time == ()
     assert d.condition == suspend.SUSPENDED
-    assert d.condition == (api.SUSPENDED, "True", "SuspendedJobs", "jobset is suspended")
+    assert d.condition == Condition(api.SUSPENDED, "True", "SuspendedJobs", "jobset is suspended")
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_resume_suspended_jobs() -> None:
     d = suspend.plan(js, jobs)
     assert d.patches == (("js-leader-0", RESUME), ("js-workers-0", RESUME))
     assert d.condition == suspend.RESUMED
-    assert d.condition == (api.SUSPENDED, "False", "ResumeJobs", "jobset is resumed")
+    assert d.condition == Condition(api.SUSPENDED, "False", "ResumeJobs", "jobset is resumed")
 
 
 def test_resume_steady_state_no_writes() -> None:

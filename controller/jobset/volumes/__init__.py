@@ -18,6 +18,7 @@ One module per concern, all pure (the reconciler performs the writes):
 - ``status``: what the status and conditions say about the claims.
 """
 
+from controller.jobset.status import Condition
 from controller.jobset.volumes.admission import REASON_POLICY_MISSING
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION
 from controller.jobset.volumes.desired import (
@@ -106,7 +107,6 @@ from controller.jobset.volumes.status import (
     REASON_WAITING_FOR_RESUME,
     VOLUME_CLAIM_CONFLICT,
     VOLUMES_READY,
-    Condition,
     conditions,
     released_claims,
     template_counts,

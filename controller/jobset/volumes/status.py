@@ -7,8 +7,8 @@ state, so it can say no more and no less than the controller knows.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
+from controller.jobset.status import Condition
 from controller.jobset.volumes import ownership
 from controller.jobset.volumes.annotations import (
     ADOPT_ANNOTATION,
@@ -59,15 +59,6 @@ REASON_ANNOTATIONS_ACCEPTED = "VolumeAnnotationsAccepted"
 # Lost claims listed in the command that accepts their replacement; beyond it the message says
 # where to find the rest (status.volumes.claimUIDs).
 _COMMAND_LIMIT = 20
-
-
-@dataclass(frozen=True)
-class Condition:
-    type: str
-    status: str  # "True" | "False"
-    reason: str
-    message: str
-    event_type: str | None  # the Event announcing a change to it, if any
 
 
 _OURS = frozenset(
