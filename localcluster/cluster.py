@@ -6,7 +6,7 @@ Profiles:
   claims really bind, garbage collection really collects (the end-to-end tier and the demo).
 - ``node``: the control plane and the test provisioner with one real node instead of the KWOK
   nodes: containerd 2.x + runc + a kubelet, a local image registry and CoreDNS
-  (``localcluster/node.py``). Containers really run and volumes are real directories on this
+  (``localcluster/node``). Containers really run and volumes are real directories on this
   host, so every pod, from unchanged manifests, runs there (the node tier and the demo).
 - ``apiserver``: etcd and kube-apiserver only; nothing but the test changes object status, as in
   upstream's integration tests (the integration tier).
@@ -24,28 +24,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import yaml
 
 from localcluster import pki as pkimod
 from localcluster.build import Binaries, ensure_binaries, ensure_versioned_apiserver
+from localcluster.controlplane import Ports
 from localcluster.jobsetapi import FILES as JOBSET_API
 from localcluster.kueue import Kueue
+from localcluster.node import RealNode, node_binaries, require_host
 from localcluster.processes import (
     LaunchError,
     ManagedProcess,
-    ensure_port_free,
-    free_port,
     https_get,
     run_tool,
     stop_all,
     wait_ready,
 )
 from localcluster.provisioner import PROVISIONER_NAME, READY_LINE
-
-if TYPE_CHECKING:
-    from localcluster.node import RealNode  # node.py imports this module
 
 Profile = Literal["full", "apiserver", "node", "kueue"]
 PROFILES: tuple[Profile, ...] = ("full", "apiserver", "node", "kueue")
@@ -70,29 +67,6 @@ _AUDIT_POLICY = {
         {"level": "None"},
     ],
 }
-
-
-@dataclass(frozen=True)
-class Ports:
-    etcd_client: int
-    etcd_peer: int
-    apiserver: int
-    controller_manager: int
-    scheduler: int
-    kwok: int
-
-    @staticmethod
-    def allocate(apiserver: int = 0) -> Ports:
-        if apiserver:
-            ensure_port_free(apiserver, "kube-apiserver")
-        return Ports(
-            etcd_client=free_port(),
-            etcd_peer=free_port(),
-            apiserver=apiserver or free_port(),
-            controller_manager=free_port(),
-            scheduler=free_port(),
-            kwok=free_port(),
-        )
 
 
 def _storage_classes() -> list[dict[str, object]]:
@@ -396,8 +370,6 @@ class LocalCluster:
 
     def _start_processes(self) -> None:
         if self.profile == "node":
-            from localcluster.node import require_host  # here: node.py imports this module
-
             # Before anything is built or started: one message for what the host lacks.
             require_host()
         if self.kube_apiserver is not None and self.profile != "apiserver" and not self.runs_kueue:
@@ -456,8 +428,6 @@ class LocalCluster:
             self.kueue.start(JOBSET_API)
 
     def _new_node(self) -> RealNode:
-        from localcluster.node import RealNode, node_binaries  # here: node.py imports this module
-
         return RealNode(
             self, node_binaries(self.report), self.state_dir / "node", report=self.report
         )

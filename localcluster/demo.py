@@ -30,6 +30,7 @@ from types import FrameType
 from localcluster import jobsetapi
 from localcluster.build import BuildError
 from localcluster.cluster import LocalCluster, Profile
+from localcluster.node import host_checks, node_binaries
 from localcluster.processes import LaunchError, ManagedProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,8 +113,6 @@ def choose_profile(requested: Profile | None, say: Callable[[str], None]) -> Pro
         where = "a real node" if requested == "node" else "KWOK's simulated nodes"
         say(f"profile {requested} (--profile): running on {where}")
         return requested
-    from localcluster.node import host_checks, node_binaries  # node.py imports cluster.py
-
     missing = host_checks()
     if missing:
         say(

@@ -11,7 +11,7 @@ and saved ``host-state.json``. It waits for one of two things:
 - the launcher writes ``stopped`` on the pipe (``--stop-fd``): the node stopped cleanly, exit;
 - the launcher dies (its pidfd becomes readable, or the pipe reaches end of file): kill what is
   left of the node, unmount, delete the bridge and cgroups, restore the host
-  (:func:`localcluster.node.clean_host`), exit.
+  (:func:`localcluster.node.host.clean_host`), exit.
 
 It holds the host lock (``--lock-fd``, the launcher's descriptor, inherited: the same open file
 description, so the lock stays taken while either holds it) until then, so that the next real
@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from localcluster.node import clean_host
+from localcluster.node.host import clean_host
 
 
 def _say(message: str) -> None:

@@ -10,12 +10,9 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from localcluster.controlplane import ControlPlane
 from localcluster.processes import LaunchError
-
-if TYPE_CHECKING:  # cluster.py imports the file names from here
-    from localcluster.cluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = ROOT / "manifests" / "crd"
@@ -50,7 +47,7 @@ PROBE = {
 }
 
 
-def wait_established(cluster: LocalCluster, timeout: float = 60) -> None:
+def wait_established(cluster: ControlPlane, timeout: float = 60) -> None:
     """Wait until the JobSet CRD is served (its status has no conditions at first)."""
     deadline = time.monotonic() + timeout
 
@@ -65,7 +62,7 @@ def wait_established(cluster: LocalCluster, timeout: float = 60) -> None:
         time.sleep(0.3)
 
 
-def policy_enforced(cluster: LocalCluster) -> bool:
+def policy_enforced(cluster: ControlPlane) -> bool:
     """The API server refuses, through the spec's admission policy, what only the policy refuses."""
     try:
         cluster.kubectl("create", "--dry-run=server", "-f", "-", input_text=json.dumps(PROBE))
@@ -74,7 +71,7 @@ def policy_enforced(cluster: LocalCluster) -> bool:
     return False
 
 
-def wait_enforced(cluster: LocalCluster, timeout: float = 60) -> None:
+def wait_enforced(cluster: ControlPlane, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not policy_enforced(cluster):
         if time.monotonic() > deadline:
@@ -85,7 +82,7 @@ def wait_enforced(cluster: LocalCluster, timeout: float = 60) -> None:
         time.sleep(0.3)
 
 
-def install(cluster: LocalCluster) -> None:
+def install(cluster: ControlPlane) -> None:
     """Apply the CRD, the policy and the binding; return once all three are in force."""
     cluster.kubectl("apply", "--server-side", *(f"--filename={f}" for f in FILES))
     wait_established(cluster)

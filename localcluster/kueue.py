@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from cryptography import x509
@@ -40,10 +40,8 @@ from cryptography.x509.oid import NameOID
 
 from localcluster import build
 from localcluster import pki as pkimod
+from localcluster.controlplane import ControlPlane
 from localcluster.processes import LaunchError, ManagedProcess, free_port, https_get
-
-if TYPE_CHECKING:
-    from localcluster.cluster import LocalCluster  # cluster.py imports this module
 
 MODULE = "sigs.k8s.io/kueue"
 NAMESPACE = "kueue-system"
@@ -268,7 +266,7 @@ class Kueue:
     """Kueue's manager for one local cluster: ``start`` after the cluster's API server, kube
     controllers and nodes; ``stop`` while the API server still runs."""
 
-    cluster: LocalCluster
+    cluster: ControlPlane
     report: Callable[[str], None]
     process: ManagedProcess | None = None
     webhook_port: int = 0

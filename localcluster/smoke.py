@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import yaml
 
-from localcluster.cluster import LocalCluster
+from localcluster.controlplane import ControlPlane
 from localcluster.processes import LaunchError
 
 _NAMESPACE = "smoke"
@@ -55,7 +55,7 @@ def _objects() -> list[dict[str, object]]:
     return [namespace, claim, job]
 
 
-def run_smoke(cluster: LocalCluster, say: Callable[[str], None], timeout: float = 120) -> None:
+def run_smoke(cluster: ControlPlane, say: Callable[[str], None], timeout: float = 120) -> None:
     cluster.kubectl("apply", "-f", "-", input_text=yaml.safe_dump_all(_objects()))
     say("created namespace smoke, claim 'data' (class standard) and Indexed Job 'hello' (3 pods)")
     deadline = time.monotonic() + timeout

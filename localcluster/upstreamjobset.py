@@ -39,15 +39,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from localcluster import jobsetapi
 from localcluster import pki as pkimod
+from localcluster.controlplane import ControlPlane
 from localcluster.processes import LaunchError, ManagedProcess, free_port, https_get, wait_ready
 from localcluster.upstream import UpstreamBuild, ensure_upstream
-
-if TYPE_CHECKING:
-    from localcluster.cluster import LocalCluster
 
 Obj = dict[str, Any]
 NAME = "upstream-jobset"
@@ -59,7 +57,7 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def install_crd(cluster: LocalCluster, build: UpstreamBuild) -> None:
+def install_crd(cluster: ControlPlane, build: UpstreamBuild) -> None:
     """Apply upstream's CRD (``kubectl apply --server-side``) and wait until it is Established.
     Meant for a cluster without a JobSet CRD: a CRD another field manager applied there makes
     this fail with a conflict rather than merge two schemas."""
@@ -109,7 +107,7 @@ class UpstreamManager:
     benchmark counts as the cluster's work, does not list it); it dies with this process
     (``PR_SET_PDEATHSIG``) if nobody stops it."""
 
-    cluster: LocalCluster
+    cluster: ControlPlane
     build: UpstreamBuild
     directory: Path
     args: Sequence[str] = ()
@@ -206,7 +204,7 @@ class UpstreamManager:
 
 
 def _manager(
-    cluster: LocalCluster,
+    cluster: ControlPlane,
     build: UpstreamBuild | None,
     directory: Path | None,
     args: Sequence[str],
@@ -220,7 +218,7 @@ def _manager(
 
 @contextlib.contextmanager
 def running(
-    cluster: LocalCluster,
+    cluster: ControlPlane,
     build: UpstreamBuild | None = None,
     *,
     directory: Path | None = None,
@@ -245,7 +243,7 @@ def running(
 
 @contextlib.asynccontextmanager
 async def running_async(
-    cluster: LocalCluster,
+    cluster: ControlPlane,
     build: UpstreamBuild | None = None,
     *,
     directory: Path | None = None,

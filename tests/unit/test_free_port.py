@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from localcluster.cluster import Ports
+from localcluster.controlplane import Ports
 from localcluster.processes import free_port
 
 

@@ -69,6 +69,93 @@ def test_imports_are_found_wherever_they_are(
     assert imported(path) == expected
 
 
+def module_graph(package: Path) -> dict[str, set[str]]:
+    """The modules of ``package`` (a directory), each with the modules of the package it imports:
+    every ``import`` and ``from ... import`` anywhere in it (in functions, under ``TYPE_CHECKING``);
+    ``from p import x`` is module ``p.x`` when there is one, else ``p``; relative imports resolved.
+    """
+    modules: dict[str, Path] = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    targets.add(sub if sub in modules else base)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` as the path around it (first node again at the end), or None."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            cycle = visit(target)
+            if cycle:
+                return cycle
+        path.pop()
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        cycle = visit(start)
+        if cycle:
+            return cycle
+    return None
+
+
+def test_the_tooling_has_no_import_circle() -> None:
+    """``localcluster``'s modules import one way: what starts a part (``cluster.py`` starts the
+    real node, Kueue, the JobSet API) imports it, never the reverse; the parts take a
+    ``controlplane.ControlPlane``."""
+    graph = module_graph(REPO / "localcluster")
+    assert "localcluster.node" in graph["localcluster.cluster"]  # the graph is the real one
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_a_circle_is_found_through_any_import(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg import b\n")
+    (package / "b.py").write_text("def f():\n    from pkg.sub import X\n")
+    (package / "sub" / "__init__.py").write_text("from .c import X\n")
+    (package / "sub" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\nX = 1\n"
+    )
+    graph = module_graph(package)
+    assert graph == {
+        "pkg": set(),
+        "pkg.a": {"pkg.b"},
+        "pkg.b": {"pkg.sub"},
+        "pkg.sub": {"pkg.sub.c"},
+        "pkg.sub.c": {"pkg.a"},
+    }
+    assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.sub", "pkg.sub.c", "pkg.a"]
+    (package / "sub" / "c.py").write_text("X = 1\n")
+    assert find_cycle(module_graph(package)) is None
+
+
 def test_one_obj_alias_at_the_io_edge() -> None:
     """``Obj`` (a raw object as the API server sends it) is defined once, by the runtime's store;
     the rest of the product imports it, so one can find every place that still handles raw

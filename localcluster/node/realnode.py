@@ -1,117 +1,60 @@
-"""A real node next to the local control plane: containerd 2.x + runc + a kubelet (issue 13).
-
-What :class:`RealNode` does (the ``node`` profile of :class:`LocalCluster` starts one after the
-control plane, instead of KWOK's nodes, and stops it first):
-
-- takes the host lock (``HOST_LOCK``: one real node per host), saves the host sysctls and the
-  kubelet's iptables chains (``host-state.json``) and starts the guardian;
-- makes the CNI bridge with the pods' gateway address, starts the local image registry
-  (``localcluster.registry``: the locally built busybox and pause images; containerd's
-  ``certs.d`` sends every docker.io and registry.k8s.io pull there, so unchanged manifests and the
-  ``Always`` pull policy work) and CoreDNS on the gateway (``localcluster.dns``: the JobSets'
-  headless Service names);
-- writes a containerd 2.x configuration (version 3) with its own root, state and socket under the
-  node's directory, the Debian ``runc`` as the only runtime (cgroupfs, no systemd), the Debian CNI
-  plugins (``/usr/lib/cni``) and a conflist of ours (bridge + host-local + loopback);
-- issues a ``system:node:<name>`` client certificate from the control plane's CA and starts the
-  kubelet (cgroup v1 allowed with ``failCgroupV1: false``, cgroupfs, swap tolerated, webhook
-  authentication/authorization, ``clusterDNS`` = the gateway, no host search domains);
-- stops everything it started: the kubelet, every task and container in containerd's ``k8s.io``
-  namespace, containerd, the registry and CoreDNS, then :func:`clean_host`: any shim naming our
-  socket and any process in a ``kubepods`` cgroup killed, what is left under the node's directory
-  unmounted (pods' netns included), the CNI bridge and the kubelet's ``kubepods`` cgroups and
-  iptables chains deleted, the host sysctls the kubelet and the bridge plugin change restored.
-
-If the launcher dies without stopping the node (``kill -9``), its children die with it
-(``PR_SET_PDEATHSIG``) but shims and containers are re-parented and run on: the node's guardian
-(``localcluster/guardian.py``, outliving the launcher on purpose) runs :func:`clean_host` at once.
-If the guardian was killed too, the next start on the same state directory does
-(:meth:`RealNode.recover`), before it deletes the directory. Proven by
-``tests/node/test_node_lifecycle.py``.
-
-``python -m localcluster.node`` builds what is missing (:func:`node_binaries`: containerd, the
-kubelet and CoreDNS, in ``build.NODE_COMPONENTS``), starts the ``node`` profile, runs one busybox
-``echo hello`` pod, prints its log, checks pod-to-pod traffic by IP (``--pods N``: start latency
-over N pods, RSS) and stops it all. Docs: docs/development.md, "The real node".
+"""The real node's processes: :class:`RealNode` starts and stops containerd, the kubelet, the
+local image registry, CoreDNS, the API server's relay for pods and the guardian, registered to a
+running control plane (:class:`localcluster.controlplane.ControlPlane`); :func:`node_binaries`
+builds what it runs. What it changes on the host is undone by ``host.clean_host``.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import json
 import os
-import shlex
-import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
 from localcluster import dns, registry
 from localcluster import pki as pkimod
 from localcluster.build import ensure_node_binaries
+from localcluster.controlplane import ControlPlane
+from localcluster.node.host import (
+    BRIDGE,
+    CNI_BIN_DIR,
+    HOST_LOCK,
+    HOST_STATE_FILE,
+    RUNC,
+    HostState,
+    clean_host,
+    host_ip,
+    require_host,
+)
 from localcluster.processes import (
     LaunchError,
     ManagedProcess,
     free_port,
     https_get,
-    pid_alive,
     run_tool,
     stop_all,
-    stop_on_signals,
     wait_ready,
 )
 
-if TYPE_CHECKING:
-    from localcluster.cluster import LocalCluster
-
 NODE_NAME = "real-node-0"
-CNI_BIN_DIR = Path("/usr/lib/cni")
-RUNC = Path("/usr/sbin/runc")
-BUSYBOX = Path("/bin/busybox")
 POD_SUBNET = "10.88.0.0/16"
-BRIDGE = "sjs-cni0"
 # The bridge's own address (the pods' gateway): made before anything starts, so CoreDNS can bind
 # to it; pods reach it over their veth (a pod's 127.0.0.1 is its own).
 GATEWAY = "10.88.0.1"
 # The ``kubernetes`` Service's port: what the kubelet puts in pods' KUBERNETES_SERVICE_PORT.
 API_SERVICE_PORT = 443
-# One real node per host: kubepods cgroups, the bridge, sysctls and iptables chains are
-# host-wide. A second node (another test run, a demo) waits for this lock instead of breaking
-# the first.
-HOST_LOCK = Path("/run/lock/stateful-jobset-real-node.lock")
 MAX_SOCKET_PATH = 98
-# Host settings the kubelet (setupKernelTunables, unless protectKernelDefaults, which then
-# refuses to start) and the bridge plugin (isGateway turns forwarding on) change: saved at
-# start, restored at stop. kernel.panic_on_oops=1 on a shared CI machine is not acceptable.
-HOST_SYSCTLS = (
-    "vm/overcommit_memory",
-    "vm/panic_on_oom",
-    "kernel/panic",
-    "kernel/panic_on_oops",
-    "kernel/keys/root_maxkeys",
-    "kernel/keys/root_maxbytes",
-    "net/ipv4/ip_forward",
-)
-# Chains the kubelet makes whatever its configuration (KUBE-FIREWALL also hooks INPUT and OUTPUT
-# with a DROP of non-loopback sources to 127.0.0.0/8): removed at stop unless they were there.
-KUBELET_CHAINS = ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT")
-# Tools the node runs by name (the bridge, the cleanup): without them a stop cannot clean up.
-HOST_TOOLS = (
-    ("ip", "iproute2"),
-    ("iptables", "iptables"),
-    ("ip6tables", "iptables"),
-    ("umount", "mount"),
-)
+# The repository, on the PYTHONPATH of the Python processes the node starts (guardian, relay).
+REPO = Path(__file__).resolve().parents[2]
 # The process that cleans up the host if the one that started the node dies without stopping it.
 GUARDIAN = "node-guardian"
 
@@ -124,217 +67,11 @@ def _tcp_probe(host: str, port: int) -> tuple[int, str]:
     return 200, "ok"
 
 
-def host_checks() -> list[str]:
-    """What the host lacks to run containers (empty when nothing is missing)."""
-    missing = []
-    for path, package in ((RUNC, "runc"), (BUSYBOX, "busybox-static")):
-        if not path.is_file():
-            missing.append(f"{path} (apt-get install {package})")
-    for plugin in ("bridge", "host-local", "loopback"):
-        if not (CNI_BIN_DIR / plugin).is_file():
-            missing.append(f"{CNI_BIN_DIR / plugin} (apt-get install containernetworking-plugins)")
-    for tool, package in HOST_TOOLS:
-        if shutil.which(tool) is None:
-            missing.append(f"{tool} (apt-get install {package})")
-    if os.geteuid() != 0:
-        missing.append("root (containerd and the kubelet need it)")
-    return missing
-
-
-def require_host() -> None:
-    """``LaunchError`` naming everything the host lacks, and how to get it."""
-    missing = host_checks()
-    if missing:
-        raise LaunchError("this host cannot run containers; missing: " + ", ".join(missing))
-
-
-def host_ip() -> str:
-    """The address of the default route's interface: the kubelet refuses a loopback node IP."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.connect(("203.0.113.1", 9))  # a UDP connect sends no packet
-        return str(sock.getsockname()[0])
-
-
-def _kubelet_chains() -> set[tuple[str, str, str]]:
-    found = set()
-    for tool in ("iptables", "ip6tables"):
-        for table in ("filter", "nat", "mangle"):
-            listing = subprocess.run(
-                [tool, "-w", "-t", table, "-S"], capture_output=True, text=True
-            ).stdout
-            for line in listing.splitlines():
-                words = line.split()
-                if len(words) == 2 and words[0] == "-N" and words[1] in KUBELET_CHAINS:
-                    found.add((tool, table, words[1]))
-    return found
-
-
-def _remove_chain(tool: str, table: str, chain: str) -> None:
-    """Delete the rules that jump to ``chain``, then the chain itself."""
-    listing = subprocess.run([tool, "-w", "-t", table, "-S"], capture_output=True, text=True)
-    for line in listing.stdout.splitlines():
-        words = shlex.split(line)
-        if words[:1] == ["-A"] and words[-2:] == ["-j", chain]:
-            subprocess.run([tool, "-w", "-t", table, "-D", *words[1:]], capture_output=True)
-    subprocess.run([tool, "-w", "-t", table, "-F", chain], capture_output=True)
-    subprocess.run([tool, "-w", "-t", table, "-X", chain], capture_output=True)
-
-
-# ------------------------------------------------------------------- host cleanup
-# What a node leaves on the host, undone without containerd: by RealNode.stop (containerd is
-# stopped by then), by the guardian (the launcher died and took containerd along) and by
-# RealNode.recover (even the guardian was killed).
-
-HOST_STATE_FILE = "host-state.json"
-
-
-@dataclass(frozen=True)
-class HostState:
-    """The host settings a node changes, as they were before it started. Saved in the node's
-    directory before anything changes: while that file exists the host may hold our changes."""
-
-    sysctls: dict[str, str]
-    chains: frozenset[tuple[str, str, str]]
-
-    @staticmethod
-    def capture() -> HostState:
-        sysctls = {name: (Path("/proc/sys") / name).read_text().strip() for name in HOST_SYSCTLS}
-        return HostState(sysctls, frozenset(_kubelet_chains()))
-
-    def save(self, path: Path) -> None:
-        path.write_text(json.dumps({"sysctls": self.sysctls, "chains": sorted(self.chains)}))
-
-    @staticmethod
-    def load(path: Path) -> HostState:
-        saved = json.loads(path.read_text())
-        chains = frozenset((tool, table, chain) for tool, table, chain in saved["chains"])
-        return HostState(dict(saved["sysctls"]), chains)
-
-    def restore(self, report: Callable[[str], None]) -> None:
-        """Write the sysctls back; remove the kubelet's chains that were not there before."""
-        for name, value in self.sysctls.items():
-            try:
-                (Path("/proc/sys") / name).write_text(value)
-            except OSError as err:
-                report(f"  warning: could not restore {name} = {value}: {err}")
-        for tool, table, chain in sorted(_kubelet_chains() - self.chains):
-            _remove_chain(tool, table, chain)
-
-
-def _pids_naming(needles: Collection[str]) -> set[int]:
-    """Processes whose command line contains one of ``needles``."""
-    encoded = [needle.encode() for needle in needles]
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue  # gone meanwhile
-        if any(needle in cmdline for needle in encoded):
-            pids.add(int(entry.name))
-    return pids
-
-
-def _kubepods_pids() -> set[int]:
-    """Processes in the kubelet's ``kubepods`` cgroups (any v1 hierarchy): the containers."""
-    pids: set[int] = set()
-    for hierarchy in Path("/sys/fs/cgroup").iterdir():
-        top = hierarchy / "kubepods"
-        if not top.is_dir():
-            continue
-        for procs in top.rglob("cgroup.procs"):
-            try:
-                pids.update(int(pid) for pid in procs.read_text().split())
-            except OSError:
-                continue  # removed meanwhile
-    return pids
-
-
-def _node_marks(directory: Path) -> tuple[str, ...]:
-    """What only the node's runtime processes have on their command line: containerd and the
-    kubelet their configurations, the shims our containerd socket (not the whole directory: a
-    ``tail -f`` of a log there is not ours to kill)."""
-    return (
-        str(directory / "containerd" / "run" / "containerd.sock"),
-        str(directory / "containerd" / "config.toml"),
-        str(directory / "kubelet" / "config.yaml"),
-    )
-
-
-def kill_node_processes(
-    directory: Path, report: Callable[[str], None], spare: Collection[int] = ()
-) -> None:
-    """SIGKILL containerd, the kubelet, the shims and every process in a ``kubepods`` cgroup
-    (the containers: re-parented when their shim dies, they would run on), until none is left.
-    The kubelet first of all: alive, it would make cgroups and chains again."""
-    spared = set(spare) | {os.getpid()}
-    marks = _node_marks(directory.resolve())
-    deadline = time.monotonic() + 10
-    while True:
-        pids = {p for p in (_pids_naming(marks) | _kubepods_pids()) - spared if pid_alive(p)}
-        if not pids:
-            return
-        if time.monotonic() > deadline:
-            report(f"  warning: still running after SIGKILL: {sorted(pids)}")
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
-
-
-def unmount_under(directory: Path) -> None:
-    """Unmount whatever is still mounted under the node's directory, deepest first."""
-    prefix = str(directory.resolve()) + "/"
-    mounts = []
-    with open("/proc/self/mounts") as table:
-        for line in table:
-            target = line.split()[1].replace("\\040", " ")
-            if target.startswith(prefix):
-                mounts.append(target)
-    for target in sorted(mounts, key=len, reverse=True):
-        subprocess.run(["umount", "-l", target], capture_output=True)
-
-
-def remove_bridge_and_cgroups(report: Callable[[str], None]) -> None:
-    """What outlives the processes on the host: the CNI bridge and the kubelet's cgroups
-    (``kubepods/...`` in every v1 hierarchy; pods the kubelet had no time to clean up)."""
-    subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
-    for hierarchy in Path("/sys/fs/cgroup").iterdir():
-        top = hierarchy / "kubepods"
-        if not top.is_dir():
-            continue
-        directories = [d for d in top.rglob("*") if d.is_dir()] + [top]
-        for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):
-            try:
-                directory.rmdir()
-            except OSError as err:
-                report(f"  warning: cgroup {directory} not removed: {err}")
-
-
-def clean_host(directory: Path, report: Callable[[str], None], spare: Collection[int] = ()) -> None:
-    """Undo what the node in ``directory`` left on the host, whether or not containerd runs.
-    Only under the host lock: the bridge, cgroups, sysctls and chains are host-wide."""
-    kill_node_processes(directory, report, spare)
-    unmount_under(directory)
-    saved = directory / HOST_STATE_FILE
-    if not saved.is_file():
-        return  # the node changed nothing on the host (or it was undone already)
-    remove_bridge_and_cgroups(report)
-    HostState.load(saved).restore(report)
-    saved.unlink()
-
-
-# ------------------------------------------------------------------- node
-
-
 @dataclass
 class RealNode:
-    """containerd + kubelet for one real node, registered to a running :class:`LocalCluster`."""
+    """containerd + kubelet for one real node, registered to a running control plane."""
 
-    cluster: LocalCluster
+    cluster: ControlPlane
     binaries: NodeBinaries
     directory: Path
     name: str = NODE_NAME
@@ -628,7 +365,7 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
                 str(self.directory.resolve()),
             ],
             self.directory / "logs" / f"{GUARDIAN}.log",
-            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
             outlives_us=True,
             pass_fds=(their_end, self._lock),
         )
@@ -684,7 +421,7 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
                 str(self.cluster.ports.apiserver),
             ],
             self.directory / "logs" / "apirelay.log",
-            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
         )
         relay.start()
         self.processes.append(relay)
@@ -771,18 +508,6 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
             self.report(f"  warning: removing containers: {err}")
 
 
-ECHO_POD = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "hello", "namespace": "default"},
-    "spec": {
-        "restartPolicy": "Never",
-        # untagged: pull policy Always, pulled from the local registry every time
-        "containers": [{"name": "echo", "image": "busybox", "command": ["echo", "hello"]}],
-    },
-}
-
-
 @dataclass(frozen=True)
 class NodeBinaries:
     # containerd, containerd-shim-runc-v2 and ctr: one directory (the shim is found on PATH)
@@ -800,109 +525,3 @@ def node_binaries(report: Callable[[str], None] | None = None) -> NodeBinaries:
         directories["kubelet"] / "kubelet",
         directories["coredns"] / "coredns",
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m localcluster.node", description=__doc__)
-    parser.add_argument("--state-dir", type=Path, default=Path("/tmp/localcluster-node"))
-    parser.add_argument("--pods", type=int, default=0, help="measure start latency over N pods")
-    args = parser.parse_args(argv)
-    stop_on_signals()
-    from localcluster.cluster import LocalCluster  # here: cluster.py imports this module
-
-    cluster = LocalCluster(args.state_dir.resolve(), profile="node")
-    return hello(cluster, args.pods)
-
-
-def measure(cluster: LocalCluster, node: RealNode, pods: int) -> None:
-    """Pod start latency (create -> Running, polled every 0.1 s, one pod at a time) and the
-    RSS of the kubelet and containerd afterwards."""
-    latencies = []
-    for i in range(pods):
-        pod = json.loads(json.dumps(ECHO_POD))
-        pod["metadata"]["name"] = f"latency-{i}"
-        pod["spec"]["containers"][0]["command"] = ["sleep", "3600"]
-        began = time.monotonic()
-        cluster.kubectl("create", "-f", "-", input_text=json.dumps(pod))
-        while True:
-            phase = cluster.kubectl("get", "pod", f"latency-{i}", "-o", "jsonpath={.status.phase}")
-            if phase == "Running":
-                latencies.append(time.monotonic() - began)
-                break
-            if time.monotonic() - began > 120:
-                raise LaunchError(f"pod latency-{i} not Running after 120s ({phase!r})")
-            time.sleep(0.1)
-    latencies.sort()
-    print(
-        f"pod start latency over {pods} pods: median {latencies[len(latencies) // 2]:.2f}s, "
-        f"max {latencies[-1]:.2f}s"
-    )
-    for process in node.processes:
-        rss = next(
-            line.split()[1]
-            for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
-            if line.startswith("VmRSS:")
-        )
-        print(f"RSS {process.name}: {int(rss) // 1024} MiB")
-
-
-def _pod(name: str, command: list[str]) -> str:
-    pod = json.loads(json.dumps(ECHO_POD))
-    pod["metadata"]["name"] = name
-    pod["spec"]["containers"][0]["command"] = command
-    return json.dumps(pod)
-
-
-def _wait_phase(cluster: LocalCluster, name: str, phases: tuple[str, ...]) -> str:
-    began = time.monotonic()
-    phase = ""
-    while time.monotonic() - began < 120 and phase not in phases:
-        phase = cluster.kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")
-        time.sleep(0.2)
-    return phase
-
-
-def pod_to_pod(cluster: LocalCluster) -> bool:
-    """A busybox httpd pod and a wget pod on the bridge: does one reach the other by pod IP?"""
-    serve = "echo from-server > /tmp/index.html && exec httpd -f -p 8080 -h /tmp"
-    cluster.kubectl("create", "-f", "-", input_text=_pod("server", ["sh", "-c", serve]))
-    if _wait_phase(cluster, "server", ("Running", "Failed")) != "Running":
-        print("pod-to-pod: server not Running")
-        return False
-    ip = cluster.kubectl("get", "pod", "server", "-o", "jsonpath={.status.podIP}")
-    # No "-T": Debian busybox-static 1.35 wget segfaults (exit 139) with a timeout option.
-    fetch = ["wget", "-qO-", f"http://{ip}:8080/index.html"]
-    cluster.kubectl("create", "-f", "-", input_text=_pod("client", fetch))
-    phase = _wait_phase(cluster, "client", ("Succeeded", "Failed"))
-    log = cluster.kubectl("logs", "client").strip()
-    print(f"pod-to-pod: client {phase}, fetched from {ip}: {log!r}")
-    return phase == "Succeeded" and log == "from-server"
-
-
-def hello(cluster: LocalCluster, pods: int = 0) -> int:
-    """Start the ``node`` profile, run the echo pod, print its log, stop it all."""
-    try:
-        cluster.start()
-        node = cluster.node
-        if node is None:
-            raise LaunchError("the node profile started no node")
-        print(cluster.kubectl("get", "nodes", "-o", "wide"))
-        began = time.monotonic()
-        cluster.kubectl("create", "-f", "-", input_text=json.dumps(ECHO_POD))
-        phase = _wait_phase(cluster, "hello", ("Succeeded", "Failed"))
-        print(f"pod hello: {phase} after {time.monotonic() - began:.1f}s")
-        print(cluster.kubectl("get", "pod", "hello", "-o", "wide"))
-        print("log:", cluster.kubectl("logs", "hello").strip())
-        reached = pod_to_pod(cluster)
-        if phase == "Succeeded" and pods:
-            measure(cluster, node, pods)
-        return 0 if phase == "Succeeded" and reached else 1
-    except LaunchError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    finally:
-        cluster.stop()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
