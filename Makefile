@@ -22,7 +22,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries kueue oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation upstream-jobset soak test test-parallel test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
+.PHONY: help venv binaries kueue oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation upstream-jobset soak test test-serial test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run image release
 
 help: ## list the targets
@@ -98,11 +98,11 @@ helm-lint: venv ## helm lint the chart (charts/stateful-jobset), every optional 
 		--set podScope.enabled=true --set metrics.secure.enabled=true \
 		--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
 
-test: binaries oldest-apiserver node-binaries tools helm kueue upstream-jobset ## run every tier: unit, integration, end-to-end, real node
-	$(PY) -m pytest $(PYTEST_ARGS)
-
-test-parallel: binaries oldest-apiserver node-binaries tools helm kueue upstream-jobset ## every tier, in 4 pytest processes side by side (tests/run.py: the real node and Kueue in one, the rest balanced over three)
+test: binaries oldest-apiserver node-binaries tools helm kueue upstream-jobset ## run every tier (unit, integration, end-to-end, real node) in 4 pytest processes side by side (tests/run.py)
 	$(PY) -m tests.run -- $(PYTEST_ARGS)
+
+test-serial: binaries oldest-apiserver node-binaries tools helm kueue upstream-jobset ## every tier in one pytest process, one test after another (twice as long; for a quiet machine's timings)
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## unit tier only (no cluster, no Debian tools)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

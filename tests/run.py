@@ -71,15 +71,32 @@ def _files(tier: str) -> list[str]:
     return sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / tier).rglob("test_*.py"))
 
 
+# Seconds per test file as committed (a fresh machine's first run balances its groups with them).
+SEED_DURATIONS = REPO / "tests" / "durations.json"
+
+
+def _recorded() -> dict[str, float]:
+    """Seconds per file of the last run on this machine, over the committed ones."""
+    recorded: dict[str, float] = {}
+    for path in (SEED_DURATIONS, DURATIONS):
+        try:
+            loaded = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(loaded, dict):
+            recorded.update(
+                {str(k): float(v) for k, v in loaded.items() if isinstance(v, int | float)}
+            )
+    return recorded
+
+
 def _weights(files: Sequence[str]) -> dict[str, float]:
-    """Seconds per file from the last run, else the number of its tests (the same unit for all:
-    a file without a recorded duration gets the mean seconds per test of those with one)."""
-    try:
-        recorded = json.loads(DURATIONS.read_text())
-    except (OSError, ValueError):
-        recorded = {}
+    """Seconds per file from the last run (or the committed ones), else the number of its tests
+    (the same unit for all: a file without a recorded duration gets the mean seconds per test of
+    those with one)."""
+    recorded = _recorded()
     counts = {f: max(1, len(_TEST_DEF.findall((REPO / f).read_text()))) for f in files}
-    known = [f for f in files if isinstance(recorded.get(f), (int, float))]
+    known = [f for f in files if f in recorded]
     per_test = sum(recorded[f] for f in known) / sum(counts[f] for f in known) if known else 1.0
     return {f: float(recorded[f]) if f in known else counts[f] * per_test for f in files}
 
@@ -200,6 +217,27 @@ def run(found: list[Group], extra: Sequence[str], log_dir: Path, progress: float
     return _report(found, time.monotonic() - began)
 
 
+MAX_FAILURE_LINES = 600
+
+
+def failure_report(lines: Sequence[str]) -> list[str]:
+    """What a failed group's log says about its failures: pytest's tracebacks (its FAILURES and
+    ERRORS sections, the first ``MAX_FAILURE_LINES`` lines) and the FAILED/ERROR lines, or the
+    log's end when there are none (a crash). CI deletes the logs with the clone, so this is all
+    that is left of them."""
+    sections = [i for i, ln in enumerate(lines) if re.match(r"^=+ (FAILURES|ERRORS) =+$", ln)]
+    summary = [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))]
+    if not sections and not summary:
+        return list(lines[-60:])
+    start = sections[0] if sections else len(lines)
+    end = next(
+        (i for i, ln in enumerate(lines) if i > start and "short test summary info" in ln),
+        len(lines),
+    )
+    tracebacks = lines[start:end][:MAX_FAILURE_LINES]
+    return [*tracebacks, *summary[:80]]
+
+
 def _report(found: list[Group], elapsed: float) -> int:
     totals: Counter[str] = Counter()
     durations: dict[str, float] = {}
@@ -218,9 +256,7 @@ def _report(found: list[Group], elapsed: float) -> int:
         )
     for group in failed_groups:
         print(f"\n---- {group.name} exited {group.returncode}; its summary ({group.log}):")
-        lines = group.log.read_text(errors="replace").splitlines()
-        wanted = [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))] or lines[-40:]
-        print("\n".join(wanted[:80]))
+        print("\n".join(failure_report(group.log.read_text(errors="replace").splitlines())))
     _save_durations(durations)  # the next run's balance, whatever this one's outcome
     passed = sum(totals[f"{t} passed"] for t in TIERS)
     failed = sum(totals[f"{t} failed"] for t in TIERS)

@@ -69,3 +69,22 @@ def test_a_missing_report_counts_nothing(tmp_path: Path) -> None:
     group = run.Group("g", [])
     group.junit = tmp_path / "missing.xml"
     assert run._junit(group) == ({}, {})
+
+
+def test_a_failed_groups_report_has_its_tracebacks() -> None:
+    """CI deletes the logs with the clone: the report carries the tracebacks themselves."""
+    log = [
+        "tests/x.py .F",
+        "=================================== FAILURES ===================================",
+        "____ test_b ____",
+        "E   assert 1 == 2",
+        "=========================== short test summary info ============================",
+        "FAILED tests/x.py::test_b - assert 1 == 2",
+        "1 failed, 1 passed",
+    ]
+    report = run.failure_report(log)
+    assert "E   assert 1 == 2" in report
+    assert report[-1] == "FAILED tests/x.py::test_b - assert 1 == 2"
+    assert "1 failed, 1 passed" not in report
+    crashed = ["collecting ...", "Fatal Python error: Aborted"]
+    assert run.failure_report(crashed) == crashed
