@@ -16,7 +16,7 @@ them with the API server's verdicts on generated JobSets.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -711,3 +711,235 @@ def coordinator_address(jobset: Node) -> Verdict:
         + 4
     )
     return unless(length <= MAX_LABEL_VALUE)
+
+
+# ---------------------------------------------------------------- transition (update) rules
+#
+# A transition rule gets the node in the new object and in the stored one (``self`` and
+# ``oldSelf``). ``?a.?b`` in a path is CEL's optional field: absent anywhere along it reads as
+# absent (``ABSENT``), as the CEL compares ``[dyn(r.?a.?b)]`` lists.
+
+TransitionPredicate = Callable[[Any, Any], Verdict]
+ABSENT = object()
+
+
+def at_path(node: Any, path: str) -> Any:
+    """The value at a CEL path such as ``template.?spec.?parallelism``; ``ABSENT`` where a field
+    is missing."""
+    for part in path.split("."):
+        key = part.removeprefix("?").removeprefix("__").removesuffix("__")
+        if not isinstance(node, Mapping) or key not in node:
+            return ABSENT
+        node = node[key]
+    return node
+
+
+def fields(node: Any, paths: Iterable[str]) -> list[Any]:
+    return [at_path(node, p) for p in paths]
+
+
+def unchanged(new: Any, old: Any) -> Verdict:
+    """``self == oldSelf``."""
+    return unless(new == old)
+
+
+def field_unchanged(name: str) -> TransitionPredicate:
+    """The field ``name`` is absent from both, or present in both with one value."""
+
+    def check(new: Node, old: Node) -> Verdict:
+        return unless(at_path(new, name) == at_path(old, name))
+
+    return check
+
+
+def _suspended(new: Node, old: Node) -> bool:
+    return new.get("suspend") is True or old.get("suspend") is True
+
+
+def _is_indexed(rjob: Node) -> bool:
+    return bool(at_path(rjob, "template.?spec.?completionMode") == "Indexed")
+
+
+def replicated_jobs_same(
+    compared: Sequence[str], sizes: Sequence[str], *, when_suspended: bool
+) -> TransitionPredicate:
+    """``replicated-jobs-immutable`` (``when_suspended`` False: holds while either object is
+    suspended) and ``replicated-jobs-suspended-changes`` (True: holds unless one is): the same
+    replicated jobs in the same order, equal in ``compared``; with ``sizes`` (ElasticJobSet), an
+    Indexed one may change those."""
+
+    def check(new: Node, old: Node) -> Verdict:
+        if _suspended(new, old) != when_suspended:
+            return None
+        if ("replicatedJobs" in new) != ("replicatedJobs" in old):
+            return Broken()
+        rjobs, before = items(new, "replicatedJobs"), items(old, "replicatedJobs")
+        if len(rjobs) != len(before):
+            return Broken()
+        return unless(
+            all(
+                fields(r, compared) == fields(o, compared)
+                and (not sizes or _is_indexed(r) or fields(r, sizes) == fields(o, sizes))
+                for r, o in zip(rjobs, before, strict=True)
+            )
+        )
+
+    return check
+
+
+def _resized(new: Node, old: Node) -> Iterator[tuple[Node, Node]]:
+    """Pairs (new, old) of Indexed replicated jobs at the same position in both."""
+    if "replicatedJobs" not in new or "replicatedJobs" not in old:
+        return
+    before = items(old, "replicatedJobs")
+    for i, rjob in enumerate(items(new, "replicatedJobs")):
+        if i < len(before) and _is_indexed(rjob):
+            yield rjob, before[i]
+
+
+def _changed(new: Node, old: Node, field: str) -> bool:
+    path = f"template.?spec.?{field}"
+    return bool(at_path(new, path) != at_path(old, path))
+
+
+def elastic_at_least_one(field: str) -> TransitionPredicate:
+    def check(new: Node, old: Node) -> Verdict:
+        return first(
+            r["name"]
+            for r, o in _resized(new, old)
+            if _changed(r, o, field) and _value_or(r, field, 1) < 1
+        )
+
+    return check
+
+
+def _value_or(rjob: Node, field: str, default: int) -> int:
+    value = at_path(rjob, f"template.?spec.?{field}")
+    return default if value is ABSENT else int(value)
+
+
+def elastic_completions_equal_parallelism(new: Node, old: Node) -> Verdict:
+    def unequal(rjob: Node) -> bool:
+        p = at_path(rjob, "template.?spec.?parallelism")
+        c = at_path(rjob, "template.?spec.?completions")
+        return p is not ABSENT and c is not ABSENT and p != c
+
+    return first(
+        r["name"]
+        for r, o in _resized(new, old)
+        if (_changed(r, o, "parallelism") or _changed(r, o, "completions")) and unequal(r)
+    )
+
+
+def elastic_not_when_finished(new: Node, old: Node) -> Verdict:
+    if not get(old, "status", "terminalState"):
+        return None
+    spec, before = get(new, "spec"), get(old, "spec")
+    if "replicatedJobs" not in (spec or {}) or "replicatedJobs" not in (before or {}):
+        return None
+    sizes = ("template.?spec.?parallelism", "template.?spec.?completions")
+    old_rjobs = items(before, "replicatedJobs")
+    return unless(
+        all(
+            i >= len(old_rjobs) or fields(r, sizes) == fields(old_rjobs[i], sizes)
+            for i, r in enumerate(items(spec, "replicatedJobs"))
+        )
+    )
+
+
+def _has_storage(template: Node) -> bool:
+    return _storage(template)[0]
+
+
+def _other_requests_in(a: Node, b: Node) -> bool:
+    """Every request of ``a`` but storage is in ``b`` with the same value."""
+    requests = get(a, "spec", "resources", "requests")
+    if not isinstance(requests, Mapping):
+        return True
+    theirs = get(b, "spec", "resources", "requests")
+    return all(
+        k == "storage" or (isinstance(theirs, Mapping) and k in theirs and theirs[k] == v)
+        for k, v in requests.items()
+    )
+
+
+def template_same(template_fields: Sequence[str]) -> Callable[[Node, Node], bool]:
+    def same(new: Node, old: Node) -> bool:
+        return (
+            fields(new, template_fields) == fields(old, template_fields)
+            and _has_storage(new) == _has_storage(old)
+            and _other_requests_in(new, old)
+            and _other_requests_in(old, new)
+        )
+
+    return same
+
+
+def _not_lowered(new: Node, old: Node) -> bool:
+    if new["metadata"]["name"] != old["metadata"]["name"]:
+        return True
+    if not _has_storage(new) or not _has_storage(old):
+        return True
+    amount, before = quantity(_storage(new)[1]), quantity(_storage(old)[1])
+    return amount is None or before is None or not amount < before
+
+
+def _lowered(new: Node, old: Node, field: str) -> list[str]:
+    """The templates of ``new[field]`` whose storage request is below their stored one."""
+    if field not in new or field not in old:
+        return []
+    before = items(old, field)
+    return [
+        t["metadata"]["name"]
+        for j, t in enumerate(items(new, field))
+        if j < len(before) and not _not_lowered(t, before[j])
+    ]
+
+
+def _templates_same(new: Node, old: Node, field: str, same: Callable[[Node, Node], bool]) -> bool:
+    if (field in new) != (field in old):
+        return False
+    templates, before = items(new, field), items(old, field)
+    return len(templates) == len(before) and all(
+        same(t, o) for t, o in zip(templates, before, strict=True)
+    )
+
+
+def volume_claim_policies_same(template_fields: Sequence[str]) -> TransitionPredicate:
+    same = template_same(template_fields)
+    policy_fields = ("?retentionPolicy", "?targetReplicatedJobs", "scope")
+
+    def check(new: list[Node], old: list[Node]) -> Verdict:
+        return unless(
+            len(new) == len(old)
+            and all(
+                fields(p, policy_fields) == fields(o, policy_fields)
+                and _templates_same(p, o, "templates", same)
+                for p, o in zip(new, old, strict=True)
+            )
+        )
+
+    return check
+
+
+def volume_claim_policies_not_lowered(new: list[Node], old: list[Node]) -> Verdict:
+    return first(
+        name for i, p in enumerate(new) if i < len(old) for name in _lowered(p, old[i], "templates")
+    )
+
+
+def volume_policy_same(template_fields: Sequence[str]) -> TransitionPredicate:
+    same = template_same(template_fields)
+    policy_fields = ("?replicatedJobs", "?retentionPolicy")
+
+    def check(new: Node, old: Node) -> Verdict:
+        return unless(
+            fields(new, policy_fields) == fields(old, policy_fields)
+            and _templates_same(new, old, "volumeClaimTemplates", same)
+        )
+
+    return check
+
+
+def volume_policy_not_lowered(new: Node, old: Node) -> Verdict:
+    return first(_lowered(new, old, "volumeClaimTemplates"))

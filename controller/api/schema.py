@@ -136,9 +136,13 @@ class Rule:
     reason: str | None = None
     protects: str = ""
     on_update: bool = False
-    # The same rule in Python (controller/api/predicates.py), on the same node; None only for a
-    # transition rule (on_update), which needs the stored object.
+    # The same rule in Python (controller/api/predicates.py), on the same node: ``check`` for a
+    # rule on the new object alone, ``check_update`` for a transition rule (on_update), which
+    # also gets the node in the stored object.
     check: predicates.Predicate | None = field(default=None, compare=False, repr=False)
+    check_update: predicates.TransitionPredicate | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def cel(self) -> str:
@@ -456,6 +460,7 @@ def immutable(where: str, protects: str) -> Rule:
         reason="FieldValueForbidden",
         protects=protects,
         on_update=True,
+        check_update=predicates.unchanged,
     )
 
 
@@ -1343,6 +1348,7 @@ class Builder:
                 reason="FieldValueForbidden",
                 protects="a JobSet handed between controllers while it runs",
                 on_update=True,
+                check_update=predicates.field_unchanged("managedBy"),
             ),
             *self.volume_rules(),
             *self.replicated_jobs_update_rules(),
@@ -1500,6 +1506,7 @@ class Builder:
                 reason="FieldValueForbidden",
                 protects="the child Jobs of a running JobSet",
                 on_update=True,
+                check_update=predicates.replicated_jobs_same(running, sizes, when_suspended=False),
             ),
             Rule(
                 id="replicated-jobs-suspended-changes",
@@ -1512,6 +1519,7 @@ class Builder:
                 reason="FieldValueForbidden",
                 protects="the child Jobs; a queueing system may still place the pods",
                 on_update=True,
+                check_update=predicates.replicated_jobs_same(paths, sizes, when_suspended=True),
             ),
             *(self.elastic_rules() if elastic else []),
         ]
@@ -1546,6 +1554,7 @@ class Builder:
                 field_path=".replicatedJobs",
                 protects="a running Job resized to no pods (its claims and work gone)",
                 on_update=True,
+                check_update=predicates.elastic_at_least_one(field),
             )
 
         p, c = (f"r.template.?spec.?{f}" for f in ELASTIC_JOB_FIELDS)
@@ -1566,6 +1575,7 @@ class Builder:
                 field_path=".replicatedJobs",
                 protects="a resize Kubernetes refuses on the running Jobs",
                 on_update=True,
+                check_update=predicates.elastic_completions_equal_parallelism,
             ),
         ]
 
@@ -1596,6 +1606,7 @@ class Builder:
                 reason="FieldValueForbidden",
                 protects="the Jobs and claims of a finished JobSet",
                 on_update=True,
+                check_update=predicates.elastic_not_when_finished,
             )
         ]
 
@@ -1606,11 +1617,12 @@ class Builder:
         def storage(x: str) -> str:
             return f"({present(x, requests)} && 'storage' in {sel(x, requests)})"
 
+        compared = ["?apiVersion", "?kind", "metadata.name", "metadata.?__namespace__"]
+        compared += ["metadata.?finalizers", "?spec.?resources.?limits"]
+        compared += [f"?spec.?{_seg(f)}" for f in claim_spec if f != "resources"]
+
         def template_fields(t: str) -> str:
-            paths = ["?apiVersion", "?kind", "metadata.name", "metadata.?__namespace__"]
-            paths += ["metadata.?finalizers", "?spec.?resources.?limits"]
-            paths += [f"?spec.?{_seg(f)}" for f in claim_spec if f != "resources"]
-            return "[" + ", ".join(f"dyn({t}.{p})" for p in paths) + f", dyn({storage(t)})]"
+            return "[" + ", ".join(f"dyn({t}.{p})" for p in compared) + f", dyn({storage(t)})]"
 
         def other_requests_in(a: str, b: str) -> str:
             """Every request of a other than storage is in b with the same value."""
@@ -1675,6 +1687,7 @@ class Builder:
                 reason="FieldValueForbidden",
                 protects="claims already made and mounted by running pods",
                 on_update=True,
+                check_update=predicates.volume_claim_policies_same(compared),
             ),
             Rule(
                 id="volume-claim-policies-storage-not-lowered",
@@ -1685,6 +1698,7 @@ class Builder:
                 f"has({o}.templates), {lowered_names('p', o, 'templates')}).flatten()[0]",
                 protects="existing claims: a claim cannot shrink",
                 on_update=True,
+                check_update=predicates.volume_claim_policies_not_lowered,
             ),
         ]
         path = "volumeClaimTemplates"
@@ -1699,6 +1713,7 @@ class Builder:
                 reason="FieldValueForbidden",
                 protects="claims already made and mounted by running pods",
                 on_update=True,
+                check_update=predicates.volume_policy_same(compared),
             ),
             Rule(
                 id="volume-policy-storage-not-lowered",
@@ -1708,6 +1723,7 @@ class Builder:
                 detail=f"{lowered_names('self', 'oldSelf', path)}[0]",
                 protects="existing claims: a claim cannot shrink",
                 on_update=True,
+                check_update=predicates.volume_policy_not_lowered,
             ),
         ]
         return vcp, vp

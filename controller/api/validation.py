@@ -13,7 +13,10 @@ then answers as ``kubectl apply`` would, in the API server's words:
    server from running them (it says so, and so does this);
 4. only when the CRD admits the object: the policy's rules, one message listing each broken one.
 
-The update (transition) rules need the stored object and are not run: ``render`` creates.
+An update (``old``: the stored object) runs the policy only when the spec changed (its match
+condition), the transition rules on nodes both objects have, and forgives a rule the stored
+object already broke (``specpolicy.expression``). The CRD's ratcheting (an error on a field the
+update did not change is forgiven) is not modelled: the stored object is taken to be valid.
 """
 
 from __future__ import annotations
@@ -128,9 +131,7 @@ class Contract:
                 "(controller/api/schema.py): a CRD of another release?"
             )
         policy = tuple(
-            PolicyRule(s.path, by_text[(s.rule["rule"], s.rule["message"])])
-            for s in sites
-            if not by_text[(s.rule["rule"], s.rule["message"])].on_update
+            PolicyRule(s.path, by_text[(s.rule["rule"], s.rule["message"])]) for s in sites
         )
         root = full["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         return cls(root=root, rules=by_text, policy=policy, gates=gates)
@@ -141,9 +142,11 @@ class Contract:
         _default(out, self.root)
         return out
 
-    def errors(self, obj: Mapping[str, Any]) -> tuple[list[FieldError], list[str]]:
+    def errors(
+        self, obj: Mapping[str, Any], old: Mapping[str, Any] | None = None
+    ) -> tuple[list[FieldError], list[str]]:
         """The CRD's field errors of a defaulted object, and (when there are none) the messages
-        of the policy's broken rules."""
+        of the policy's broken rules; ``old``: the stored object, for an update."""
         found = list(_metadata_errors(obj))
         found += list(_schema_errors(obj, self.root, ""))
         if any(e.blocking for e in found):
@@ -151,13 +154,18 @@ class Contract:
         found += list(self._rule_errors(obj, self.root, ""))
         if found:
             return found, []
-        return [], list(self._policy_messages(obj))
+        if old is not None and obj.get("spec") == old.get("spec"):
+            return [], []  # the policy's match condition: the spec did not change
+        return [], list(self._policy_messages(obj, old))
 
-    def refusal(self, obj: Mapping[str, Any]) -> Refusal | None:
-        """None when the API server would admit the JobSet (created), else its message."""
+    def refusal(
+        self, obj: Mapping[str, Any], old: Mapping[str, Any] | None = None
+    ) -> Refusal | None:
+        """None when the API server would admit the JobSet (created, or replacing ``old``),
+        else its message."""
         obj = self.defaulted(obj)
         name = str((obj.get("metadata") or {}).get("name", ""))
-        crd_errors, policy_messages = self.errors(obj)
+        crd_errors, policy_messages = self.errors(obj, old)
         if crd_errors:
             texts = list(dict.fromkeys(str(e) for e in crd_errors))
             joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
@@ -197,14 +205,25 @@ class Contract:
     def _in_policy(self, rule: schema.Rule) -> bool:
         return any(p.rule is rule for p in self.policy)
 
-    def _policy_messages(self, obj: Mapping[str, Any]) -> Iterator[str]:
+    def _policy_messages(
+        self, obj: Mapping[str, Any], old: Mapping[str, Any] | None
+    ) -> Iterator[str]:
         for site in self.policy:
-            node: Any = obj
-            for key in site.path:
-                node = node.get(key) if isinstance(node, Mapping) else None
+            node, before = _node(obj, site.path), _node(old, site.path)
             if node is None:
                 continue
-            verdict = _check(site.rule, node)
+            if site.rule.on_update:
+                if before is None:
+                    continue  # a create, or the stored object lacks the node
+                verdict = _check_update(site.rule, node, before)
+            else:
+                verdict = _check(site.rule, node)
+                if (
+                    verdict is not None
+                    and before is not None
+                    and _check(site.rule, before) is not None
+                ):
+                    continue  # broken before this update already: forgiven
             if verdict is not None:
                 prefix = f"{site.where}: " if site.where else ""
                 yield prefix + _message(site.rule, verdict)
@@ -234,6 +253,19 @@ def _strip_rules(node: Any) -> None:
     elif isinstance(node, list):
         for child in node:
             _strip_rules(child)
+
+
+def _node(obj: Mapping[str, Any] | None, path: tuple[str, ...]) -> Any:
+    node: Any = obj
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node
+
+
+def _check_update(rule: schema.Rule, value: Any, old: Any) -> predicates.Broken | None:
+    if rule.check_update is None:
+        raise AssertionError(f"transition rule {rule.id} has no Python predicate")
+    return rule.check_update(value, old)
 
 
 def _check(rule: schema.Rule, value: Any) -> predicates.Broken | None:

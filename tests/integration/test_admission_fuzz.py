@@ -20,8 +20,9 @@ real kube-apiserver with ``dryRun=All`` (validation in full, nothing stored). Pr
     mismatch and fails the test with every case found.
 
 (c) the Python rules that ``render`` runs (``controller/api/validation.py``: the schema's
-    defaults and bounds, each rule's predicate) give the server's verdict in its words: the same
-    field errors from the CRD, or the admission policy's same message.
+    defaults and bounds, each rule's predicate; on updates, the transition rules' too) give the
+    server's verdict in its words: the same field errors from the CRD, or the admission policy's
+    same message.
 
 Updates: a valid JobSet is really created, then replaced (dry run) with mutated specs, which
 exercises the immutability and transition rules with the same properties.
@@ -1105,10 +1106,13 @@ def server_errors(body: Obj) -> set[str]:
     return {f"{c.get('field', '<nil>')}: {c.get('message', '')}" for c in causes}
 
 
-def check_contract(case: Case, accepted: bool, body: Obj, tally: Tally) -> None:
-    """Property (c): the Python rules (``render``'s validation) give the API server's verdict,
-    in its words: every field error the CRD reports, or the policy's whole message."""
-    refusal = CONTRACT.refusal(case.body)
+def check_contract(
+    case: Case, accepted: bool, body: Obj, tally: Tally, stored: Obj | None = None
+) -> None:
+    """Property (c): the Python rules (``controller/api/validation.py``) give the API server's
+    verdict, in its words: every field error the CRD reports, or the policy's whole message;
+    ``stored``: the object an update replaces."""
+    refusal = CONTRACT.refusal(case.body, stored)
     if accepted or refusal is None:
         if accepted != (refusal is None):
             verdict = "admits" if accepted else "refuses"
@@ -1302,10 +1306,15 @@ async def test_generated_updates_agree_with_admission(kube: Kube, namespace: str
         case = data.draw(mutated(stored, UPDATE_MUTATIONS, first))
         status, body = run(submit(kube, "PUT", f"{path}/{stored['metadata']['name']}", case.body))
         accepted = check_response(case, status, body, 200, tally)
+        check_contract(case, accepted, body, tally, stored)
         check_parser(case, accepted, body if accepted else case.body, tally)
 
     await asyncio.to_thread(fuzz, UPDATE_MUTATIONS, example)
     check_coverage(tally, UPDATE_MUTATIONS, "update")
+    assert not tally.contract_mismatches, (
+        "the Python rules (controller/api/validation.py) disagree with the API server:\n"
+        + "\n".join(tally.contract_mismatches)
+    )
     messages = " ".join(tally.messages)
     for rule in (
         "spec.network is immutable",
