@@ -412,44 +412,34 @@ def _coordinated(spec: Node) -> tuple[Node, list[Node]] | None:
     return coordinator, [r for r in _rjobs(spec) if r["name"] == coordinator["replicatedJob"]]
 
 
-def coordinator_replicated_job(spec: Node) -> Verdict:
-    found = _coordinated(spec)
-    if found is None:
-        return None
-    coordinator, rjobs = found
-    return unless(bool(rjobs), coordinator["replicatedJob"])
+def _on_coordinator(holds: Callable[[Node, list[Node]], bool]) -> Predicate:
+    """A coordinator rule: ``holds(coordinator, its replicated jobs)``, naming the replicated
+    job when it does not; nothing to check without a coordinator."""
+
+    def check(spec: Node) -> Verdict:
+        found = _coordinated(spec)
+        if found is None:
+            return None
+        coordinator, rjobs = found
+        return unless(holds(coordinator, rjobs), coordinator["replicatedJob"])
+
+    return check
 
 
-def coordinator_job_index(spec: Node) -> Verdict:
-    found = _coordinated(spec)
-    if found is None:
-        return None
-    coordinator, rjobs = found
-    index = coordinator.get("jobIndex", 0)
-    return unless(all(index < r["replicas"] for r in rjobs), coordinator["replicatedJob"])
-
-
-def coordinator_indexed(spec: Node) -> Verdict:
-    found = _coordinated(spec)
-    if found is None:
-        return None
-    coordinator, rjobs = found
-    holds = all(get(r, "template", "spec", "completionMode") == "Indexed" for r in rjobs)
-    return unless(holds, coordinator["replicatedJob"])
-
-
-def coordinator_pod_index(spec: Node) -> Verdict:
-    found = _coordinated(spec)
-    if found is None:
-        return None
-    coordinator, rjobs = found
+def _pod_index_below_completions(coordinator: Node, rjobs: list[Node]) -> bool:
     index = coordinator.get("podIndex", 0)
-    holds = all(
-        get(r, "template", "spec", "completions") is None
-        or index < get(r, "template", "spec", "completions")
-        for r in rjobs
-    )
-    return unless(holds, coordinator["replicatedJob"])
+    completions = (get(r, "template", "spec", "completions") for r in rjobs)
+    return all(c is None or index < c for c in completions)
+
+
+coordinator_replicated_job = _on_coordinator(lambda _, rjobs: bool(rjobs))
+coordinator_job_index = _on_coordinator(
+    lambda c, rjobs: all(c.get("jobIndex", 0) < r["replicas"] for r in rjobs)
+)
+coordinator_indexed = _on_coordinator(
+    lambda _, rjobs: all(get(r, "template", "spec", "completionMode") == "Indexed" for r in rjobs)
+)
+coordinator_pod_index = _on_coordinator(_pod_index_below_completions)
 
 
 def restart_job_replicas(spec: Node) -> Verdict:
