@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Container
+from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api, placement
@@ -160,17 +161,31 @@ def desired_job(jobset: JobSet, rjob: ReplicatedJob, index: int, restart_job: bo
     }
 
 
+@dataclass(frozen=True)
+class DesiredJob:
+    """A child Job the JobSet wants: the replicated job and index it is made for (never read
+    back from the labels written into it), and the object to create."""
+
+    replicated_job: str
+    index: int
+    object: Obj
+
+    @property
+    def name(self) -> str:
+        return str(self.object["metadata"]["name"])
+
+
 def desired_jobs(
     jobset: JobSet,
     allowed: frozenset[str] | None = None,
     existing: Container[str] = frozenset(),
     restart_job: bool = False,
-) -> list[Obj]:
+) -> list[DesiredJob]:
     """Every Job of the current attempt, in spec order (optionally only some replicated jobs),
     but those named in ``existing``: they are not built at all. ``restart_job``: the RestartJob
     gate is on (``child_labels``)."""
     return [
-        desired_job(jobset, rjob, index, restart_job)
+        DesiredJob(rjob.name, index, desired_job(jobset, rjob, index, restart_job))
         for rjob in jobset.replicated_jobs
         if allowed is None or rjob.name in allowed
         for index in range(rjob.replicas)

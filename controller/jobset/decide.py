@@ -179,10 +179,10 @@ def _mounted_jobs(
     result = []
     held = []
     for job in construct.desired_jobs(jobset, allowed, existing, restart_job):
-        if job["metadata"]["name"] in others:
-            held.append(job["metadata"]["name"])
+        if job.name in others:
+            held.append(job.name)
             continue
-        if not gating.may_run(job, model, mountable):
+        if not gating.may_run(job.object, model, mountable):
             continue  # a claim it needs is not mountable yet
         result.append(gating.with_claims(job, jobset, model))
     return result, writefailures.held_jobs(held, others)

@@ -11,6 +11,11 @@ from controller.jobset import api, construct
 from controller.jobset.model import parse
 
 
+def job_objects(js: Any) -> list[dict[str, Any]]:
+    """The objects of the JobSet's desired Jobs (``construct.desired_jobs``)."""
+    return [job.object for job in construct.desired_jobs(js)]
+
+
 def jobset(**spec: Any) -> Any:
     base: dict[str, Any] = {
         "replicatedJobs": [
@@ -41,13 +46,11 @@ def _template(completions: int | None = None, **pod: Any) -> dict[str, Any]:
 
 
 def _job(js: Any, rjob: str, index: int) -> dict[str, Any]:
-    return next(
-        j for j in construct.desired_jobs(js) if j["metadata"]["name"] == f"train-{rjob}-{index}"
-    )
+    return next(j for j in job_objects(js) if j["metadata"]["name"] == f"train-{rjob}-{index}")
 
 
 def test_one_job_per_replica_with_upstream_names() -> None:
-    names = [j["metadata"]["name"] for j in construct.desired_jobs(jobset())]
+    names = [j["metadata"]["name"] for j in job_objects(jobset())]
     assert names == ["train-driver-0", "train-workers-0", "train-workers-1", "train-workers-2"]
 
 
@@ -131,7 +134,7 @@ def test_custom_subdomain_and_dns_off() -> None:
 
 def test_coordinator_endpoint_on_every_job_and_pod() -> None:
     js = jobset(coordinator={"replicatedJob": "workers", "jobIndex": 1, "podIndex": 0})
-    for job in construct.desired_jobs(js):
+    for job in job_objects(js):
         assert job["metadata"]["annotations"][api.COORDINATOR] == "train-workers-1-0.train"
         assert (
             job["spec"]["template"]["metadata"]["labels"][api.COORDINATOR]
@@ -156,14 +159,14 @@ def test_upstream_defaults_and_ownership() -> None:
 
 
 def test_suspended_jobset_creates_suspended_jobs() -> None:
-    assert all(j["spec"]["suspend"] is True for j in construct.desired_jobs(jobset(suspend=True)))
+    assert all(j["spec"]["suspend"] is True for j in job_objects(jobset(suspend=True)))
 
 
 def test_construction_never_mutates_the_parsed_template() -> None:
     js = jobset()
     before = repr(js.replicated_jobs[1].template)
-    construct.desired_jobs(js)
-    construct.desired_jobs(js)
+    job_objects(js)
+    job_objects(js)
     assert repr(js.replicated_jobs[1].template) == before
 
 
@@ -172,7 +175,7 @@ def test_capitalised_replicated_job_names_give_valid_job_names() -> None:
         replicatedJobs=[{"name": "A", "replicas": 2, "template": _template()}],
         coordinator={"replicatedJob": "A", "jobIndex": 1},
     )
-    jobs = construct.desired_jobs(js)
+    jobs = job_objects(js)
     assert [j["metadata"]["name"] for j in jobs] == ["train-a-0", "train-a-1"]
     assert jobs[0]["metadata"]["labels"][api.REPLICATED_JOB_NAME] == "A"
     assert jobs[0]["metadata"]["labels"][api.COORDINATOR] == "train-a-1-0.train"
@@ -191,8 +194,19 @@ def test_empty_metadata_in_templates_gets_our_labels() -> None:
             "spec": {"replicatedJobs": [{"name": "driver", "template": template}]},
         }
     )
-    (job,) = construct.desired_jobs(js)
+    (job,) = job_objects(js)
     pod_meta = job["spec"]["template"]["metadata"]
     assert pod_meta["labels"][api.JOBSET_NAME] == "train"
     assert pod_meta["annotations"][api.JOB_INDEX] == "0"
     assert job["metadata"]["labels"][api.JOBSET_NAME] == "train"
+
+
+def test_a_desired_job_carries_its_replicated_job_and_index() -> None:
+    """Made for a replicated job and an index, not read back from its own labels."""
+    for job in construct.desired_jobs(jobset()):
+        labels = job.object["metadata"]["labels"]
+        assert (job.replicated_job, job.index) == (
+            labels[api.REPLICATED_JOB_NAME],
+            int(labels[api.JOB_INDEX]),
+        )
+        assert job.name == job.object["metadata"]["name"]

@@ -13,6 +13,12 @@ from controller.jobset.placement import EXCLUSIVE_TOPOLOGY as EXCL
 from controller.jobset.placement import NAMESPACED_JOB, NO_SCHEDULE_TAINT, Placement
 from controller.jobset.placement import NODE_SELECTOR_STRATEGY as NS
 
+
+def job_objects(js: Any) -> list[dict[str, Any]]:
+    """The objects of the JobSet's desired Jobs (``construct.desired_jobs``)."""
+    return [job.object for job in construct.desired_jobs(js)]
+
+
 RACK = "example.com/rack"
 BAD_CHARACTER = "the name part has a character other than letters, digits, '-', '_', '.'"
 POOL = "cloud.google.com/gke-nodepool"
@@ -239,7 +245,7 @@ def _pod_spec(job: dict[str, Any]) -> dict[str, Any]:
 
 def test_jobset_level_constrains_every_job_with_its_own_job_key() -> None:
     js = _jobset({EXCL: RACK})
-    jobs = construct.desired_jobs(js)
+    jobs = job_objects(js)
     assert len(jobs) == 4
     keys = set()
     for job in jobs:
@@ -261,7 +267,7 @@ def test_jobset_level_constrains_every_job_with_its_own_job_key() -> None:
 
 def test_replicated_job_level_applies_to_that_replicated_job_only() -> None:
     js = _jobset(template_annotations={"workers": {EXCL: POOL, NS: "true"}})
-    by_name = {j["metadata"]["name"]: j for j in construct.desired_jobs(js)}
+    by_name = {j["metadata"]["name"]: j for j in job_objects(js)}
     for name in ("train-leader-0", "train-leader-1"):
         assert "affinity" not in _pod_spec(by_name[name])
         assert "nodeSelector" not in _pod_spec(by_name[name])
@@ -278,7 +284,7 @@ def test_replicated_job_level_applies_to_that_replicated_job_only() -> None:
 
 def test_replicated_job_level_overrides_jobset_level_key() -> None:
     js = _jobset({EXCL: RACK}, template_annotations={"workers": {EXCL: POOL}})
-    by_name = {j["metadata"]["name"]: j for j in construct.desired_jobs(js)}
+    by_name = {j["metadata"]["name"]: j for j in job_objects(js)}
     leader = _pod_spec(by_name["train-leader-0"])["affinity"]["podAffinity"]
     workers = _pod_spec(by_name["train-workers-0"])["affinity"]["podAffinity"]
     assert leader["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == RACK
@@ -288,7 +294,7 @@ def test_replicated_job_level_overrides_jobset_level_key() -> None:
 
 def test_without_annotations_the_pod_spec_is_the_template_s() -> None:
     js = _jobset()
-    for job in construct.desired_jobs(js):
+    for job in job_objects(js):
         assert _pod_spec(job) == {
             "containers": [{"name": "c", "image": "i"}],
             "restartPolicy": "OnFailure",
@@ -337,4 +343,4 @@ def test_parse_refuses_placement_kubernetes_would_refuse(
 
 def test_long_namespace_is_fine_without_the_node_selector_strategy() -> None:
     js = _jobset({EXCL: RACK}, namespace="n" * 50)
-    assert len(construct.desired_jobs(js)) == 4
+    assert len(job_objects(js)) == 4

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from controller.jobset import api, children, suspend
+from controller.jobset.construct import DesiredJob
 from controller.jobset.model import JobSet
 from controller.jobset.volumes import podscope
 from controller.jobset.volumes.admission import Blocked
@@ -66,14 +67,15 @@ def may_run(job: Obj, model: VolumeModel, mountable: set[str]) -> bool:
     return needed is None or all(map(mountable.__contains__, needed))
 
 
-def with_claims(job: Obj, jobset: JobSet, model: VolumeModel) -> Obj:
-    """A desired Job (``construct``, so labelled with its replicated job and index) with its
-    claims mounted; as it is when the JobSet has no volume policies."""
+def with_claims(job: DesiredJob, jobset: JobSet, model: VolumeModel) -> Obj:
+    """A desired Job's object with its claims mounted; as it is when the JobSet has no volume
+    policies."""
     if not model.policies:
-        return job
-    labels = job["metadata"]["labels"]
-    rjob, index = labels[api.REPLICATED_JOB_NAME], int(labels[api.JOB_INDEX])
-    return mount(job, jobset, model.policies, rjob, index, model.job_claims.for_job(rjob, index))
+        return job.object
+    rjob, index = job.replicated_job, job.index
+    return mount(
+        job.object, jobset, model.policies, rjob, index, model.job_claims.for_job(rjob, index)
+    )
 
 
 def must_suspend(
