@@ -15,6 +15,7 @@ import yaml
 
 from controller import features
 from controller.api import crdgen, schema
+from controller.api.validation import Contract
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY as EXCLUSIVE
 from controller.jobset.placement import NODE_SELECTOR_STRATEGY as NODE_SELECTOR
 from localcluster.cluster import LocalCluster
@@ -178,6 +179,20 @@ async def test_committed_crd_matches_the_generator(apiserver_cluster: LocalClust
         )
         size = len(committed.encode())
         assert size < 1024 * 1024, f"{path} is {size} bytes; etcd's object limit is 1.5 MiB"
+
+
+async def test_render_reads_the_crd_a_cluster_serves(kube: Kube) -> None:
+    """``render --crd`` with the CRD as the API server serves it (``kubectl get crd -o yaml``:
+    status, managed fields and all): the contract is built from it and answers as the server."""
+    await install_crd(kube)
+    path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{schema.CRD_NAME}"
+    served = await kube.raw("GET", path)
+    contract = Contract.from_crd(served)
+    assert contract.refusal(base()) is None
+    body = base()
+    spec(body)["replicatedJobs"][0]["replicas"] = -1
+    refusal = contract.refusal(body)
+    assert refusal is not None and "should be greater than or equal to 0" in refusal.message
 
 
 async def test_crd_is_established_with_printer_columns(
