@@ -52,6 +52,8 @@ sys.path.insert(0, str(ROOT))  # the scenarios are built by the unit tests' own 
 from controller.jobset import api, construct, failure, messagepatterns, volumes  # noqa: E402
 from controller.jobset.decide import decide  # noqa: E402
 from controller.jobset.model import InvalidJobSet, JobSet  # noqa: E402
+from controller.jobset.volumes.desired import desired_claims  # noqa: E402
+from controller.jobset.volumes.model import VolumePolicy  # noqa: E402
 from tests.unit.jobset_factories import at, make_job, make_jobset, rjob  # noqa: E402
 from tests.unit.test_messagepatterns import BACKOFF_MESSAGE, _hostile_jobs  # noqa: E402
 from tests.unit.test_reconcile_cost import _big_pod, _job_scope, _many_policies  # noqa: E402
@@ -71,7 +73,7 @@ def _claim_policy(name: str) -> dict[str, Any]:
     return {"volumeClaimPolicies": [{"templates": [template]}]}
 
 
-def _decide_pending(js: JobSet, policies: tuple[volumes.VolumePolicy, ...]) -> Scenario:
+def _decide_pending(js: JobSet, policies: tuple[VolumePolicy, ...]) -> Scenario:
     return lambda: decide(js, [], None, NOW, model=volumes.VolumeModel(js, policies))
 
 
@@ -116,9 +118,7 @@ def scenarios(runs: int) -> dict[str, Scenario]:
     expressions = [{"key": f"k{i}", "operator": "In", "values": ["a", "b"]} for i in range(10)]
     many_claims = _job_scope(1000, 10, selector={"matchExpressions": expressions})
     many_claims_policies = volumes.policies(many_claims)
-    result["desired-claims-10000"] = lambda: volumes.desired_claims(
-        many_claims, many_claims_policies
-    )
+    result["desired-claims-10000"] = lambda: desired_claims(many_claims, many_claims_policies)
 
     # A fresh parsed JobSet for each run (the mount names are cached on one), parsed beforehand.
     fresh = iter([_many_policies(1) for _ in range(runs)])

@@ -16,7 +16,7 @@ import asyncio
 import datetime
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -38,20 +38,14 @@ from controller.jobset.decide import Plan, decide
 from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import InvalidJobSet, JobSet, parse, with_new_status
 from controller.jobset.volumes import (
-    ClaimPatch,
-    ClaimView,
     DesiredClaim,
-    StorageClasses,
     VolumeModel,
     VolumePlan,
-    admission,
     deletion,
-    podscope,
 )
-from controller.jobset.volumes.observed import storage_classes
-from controller.jobset.wanted import WantedClaims
+from controller.jobset.volumes.io import VolumeIO
 from controller.jobset.writefailures import Failure, Write
-from controller.runtime.client import CLAIMS, JOBS, SERVICES, ApiError, KubeClient
+from controller.runtime.client import JOBS, SERVICES, ApiError, KubeClient
 from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
 from controller.runtime.manager import Cache
@@ -95,16 +89,21 @@ class JobSetReconciler:
         self.jobsets = jobsets
         self.jobs = jobs
         self.services = services
-        self.claims = claims
-        self.storage_classes = storage_classes
-        # MutatingAdmissionPolicies and their bindings: Pod scope works only with ours installed.
-        self.admission_policies = admission_policies
-        self.admission_bindings = admission_bindings
-        # Pods of Pod-scope replicated jobs, reduced to their placeholders (podscope.pod_view).
-        self.pods = pods
-        # The policy and binding versions first seen installed, and when (monotonic).
-        self._admission_seen: admission.Seen | None = None
         self.metrics = metrics or JobSetMetrics(None)
+        # The volumes' cache reads (claims, storage classes, Pod-scope admission) and claim
+        # writes, and the claim names each JobSet wants (routing claim events).
+        self.volume_io = VolumeIO(
+            client,
+            self.metrics,
+            self._event,
+            index=JOBSET_INDEX,
+            claims=claims,
+            storage_classes=storage_classes,
+            admission_policies=admission_policies,
+            admission_bindings=admission_bindings,
+            pods=pods,
+        )
+        self.wanted = self.volume_io.wanted
         self._wall = wall_clock
         # Seconds on a monotonic clock (expectations, pacing, the Pod-scope settle window):
         # injected, so that tests drive time instead of sleeping through it.
@@ -132,8 +131,6 @@ class JobSetReconciler:
         self.managed_by = managed_by
         # Upstream's alpha features this controller runs (--feature-gates; the CRD must match).
         self.feature_gates = feature_gates
-        # Per JobSet, the claim names it wants: a claim event goes to the JobSets wanting it.
-        self.wanted = WantedClaims()
         # Per JobSet, the cached object last parsed and its parse, and the volume model of that
         # parse: a JobSet is re-read only when the cache holds a new object for it (a watch
         # event), not on every pass its children's events cause. Both are pure functions of the
@@ -157,57 +154,6 @@ class JobSetReconciler:
             else:
                 others[str(job.get("metadata", {}).get("name"))] = job
         return owned, others
-
-    def _claims(self, key: str, jobset: JobSet, model: VolumeModel) -> dict[str, ClaimView]:
-        """Claims this JobSet may care about: those labelled with its name, and any claim
-        (labelled or not: a conflict is exactly an unlabelled one) with a name it wants."""
-        # Recorded in the same step as the cache is read (no await between): an event of a
-        # claim is either in what this pass reads, or enqueues the key again.
-        self.wanted.want(key, (d.name for d in model.desired))
-        if self.claims is None or not model.policies:
-            return {}
-        found = {c["metadata"]["name"]: c for c in self.claims.by_index(JOBSET_INDEX, key)}
-        for desired in model.desired:
-            claim = self.claims.get(jobset.namespace, desired.name)
-            if claim is not None:
-                found[desired.name] = claim
-        return volumes.views(found.values())
-
-    def _classes(self) -> StorageClasses:
-        if self.storage_classes is None:
-            return StorageClasses()
-        return storage_classes(self.storage_classes.items())
-
-    def _pod_scope_blocked(
-        self, key: str, jobset: JobSet, job_uids: Collection[str], now: float
-    ) -> tuple[admission.Blocked | None, float | None]:
-        """Why Pod-scope pods of this JobSet cannot get their claims now, if so, and when to look
-        again: the policy missing (``admission.missing``), just installed (given
-        ``SETTLE_SECONDS`` to take effect), or pods of the JobSet's own Jobs (``job_uids``)
-        admitted without it."""
-        policies, bindings = self.admission_policies, self.admission_bindings
-        if policies is None or bindings is None:
-            unavailable: str | None = admission.NOT_WATCHED
-            policy = binding = None
-        else:
-            status = policies.unavailable() or bindings.unavailable()
-            unavailable = admission.not_served(status) if status is not None else None
-            policy = policies.get(None, podscope.POLICY_NAME)
-            binding = bindings.get(None, podscope.POLICY_NAME)
-        found = admission.readiness(
-            unavailable,
-            policy,
-            binding,
-            lambda: podscope.unresolved_pods(
-                self.pods.by_index(JOBSET_INDEX, key) if self.pods else [], job_uids
-            ),
-            namespace=jobset.namespace,
-            jobset=jobset.name,
-            seen=self._admission_seen,
-            now=now,
-        )
-        self._admission_seen = found.seen
-        return found.blocked, found.look_again
 
     def _parse(self, key: str, obj: Obj) -> JobSet:
         """``parse(obj)``, once per cached object (raises ``InvalidJobSet`` as it does). A new
@@ -286,9 +232,10 @@ class JobSetReconciler:
             matches = await failure.match_messages_in_thread(jobset, jobs)
             service = self.services.get(namespace, jobset.subdomain)
             model = self._model(key, jobset)
-            claims, classes, wall = self._claims(key, jobset, model), self._classes(), self._wall()
+            claims = self.volume_io.claims_of(key, jobset, model)
+            classes, wall = self.volume_io.classes(), self._wall()
             blocked, look_again = (
-                self._pod_scope_blocked(
+                self.volume_io.pod_scope_blocked(
                     key, jobset, {str(j["metadata"]["uid"]) for j in jobs}, self._clock()
                 )
                 if model.pod_scope
@@ -506,7 +453,7 @@ class JobSetReconciler:
         created: dict[volumes.Slot, str] = {}
 
         async def create(claim: DesiredClaim) -> None:
-            uid = await self._create_claim(jobset, claim)
+            uid = await self.volume_io.create_claim(jobset, claim)
             if uid:
                 created[claim.slot] = uid
 
@@ -523,14 +470,17 @@ class JobSetReconciler:
             raise
         failures += await self._parallel(
             [
-                self._refusal(Write.PATCH_CLAIM, change.name, self._patch_claim(jobset.raw, change),
+                self._refusal(Write.PATCH_CLAIM, change.name,
+                              self.volume_io.patch_claim(jobset.raw, change),
                               reason=change.reason + "Failed")
                 for change in vplan.patch
             ]
         )  # fmt: skip
         failures += await self._parallel(
             [
-                self._refusal(Write.DELETE_CLAIM, name, self._delete_claim(jobset.raw, name))
+                self._refusal(
+                    Write.DELETE_CLAIM, name, self.volume_io.delete_claim(jobset.raw, name)
+                )
                 for name in vplan.delete
             ]
         )
@@ -572,18 +522,19 @@ class JobSetReconciler:
     async def _finalise(self, key: str, obj: Obj) -> Result:
         """Retention for a JobSet being deleted (``volumes.deletion``: from the stored object,
         whatever its spec), then the finalizer goes."""
-        labelled = self.claims.by_index(JOBSET_INDEX, key) if self.claims is not None else []
+        labelled = self.volume_io.labelled_claims(key)
         vplan = deletion.plan(obj, volumes.views(labelled).values())
         failures = await self._parallel(
             [
-                self._refusal(Write.PATCH_CLAIM, change.name, self._patch_claim(obj, change),
+                self._refusal(Write.PATCH_CLAIM, change.name,
+                              self.volume_io.patch_claim(obj, change),
                               reason=change.reason + "Failed")
                 for change in vplan.patch
             ]
         )  # fmt: skip
         failures += await self._parallel(
             [
-                self._refusal(Write.DELETE_CLAIM, name, self._delete_claim(obj, name))
+                self._refusal(Write.DELETE_CLAIM, name, self.volume_io.delete_claim(obj, name))
                 for name in vplan.delete
             ]
         )
@@ -608,43 +559,6 @@ class JobSetReconciler:
                 raise
         log.info("volume retention done; finalizer removed")
         return Result()
-
-    async def _create_claim(self, jobset: JobSet, claim: DesiredClaim) -> str | None:
-        """Creates the claim; returns its uid (None when it existed already)."""
-        name = claim.name
-        try:
-            created = await self.client.create(CLAIMS, claim.object, jobset.namespace)
-        except ApiError as err:
-            if err.already_exists:
-                return None  # the next pass classifies it (ours from a lost response, or not)
-            raise  # a refusal is reported by the status (writefailures)
-        self.metrics.claims_created.inc()
-        self._event(jobset.raw, "Normal", volumes.REASON_CLAIM_CREATED, f"created claim {name}")
-        uid = (created.get("metadata") or {}).get("uid") if isinstance(created, dict) else None
-        return uid if isinstance(uid, str) else None
-
-    async def _patch_claim(self, obj: Obj, change: ClaimPatch) -> None:
-        """Patches a claim of the JobSet ``obj`` (the stored object: it may not parse)."""
-        try:
-            await self.client.patch(CLAIMS, change.name, change.patch, _namespace(obj))
-        except ApiError as err:
-            if err.not_found:
-                return
-            raise  # a refusal is reported by the status (writefailures), or while deleting by
-            # the Event of _finalise
-        if change.reason == volumes.REASON_CLAIM_ADOPTED:
-            self.metrics.claims_adopted.inc()
-        self._event(obj, change.event_type, change.reason, change.message)
-
-    async def _delete_claim(self, obj: Obj, name: str) -> None:
-        try:
-            await self.client.delete(CLAIMS, name, _namespace(obj))
-        except ApiError as err:
-            if err.not_found:
-                return
-            raise
-        self.metrics.claims_deleted.inc()
-        self._event(obj, "Normal", volumes.REASON_CLAIM_DELETED, f"deleted claim {name}")
 
     async def _create_service(self, namespace: str, plan: Plan) -> None:
         assert plan.create_service is not None

@@ -20,6 +20,7 @@ import pytest
 
 from controller.jobset import api, volumes
 from controller.jobset import kueue as kueue_policy
+from controller.jobset.volumes.status import REASON_WAITING_FOR_RESUME
 from controller.runtime.client import CLAIMS, PODS, KubeClient
 from localcluster import kueue
 from localcluster.cluster import LocalCluster
@@ -236,10 +237,9 @@ async def test_queued_jobset_stays_suspended_until_admitted_then_completes(
     waiting_js = await wait_for(
         lambda: get_jobset(kclient, ns, name),
         lambda obj: (
-            (condition(obj, volumes.VOLUMES_READY) or {}).get("reason")
-            == volumes.REASON_WAITING_FOR_RESUME
+            (condition(obj, volumes.VOLUMES_READY) or {}).get("reason") == REASON_WAITING_FOR_RESUME
         ),
-        f"VolumesReady=False ({volumes.REASON_WAITING_FOR_RESUME}) on the queued {name}",
+        f"VolumesReady=False ({REASON_WAITING_FOR_RESUME}) on the queued {name}",
     )
     assert (condition(waiting_js, volumes.VOLUMES_READY) or {}).get("status") == "False"
     assert await claims_of(kclient, ns, name) == {}

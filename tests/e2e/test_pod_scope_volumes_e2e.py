@@ -18,8 +18,17 @@ import pytest
 
 from controller.jobset import api, volumes
 from controller.jobset.volumes import admission
+from controller.jobset.volumes.admission import REASON_POLICY_MISSING
+from controller.jobset.volumes.lifecycle import REASON_CLAIM_DELETED
+from controller.jobset.volumes.model import (
+    CLAIM_POD_INDEX_LABEL,
+    CLAIM_SCOPE_LABEL,
+    CLAIM_TEMPLATE_LABEL,
+    SELECTED_NODE_ANNOTATION,
+)
 from controller.jobset.volumes.podscope import COMPLETION_INDEX_ANNOTATION, POLICY_NAME
 from controller.jobset.volumes.record import uid_prefix
+from controller.jobset.volumes.status import REASON_CLAIMS_BOUND
 from controller.runtime.client import CLAIMS, PODS, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import (
@@ -98,7 +107,7 @@ def rank_of_pod(pod: Obj) -> Rank:
 
 def rank_of_claim(claim: Obj) -> Rank:
     labels = claim["metadata"]["labels"]
-    return int(labels[api.JOB_INDEX]), int(labels[volumes.CLAIM_POD_INDEX_LABEL])
+    return int(labels[api.JOB_INDEX]), int(labels[CLAIM_POD_INDEX_LABEL])
 
 
 async def live_claims(client: KubeClient, namespace: str) -> dict[str, Obj]:
@@ -175,7 +184,7 @@ async def assert_bound_where_used(
     """Each claim's volume is on the node of the pod that mounts it (WaitForFirstConsumer)."""
     for rank, claim in claims.items():
         node = pods[rank]["spec"]["nodeName"]
-        assert claim["metadata"]["annotations"][volumes.SELECTED_NODE_ANNOTATION] == node
+        assert claim["metadata"]["annotations"][SELECTED_NODE_ANNOTATION] == node
         volume = await client.get(VOLUMES, claim["spec"]["volumeName"])
         terms = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
         assert terms[0]["matchExpressions"][0]["values"] == [node], claim_name(rank)
@@ -201,8 +210,8 @@ async def test_each_pod_mounts_its_own_claim_and_a_restart_keeps_them(
     for name, claim in claims.items():
         assert claim_name(rank_of_claim(claim)) == name
         labels = claim["metadata"]["labels"]
-        assert labels[volumes.CLAIM_SCOPE_LABEL] == "Pod", name
-        assert labels[volumes.CLAIM_TEMPLATE_LABEL] == "ckpt", name
+        assert labels[CLAIM_SCOPE_LABEL] == "Pod", name
+        assert labels[CLAIM_TEMPLATE_LABEL] == "ckpt", name
         assert labels[api.REPLICATED_JOB_NAME] == "workers", name
         assert claim["spec"]["storageClassName"] == "wffc", name
 
@@ -223,7 +232,7 @@ async def test_each_pod_mounts_its_own_claim_and_a_restart_keeps_them(
     ready_condition = condition(ready, volumes.VOLUMES_READY) or {}
     assert (ready_condition.get("status"), ready_condition.get("reason")) == (
         "True",
-        volumes.REASON_CLAIMS_BOUND,
+        REASON_CLAIMS_BOUND,
     ), ready_condition
 
     # One pod fails (KWOK's fail stage), its Job fails (backoffLimit 0): the JobSet restarts.
@@ -268,9 +277,7 @@ async def test_scaling_down_deletes_only_the_claims_beyond_replicas(
     gone = [r for r in ALL_RANKS if r[0] == 1]
     for rank in gone:
         await wait_gone(client, CLAIMS, claim_name(rank), ns)
-    await wait_event(
-        full_kube, ns, NAME, volumes.REASON_CLAIM_DELETED, contains=claim_name(gone[0])
-    )
+    await wait_event(full_kube, ns, NAME, REASON_CLAIM_DELETED, contains=claim_name(gone[0]))
     jobs = await wait_live_jobs(client, ns, NAME, 1)
     assert jobs[0]["metadata"]["labels"][api.JOB_INDEX] == "0"
 
@@ -304,10 +311,9 @@ async def test_installing_the_policy_releases_a_held_jobset(
         await wait_for(
             lambda: get_jobset(client, ns, NAME),
             lambda obj: (
-                (condition(obj, volumes.VOLUMES_READY) or {}).get("reason")
-                == volumes.REASON_POLICY_MISSING
+                (condition(obj, volumes.VOLUMES_READY) or {}).get("reason") == REASON_POLICY_MISSING
             ),
-            f"VolumesReady to say {volumes.REASON_POLICY_MISSING}",
+            f"VolumesReady to say {REASON_POLICY_MISSING}",
         )
         await settled_process(controller.replicas[-1], client, ns)
         assert await live_claims(client, ns) == {}

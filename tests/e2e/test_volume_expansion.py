@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.jobset import api, volumes
+from controller.jobset import api
+from controller.jobset.volumes.model import OWNER_UID_ANNOTATION, RETAINED_FROM_ANNOTATION
 from controller.runtime.client import CLAIMS, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import (
@@ -168,7 +169,7 @@ async def test_a_retained_claim_smaller_than_the_template_is_adopted_and_expande
     await wait_gone(client, api.JOBSETS, name, ns)
     for claim_name in (data, scratch):
         kept = await client.get(CLAIMS, claim_name, ns)
-        assert kept["metadata"]["annotations"][volumes.RETAINED_FROM_ANNOTATION] == first_uid
+        assert kept["metadata"]["annotations"][RETAINED_FROM_ANNOTATION] == first_uid
     # The garbage collector takes the old Jobs, whose names the new JobSet's Jobs reuse.
     await wait_for(
         lambda: jobs_of(client, ns, name), lambda jobs: not jobs, "the old Jobs to be gone"
@@ -179,9 +180,7 @@ async def test_a_retained_claim_smaller_than_the_template_is_adopted_and_expande
     adopted = await wait_for(
         lambda: find(client, CLAIMS, data, ns),
         lambda claim: (
-            ((claim or {}).get("metadata", {}).get("annotations") or {}).get(
-                volumes.OWNER_UID_ANNOTATION
-            )
+            ((claim or {}).get("metadata", {}).get("annotations") or {}).get(OWNER_UID_ANNOTATION)
             == second_uid
         ),
         f"the retained claim {data} to be adopted by the new JobSet",
@@ -214,9 +213,9 @@ async def test_a_retained_claim_smaller_than_the_template_is_adopted_and_expande
     assert [j["metadata"]["name"] for j in await jobs_of(client, ns, name)] == ["reuse-trainer-0"]
     untouched = await client.get(CLAIMS, scratch, ns)
     assert untouched["metadata"]["uid"] == uids[scratch]
-    assert untouched["metadata"]["annotations"][volumes.RETAINED_FROM_ANNOTATION] == first_uid
-    assert volumes.OWNER_UID_ANNOTATION not in untouched["metadata"]["annotations"] or (
-        untouched["metadata"]["annotations"][volumes.OWNER_UID_ANNOTATION] == first_uid
+    assert untouched["metadata"]["annotations"][RETAINED_FROM_ANNOTATION] == first_uid
+    assert OWNER_UID_ANNOTATION not in untouched["metadata"]["annotations"] or (
+        untouched["metadata"]["annotations"][OWNER_UID_ANNOTATION] == first_uid
     )
     assert quantity(_requested(untouched)) == quantity("1Gi")
     controller.assert_clean()

@@ -12,7 +12,29 @@ import copy
 from typing import Any
 
 from controller.jobset import api, volumes
-from controller.jobset.volumes import EXPANSION_BLOCKED
+from controller.jobset.volumes.lifecycle import (
+    REASON_CLAIM_ADOPTED,
+    REASON_CLAIM_CREATED,
+    REASON_CLAIM_DELETED,
+    REASON_CLAIM_EXPANDED,
+    REASON_CLAIM_RETAINED,
+)
+from controller.jobset.volumes.model import (
+    CLAIM_SCOPE_LABEL,
+    CLAIM_TEMPLATE_LABEL,
+    OWNER_UID_ANNOTATION,
+    RETAINED_FROM_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
+)
+from controller.jobset.volumes.status import (
+    EXPANSION_BLOCKED,
+    REASON_CLAIM_CONFLICT,
+    REASON_CLAIMS_BOUND,
+    REASON_CLAIMS_RELEASED,
+    REASON_EXPANSION_NOT_SUPPORTED,
+    REASON_WAITING_FOR_FIRST_CONSUMER,
+    VOLUME_CLAIM_CONFLICT,
+)
 from controller.runtime.client import CLAIMS, JOBS, PODS, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import (
@@ -74,8 +96,8 @@ async def test_seed_example_claim_binds_is_mounted_and_jobset_completes(
     assert created["spec"]["resources"]["requests"]["storage"] == "1000Gi"
     labels = created["metadata"]["labels"]
     assert labels[api.JOBSET_NAME] == name
-    assert labels[volumes.CLAIM_TEMPLATE_LABEL] == "pretrained-model"
-    assert labels[volumes.CLAIM_SCOPE_LABEL] == "JobSet"
+    assert labels[CLAIM_TEMPLATE_LABEL] == "pretrained-model"
+    assert labels[CLAIM_SCOPE_LABEL] == "JobSet"
     refs = created["metadata"]["ownerReferences"]
     assert [(r["kind"], r["name"], r["uid"], r.get("controller")) for r in refs] == [
         (api.KIND, name, js["metadata"]["uid"], True)
@@ -122,10 +144,8 @@ async def test_seed_example_claim_binds_is_mounted_and_jobset_completes(
     assert (entry["pending"], entry["lost"], entry["conflicts"]) == (0, 0, 0)
     ready_condition = condition(ready, volumes.VOLUMES_READY)
     assert ready_condition is not None
-    assert ready_condition["reason"] == volumes.REASON_CLAIMS_BOUND
-    await wait_event(
-        full_kube, ns, name, volumes.REASON_CLAIM_CREATED, contains=claim_name, seconds=10
-    )
+    assert ready_condition["reason"] == REASON_CLAIMS_BOUND
+    await wait_event(full_kube, ns, name, REASON_CLAIM_CREATED, contains=claim_name, seconds=10)
     controller.assert_clean()
 
 
@@ -149,7 +169,7 @@ async def test_wait_for_first_consumer_claim_binds_once_a_pod_is_scheduled(
         lambda: get_jobset(client, ns, name),
         lambda obj: (
             (condition(obj, volumes.VOLUMES_READY) or {}).get("reason")
-            == volumes.REASON_WAITING_FOR_FIRST_CONSUMER
+            == REASON_WAITING_FOR_FIRST_CONSUMER
         ),
         "VolumesReady to say the claim waits for its first consumer",
     )
@@ -157,13 +177,13 @@ async def test_wait_for_first_consumer_claim_binds_once_a_pod_is_scheduled(
     await settled_process(controller.replicas[-1], client, ns)
     claim = await client.get(CLAIMS, claim_name, ns)
     assert phase(claim) == "Pending", claim.get("status")
-    assert volumes.SELECTED_NODE_ANNOTATION not in (claim["metadata"].get("annotations") or {})
+    assert SELECTED_NODE_ANNOTATION not in (claim["metadata"].get("annotations") or {})
     assert not claim["spec"].get("volumeName")
     assert await pods_of(client, ns, name) == []
 
     await client.patch(api.JOBSETS, name, {"spec": {"suspend": False}}, ns)
     bound = await wait_claim_phase(client, ns, claim_name)
-    node = bound["metadata"]["annotations"][volumes.SELECTED_NODE_ANNOTATION]
+    node = bound["metadata"]["annotations"][SELECTED_NODE_ANNOTATION]
     # The scheduler binds the pod once its volume is bound (PreBind waits for the binding).
     initializer = await wait_for(
         lambda: pods_of(client, ns, name, f"{api.REPLICATED_JOB_NAME}=model-initializer"),
@@ -223,7 +243,7 @@ async def test_job_scope_retained_claims_are_adopted_by_a_reapplied_jobset(
     # whenCompleted: Delete releases the dataset claim (the finished Jobs that mounted it go
     # too, or pvc-protection would keep it); the JobSet object stays.
     await wait_gone(client, CLAIMS, "dataset-resumable", ns)
-    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_DELETED, contains="dataset")
+    await wait_event(full_kube, ns, name, REASON_CLAIM_DELETED, contains="dataset")
 
     def volumes_ready(obj: Obj) -> Obj:
         found: list[Obj] = (obj.get("status") or {}).get("conditions") or []
@@ -232,7 +252,7 @@ async def test_job_scope_retained_claims_are_adopted_by_a_reapplied_jobset(
     # The status says what happened: released by retention, not "not created yet".
     released = await wait_for(
         lambda: get_jobset(client, ns, name),
-        lambda obj: volumes_ready(obj).get("reason") == volumes.REASON_CLAIMS_RELEASED,
+        lambda obj: volumes_ready(obj).get("reason") == REASON_CLAIMS_RELEASED,
         "VolumesReady to report the released claim",
     )
     assert volumes_ready(released)["status"] == "False"
@@ -251,11 +271,11 @@ async def test_job_scope_retained_claims_are_adopted_by_a_reapplied_jobset(
         meta = kept["metadata"]
         assert not meta.get("deletionTimestamp"), claim_name
         assert not meta.get("ownerReferences"), claim_name
-        assert meta["annotations"][volumes.RETAINED_FROM_ANNOTATION] == first_uid
+        assert meta["annotations"][RETAINED_FROM_ANNOTATION] == first_uid
         assert meta["labels"][api.JOBSET_NAME] == name
         assert meta["uid"] == claims[claim_name]["metadata"]["uid"]
         assert phase(kept) == "Bound"
-    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_RETAINED, contains=ckpt[0])
+    await wait_event(full_kube, ns, name, REASON_CLAIM_RETAINED, contains=ckpt[0])
     await wait_for(
         lambda: jobs_of(client, ns, name), lambda jobs: not jobs, "the old Jobs to be gone"
     )
@@ -270,10 +290,10 @@ async def test_job_scope_retained_claims_are_adopted_by_a_reapplied_jobset(
 
     await wait_for(
         annotations,
-        lambda found: all(a.get(volumes.OWNER_UID_ANNOTATION) == second_uid for a in found),
+        lambda found: all(a.get(OWNER_UID_ANNOTATION) == second_uid for a in found),
         "the retained claims to be adopted by the new JobSet",
     )
-    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_ADOPTED, contains=ckpt[0])
+    await wait_event(full_kube, ns, name, REASON_CLAIM_ADOPTED, contains=ckpt[0])
     jobs = await wait_live_jobs(client, ns, name, 2)
     for job in jobs:
         assert job["metadata"]["ownerReferences"][0]["uid"] == second_uid
@@ -286,7 +306,7 @@ async def test_job_scope_retained_claims_are_adopted_by_a_reapplied_jobset(
         assert adopted["metadata"]["uid"] == claims[claim_name]["metadata"]["uid"], (
             "the same claim, not a new one"
         )
-        assert volumes.RETAINED_FROM_ANNOTATION not in adopted["metadata"]["annotations"]
+        assert RETAINED_FROM_ANNOTATION not in adopted["metadata"]["annotations"]
         assert phase(adopted) == "Bound"
     # The second run released its dataset claim again on completion.
     await wait_gone(client, CLAIMS, "dataset-resumable", ns)
@@ -310,7 +330,7 @@ async def test_deleting_the_jobset_deletes_its_claims(
     await client.delete(api.JOBSETS, name, ns)
     await wait_gone(client, api.JOBSETS, name, ns)  # only once the finalizer was removed
     await wait_gone(client, CLAIMS, claim_name, ns)
-    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_DELETED, contains=claim_name)
+    await wait_event(full_kube, ns, name, REASON_CLAIM_DELETED, contains=claim_name)
     await wait_for(
         lambda: jobs_of(client, ns, name), lambda jobs: not jobs, "the Jobs to be collected"
     )
@@ -384,7 +404,7 @@ async def test_failed_jobset_deletes_claims_with_when_failed_delete(
         lambda claim: claim is None or bool(claim["metadata"].get("deletionTimestamp")),
         f"the controller to delete claim {claim_name} (whenFailed: Delete)",
     )
-    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_DELETED, contains=claim_name)
+    await wait_event(full_kube, ns, name, REASON_CLAIM_DELETED, contains=claim_name)
     still = await get_jobset(client, ns, name)
     assert not still["metadata"].get("deletionTimestamp"), "the JobSet object stays"
     # Storage is released only when the claim is really gone: pvc-protection keeps a deleted
@@ -479,7 +499,7 @@ async def test_raising_the_storage_request_expands_the_claim(
     assert quantity(expanded["spec"]["resources"]["requests"]["storage"]) == quantity("2Gi")
     volume = await client.get(VOLUMES, expanded["spec"]["volumeName"])
     assert quantity(volume["spec"]["capacity"]["storage"]) == quantity("2Gi")
-    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_EXPANDED, contains=claim_name)
+    await wait_event(full_kube, ns, name, REASON_CLAIM_EXPANDED, contains=claim_name)
 
     done = await wait_jobset(client, ns, name, api.COMPLETED)
     blocked = condition(done, EXPANSION_BLOCKED)
@@ -503,12 +523,12 @@ async def test_raising_the_storage_request_on_a_fixed_class_is_reported(
     assert claim_name in message and "fixed" in message, message
     assert (condition(blocked, EXPANSION_BLOCKED) or {}).get(
         "reason"
-    ) == volumes.REASON_EXPANSION_NOT_SUPPORTED
+    ) == REASON_EXPANSION_NOT_SUPPORTED
     await wait_event(
         full_kube,
         ns,
         name,
-        volumes.REASON_EXPANSION_NOT_SUPPORTED,
+        REASON_EXPANSION_NOT_SUPPORTED,
         event_type="Warning",
         contains=claim_name,
     )
@@ -570,7 +590,7 @@ async def test_claim_creation_refused_by_quota_recovers_when_raised(
     await wait_claim_phase(client, ns, claim_name)
     done = await wait_jobset(client, ns, name, api.COMPLETED)
     assert done["status"]["terminalState"] == "Completed"
-    await wait_event(full_kube, ns, name, volumes.REASON_CLAIM_CREATED, contains=claim_name)
+    await wait_event(full_kube, ns, name, REASON_CLAIM_CREATED, contains=claim_name)
     controller.assert_clean("exceeded quota")
 
 
@@ -591,8 +611,8 @@ async def test_foreign_claim_is_a_conflict_until_it_is_deleted(
     foreign = await wait_claim_phase(client, ns, claim_name)
 
     await client.create(api.JOBSETS, example("02-upstream-shared-initializer.yaml"), ns)
-    conflicted = await wait_jobset(client, ns, name, volumes.VOLUME_CLAIM_CONFLICT)
-    message = (condition(conflicted, volumes.VOLUME_CLAIM_CONFLICT) or {}).get("message", "")
+    conflicted = await wait_jobset(client, ns, name, VOLUME_CLAIM_CONFLICT)
+    message = (condition(conflicted, VOLUME_CLAIM_CONFLICT) or {}).get("message", "")
     assert claim_name in message, message
     ready = condition(conflicted, volumes.VOLUMES_READY) or {}
     assert ready.get("status") != "True", ready
@@ -600,7 +620,7 @@ async def test_foreign_claim_is_a_conflict_until_it_is_deleted(
         full_kube,
         ns,
         name,
-        volumes.REASON_CLAIM_CONFLICT,
+        REASON_CLAIM_CONFLICT,
         event_type="Warning",
         contains=claim_name,
     )
@@ -625,7 +645,7 @@ async def test_foreign_claim_is_a_conflict_until_it_is_deleted(
         "the JobSet's own claim to replace the foreign one",
     )
     done = await wait_jobset(client, ns, name, api.COMPLETED)
-    cleared = condition(done, volumes.VOLUME_CLAIM_CONFLICT) or {}
+    cleared = condition(done, VOLUME_CLAIM_CONFLICT) or {}
     assert cleared.get("status") == "False", cleared
     for job in await jobs_of(client, ns, name):
         assert job_claims(job) == {"initializer": claim_name}

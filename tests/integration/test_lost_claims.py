@@ -12,6 +12,13 @@ from typing import Any
 import yaml
 
 from controller.jobset import api, volumes
+from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION
+from controller.jobset.volumes.status import (
+    ANNOTATIONS_REJECTED,
+    REASON_CLAIMS_LOST,
+    REASON_CLAIMS_PENDING,
+    REASON_CLAIMS_TERMINATING,
+)
 from controller.runtime.client import CLAIMS, EVENTS, JOBS, KubeClient
 from tests.helpers import wait_for
 from tests.support.examples import EXAMPLES
@@ -82,18 +89,18 @@ async def test_a_claim_deleted_out_of_band_is_lost_not_recreated_empty(
     original = await start(client, namespace)
     await client.delete(CLAIMS, LOST, namespace)  # out of band: pvc-protection keeps it
 
-    terminating = await wait_reason(client, namespace, volumes.REASON_CLAIMS_TERMINATING)
+    terminating = await wait_reason(client, namespace, REASON_CLAIMS_TERMINATING)
     assert volumes_ready(terminating)["status"] == "False"
     assert LOST in volumes_ready(terminating)["message"]
 
     await release(client, namespace, LOST)
-    lost = await wait_reason(client, namespace, volumes.REASON_CLAIMS_LOST)
+    lost = await wait_reason(client, namespace, REASON_CLAIMS_LOST)
     message = volumes_ready(lost)["message"]
     accept = f"{LOST}@{original['metadata']['uid'][:8]}"
-    assert f"{volumes.REPLACE_LOST_ANNOTATION}={accept}" in message, message
+    assert f"{REPLACE_LOST_ANNOTATION}={accept}" in message, message
     assert f"kubectl annotate jobset {NAME} -n {namespace} --overwrite " in message, message
     await wait_for(
-        lambda: warnings(client, namespace, volumes.REASON_CLAIMS_LOST),
+        lambda: warnings(client, namespace, REASON_CLAIMS_LOST),
         bool,
         "a Warning Event ClaimsLost",
     )
@@ -107,16 +114,16 @@ async def test_a_claim_deleted_out_of_band_is_lost_not_recreated_empty(
     listed = (await client.list(CLAIMS, namespace))["items"]
     assert LOST not in [c["metadata"]["name"] for c in listed]
     still = await get_jobset(client, namespace, NAME)
-    assert volumes_ready(still)["reason"] == volumes.REASON_CLAIMS_LOST
+    assert volumes_ready(still)["reason"] == REASON_CLAIMS_LOST
 
     # An acceptance of another loss (another uid prefix) is no acceptance of this one.
-    wrong = {"metadata": {"annotations": {volumes.REPLACE_LOST_ANNOTATION: f"{LOST}@00000000"}}}
+    wrong = {"metadata": {"annotations": {REPLACE_LOST_ANNOTATION: f"{LOST}@00000000"}}}
     await client.patch(api.JOBSETS, NAME, wrong, namespace)
     await settled(controller, client)
     listed = (await client.list(CLAIMS, namespace))["items"]
     assert LOST not in [c["metadata"]["name"] for c in listed]
     # ... and it is not ignored silently: a condition and a Warning Event quote it and say why.
-    rejected = condition(await get_jobset(client, namespace, NAME), volumes.ANNOTATIONS_REJECTED)
+    rejected = condition(await get_jobset(client, namespace, NAME), ANNOTATIONS_REJECTED)
     assert rejected is not None and rejected["status"] == "True", rejected
     assert rejected["reason"] == "ReplaceLostClaimsRejected", rejected
     assert f'"{LOST}@00000000"' in rejected["message"], rejected["message"]
@@ -128,7 +135,7 @@ async def test_a_claim_deleted_out_of_band_is_lost_not_recreated_empty(
     )
 
     # The explicit opt-in: an empty claim replaces exactly that loss, and the Job starts again.
-    accepted = {"metadata": {"annotations": {volumes.REPLACE_LOST_ANNOTATION: accept}}}
+    accepted = {"metadata": {"annotations": {REPLACE_LOST_ANNOTATION: accept}}}
     await client.patch(api.JOBSETS, NAME, accepted, namespace)
     jobs = await wait_jobs(client, namespace, NAME, 2)
     replacement = await client.get(CLAIMS, LOST, namespace)
@@ -140,12 +147,12 @@ async def test_a_claim_deleted_out_of_band_is_lost_not_recreated_empty(
         bool,
         "a Warning Event LostClaimReplaced",
     )
-    await wait_reason(client, namespace, volumes.REASON_CLAIMS_PENDING)
+    await wait_reason(client, namespace, REASON_CLAIMS_PENDING)
     # The entry did its work: nothing is rejected any more (the annotation may stay).
     await wait_for(
         lambda: get_jobset(client, namespace, NAME),
-        lambda js: (condition(js, volumes.ANNOTATIONS_REJECTED) or {}).get("status") == "False",
-        f"{volumes.ANNOTATIONS_REJECTED} to turn False",
+        lambda js: (condition(js, ANNOTATIONS_REJECTED) or {}).get("status") == "False",
+        f"{ANNOTATIONS_REJECTED} to turn False",
     )
 
 
@@ -174,7 +181,7 @@ async def test_a_copy_of_a_deleted_claim_is_not_the_claim(
     await wait_for(
         lambda: get_jobset(client, namespace, NAME),
         lambda obj: (
-            volumes_ready(obj).get("reason") == volumes.REASON_CLAIMS_LOST
+            volumes_ready(obj).get("reason") == REASON_CLAIMS_LOST
             and copy_uid in str(volumes_ready(obj).get("message"))
         ),
         "VolumesReady ClaimsLost naming the copy's uid",

@@ -18,7 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 from controller.config import Config
-from controller.jobset import api, volumes
+from controller.jobset import api
+from controller.jobset.volumes.model import (
+    CLAIM_SCOPE_LABEL,
+    CLAIM_TEMPLATE_LABEL,
+    OWNER_UID_ANNOTATION,
+)
 from controller.runtime.client import CLAIMS, CONFIG_MAPS, JOBS, ApiError, KubeClient, Resource
 from controller.runtime.manager import Manager
 from tests.helpers import Kube, wait_for
@@ -147,8 +152,8 @@ async def test_malformed_children_are_left_alone_and_do_not_loop(
         ours = {api.JOBSET_NAME: "healthy"}
         claim_labels = {
             **ours,
-            volumes.CLAIM_TEMPLATE_LABEL: "ckpt",
-            volumes.CLAIM_SCOPE_LABEL: "Job",
+            CLAIM_TEMPLATE_LABEL: "ckpt",
+            CLAIM_SCOPE_LABEL: "Job",
         }
 
         rjob_a = {api.REPLICATED_JOB_NAME: "a"}
@@ -192,7 +197,7 @@ async def test_malformed_children_are_left_alone_and_do_not_loop(
         claims = [
             stray_claim(
                 "stray-data",
-                {**ours, volumes.CLAIM_TEMPLATE_LABEL: "data", volumes.CLAIM_SCOPE_LABEL: "JobSet"},
+                {**ours, CLAIM_TEMPLATE_LABEL: "data", CLAIM_SCOPE_LABEL: "JobSet"},
                 [],
             ),
             stray_claim(
@@ -204,12 +209,10 @@ async def test_malformed_children_are_left_alone_and_do_not_loop(
                 "stray-ckpt-other",
                 {**claim_labels, api.REPLICATED_JOB_NAME: "b", api.JOB_INDEX: "7"},
                 [other_ref],
-                {volumes.OWNER_UID_ANNOTATION: other["metadata"]["uid"]},
+                {OWNER_UID_ANNOTATION: other["metadata"]["uid"]},
             ),
             stray_claim("stray-ghost-claim", {api.JOBSET_NAME: "ghost"}, []),
-            stray_claim(
-                "stray-kind-claim", {**ours, volumes.CLAIM_TEMPLATE_LABEL: "data"}, [cm_ref]
-            ),
+            stray_claim("stray-kind-claim", {**ours, CLAIM_TEMPLATE_LABEL: "data"}, [cm_ref]),
         ]
         # The control: a Job-scope claim this JobSet's policy owns (its uid), for a Job beyond
         # replicas; whenScaled: Delete means the controller deletes it.
@@ -217,7 +220,7 @@ async def test_malformed_children_are_left_alone_and_do_not_loop(
             "ckpt-healthy-b-5",
             {**claim_labels, api.REPLICATED_JOB_NAME: "b", api.JOB_INDEX: "5"},
             [],
-            {volumes.OWNER_UID_ANNOTATION: uid},
+            {OWNER_UID_ANNOTATION: uid},
         )
         created: dict[tuple[str, str], Obj] = {}
         for body in jobs:

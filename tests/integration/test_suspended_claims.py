@@ -13,6 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from controller.jobset import api, volumes
+from controller.jobset.volumes.record import parse_record
+from controller.jobset.volumes.status import (
+    REASON_CLAIMS_LOST,
+    REASON_CLAIMS_PENDING,
+    REASON_WAITING_FOR_RESUME,
+)
 from controller.runtime.client import CLAIMS, EVENTS, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import (
@@ -93,7 +99,7 @@ async def test_a_suspended_jobset_makes_its_claims_once_resumed_and_keeps_them(
         await client.create(api.JOBSETS, queued(), namespace)
         waiting = await wait_for(
             lambda: get_jobset(client, namespace, NAME),
-            lambda obj: volumes_ready(obj).get("reason") == volumes.REASON_WAITING_FOR_RESUME,
+            lambda obj: volumes_ready(obj).get("reason") == REASON_WAITING_FOR_RESUME,
             "VolumesReady to say the claims wait for the resume",
         )
         await settled(running, client)
@@ -135,7 +141,7 @@ async def test_a_suspended_jobset_makes_its_claims_once_resumed_and_keeps_them(
         assert mounted(by_name["queued-workers-1"]) == [CKPT_1, SHARED]
         assert [j["spec"]["suspend"] for j in jobs] == [False, False, False]
         recorded = await get_jobset(client, namespace, NAME)
-        record = volumes.parse_record(recorded["status"]["volumes"])
+        record = parse_record(recorded["status"]["volumes"])
         assert sorted(record.uids.values()) == sorted(
             c["metadata"]["uid"][:8] for c in made.values()
         )
@@ -160,7 +166,7 @@ async def test_a_suspended_jobset_makes_its_claims_once_resumed_and_keeps_them(
         await client.patch(CLAIMS, CKPT_1, {"metadata": {"finalizers": None}}, namespace)
         await wait_for(
             lambda: get_jobset(client, namespace, NAME),
-            lambda obj: volumes_ready(obj).get("reason") == volumes.REASON_CLAIMS_LOST,
+            lambda obj: volumes_ready(obj).get("reason") == REASON_CLAIMS_LOST,
             "VolumesReady to say the claim is lost",
         )
         await client.patch(api.JOBSETS, NAME, {"spec": {"suspend": False}}, namespace)
@@ -175,7 +181,7 @@ async def test_a_suspended_jobset_makes_its_claims_once_resumed_and_keeps_them(
         await settled(running, client)
         assert CKPT_1 not in await claims(client, namespace)
         lost = volumes_ready(await get_jobset(client, namespace, NAME))
-        assert lost["reason"] == volumes.REASON_CLAIMS_LOST, lost
+        assert lost["reason"] == REASON_CLAIMS_LOST, lost
 
 
 async def test_creation_policy_create_makes_the_claims_while_suspended(
@@ -190,4 +196,4 @@ async def test_creation_policy_create_makes_the_claims_while_suspended(
     await settled(controller, client)
     ready = volumes_ready(await get_jobset(client, namespace, NAME))
     # No provisioner in this tier: made and waiting for a volume, not for the resume.
-    assert ready["reason"] == volumes.REASON_CLAIMS_PENDING, ready
+    assert ready["reason"] == REASON_CLAIMS_PENDING, ready

@@ -11,6 +11,11 @@ from typing import Any
 
 from controller.jobset import api, volumes
 from controller.jobset.model import parse
+from controller.jobset.volumes.model import (
+    CLAIM_TEMPLATE_LABEL,
+    OWNER_UID_ANNOTATION,
+    RETAINED_FROM_ANNOTATION,
+)
 from controller.runtime.client import CLAIMS, EVENTS, ApiError, KubeClient
 from tests.helpers import wait_for
 from tests.support.admission import BINDINGS, POLICIES
@@ -54,7 +59,7 @@ def assert_retained(claim: Obj, uid: str) -> None:
     meta = claim["metadata"]
     assert not meta.get("deletionTimestamp"), f"claim {meta['name']} was deleted"
     assert not any(r.get("uid") == uid for r in meta.get("ownerReferences") or []), meta
-    assert (meta.get("annotations") or {}).get(volumes.RETAINED_FROM_ANNOTATION) == uid, meta
+    assert (meta.get("annotations") or {}).get(RETAINED_FROM_ANNOTATION) == uid, meta
 
 
 async def events_about(client: KubeClient, namespace: str, name: str, reason: str) -> list[Obj]:
@@ -73,7 +78,7 @@ async def set_replicas(client: KubeClient, namespace: str, name: str, replicas: 
 def growing(name: str) -> Obj:
     """Three Job-scope templates (deleted with the JobSet) and a JobSet-scope one (retained).
     Raising ``replicas`` to 4,000 asks for 12,001 claims: more than the controller plans
-    (``volumes.MAX_CLAIMS``), admitted by the API server (at most 10,000 child Jobs)."""
+    (``MAX_CLAIMS``), admitted by the API server (at most 10,000 child Jobs)."""
     return jobset(
         name,
         with_mounts(replicated_job("workers", 1), "a", "b", "c", "keep"),
@@ -129,8 +134,8 @@ async def test_owned_claim_without_readable_policy_is_kept(
     stray = {
         "metadata": {
             "name": "gone-spare",
-            "labels": {api.JOBSET_NAME: name, volumes.CLAIM_TEMPLATE_LABEL: "gone"},
-            "annotations": {volumes.OWNER_UID_ANNOTATION: uid},
+            "labels": {api.JOBSET_NAME: name, CLAIM_TEMPLATE_LABEL: "gone"},
+            "annotations": {OWNER_UID_ANNOTATION: uid},
             # As on the claims it makes with whenDeleted: Delete (the garbage collector's hold).
             "ownerReferences": [parse(js).owner_reference()],
         },
@@ -237,7 +242,7 @@ async def test_conflict_with_another_jobsets_claim_clears_when_it_goes(
     await wait_condition(client, namespace, "a-b", "VolumeClaimConflict", status="False")
     uid = (await get_jobset(client, namespace, "a-b"))["metadata"]["uid"]
     claim = await client.get(CLAIMS, "t-a-b", namespace)
-    assert claim["metadata"]["annotations"][volumes.OWNER_UID_ANNOTATION] == uid
+    assert claim["metadata"]["annotations"][OWNER_UID_ANNOTATION] == uid
 
 
 async def test_unrelated_claim_event_reconciles_no_jobset(

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from controller.jobset import api, volumes
+from controller.jobset.volumes.model import OWNER_UID_ANNOTATION, RETAINED_FROM_ANNOTATION
 from controller.runtime.client import CLAIMS, JOBS, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.examples import EXAMPLES
@@ -93,7 +94,7 @@ async def test_retain_then_adopt_on_reapply(client: KubeClient, namespace: str) 
     assert sorted(live) == ["ckpt-resumable-workers-0", "ckpt-resumable-workers-1"]
     for claim in live.values():
         assert not claim["metadata"].get("ownerReferences")
-        assert claim["metadata"]["annotations"][volumes.RETAINED_FROM_ANNOTATION] == first_uid
+        assert claim["metadata"]["annotations"][RETAINED_FROM_ANNOTATION] == first_uid
 
     # Play kube-controller-manager (absent here): pvc-protection lets the deleted claim go, and
     # the garbage collector deletes the old JobSet's Jobs.
@@ -113,8 +114,7 @@ async def test_retain_then_adopt_on_reapply(client: KubeClient, namespace: str) 
     async def adopted() -> bool:
         claim = await client.get(CLAIMS, "ckpt-resumable-workers-0", namespace)
         return bool(
-            claim["metadata"]["annotations"].get(volumes.OWNER_UID_ANNOTATION)
-            == second["metadata"]["uid"]
+            claim["metadata"]["annotations"].get(OWNER_UID_ANNOTATION) == second["metadata"]["uid"]
         )
 
     await wait_for(adopted, bool, "the retained claim to be adopted")
@@ -170,13 +170,13 @@ async def test_copied_name_label_is_no_proof_of_ownership(
     await client.create(api.JOBSETS, example("02-upstream-shared-initializer.yaml"), namespace)
     conflicted = await wait_condition(client, namespace, name, "VolumeClaimConflict")
     message = condition(conflicted, "VolumeClaimConflict")["message"]  # type: ignore[index]
-    assert claim_name in message and volumes.RETAINED_FROM_ANNOTATION in message, message
+    assert claim_name in message and RETAINED_FROM_ANNOTATION in message, message
     await settled(controller, client)
     assert await jobs_of(client, namespace, name) == []
     untouched = await client.get(CLAIMS, claim_name, namespace)
     assert untouched["metadata"]["labels"] == {api.JOBSET_NAME: name}
     assert not untouched["metadata"].get("ownerReferences")
-    assert volumes.OWNER_UID_ANNOTATION not in (untouched["metadata"].get("annotations") or {})
+    assert OWNER_UID_ANNOTATION not in (untouched["metadata"].get("annotations") or {})
 
     await client.delete(api.JOBSETS, name, namespace)
 

@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.jobset import api, volumes
+from controller.jobset.volumes.annotations import ADOPT_ANNOTATION
+from controller.jobset.volumes.model import OWNER_UID_ANNOTATION
+from controller.jobset.volumes.status import ANNOTATIONS_REJECTED
 from controller.runtime.client import CLAIMS, EVENTS, JOBS, KubeClient
 from localcluster import upstream, upstreamjobset
 from localcluster.cluster import LocalCluster
@@ -93,9 +96,7 @@ async def adopted(client: KubeClient, namespace: str, claim: str, owner_uid: str
     """The claim once this controller adopted it (its uid annotation names the JobSet)."""
     return await wait_for(
         lambda: client.get(CLAIMS, claim, namespace),
-        lambda c: (
-            (c["metadata"].get("annotations") or {}).get(volumes.OWNER_UID_ANNOTATION) == owner_uid
-        ),
+        lambda c: (c["metadata"].get("annotations") or {}).get(OWNER_UID_ANNOTATION) == owner_uid,
         f"claim {claim} adopted by the JobSet of uid {owner_uid}",
         seconds=SECONDS,
     )
@@ -158,7 +159,7 @@ async def test_a_running_upstream_jobset_restarts_here_with_the_same_claim_and_i
         made = await node_client.get(CLAIMS, claim, ns)
         ref = controller_ref(made)
         assert ref is not None and (ref["kind"], ref["uid"]) == ("JobSet", uid), made["metadata"]
-        assert volumes.OWNER_UID_ANNOTATION not in (made["metadata"].get("annotations") or {})
+        assert OWNER_UID_ANNOTATION not in (made["metadata"].get("annotations") or {})
 
         async with switched(manager, node_kube, ns, node_client, tmp_path) as ours:
             taken = await adopted(node_client, ns, claim, uid)
@@ -275,8 +276,7 @@ async def test_a_claim_upstream_retained_is_adopted_by_the_manifest_applied_agai
             message = (condition(conflicted, "VolumeClaimConflict") or {})["message"]
             entry = f"{claim}@{claim_uid[:8]}"
             command = (
-                f"kubectl annotate jobset {name} -n {ns} --overwrite "
-                f"{volumes.ADOPT_ANNOTATION}={entry}"
+                f"kubectl annotate jobset {name} -n {ns} --overwrite {ADOPT_ANNOTATION}={entry}"
             )
             assert message.endswith(command), message
             assert not (await node_client.list(JOBS, ns))["items"]  # the Job waits for it
@@ -284,7 +284,7 @@ async def test_a_claim_upstream_retained_is_adopted_by_the_manifest_applied_agai
             await node_client.patch(
                 api.JOBSETS,
                 name,
-                {"metadata": {"annotations": {volumes.ADOPT_ANNOTATION: entry}}},
+                {"metadata": {"annotations": {ADOPT_ANNOTATION: entry}}},
                 ns,
             )
             await completed(node_client, ns, name)
@@ -317,15 +317,15 @@ async def test_bad_adopt_claims_entries_are_reported_not_ignored(
         shell_job("trainer", "cat /data/file", mounts={"data": "/data"}),
         volumeClaimPolicies=[upstream_policy("data", "Retain")],
     )
-    body["metadata"]["annotations"] = {volumes.ADOPT_ANNOTATION: f"{wrong},nope@abcdef12,junk"}
+    body["metadata"]["annotations"] = {ADOPT_ANNOTATION: f"{wrong},nope@abcdef12,junk"}
     await node_client.create(api.JOBSETS, body, ns)
     rejected = await wait_for(
         lambda: node_client.get(api.JOBSETS, name, ns),
-        lambda js: (condition(js, volumes.ANNOTATIONS_REJECTED) or {}).get("status") == "True",
-        f"JobSet {name}: {volumes.ANNOTATIONS_REJECTED}",
+        lambda js: (condition(js, ANNOTATIONS_REJECTED) or {}).get("status") == "True",
+        f"JobSet {name}: {ANNOTATIONS_REJECTED}",
         seconds=SECONDS,
     )
-    found = condition(rejected, volumes.ANNOTATIONS_REJECTED) or {}
+    found = condition(rejected, ANNOTATIONS_REJECTED) or {}
     assert found["reason"] == "AdoptClaimsRejected", found
     for quoted in (f'"{wrong}"', '"nope@abcdef12"', '"junk"'):
         assert quoted in found["message"], found["message"]
@@ -342,7 +342,7 @@ async def test_bad_adopt_claims_entries_are_reported_not_ignored(
     events = await wait_for(warnings, bool, "a Warning Event AdoptClaimsRejected", seconds=SECONDS)
     assert events[0]["type"] == "Warning", events
     untouched = await node_client.get(CLAIMS, claim, ns)
-    assert volumes.OWNER_UID_ANNOTATION not in (untouched["metadata"].get("annotations") or {})
+    assert OWNER_UID_ANNOTATION not in (untouched["metadata"].get("annotations") or {})
     assert not (await node_client.list(JOBS, ns))["items"]
     node_controller.assert_clean()
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from controller.jobset import api, volumes
+from controller.jobset import api
+from controller.jobset.volumes.quantity import parse_quantity
 from controller.runtime.client import CLAIMS, PODS, ApiError, KubeClient, Resource
 from tests.helpers import Kube, wait_for
 from tests.support.examples import EXAMPLES
@@ -135,7 +136,7 @@ def example(name: str) -> Obj:
 
 
 def quantity(value: Any) -> Decimal:
-    return volumes.parse_quantity(str(value))
+    return parse_quantity(str(value))
 
 
 def pod_claims(pod_spec: Obj) -> dict[str, str]:

@@ -46,6 +46,8 @@ from hypothesis import strategies as st
 from controller.jobset import api, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
+from controller.jobset.volumes.model import OWNER_UID_ANNOTATION, REPLACE_LOST_ANNOTATION
+from controller.jobset.volumes.record import ClaimRecord
 from tests.support.examples import SUPPORTED
 from tests.unit.volumes.factories import applied
 
@@ -250,7 +252,7 @@ def plan_violations(
                 found.append(f"claim {name} deleted but not observed")
             elif (
                 _dict(meta.get("labels")).get(api.JOBSET_NAME) != jobset.name
-                or _dict(meta.get("annotations")).get(volumes.OWNER_UID_ANNOTATION) != jobset.uid
+                or _dict(meta.get("annotations")).get(OWNER_UID_ANNOTATION) != jobset.uid
             ):
                 found.append(f"claim {name} deleted but it is not this JobSet's")
         for patch in vplan.patch:
@@ -375,10 +377,10 @@ def test_malformed_children_are_tolerated(
     model = volumes.model(parse(obj))
     wanted = [c.name for c in model.desired]
     record = {d.slot: p for d, p in zip(model.desired, recorded, strict=False) if p}
-    obj["status"] = {"volumes": {"claimUIDs": volumes.ClaimRecord(record).render()}}
+    obj["status"] = {"volumes": {"claimUIDs": ClaimRecord(record).render()}}
     if accept:  # the user accepts the loss of every claim, with the first prefix
         value = ",".join(f"{name}@{PREFIXES[0]}" for name in wanted)
-        obj["metadata"]["annotations"] = {volumes.REPLACE_LOST_ANNOTATION: value}
+        obj["metadata"]["annotations"] = {REPLACE_LOST_ANNOTATION: value}
     # What the informer lets through is a dict with a metadata.name; everything else may be junk
     # (missing or wrongly typed labels, status, spec; foreign ownerReferences).
     shaped = [

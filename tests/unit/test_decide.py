@@ -20,6 +20,7 @@ import pytest
 from controller.jobset import api, children, model, pacing, volumes
 from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
 from controller.jobset.volumes.admission import Blocked
+from controller.jobset.volumes.record import parse_record
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset_obj, rjob
 
@@ -1308,7 +1309,7 @@ def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
     going = [claims[0], claim(1, deleting=True)]
     second = decide(model.parse(one), jobs[:1], None, T0, claims=volumes.views(going))
     one, _ = _stored_after(one, second, last_write=0.0 if not wrote else 1.0, now=11.0)
-    record = volumes.parse_record(one["status"].get("volumes"))
+    record = parse_record(one["status"].get("volumes"))
     assert record.get(("ckpt", "workers", 1, None)) is None
     # Scaled up again once the claim is gone: a new, empty claim, as whenScaled: Delete promised.
     up = copy.deepcopy(one)

@@ -19,6 +19,7 @@ import yaml
 import controller
 from controller.jobset import api, construct, volumes
 from controller.jobset.model import parse
+from controller.jobset.volumes.desired import desired_claims
 from controller.runtime.client import Resource
 from tests.support.examples import SUPPORTED
 
@@ -217,7 +218,7 @@ def _needed_by_the_code() -> dict[Grant, list[str]]:
         policies = volumes.policies(jobset)
         children = [construct.desired_job(jobset, r, 0) for r in jobset.replicated_jobs]
         children.append(construct.desired_service(jobset) or {})
-        children += [c.object for c in volumes.desired_claims(jobset, policies)]
+        children += [c.object for c in desired_claims(jobset, policies)]
         for child in children:
             for ref in (child.get("metadata") or {}).get("ownerReferences") or []:
                 if ref.get("blockOwnerDeletion"):

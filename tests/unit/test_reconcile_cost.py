@@ -28,6 +28,9 @@ from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet
 from controller.jobset.volumes import desired as desiredmod
 from controller.jobset.volumes import quantity as quantitymod
+from controller.jobset.volumes.desired import claims_for_job
+from controller.jobset.volumes.model import MAX_CLAIMS
+from controller.jobset.volumes.spec import claim_count
 from tests.unit.jobset_factories import make_jobset, rjob
 
 NOW = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -242,7 +245,7 @@ def test_claims_per_jobset_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     over a minute per reconcile. The parser refuses more claims than child Jobs allowed, and
     counts them before naming (and validating) a single claim."""
     largest = _job_scope(api.MAX_CHILD_JOBS, 1)
-    assert volumes.claim_count(largest, volumes.policies(largest)) == volumes.MAX_CLAIMS
+    assert claim_count(largest, volumes.policies(largest)) == MAX_CLAIMS
     too_many = _job_scope(api.MAX_CHILD_JOBS, 16)
     named = spy_on_claim_names(monkeypatch)
     with pytest.raises(InvalidJobSet, match="160000 claims; at most 10000"):
@@ -361,7 +364,7 @@ def test_mounting_hundreds_of_claims_is_linear() -> None:
     js = _many_policies(1)
     policies = volumes.policies(js)
     rj = js.replicated_jobs[0]
-    wanted = volumes.claims_for_job(js, policies, rj.name, 0)
+    wanted = claims_for_job(js, policies, rj.name, 0)
     assert len(wanted) == 800
     job = construct.desired_job(js, rj, 0)
     mounted = volumes.mount(job, js, policies, rj.name, 0)

@@ -16,8 +16,15 @@ import pytest
 from controller.jobset import api, model, volumes
 from controller.jobset.decide import decide
 from controller.jobset.model import JobSet
-from controller.jobset.volumes import ClaimState, StorageClasses
-from controller.jobset.volumes.lifecycle import state_of
+from controller.jobset.volumes import StorageClasses
+from controller.jobset.volumes.lifecycle import ClaimState, growth, state_of
+from controller.jobset.volumes.model import (
+    CLAIM_SCOPE_LABEL,
+    CLAIM_TEMPLATE_LABEL,
+    OWNER_UID_ANNOTATION,
+    RETAINED_FROM_ANNOTATION,
+)
+from controller.jobset.volumes.ownership import compatible
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_job, make_jobset_obj, rjob
 
@@ -82,9 +89,9 @@ def _claim(
     to it when ``ref``, as ``whenDeleted: Delete`` wants), or retained."""
     annotations = {}
     if owner is not None:
-        annotations[volumes.OWNER_UID_ANNOTATION] = owner
+        annotations[OWNER_UID_ANNOTATION] = owner
     if retained_from is not None:
-        annotations[volumes.RETAINED_FROM_ANNOTATION] = retained_from
+        annotations[RETAINED_FROM_ANNOTATION] = retained_from
     spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}
     if storage_class is not None:
         spec["storageClassName"] = storage_class
@@ -97,8 +104,8 @@ def _claim(
             "uid": UID,
             "labels": {
                 api.JOBSET_NAME: "js",
-                volumes.CLAIM_TEMPLATE_LABEL: "data",
-                volumes.CLAIM_SCOPE_LABEL: "JobSet",
+                CLAIM_TEMPLATE_LABEL: "data",
+                CLAIM_SCOPE_LABEL: "JobSet",
             },
             "annotations": annotations,
         },
@@ -139,7 +146,7 @@ def test_growth(phase: str, storage_class: str | None, have: str, want: str, exp
     js = _jobset(want)
     desired = volumes.model(js).desired[0]
     claim = volumes.ClaimView.of(_claim(phase, storage_class, have))
-    assert volumes.growth(claim, desired, CLASSES) == expected
+    assert growth(claim, desired, CLASSES) == expected
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -201,10 +208,10 @@ def test_plan_expands_only_bound_claims(
 
 def test_a_deferred_expansion_still_sends_the_rest_of_the_update() -> None:
     claim = _claim("Pending", "wffc-expandable")
-    del claim["metadata"]["labels"][volumes.CLAIM_SCOPE_LABEL]
+    del claim["metadata"]["labels"][CLAIM_SCOPE_LABEL]
     vplan = _plan(_jobset("2Gi"), claim)
     assert [(p.reason, p.patch) for p in vplan.patch] == [
-        ("ClaimUpdated", {"metadata": {"labels": {volumes.CLAIM_SCOPE_LABEL: "JobSet"}}})
+        ("ClaimUpdated", {"metadata": {"labels": {CLAIM_SCOPE_LABEL: "JobSet"}}})
     ]
     assert list(vplan.expansion_deferred) == ["data-js"]
 
@@ -252,7 +259,7 @@ def test_compatible_smaller_claim(
     if storage_class is not None:
         have["storageClassName"] = storage_class
     want: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}
-    assert volumes.compatible(have, want, frozenset(expandable)) == (ok, why)
+    assert compatible(have, want, frozenset(expandable)) == (ok, why)
 
 
 @pytest.mark.parametrize(

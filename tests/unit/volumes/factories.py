@@ -20,17 +20,16 @@ from typing import Any
 from controller.jobset import api, volumes
 from controller.jobset.decide import Plan
 from controller.jobset.model import JobSet, owner_reference, parse
-from controller.jobset.volumes import (
+from controller.jobset.volumes import ClaimView, DesiredClaim, Slot
+from controller.jobset.volumes.model import (
     CLAIM_POD_INDEX_LABEL,
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
     OWNER_UID_ANNOTATION,
     REPLACE_LOST_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
-    ClaimView,
-    DesiredClaim,
-    Slot,
 )
+from controller.jobset.volumes.record import ClaimRecord, uid_prefix
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import make_jobset_obj, rjob
 
@@ -121,7 +120,7 @@ def uid_of(name: str, generation: int = 0) -> str:
 
 
 def prefix_of(name: str, generation: int = 0) -> str:
-    return volumes.uid_prefix(uid_of(name, generation))
+    return uid_prefix(uid_of(name, generation))
 
 
 def claim(
@@ -215,7 +214,7 @@ def applied(jobset: JobSet, plan: Plan, phase: str | None = "Bound") -> tuple[Ob
     claims = {d.name: created(d, phase) for d in made}
     status = volumes.with_created_claims(
         plan.status if plan.status is not None else dict(jobset.status.raw),
-        plan.volume.record if plan.volume else volumes.ClaimRecord(),
+        plan.volume.record if plan.volume else ClaimRecord(),
         {d.slot: claims[d.name]["metadata"]["uid"] for d in made},
     )
     return {**jobset.raw, "status": status}, claims
@@ -246,8 +245,8 @@ def slot_of(obj: Obj) -> Slot:
 
 def record_of(claims: Iterable[Obj]) -> list[Obj]:
     """``status.volumes.claimUIDs`` remembering these claims (by their labels' slot)."""
-    found = {slot_of(c): volumes.uid_prefix(c["metadata"]["uid"]) for c in claims}
-    return volumes.ClaimRecord(found).render()
+    found = {slot_of(c): uid_prefix(c["metadata"]["uid"]) for c in claims}
+    return ClaimRecord(found).render()
 
 
 def recorded(js: JobSet, claims: Iterable[Obj]) -> JobSet:

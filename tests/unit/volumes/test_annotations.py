@@ -10,8 +10,11 @@ import pytest
 
 from controller.jobset import volumes
 from controller.jobset.model import parse as parse_jobset
-from controller.jobset.volumes import REPLACE_LOST_ANNOTATION, StorageClasses
+from controller.jobset.volumes import StorageClasses
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, of, parse, rejections
+from controller.jobset.volumes.lifecycle import REASON_CLAIM_ADOPTED, ClaimState
+from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION
+from controller.jobset.volumes.status import ANNOTATIONS_REJECTED
 from tests.unit.volumes.factories import (
     ckpt,
     claim,
@@ -167,7 +170,7 @@ def test_condition_and_event_name_the_annotation() -> None:
     js = make([{"templates": [tpl("data")]}], annotations={ADOPT_ANNOTATION: "bad"})
     model = volumes.model(js)
     vplan = volumes.plan(model, {}, StorageClasses(), terminal_state="")
-    found = [c for c in volumes.conditions(model, vplan) if c.type == volumes.ANNOTATIONS_REJECTED]
+    found = [c for c in volumes.conditions(model, vplan) if c.type == ANNOTATIONS_REJECTED]
     assert [(c.status, c.reason, c.event_type) for c in found] == [
         ("True", "AdoptClaimsRejected", "Warning")
     ]
@@ -192,7 +195,7 @@ def test_a_claim_left_by_the_finalizer_escape_hatch_is_adopted_only_when_named()
     )
     named = volumes.model(make(retain, annotations={ADOPT_ANNOTATION: entry}))
     vplan = volumes.plan(named, views([left]), StorageClasses(), terminal_state="")
-    assert [p.reason for p in vplan.patch] == [volumes.REASON_CLAIM_ADOPTED]
+    assert [p.reason for p in vplan.patch] == [REASON_CLAIM_ADOPTED]
     assert "as the annotation jobset.sigs.k8s.io/adopt-claims asks" in vplan.patch[0].message
     assert dict(vplan.record.uids) == {("data", None, None, None): prefix_of("data-js")}
 
@@ -209,7 +212,7 @@ def test_a_claim_restored_where_the_jobsets_own_was_lost() -> None:
     named = make_obj_with(js, {ADOPT_ANNOTATION: entry})
     model = volumes.model(named)
     vplan = volumes.plan(model, views([restored]), StorageClasses(), terminal_state="")
-    assert [at.state for at in vplan.claims] == [volumes.ClaimState.LOST]
+    assert [at.state for at in vplan.claims] == [ClaimState.LOST]
     assert (vplan.create, vplan.patch, vplan.delete) == ([], [], [])
     assert rejections(model, vplan.claims) == {
         ADOPT_ANNOTATION: [
@@ -228,7 +231,7 @@ def test_a_claim_restored_where_the_jobsets_own_was_lost() -> None:
     second = volumes.plan(
         volumes.model(after), views([restored]), StorageClasses(), terminal_state=""
     )
-    assert [p.reason for p in second.patch] == [volumes.REASON_CLAIM_ADOPTED]
+    assert [p.reason for p in second.patch] == [REASON_CLAIM_ADOPTED]
     assert (second.create, second.delete) == ([], [])
     assert dict(second.record.uids) == {("data", None, None, None): prefix_of("data-js", 1)}
 

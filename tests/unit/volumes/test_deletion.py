@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 
 from controller.jobset.volumes import (
-    CLAIM_TEMPLATE_LABEL,
     FINALIZER,
-    RETAINED_FROM_ANNOTATION,
     VolumePlan,
     deletion,
-    retain_patch,
     views,
 )
+from controller.jobset.volumes.model import CLAIM_TEMPLATE_LABEL, RETAINED_FROM_ANNOTATION
+from controller.jobset.volumes.ownership import retain_patch
 from controller.runtime.store import Obj
 from tests.unit.volumes.factories import (
     ckpt,

@@ -8,7 +8,21 @@ import copy
 import pytest
 
 from controller.jobset import api, construct, volumes
-from controller.jobset.volumes import JobClaims, Retention, VolumePolicy
+from controller.jobset.volumes.desired import (
+    JobClaims,
+    claims_for_job,
+    desired_claims,
+    mounted_names,
+    pod_indexes,
+    targeted,
+)
+from controller.jobset.volumes.model import (
+    CLAIM_POD_INDEX_LABEL,
+    CLAIM_SCOPE_LABEL,
+    CLAIM_TEMPLATE_LABEL,
+    Retention,
+    VolumePolicy,
+)
 from controller.runtime.store import Obj
 from tests.unit.volumes.factories import make, mounting, only, owner, tpl
 
@@ -25,10 +39,10 @@ def test_targeted_explicit_in_spec_order_and_implicit() -> None:
         rjobs=rjobs,
     )
     explicit, implicit = volumes.policies(js)
-    assert volumes.targeted(explicit, js) == ("a", "c")
-    assert volumes.targeted(implicit, js) == ("b", "c")
+    assert targeted(explicit, js) == ("a", "c")
+    assert targeted(implicit, js) == ("b", "c")
     stray = VolumePolicy((), Retention(), ("ghost", "b"), "JobSet")
-    assert volumes.targeted(stray, js) == ("b",)
+    assert targeted(stray, js) == ("b",)
 
 
 def test_mounted_names_include_init_containers() -> None:
@@ -36,7 +50,7 @@ def test_mounted_names_include_init_containers() -> None:
         [{"templates": [tpl("data")]}],
         rjobs=[mounting("workers", 1, ("data", "logs"), init_mounts=("seed",))],
     )
-    assert volumes.mounted_names(js.replicated_jobs[0]) == {"data", "logs", "seed"}
+    assert mounted_names(js.replicated_jobs[0]) == {"data", "logs", "seed"}
 
 
 # ----------------------------------------------------------------------------- desired claims
@@ -67,7 +81,7 @@ def test_desired_claims_of_the_model_and_of_the_function_agree() -> None:
         rjobs=[mounting("workers", 2, ("ckpt", "data"))],
     )
     model = volumes.model(js)
-    assert volumes.desired_claims(js, model.policies) == model.desired
+    assert desired_claims(js, model.policies) == model.desired
     assert [c.name for c in model.desired] == ["ckpt-js-workers-0", "ckpt-js-workers-1", "data-js"]
 
 
@@ -118,7 +132,7 @@ def test_job_claims(rjob_name: str, index: int, expected: dict[str, str]) -> Non
     assert claims.for_job(rjob_name, index) == expected
     assert claims.for_job(rjob_name, index) == expected  # worked out once, the same again
     assert list(claims.for_job(rjob_name, index)) == list(expected)  # in policy order
-    assert volumes.claims_for_job(js, model.policies, rjob_name, index) == expected
+    assert claims_for_job(js, model.policies, rjob_name, index) == expected
     assert model.job_claims.for_job(rjob_name, index) == expected
 
 
@@ -218,7 +232,7 @@ def pod_model(vcp: list[Obj], rjobs: list[Obj]) -> volumes.VolumeModel:
 )
 def test_pod_indexes(completions: int | None, parallelism: int | None, expected: int) -> None:
     js = make([POD], rjobs=[indexed("workers", 1, completions, parallelism)])
-    assert volumes.pod_indexes(js.replicated_jobs[0]) == expected
+    assert pod_indexes(js.replicated_jobs[0]) == expected
 
 
 def test_pod_scope_one_claim_per_completion_index_of_every_job() -> None:
@@ -230,11 +244,11 @@ def test_pod_scope_one_claim_per_completion_index_of_every_job() -> None:
     assert (last.replicated_job, last.job_index, last.pod_index) == ("workers", 1, 2)
     assert last.metadata["labels"] == {
         api.JOBSET_NAME: "js",
-        volumes.CLAIM_TEMPLATE_LABEL: "ckpt",
-        volumes.CLAIM_SCOPE_LABEL: "Pod",
+        CLAIM_TEMPLATE_LABEL: "ckpt",
+        CLAIM_SCOPE_LABEL: "Pod",
         api.REPLICATED_JOB_NAME: "workers",
         api.JOB_INDEX: "1",
-        volumes.CLAIM_POD_INDEX_LABEL: "2",
+        CLAIM_POD_INDEX_LABEL: "2",
     }
     assert [model.slot_name(c.slot) for c in model.desired] == [c.name for c in model.desired]
 

@@ -19,14 +19,20 @@ from controller.jobset import api, volumes
 from controller.jobset.model import JobSet, parse
 from controller.jobset.volumes import (
     FINALIZER,
-    ClaimLifecycle,
-    ClaimState,
     ClaimView,
     Slot,
     StorageClasses,
     VolumePlan,
 )
-from controller.jobset.volumes.lifecycle import slot_of
+from controller.jobset.volumes.lifecycle import (
+    ClaimLifecycle,
+    ClaimState,
+    claims_to_delete,
+    lifecycle,
+    slot_of,
+)
+from controller.jobset.volumes.model import SELECTED_NODE_ANNOTATION
+from controller.jobset.volumes.record import ClaimRecord, parse_record
 from controller.runtime.store import Obj
 from tests.unit.volumes.factories import (
     RETAINED,
@@ -78,14 +84,14 @@ def jobset(
         **kw,
     )
     if record:
-        obj["status"]["volumes"] = {"claimUIDs": volumes.ClaimRecord(record).render()}
+        obj["status"]["volumes"] = {"claimUIDs": ClaimRecord(record).render()}
     if finalizer:
         obj["metadata"]["finalizers"] = [FINALIZER]
     return parse(obj)
 
 
 def states(js: JobSet, claims: list[Obj]) -> list[ClaimLifecycle]:
-    return volumes.lifecycle(volumes.model(js), views(claims), CLASSES)
+    return lifecycle(volumes.model(js), views(claims), CLASSES)
 
 
 def plan(js: JobSet, claims: list[Obj], terminal_state: str | None = None) -> VolumePlan:
@@ -166,7 +172,7 @@ STATES = [
     pytest.param(At(ours(phase="Pending", spec=WFFC), RECORDED), ClaimState.WAITING, True, "",
                  id="waiting-for-first-consumer"),
     pytest.param(
-        At(ours(phase="Pending", spec=WFFC, annotations={volumes.SELECTED_NODE_ANNOTATION: "n"}),
+        At(ours(phase="Pending", spec=WFFC, annotations={SELECTED_NODE_ANNOTATION: "n"}),
            RECORDED),
         ClaimState.PENDING, True, "", id="wffc-node-selected-pending",
     ),
@@ -207,7 +213,7 @@ def test_state(at: At, state: ClaimState, mountable: bool, why: str) -> None:
     js = jobset(at.policies, record=at.record, terminal_state=at.terminal_state)
     model = volumes.model(js)
     existing = [] if at.claim is None else [at.claim]
-    (found,) = volumes.lifecycle(model, views(existing), at.classes)
+    (found,) = lifecycle(model, views(existing), at.classes)
     assert (found.name, found.state, found.mountable) == ("data-js", state, mountable)
     assert why in found.why
     assert bool(found.why) is bool(why)
@@ -245,7 +251,7 @@ def test_mountable_claims_and_the_jobs_that_wait() -> None:
         claim("unrelated"),
     ]
     model = volumes.model(recorded(js, existing[:1]))
-    mountable = {s.name for s in volumes.lifecycle(model, views(existing), CLASSES) if s.mountable}
+    mountable = {s.name for s in lifecycle(model, views(existing), CLASSES) if s.mountable}
     assert mountable == {"ckpt-js-workers-0"}
 
     def waiting_for(rjob: str, index: int, usable: set[str]) -> list[str]:
@@ -259,7 +265,7 @@ def test_mountable_claims_and_the_jobs_that_wait() -> None:
     assert waiting_for("workers", 1, everything) == []
     # The same claims, not recorded: nothing is mountable.
     unrecorded = volumes.model(js)
-    assert not any(s.mountable for s in volumes.lifecycle(unrecorded, views(existing), CLASSES))
+    assert not any(s.mountable for s in lifecycle(unrecorded, views(existing), CLASSES))
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -478,7 +484,7 @@ def test_a_replacement_is_mounted_once_its_new_uid_is_stored() -> None:
     status = volumes.with_created_claims(
         {}, first.record, {first.create[0].slot: replacement["metadata"]["uid"]}
     )
-    js = jobset(record=dict(volumes.parse_record(status["volumes"]).uids), annotations=notes)
+    js = jobset(record=dict(parse_record(status["volumes"]).uids), annotations=notes)
     second = plan(js, [replacement])
     assert summary(second) == {
         "states": {"data-js": "Pending"},
@@ -566,7 +572,7 @@ def test_claims_to_delete(
     claims = [ckpt(0), ckpt(1), ckpt(1, owner_uid="uid-other"), ckpt(0, jobset="other"), {}]
     claims[2]["metadata"]["name"] = "foreign-1"
     claims[3]["metadata"]["name"] = "foreign-2"
-    result = volumes.claims_to_delete(
+    result = claims_to_delete(
         js,
         volumes.policies(js),
         [ClaimView.of(c) for c in claims],
@@ -588,7 +594,7 @@ def test_claims_to_delete(
 def test_claims_to_delete_when_scaled(when_scaled: str, replicas: int, expected: list[str]) -> None:
     js = retention_jobset({"whenScaled": when_scaled}, replicas)
     claims = views([ckpt(0), ckpt(1), ckpt(2)])
-    result = volumes.claims_to_delete(
+    result = claims_to_delete(
         js, volumes.policies(js), claims.values(), deleting=False, terminal_state=""
     )
     assert names(result) == expected
@@ -655,9 +661,7 @@ def test_when_scaled_reads_labels_and_skips_odd_claims() -> None:
     terminating = ckpt(3, deleting=True)
     unknown = ckpt(4, template="other")
     claims = views([gone_rjob, bad_index, no_index, terminating, unknown])
-    found = volumes.claims_to_delete(
-        js, policies, claims.values(), deleting=False, terminal_state=""
-    )
+    found = claims_to_delete(js, policies, claims.values(), deleting=False, terminal_state="")
     assert names(found) == ["ckpt-js-workers-0"]
 
 
@@ -666,8 +670,7 @@ def test_when_scaled_ignores_jobset_scope() -> None:
     existing = views([claim("data-js", rjob_name="workers", index=9, scope="JobSet")])
     policies = volumes.policies(js)
     assert (
-        volumes.claims_to_delete(js, policies, existing.values(), deleting=False, terminal_state="")
-        == []
+        claims_to_delete(js, policies, existing.values(), deleting=False, terminal_state="") == []
     )
 
 

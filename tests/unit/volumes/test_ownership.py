@@ -11,14 +11,22 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
-from controller.jobset.volumes import (
+from controller.jobset.volumes import ClaimView, DesiredClaim
+from controller.jobset.volumes.annotations import parse as parse_entries
+from controller.jobset.volumes.model import (
     CLAIM_SCOPE_LABEL,
     OWNER_UID_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
-    ClaimView,
-    DesiredClaim,
 )
-from controller.jobset.volumes.annotations import parse as parse_entries
+from controller.jobset.volumes.ownership import (
+    adoption_patch,
+    classify,
+    compatible,
+    conflict_reason,
+    owned,
+    retain_patch,
+    update_patch,
+)
 from controller.runtime.store import Obj
 from tests.unit.volumes.factories import RETAINED, claim, make, merge_patch, only, owner, tpl
 
@@ -184,15 +192,15 @@ def spec_with(**changes: Any) -> Obj:
     ],
 )
 def test_compatible(existing: Obj, template: Obj, ok: bool, reason: str) -> None:
-    result, why = volumes.compatible(existing, template)
+    result, why = compatible(existing, template)
     assert result is ok
     assert reason in why
     assert bool(why) is not ok
 
 
 def test_compatible_tolerates_garbage() -> None:
-    assert volumes.compatible(None, BASE)[0] is False  # type: ignore[arg-type]
-    assert volumes.compatible(spec_with(resources={"requests": {"storage": "lots"}}), BASE) == (
+    assert compatible(None, BASE)[0] is False  # type: ignore[arg-type]
+    assert compatible(spec_with(resources={"requests": {"storage": "lots"}}), BASE) == (
         False,
         "the claim has no storage request; the template asks for 10Gi",
     )
@@ -219,18 +227,18 @@ def test_bug_1307_retained_bound_claim_is_adopted() -> None:
     js = make([{"templates": [tpl("data", "10Gi")], "retentionPolicy": retain}])
     desired = only(js)
     existing = ClaimView.of(bug_1307_claim())
-    assert volumes.classify(existing, desired, js) == "adoptable"
-    assert volumes.conflict_reason(existing, desired, js) == ""
-    patch = volumes.adoption_patch(existing, desired, js)
+    assert classify(existing, desired, js) == "adoptable"
+    assert conflict_reason(existing, desired, js) == ""
+    patch = adoption_patch(existing, desired, js)
     assert patch == {
         "metadata": {
             "annotations": {OWNER_UID_ANNOTATION: "uid-js", RETAINED_FROM_ANNOTATION: None}
         }
     }
     adopted = ClaimView.of(merge_patch(existing.raw, patch))
-    assert volumes.classify(adopted, desired, js) == "owned"
-    assert volumes.owned(adopted, js)
-    assert volumes.update_patch(adopted, desired) is None
+    assert classify(adopted, desired, js) == "owned"
+    assert owned(adopted, js)
+    assert update_patch(adopted, desired) is None
     assert adopted.spec["volumeName"] == "pvc-0f6c7a2e"
 
 
@@ -310,11 +318,11 @@ def test_classify(existing: Obj, expected: str, reason: str) -> None:
     js = make([{"templates": [tpl("data")]}])
     desired = only(js)
     view = ClaimView.of(existing)
-    assert volumes.classify(view, desired, js) == expected
-    message = volumes.conflict_reason(view, desired, js)
+    assert classify(view, desired, js) == expected
+    message = conflict_reason(view, desired, js)
     assert reason in message
     assert bool(message) is (expected == "conflict")
-    assert volumes.owned(view, js) is (expected == "owned")
+    assert owned(view, js) is (expected == "owned")
 
 
 def test_classify_with_the_adopt_claims_annotation() -> None:
@@ -325,17 +333,17 @@ def test_classify_with_the_adopt_claims_annotation() -> None:
     hand_made = ClaimView.of(claim("data-js", jobset=None, owner_uid=None))
     (entry,) = parse_entries(f"data-js@{hand_made.uid[:8]}").entries
     (other,) = parse_entries("data-js@0123abcd").entries
-    assert volumes.classify(hand_made, desired, js) == "conflict"
-    assert volumes.classify(hand_made, desired, js, adopt=[entry]) == "adoptable"
-    assert volumes.classify(hand_made, desired, js, adopt=[other]) == "conflict"
+    assert classify(hand_made, desired, js) == "conflict"
+    assert classify(hand_made, desired, js, adopt=[entry]) == "adoptable"
+    assert classify(hand_made, desired, js, adopt=[other]) == "conflict"
     controlled = ClaimView.of(claim("data-js", jobset=None, owner_uid=None, refs=[STATEFULSET]))
-    assert volumes.conflict_reason(controlled, desired, js, adopt=[entry]) == (
+    assert conflict_reason(controlled, desired, js, adopt=[entry]) == (
         "claim data-js (named in jobset.sigs.k8s.io/adopt-claims) is controlled by StatefulSet db"
     )
-    patch = volumes.adoption_patch(hand_made, desired, js)
+    patch = adoption_patch(hand_made, desired, js)
     adopted = ClaimView.of(merge_patch(hand_made.raw, patch))
-    assert volumes.owned(adopted, js)
-    assert volumes.update_patch(adopted, desired) is None
+    assert owned(adopted, js)
+    assert update_patch(adopted, desired) is None
 
 
 # ----------------------------------------------------------------------------- patches
@@ -347,7 +355,7 @@ def test_adoption_patch_with_delete_policy_replaces_stale_owner() -> None:
     other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "c"}
     raw = claim("data-js", owner_uid="uid-old", refs=[other, owner("uid-old")])
     raw["metadata"]["labels"].pop(CLAIM_SCOPE_LABEL)
-    patch = volumes.adoption_patch(ClaimView.of(raw), desired, js)
+    patch = adoption_patch(ClaimView.of(raw), desired, js)
     assert patch == {
         "metadata": {
             "annotations": {OWNER_UID_ANNOTATION: "uid-js", RETAINED_FROM_ANNOTATION: None},
@@ -356,14 +364,14 @@ def test_adoption_patch_with_delete_policy_replaces_stale_owner() -> None:
         }
     }
     adopted = ClaimView.of(merge_patch(raw, patch))
-    assert volumes.update_patch(adopted, desired) is None
+    assert update_patch(adopted, desired) is None
 
 
 def test_adoption_patch_with_retain_policy_drops_stale_owner() -> None:
     js = make([{"templates": [tpl("data")], "retentionPolicy": {"whenDeleted": "Retain"}}])
     desired = only(js)
     existing = ClaimView.of(claim("data-js", owner_uid="uid-old", refs=[owner("uid-old")]))
-    patch = volumes.adoption_patch(existing, desired, js)
+    patch = adoption_patch(existing, desired, js)
     assert patch["metadata"]["ownerReferences"] == []
 
 
@@ -371,21 +379,21 @@ def test_retain_patch() -> None:
     js = make([{"templates": [tpl("data")]}])
     other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "c"}
     existing = ClaimView.of(claim("data-js", refs=[owner(), other]))
-    assert volumes.retain_patch(existing, js.uid) == {
+    assert retain_patch(existing, js.uid) == {
         "metadata": {
             "annotations": {RETAINED_FROM_ANNOTATION: "uid-js"},
             "ownerReferences": [other],
         }
     }
     lone = claim("data-js", refs=[owner()])
-    patch = volumes.retain_patch(ClaimView.of(lone), js.uid)
+    patch = retain_patch(ClaimView.of(lone), js.uid)
     assert patch["metadata"]["ownerReferences"] is None
     kept = merge_patch(lone, patch)
     assert "ownerReferences" not in kept["metadata"]
     assert kept["metadata"]["labels"][api.JOBSET_NAME] == "js"
     # Retained: what a later JobSet of this name may adopt.
     later = make([{"templates": [tpl("data")]}], uid="uid-later")
-    assert volumes.classify(ClaimView.of(kept), only(later), later) == "adoptable"
+    assert classify(ClaimView.of(kept), only(later), later) == "adoptable"
 
 
 def observed(desired: DesiredClaim, **meta: Any) -> Obj:
@@ -402,7 +410,7 @@ def observed(desired: DesiredClaim, **meta: Any) -> Obj:
 
 
 def update(raw: Obj, desired: DesiredClaim) -> Obj | None:
-    return volumes.update_patch(ClaimView.of(raw), desired)
+    return update_patch(ClaimView.of(raw), desired)
 
 
 @pytest.mark.parametrize("when_deleted", ["Delete", "Retain"])
@@ -471,10 +479,10 @@ def test_an_upstream_claim_is_adopted_in_one_write_then_left_alone(when_deleted:
     raw = claim("data-js", owner_uid=None, refs=[owner()])
     raw["metadata"]["labels"] = {api.JOBSET_NAME: "js"}
     upstreams = ClaimView.of(raw)
-    assert volumes.classify(upstreams, desired, js) == "adoptable"
-    adopted = ClaimView.of(merge_patch(raw, volumes.adoption_patch(upstreams, desired, js)))
-    assert volumes.owned(adopted, js)
-    assert volumes.update_patch(adopted, desired) is None
+    assert classify(upstreams, desired, js) == "adoptable"
+    adopted = ClaimView.of(merge_patch(raw, adoption_patch(upstreams, desired, js)))
+    assert owned(adopted, js)
+    assert update_patch(adopted, desired) is None
     # The ownerReference stays only while the policy deletes the claim with the JobSet.
     assert bool(adopted.owner_references) is (when_deleted == "Delete")
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.jobset import volumes
-from controller.jobset.volumes import ClaimRecord, Slot
+from controller.jobset.volumes import Slot
+from controller.jobset.volumes.record import ClaimRecord, parse_record, uid_prefix
 from controller.runtime.store import Obj
 
 A, B, C = "aaaaaaaa", "bbbbbbbb", "cccccccc"
@@ -97,7 +97,7 @@ def test_render(uids: dict[Slot, str], stored: list[Obj]) -> None:
 
 @pytest.mark.parametrize(("uids", "stored"), FORMS)
 def test_parse(uids: dict[Slot, str], stored: list[Obj]) -> None:
-    assert volumes.parse_record({"claimUIDs": stored}) == ClaimRecord(uids)
+    assert parse_record({"claimUIDs": stored}) == ClaimRecord(uids)
 
 
 templates = st.sampled_from(["ckpt", "data", "a-b"])
@@ -113,8 +113,8 @@ prefixes = st.text(alphabet="0123456789abcdef", min_size=1, max_size=8)
 @given(st.dictionaries(slots, prefixes, max_size=30))
 def test_round_trip(uids: dict[Slot, str]) -> None:
     record = ClaimRecord(uids)
-    assert volumes.parse_record({"claimUIDs": record.render()}) == record
-    assert volumes.parse_record({"claimUIDs": record.render()}).render() == record.render()
+    assert parse_record({"claimUIDs": record.render()}) == record
+    assert parse_record({"claimUIDs": record.render()}).render() == record.render()
 
 
 # A record that cannot be read proves nothing: the entry is skipped, never raised on.
@@ -172,7 +172,7 @@ MALFORMED = [
 
 @pytest.mark.parametrize(("stored", "expected"), MALFORMED)
 def test_malformed_input_is_ignored(stored: Any, expected: dict[Slot, str]) -> None:
-    assert volumes.parse_record(stored) == ClaimRecord(expected)
+    assert parse_record(stored) == ClaimRecord(expected)
 
 
 # ----------------------------------------------------------------------------- changing it
@@ -212,5 +212,5 @@ def test_get_and_uid_prefix() -> None:
     record = ClaimRecord({DATA: A})
     assert record.get(DATA) == A
     assert record.get(W0) is None
-    assert volumes.uid_prefix("3f9c1a27-0b1e-4c8a-9d2f-6e5b4a3c2d1e") == "3f9c1a27"
-    assert volumes.uid_prefix("") == ""
+    assert uid_prefix("3f9c1a27-0b1e-4c8a-9d2f-6e5b4a3c2d1e") == "3f9c1a27"
+    assert uid_prefix("") == ""

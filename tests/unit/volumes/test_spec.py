@@ -16,19 +16,22 @@ from hypothesis import strategies as st
 
 from controller.jobset import api, construct, volumes
 from controller.jobset.model import InvalidJobSet, parse
-from controller.jobset.volumes import (
+from controller.jobset.volumes import POD_SCOPE_LABEL, StorageClasses, podscope
+from controller.jobset.volumes.desired import claim_name as volume_claim_name
+from controller.jobset.volumes.desired import claims_for_job, pod_indexes, targeted
+from controller.jobset.volumes.lifecycle import ClaimState, claims_to_delete, lifecycle
+from controller.jobset.volumes.model import (
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
     OWNER_UID_ANNOTATION,
-    POD_SCOPE_LABEL,
     REPLACE_LOST_ANNOTATION,
-    ClaimRecord,
-    ClaimState,
     ClaimTemplate,
     Retention,
-    StorageClasses,
-    podscope,
 )
+from controller.jobset.volumes.ownership import classify, compatible, update_patch
+from controller.jobset.volumes.quantity import parse_quantity
+from controller.jobset.volumes.record import ClaimRecord, parse_record, uid_prefix
+from controller.jobset.volumes.spec import claim_count
 from controller.runtime.store import Obj
 from tests.support.examples import EXAMPLES
 from tests.unit.jobset_factories import make_jobset, make_jobset_obj
@@ -152,7 +155,7 @@ def test_example_01_claim_object() -> None:
         },
     }
     assert desired.policy.targets == ("A", "B")
-    assert volumes.targeted(desired.policy, js) == ("A", "B")
+    assert targeted(desired.policy, js) == ("A", "B")
 
 
 def test_example_02_template_labels_copied() -> None:
@@ -253,7 +256,7 @@ def test_template_spec_is_a_copy() -> None:
 def test_init_container_mount_counts() -> None:
     js = make([{"templates": [tpl("data")]}], rjobs=[mounting("w", 1, init_mounts=("data",))])
     (policy,) = volumes.policies(js)
-    assert volumes.targeted(policy, js) == ("w",)
+    assert targeted(policy, js) == ("w",)
 
 
 def test_template_without_spec_and_metadata_extras() -> None:
@@ -509,7 +512,7 @@ def test_untargeted_replicated_job_may_mount_its_own_volume_of_a_template_name()
         [mounting("leader", 1, ("data",)), mounting("workers", 2, ("data",), volumes_=("data",))],
     )
     model = volumes.model(js)
-    assert volumes.targeted(model.policies[0], js) == ("leader",)
+    assert targeted(model.policies[0], js) == ("leader",)
     assert model.job_claims.for_job("workers", 1) == {}
     assert model.job_claims.for_job("leader", 0) == {"data": "data-js"}
 
@@ -537,7 +540,7 @@ def test_claim_count() -> None:
         rjobs=[mounting("workers", 3, ("ckpt", "logs", "data")), mounting("idle", 2)],
     )
     model = volumes.model(js)
-    assert volumes.claim_count(js, model.policies) == 2 * 3 + 1 == len(model.desired)
+    assert claim_count(js, model.policies) == 2 * 3 + 1 == len(model.desired)
 
 
 # ----------------------------------------------------------------------------- the model
@@ -609,7 +612,7 @@ def test_model_reads_the_stored_record() -> None:
     ],
 )
 def test_claim_name(args: tuple[Any, ...], expected: str) -> None:
-    assert volumes.claim_name(*args) == expected
+    assert volume_claim_name(*args) == expected
 
 
 @pytest.mark.parametrize(
@@ -623,7 +626,7 @@ def test_claim_name(args: tuple[Any, ...], expected: str) -> None:
 )
 def test_claim_name_errors(args: tuple[Any, ...], message: str) -> None:
     with pytest.raises(InvalidJobSet, match=message):
-        volumes.claim_name(*args)
+        volume_claim_name(*args)
 
 
 def test_claims_and_policies_are_frozen_values() -> None:
@@ -681,7 +684,7 @@ def test_claims_and_policies_are_frozen_values() -> None:
     ],
 )
 def test_parse_quantity(text: str, value: Decimal) -> None:
-    assert volumes.parse_quantity(text) == value
+    assert parse_quantity(text) == value
 
 
 @pytest.mark.parametrize(
@@ -690,18 +693,18 @@ def test_parse_quantity(text: str, value: Decimal) -> None:
 )
 def test_parse_quantity_rejects(text: str) -> None:
     with pytest.raises(InvalidJobSet, match="quantity"):
-        volumes.parse_quantity(text)
+        parse_quantity(text)
 
 
 def test_parse_quantity_rejects_non_strings() -> None:
     with pytest.raises(InvalidJobSet):
-        volumes.parse_quantity(5)  # type: ignore[arg-type]
+        parse_quantity(5)  # type: ignore[arg-type]
 
 
 def test_numeric_storage_in_template_is_accepted() -> None:
     js = make([{"templates": [tpl("data", 1073741824)]}])  # type: ignore[arg-type]
     desired = only(js)
-    assert volumes.compatible(claim("data-js")["spec"], desired.template.spec) == (True, "")
+    assert compatible(claim("data-js")["spec"], desired.template.spec) == (True, "")
 
 
 # ----------------------------------------------------------------------------- properties
@@ -796,9 +799,9 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     found = views(existing)
     for claim_ in desired:
         view = found[claim_.name]
-        assert volumes.update_patch(view, claim_) is None
-        assert volumes.classify(view, claim_, js) == "owned"
-        assert volumes.compatible(claim_.object["spec"], claim_.template.spec) == (True, "")
+        assert update_patch(view, claim_) is None
+        assert classify(view, claim_, js) == "owned"
+        assert compatible(claim_.object["spec"], claim_.template.spec) == (True, "")
         has_ref = "ownerReferences" in claim_.object["metadata"]
         assert has_ref is (claim_.policy.retention.when_deleted == "Delete")
         assert (owner(js.uid, js.name) in claim_.object["metadata"].get("ownerReferences", [])) is (
@@ -806,14 +809,14 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
         )
     in_use = {"": ClaimState.PENDING, "Pending": ClaimState.PENDING, "Bound": ClaimState.BOUND}
     # Not recorded yet: ours, but not mountable; the pass records every one of them ...
-    states = volumes.lifecycle(model, found, StorageClasses())
+    states = lifecycle(model, found, StorageClasses())
     assert [(s.name, s.state, s.mountable) for s in states] == [
         (n, in_use[phase], False) for n in names
     ]
     first = volumes.plan(model, found, StorageClasses(), terminal_state="")
     assert (first.create, first.patch, first.delete, first.mountable) == ([], [], [], set())
-    assert first.record.uids == {c.slot: volumes.uid_prefix(uid_of(c.name)) for c in desired}
-    assert volumes.parse_record({"claimUIDs": first.record.render()}) == first.record
+    assert first.record.uids == {c.slot: uid_prefix(uid_of(c.name)) for c in desired}
+    assert parse_record({"claimUIDs": first.record.render()}) == first.record
     # ... and once that record is stored, every one is mountable and the pass writes no claim.
     raw = copy.deepcopy(js.raw)
     raw["status"]["volumes"] = volumes.volumes_status(model, first)
@@ -822,10 +825,7 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     assert second.mountable == set(names)
     assert (second.create, second.patch, second.delete) == ([], [], [])
     assert second.record == stored.record
-    assert (
-        volumes.claims_to_delete(js, policies, found.values(), deleting=False, terminal_state="")
-        == []
-    )
+    assert claims_to_delete(js, policies, found.values(), deleting=False, terminal_state="") == []
     mounted_claims: set[str] = set()
     for r in js.replicated_jobs:
         for index in range(r.replicas):
@@ -840,7 +840,7 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
                 for v in pod_volumes
                 if "persistentVolumeClaim" in v
             }
-            assert claims == volumes.claims_for_job(js, policies, r.name, index)
+            assert claims == claims_for_job(js, policies, r.name, index)
             assert claims == model.job_claims.for_job(r.name, index)
             # Pod scope: the template mounts placeholders, labelled for the admission policy.
             placeholders = [c for c in claims.values() if podscope.is_placeholder(c)]
@@ -848,7 +848,7 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
             assert (labels.get(POD_SCOPE_LABEL) == "true") is bool(placeholders)
             needed = model.job_claims.needed(r.name, index)
             assert len(needed) == len(claims) - len(placeholders) + len(placeholders) * (
-                volumes.pod_indexes(r)
+                pod_indexes(r)
             )
             mounts = {
                 m["name"]
@@ -864,7 +864,7 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     used = {
         c.name
         for c in desired
-        if any(js.replicated_job(r).replicas for r in volumes.targeted(c.policy, js))  # type: ignore[union-attr]
+        if any(js.replicated_job(r).replicas for r in targeted(c.policy, js))  # type: ignore[union-attr]
     }
     assert mounted_claims == used
 
@@ -968,7 +968,7 @@ def test_pod_scope_claim_count(rjobs: list[Obj], expected: int) -> None:
     js = make([POD, {"templates": [tpl("data")]}], rjobs=rjobs)
     model = volumes.model(js)
     # The JobSet-scope template adds one, whoever mounts it.
-    assert volumes.claim_count(js, model.policies) == len(model.desired) == expected + 1
+    assert claim_count(js, model.policies) == len(model.desired) == expected + 1
 
 
 def test_pod_scope_checks_only_the_replicated_jobs_it_targets() -> None:

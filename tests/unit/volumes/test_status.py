@@ -13,12 +13,14 @@ import pytest
 from controller.jobset import api, volumes
 from controller.jobset.model import JobSet, parse
 from controller.jobset.volumes import (
-    REPLACE_LOST_ANNOTATION,
     Condition,
     Slot,
     StorageClasses,
     VolumeModel,
 )
+from controller.jobset.volumes.lifecycle import lifecycle
+from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, SELECTED_NODE_ANNOTATION
+from controller.jobset.volumes.status import template_counts, volumes_ready
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import make_jobset
 from tests.unit.volumes.factories import (
@@ -55,7 +57,7 @@ def status_jobset(record: list[Obj] | None = None, **kw: Any) -> JobSet:
 
 
 def ready(model: VolumeModel, claims: list[Obj]) -> Condition:
-    return volumes.volumes_ready(model, volumes.lifecycle(model, views(claims), CLASSES))
+    return volumes_ready(model, lifecycle(model, views(claims), CLASSES))
 
 
 def bound_all() -> list[Obj]:
@@ -81,7 +83,7 @@ def test_template_counts() -> None:
     ]
     js = status_jobset(existing[:3])
     model = volumes.model(js)
-    assert volumes.template_counts(model, volumes.lifecycle(model, views(existing), CLASSES)) == [
+    assert template_counts(model, lifecycle(model, views(existing), CLASSES)) == [
         {
             "name": "ckpt",
             "scope": "Job",
@@ -133,8 +135,8 @@ def test_template_counts_by_state(claims: list[Obj], had: list[int], counts: Obj
     data = claim("data-js", spec=WFFC)
     js = status_jobset([data] + [ckpt(i) for i in had])
     model = volumes.model(js)
-    found = volumes.lifecycle(model, views([*claims, data]), CLASSES)
-    (ckpts, shared) = volumes.template_counts(model, found)
+    found = lifecycle(model, views([*claims, data]), CLASSES)
+    (ckpts, shared) = template_counts(model, found)
     zero = {"existing": 0, "bound": 0, "pending": 0, "lost": 0, "conflicts": 0}
     assert ckpts == {"name": "ckpt", "scope": "Job", "desired": 4, **zero, **counts}
     assert shared["bound"] == shared["existing"] == 1
@@ -148,15 +150,15 @@ def test_template_counts_released() -> None:
     raw = copy.deepcopy(js.raw)
     raw["spec"]["volumeClaimPolicies"][0]["retentionPolicy"] = {"whenCompleted": "Delete"}
     model = volumes.model(parse(raw))
-    found = volumes.lifecycle(model, views([]), CLASSES)
-    ckpts = volumes.template_counts(model, found)[0]
+    found = lifecycle(model, views([]), CLASSES)
+    ckpts = template_counts(model, found)[0]
     assert (ckpts["desired"], ckpts["existing"], ckpts["lost"]) == (4, 0, 0)
     assert volumes.released_claims(model) == {f"ckpt-js-workers-{i}" for i in range(4)}
 
 
 def test_counts_without_policies() -> None:
     model = volumes.model(make_jobset())
-    assert volumes.template_counts(model, []) == []
+    assert template_counts(model, []) == []
     assert volumes.conditions(model, volumes.VolumePlan()) == []
     assert volumes.released_claims(model) == set()
 
@@ -181,7 +183,7 @@ READY = [
     ),
     pytest.param(
         lambda cs: [*cs[:4], claim("data-js", spec=WFFC, phase="Pending",
-                                   annotations={volumes.SELECTED_NODE_ANNOTATION: "n1"})],
+                                   annotations={SELECTED_NODE_ANNOTATION: "n1"})],
         True, False, "ClaimsPending", "1 of 5 claims are waiting", id="wffc-node-selected",
     ),
     pytest.param(
@@ -346,7 +348,7 @@ def test_volumes_ready_lists_a_few_names() -> None:
 
 
 def test_volumes_ready_without_claims() -> None:
-    assert volumes.volumes_ready(volumes.model(make_jobset()), []) == Condition(
+    assert volumes_ready(volumes.model(make_jobset()), []) == Condition(
         "VolumesReady", "True", "NoVolumeClaims", "the JobSet needs no volume claims", None
     )
 

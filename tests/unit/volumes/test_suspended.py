@@ -18,7 +18,18 @@ import pytest
 from controller.jobset import api, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
-from controller.jobset.volumes import FINALIZER, ClaimState, Slot, StorageClasses
+from controller.jobset.volumes import FINALIZER, Slot, StorageClasses
+from controller.jobset.volumes.annotations import ADOPT_ANNOTATION
+from controller.jobset.volumes.lifecycle import REASON_CLAIM_ADOPTED, ClaimState
+from controller.jobset.volumes.record import ClaimRecord, parse_record, uid_prefix
+from controller.jobset.volumes.status import (
+    REASON_CLAIM_CONFLICT,
+    REASON_CLAIMS_BOUND,
+    REASON_CLAIMS_LOST,
+    REASON_CLAIMS_PENDING,
+    REASON_WAITING_FOR_RESUME,
+    volumes_ready,
+)
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, at, make_job, rjob
 from tests.unit.volumes.factories import (
@@ -65,7 +76,7 @@ def jobset(
     )
     obj["metadata"]["finalizers"] = [FINALIZER]
     if record:
-        obj["status"]["volumes"] = {"claimUIDs": volumes.ClaimRecord(record).render()}
+        obj["status"]["volumes"] = {"claimUIDs": ClaimRecord(record).render()}
     if terminal:
         obj["status"]["terminalState"] = terminal
     return parse(obj)
@@ -94,7 +105,7 @@ def hand_made() -> Obj:
 
 
 def adopting(*entries: str) -> dict[str, str]:
-    return {volumes.ADOPT_ANNOTATION: ",".join(entries)}
+    return {ADOPT_ANNOTATION: ",".join(entries)}
 
 
 @dataclass(frozen=True)
@@ -119,10 +130,10 @@ def _outcome(case: Case) -> Outcome:
         model, views(case.claims), CLASSES, terminal_state=case.js.status.terminal_state
     )
     (at_,) = vplan.claims
-    ready = volumes.volumes_ready(model, vplan.claims)
+    ready = volumes_ready(model, vplan.claims)
     return Outcome(
         creates=[c.name for c in vplan.create],
-        adopts=[p.name for p in vplan.patch if p.reason == volumes.REASON_CLAIM_ADOPTED],
+        adopts=[p.name for p in vplan.patch if p.reason == REASON_CLAIM_ADOPTED],
         state=at_.state,
         deferred=at_.deferred,
         reason=ready.reason,
@@ -130,7 +141,7 @@ def _outcome(case: Case) -> Outcome:
     )
 
 
-WAIT = volumes.REASON_WAITING_FOR_RESUME
+WAIT = REASON_WAITING_FOR_RESUME
 MISSING, ADOPTABLE, PENDING = ClaimState.MISSING, ClaimState.ADOPTABLE, ClaimState.PENDING
 BOUND, LOST = ClaimState.BOUND, ClaimState.LOST
 
@@ -152,46 +163,46 @@ CASES = [
     ),
     pytest.param(
         Case(jobset(suspend=False)),
-        Outcome(["data-js"], [], PENDING, False, volumes.REASON_CLAIMS_PENDING),
+        Outcome(["data-js"], [], PENDING, False, REASON_CLAIMS_PENDING),
         id="resumed-creates",
     ),
     pytest.param(
         Case(jobset([policy(CREATE)])),
-        Outcome(["data-js"], [], PENDING, False, volumes.REASON_CLAIMS_PENDING),
+        Outcome(["data-js"], [], PENDING, False, REASON_CLAIMS_PENDING),
         id="opt-in-creates-while-suspended",
     ),
     # Claims that exist stay, and stay usable, through suspension: no retention acts on it.
     pytest.param(
         Case(jobset(record={DATA: P}), [ours()]),
-        Outcome([], [], BOUND, False, volumes.REASON_CLAIMS_BOUND, {DATA: P}),
+        Outcome([], [], BOUND, False, REASON_CLAIMS_BOUND, {DATA: P}),
         id="suspended-keeps-its-claim",
     ),
     # Its claim, created by a pass whose status write was lost: remembered, not re-created.
     pytest.param(
         Case(jobset(), [ours(phase="Pending")]),
-        Outcome([], [], PENDING, False, volumes.REASON_CLAIMS_PENDING, {DATA: P}),
+        Outcome([], [], PENDING, False, REASON_CLAIMS_PENDING, {DATA: P}),
         id="suspended-records-its-unrecorded-claim",
     ),
     # A recorded claim gone while suspended is Lost, not Missing: never silently re-created.
     pytest.param(
         Case(jobset(record={DATA: P})),
-        Outcome([], [], LOST, False, volumes.REASON_CLAIMS_LOST, {DATA: P}),
+        Outcome([], [], LOST, False, REASON_CLAIMS_LOST, {DATA: P}),
         id="recorded-claim-gone-while-suspended-is-lost",
     ),
     pytest.param(
         Case(jobset(record={DATA: P}, suspend=False)),
-        Outcome([], [], LOST, False, volumes.REASON_CLAIMS_LOST, {DATA: P}),
+        Outcome([], [], LOST, False, REASON_CLAIMS_LOST, {DATA: P}),
         id="and-stays-lost-on-resume",
     ),
     pytest.param(
         Case(jobset([policy(CREATE)], record={DATA: P})),
-        Outcome([], [], LOST, False, volumes.REASON_CLAIMS_LOST, {DATA: P}),
+        Outcome([], [], LOST, False, REASON_CLAIMS_LOST, {DATA: P}),
         id="lost-with-opt-in-too",
     ),
     # The user's explicit acceptance of an empty replacement is acted on at once.
     pytest.param(
         Case(jobset(record={DATA: P}, annotations=accepting(f"data-js@{P}"))),
-        Outcome(["data-js"], [], PENDING, False, volumes.REASON_CLAIMS_PENDING),
+        Outcome(["data-js"], [], PENDING, False, REASON_CLAIMS_PENDING),
         id="accepted-loss-replaced-while-suspended",
     ),
     # A retained claim is adopted on resume: adopted while queued, a whenDeleted: Delete JobSet
@@ -233,7 +244,7 @@ CASES = [
     # A claim of that name that is not the JobSet's: a conflict, suspended or not.
     pytest.param(
         Case(jobset(), [claim("data-js", owner_uid=None, jobset=None)]),
-        Outcome([], [], ClaimState.CONFLICT, False, volumes.REASON_CLAIM_CONFLICT),
+        Outcome([], [], ClaimState.CONFLICT, False, REASON_CLAIM_CONFLICT),
         id="conflict-reported-while-suspended",
     ),
     # A finished JobSet creates nothing whatever its suspension, and says so as before.
@@ -267,7 +278,7 @@ def test_only_the_missing_claims_of_waiting_policies_are_deferred() -> None:
         "ckpt-js-workers-0": (BOUND, False),
         "ckpt-js-workers-1": (MISSING, True),
     }
-    ready = volumes.volumes_ready(model, vplan.claims)
+    ready = volumes_ready(model, vplan.claims)
     # A claim is created in this pass and another waits: the one that waits for resume is named.
     assert (ready.reason, ready.status) == (WAIT, "False")
     assert ready.message == (
@@ -411,9 +422,9 @@ def test_created_suspended_then_resumed_then_suspended_again() -> None:
     assert preempted.volume is not None
     assert (preempted.volume.create, preempted.volume.delete) == ([], [])
     assert preempted.volume.mountable == {"data-js"}
-    assert volumes.parse_record(preempted.status["volumes"] if preempted.status else None).get(
+    assert parse_record(preempted.status["volumes"] if preempted.status else None).get(
         DATA
-    ) == volumes.uid_prefix(uid)
+    ) == uid_prefix(uid)
 
 
 def test_deleting_a_jobset_that_never_ran_touches_nothing() -> None:

@@ -9,6 +9,8 @@ import pytest
 
 from controller.jobset import volumes
 from controller.jobset.volumes import StorageClasses
+from controller.jobset.volumes.lifecycle import lifecycle
+from controller.jobset.volumes.status import volumes_ready
 from tests.unit.jobset_factories import condition, make_jobset_obj
 from tests.unit.volumes.factories import claim, make, mounting, tpl
 
@@ -135,7 +137,7 @@ def test_volumes_ready_names_a_missing_storage_class(
     )
     classes = StorageClasses(wait_for_first_consumer=frozenset({"wffc"}), names=names)
     model = volumes.model(jobset)
-    ready = volumes.volumes_ready(model, volumes.lifecycle(model, found, classes))
+    ready = volumes_ready(model, lifecycle(model, found, classes))
     assert ready.reason == reason, ready
     assert ready.status == (
         "False" if reason in ("StorageClassNotFound", "ClaimsPending") else "True"

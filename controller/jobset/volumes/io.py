@@ -1,0 +1,168 @@
+"""The volumes' edge: what a pass reads of the caches for them, and the claim writes.
+
+The reconciler holds one :class:`VolumeIO` and asks it, per JobSet, for the claims (those
+labelled with the JobSet's name and any claim of a name it wants, which it remembers in
+``wanted`` to route claim events), the storage classes, and whether Pod-scope pods can get their
+claims now (``admission.readiness``, whose first sighting of the policy it keeps); and it
+creates, patches and deletes claims through it, each write with its metric and Event. Deciding
+stays pure (``volumes.plan``, ``gating``); orchestration (which writes, in what order, what a
+refusal means) stays in the reconciler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from controller.jobset.metrics import JobSetMetrics
+from controller.jobset.model import JobSet
+from controller.jobset.volumes import admission, podscope
+from controller.jobset.volumes.desired import DesiredClaim
+from controller.jobset.volumes.lifecycle import (
+    REASON_CLAIM_ADOPTED,
+    REASON_CLAIM_CREATED,
+    REASON_CLAIM_DELETED,
+    ClaimPatch,
+)
+from controller.jobset.volumes.observed import ClaimView, StorageClasses, storage_classes, views
+from controller.jobset.volumes.spec import VolumeModel
+from controller.jobset.wanted import WantedClaims
+from controller.runtime.client import CLAIMS, ApiError, KubeClient
+from controller.runtime.manager import Cache
+from controller.runtime.store import Obj
+
+# (the JobSet object, Event type, reason, message)
+EventSink = Callable[[Obj, str, str, str], None]
+
+
+class VolumeIO:
+    """Cache reads and claim writes for the JobSets of one controller (see the module)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        metrics: JobSetMetrics,
+        event: EventSink,
+        *,
+        index: str,
+        claims: Cache | None = None,
+        storage_classes: Cache | None = None,
+        admission_policies: Cache | None = None,
+        admission_bindings: Cache | None = None,
+        pods: Cache | None = None,
+    ) -> None:
+        self.client = client
+        self.metrics = metrics
+        self.event = event
+        # The caches' index of objects by the JobSet name label.
+        self.index = index
+        self.claims = claims
+        self.storage_classes = storage_classes
+        # MutatingAdmissionPolicies and their bindings: Pod scope works only with ours installed.
+        self.admission_policies = admission_policies
+        self.admission_bindings = admission_bindings
+        # Pods of Pod-scope replicated jobs, reduced to their placeholders (podscope.pod_view).
+        self.pods = pods
+        # The policy and binding versions first seen installed, and when (monotonic).
+        self.admission_seen: admission.Seen | None = None
+        # Per JobSet, the claim names it wants: a claim event goes to the JobSets wanting it.
+        self.wanted = WantedClaims()
+
+    # --------------------------------------------------------------- reads
+
+    def claims_of(self, key: str, jobset: JobSet, model: VolumeModel) -> dict[str, ClaimView]:
+        """Claims this JobSet may care about: those labelled with its name, and any claim
+        (labelled or not: a conflict is exactly an unlabelled one) with a name it wants."""
+        # Recorded in the same step as the cache is read (no await between): an event of a
+        # claim is either in what this pass reads, or enqueues the key again.
+        self.wanted.want(key, (d.name for d in model.desired))
+        if self.claims is None or not model.policies:
+            return {}
+        found = {c["metadata"]["name"]: c for c in self.claims.by_index(self.index, key)}
+        for desired in model.desired:
+            claim = self.claims.get(jobset.namespace, desired.name)
+            if claim is not None:
+                found[desired.name] = claim
+        return views(found.values())
+
+    def labelled_claims(self, key: str) -> list[Obj]:
+        """The claims labelled with the JobSet's name (what its deletion retains or deletes)."""
+        return self.claims.by_index(self.index, key) if self.claims is not None else []
+
+    def classes(self) -> StorageClasses:
+        if self.storage_classes is None:
+            return StorageClasses()
+        return storage_classes(self.storage_classes.items())
+
+    def pod_scope_blocked(
+        self, key: str, jobset: JobSet, job_uids: Collection[str], now: float
+    ) -> tuple[admission.Blocked | None, float | None]:
+        """Why Pod-scope pods of this JobSet cannot get their claims now, if so, and when to look
+        again: the policy missing (``admission.missing``), just installed (given
+        ``SETTLE_SECONDS`` to take effect), or pods of the JobSet's own Jobs (``job_uids``)
+        admitted without it."""
+        policies, bindings = self.admission_policies, self.admission_bindings
+        if policies is None or bindings is None:
+            unavailable: str | None = admission.NOT_WATCHED
+            policy = binding = None
+        else:
+            status = policies.unavailable() or bindings.unavailable()
+            unavailable = admission.not_served(status) if status is not None else None
+            policy = policies.get(None, podscope.POLICY_NAME)
+            binding = bindings.get(None, podscope.POLICY_NAME)
+        found = admission.readiness(
+            unavailable,
+            policy,
+            binding,
+            lambda: podscope.unresolved_pods(
+                self.pods.by_index(self.index, key) if self.pods else [], job_uids
+            ),
+            namespace=jobset.namespace,
+            jobset=jobset.name,
+            seen=self.admission_seen,
+            now=now,
+        )
+        self.admission_seen = found.seen
+        return found.blocked, found.look_again
+
+    # --------------------------------------------------------------- writes
+
+    async def create_claim(self, jobset: JobSet, claim: DesiredClaim) -> str | None:
+        """Creates the claim; returns its uid (None when it existed already)."""
+        try:
+            created = await self.client.create(CLAIMS, claim.object, jobset.namespace)
+        except ApiError as err:
+            if err.already_exists:
+                return None  # the next pass classifies it (ours from a lost response, or not)
+            raise  # a refusal is reported by the status (writefailures)
+        self.metrics.claims_created.inc()
+        self.event(jobset.raw, "Normal", REASON_CLAIM_CREATED, f"created claim {claim.name}")
+        uid = (created.get("metadata") or {}).get("uid") if isinstance(created, dict) else None
+        return uid if isinstance(uid, str) else None
+
+    async def patch_claim(self, obj: Obj, change: ClaimPatch) -> None:
+        """Patches a claim of the JobSet ``obj`` (the stored object: it may not parse)."""
+        try:
+            await self.client.patch(CLAIMS, change.name, change.patch, _namespace(obj))
+        except ApiError as err:
+            if err.not_found:
+                return
+            raise  # a refusal is reported by the status (writefailures), or while deleting by
+            # the reconciler's Event
+        if change.reason == REASON_CLAIM_ADOPTED:
+            self.metrics.claims_adopted.inc()
+        self.event(obj, change.event_type, change.reason, change.message)
+
+    async def delete_claim(self, obj: Obj, name: str) -> None:
+        try:
+            await self.client.delete(CLAIMS, name, _namespace(obj))
+        except ApiError as err:
+            if err.not_found:
+                return
+            raise
+        self.metrics.claims_deleted.inc()
+        self.event(obj, "Normal", REASON_CLAIM_DELETED, f"deleted claim {name}")
+
+
+def _namespace(obj: Obj) -> str | None:
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    return namespace if isinstance(namespace, str) else None
