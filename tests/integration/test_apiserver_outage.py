@@ -23,7 +23,13 @@ from kubernetes_asyncio import config
 
 from controller.runtime.client import LEASES, NAMESPACES, ApiError, KubeClient
 from localcluster.cluster import LocalCluster
-from tests.support.replicas import Replica, start_replica, wait_until
+from tests.support.replicas import (
+    Replica,
+    start_replica,
+    thread_states,
+    wait_stopped,
+    wait_until,
+)
 
 
 @pytest.fixture
@@ -89,23 +95,6 @@ async def test_standby_survives_an_api_server_outage_and_leads_afterwards(
             replica.process.kill()
 
 
-def _thread_states(pid: int) -> str:
-    """The state letter of each thread of ``pid`` (``T``: stopped), from /proc."""
-    states = []
-    for stat in sorted(Path(f"/proc/{pid}/task").glob("*/stat")):
-        try:
-            # "pid (comm) S ...": the state follows the command's closing parenthesis.
-            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
-        except (OSError, IndexError):
-            continue
-    return "".join(states)
-
-
-def _all_stopped(pid: int) -> bool:
-    states = _thread_states(pid)
-    return bool(states) and set(states) <= {"T", "t"}
-
-
 async def test_a_request_to_a_frozen_api_server_times_out_and_the_next_one_succeeds(
     own_cluster: LocalCluster,
 ) -> None:
@@ -121,7 +110,7 @@ async def test_a_request_to_a_frozen_api_server_times_out_and_the_next_one_succe
         try:
             # kill() returns before every thread has stopped: on a loaded machine a thread still
             # running answered the request (a cold CI run side by side). Wait until all have.
-            await wait_until(lambda: _all_stopped(apiserver), "kube-apiserver's threads to stop")
+            await wait_stopped(apiserver)
             started = time.monotonic()
             request = asyncio.create_task(client.get(NAMESPACES, "default"))
             done, _ = await asyncio.wait({request}, timeout=30)
@@ -129,7 +118,7 @@ async def test_a_request_to_a_frozen_api_server_times_out_and_the_next_one_succe
             waited = time.monotonic() - started
             error = request.exception()
             assert isinstance(error, aiohttp.ServerTimeoutError), (
-                f"{error!r}; kube-apiserver's threads now: {_thread_states(apiserver)}"
+                f"{error!r}; kube-apiserver's threads now: {thread_states(apiserver)}"
             )
             assert waited >= 2, waited  # no byte for the read timeout, not an earlier failure
         finally:

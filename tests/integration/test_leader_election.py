@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from controller.runtime.client import CONFIG_MAPS, LEASES, ApiError, ClientMetrics, KubeClient
 from controller.runtime.leaderelection import LeaderElectionConfig, LeaderElector
 from tests.helpers import Kube
-from tests.support.replicas import LEASE, Replica, start_replica, wait_until
+from tests.support.replicas import LEASE, Replica, start_replica, wait_stopped, wait_until
 
 LEASE_DURATION = float(LEASE["--lease-duration"])
 RETRY_PERIOD = float(LEASE["--retry-period"])
@@ -221,8 +221,9 @@ async def test_frozen_leader_makes_no_write_after_losing_the_lease(
 
     frozen = replicas[leader].process
     assert frozen.pid is not None
-    frozen_at = datetime.datetime.now(datetime.UTC)
     os.kill(frozen.pid, signal.SIGSTOP)
+    await wait_stopped(frozen.pid)  # its writes until then are not after the freeze
+    frozen_at = datetime.datetime.now(datetime.UTC)
     try:
         await wait_holder(client, namespace, lease_name, {standby})
         # Work for whoever leads: the new leader must do it.

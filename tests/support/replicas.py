@@ -98,3 +98,27 @@ async def wait_until(predicate: Any, what: str, seconds: float = 60.0) -> float:
             return time.monotonic() - started
         await asyncio.sleep(0.1)
     raise AssertionError(f"timed out after {seconds:.0f}s waiting for {what}")
+
+
+def thread_states(pid: int) -> str:
+    """The state letter of each thread of ``pid`` (``T``: stopped), from /proc."""
+    states = []
+    for stat in sorted(Path(f"/proc/{pid}/task").glob("*/stat")):
+        try:
+            # "pid (comm) S ...": the state follows the command's closing parenthesis.
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue
+    return "".join(states)
+
+
+async def wait_stopped(pid: int) -> float:
+    """Wait until every thread of ``pid`` is stopped after a SIGSTOP: ``kill()`` returns before
+    they are (here 131 of 200 SIGSTOPs left a busy process's threads running a moment), and a
+    thread still running can answer a request or write meanwhile."""
+
+    def stopped() -> bool:
+        states = thread_states(pid)
+        return bool(states) and set(states) <= {"T", "t"}
+
+    return await wait_until(stopped, f"every thread of process {pid} to stop")
