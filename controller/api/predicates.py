@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api as jobset_api
+from controller.jobset import placement
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
 from controller.jobset.volumes.quantity import quantity
 
@@ -73,7 +74,6 @@ def matches(pattern: str, text: str) -> bool:
 _DNS_1035 = "[a-z]([-a-z0-9]*[a-z0-9])?"
 _DNS_1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_1123_SUBDOMAIN = f"{_DNS_1123_LABEL}(\\.{_DNS_1123_LABEL})*"
-_QUALIFIED_NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 
 
 def dns1035_label_errors(value: str) -> list[str]:
@@ -99,18 +99,9 @@ def is_dns1123_subdomain(value: str) -> bool:
 
 
 def is_qualified_name(value: str) -> bool:
-    """Kubernetes' IsQualifiedName: ``[prefix/]name``, a DNS-1123 subdomain prefix and a name of
-    at most 63 characters."""
-    parts = value.split("/")
-    if len(parts) == 2:
-        prefix, name = parts
-        if not prefix or not is_dns1123_subdomain(prefix):
-            return False
-    elif len(parts) == 1:
-        name = parts[0]
-    else:
-        return False
-    return 0 < len(name.encode()) <= 63 and matches(f"^{_QUALIFIED_NAME}$", name)
+    """Kubernetes' IsQualifiedName (``format.qualifiedName()``): the controller's own check of
+    label keys (``placement``)."""
+    return placement.qualified_name_error(value) is None
 
 
 def lower_ascii(text: str) -> str:

@@ -2154,9 +2154,7 @@ def rules(
     job_template: Schema, claim: Schema, gates: FeatureGates = features.DEFAULT
 ) -> list[Rule]:
     """Every CEL rule of the CRD, in schema order."""
-    builder = Builder(job_template, claim, gates)
-    builder.openapi_schema()
-    return builder.rules
+    return definition(job_template, claim, gates)[1]
 
 
 def custom_resource_definition(
@@ -2164,7 +2162,17 @@ def custom_resource_definition(
 ) -> dict[str, Any]:
     """The JobSet CRD, given the inlined JobTemplateSpec and PersistentVolumeClaim schemas and
     the feature gates whose admission it implements (recorded in an annotation)."""
-    return {
+    return definition(job_template, claim, gates)[0]
+
+
+def definition(
+    job_template: Schema, claim: Schema, gates: FeatureGates = features.DEFAULT
+) -> tuple[dict[str, Any], list[Rule]]:
+    """The CRD and its rules (in schema order), from one build of the schema: the CRD's rules
+    are these very records, with their predicates."""
+    builder = Builder(job_template, claim, gates)
+    root = builder.openapi_schema()
+    crd = {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": CRD_NAME, "annotations": {features.CRD_ANNOTATION: gates.flag()}},
@@ -2182,12 +2190,11 @@ def custom_resource_definition(
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": Builder(job_template, claim, gates).openapi_schema()
-                    },
+                    "schema": {"openAPIV3Schema": root},
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": copy.deepcopy(PRINTER_COLUMNS),
                 }
             ],
         },
     }
+    return crd, builder.rules

@@ -81,14 +81,10 @@ class FieldError:
 
 @dataclass(frozen=True)
 class PolicyRule:
-    """A rule the admission policy runs: the path of its node and the rule."""
+    """A rule the admission policy runs: where it sits (``specpolicy.Site``) and the rule."""
 
-    path: tuple[str, ...]
+    site: specpolicy.Site
     rule: schema.Rule
-
-    @property
-    def where(self) -> str:
-        return ".".join([*self.path, *filter(None, [(self.rule.field_path or "").lstrip(".")])])
 
 
 @dataclass(frozen=True)
@@ -111,6 +107,8 @@ class Contract:
     rules: Mapping[tuple[str, str], schema.Rule]  # by (CEL, message) as the schema has them
     policy: tuple[PolicyRule, ...]
     gates: features.FeatureGates = field(default=features.DEFAULT)
+    # The ids of the rules the policy runs instead of the CRD (each is one or the other).
+    policy_ids: frozenset[str] = frozenset()
 
     @classmethod
     def from_crd(cls, crd: Mapping[str, Any]) -> Contract:
@@ -119,22 +117,23 @@ class Contract:
         annotations = (crd.get("metadata") or {}).get("annotations") or {}
         gates = features.parse(str(annotations.get(features.CRD_ANNOTATION, "")))
         job_template, claim = embedded_types(crd)
-        full = schema.custom_resource_definition(job_template, claim, gates)
-        by_text = {
-            (r.cel, r.message): r
-            for r in [*schema.rules(job_template, claim, gates), schema.QUANTITY_RULE]
-        }
+        full, rules = schema.definition(job_template, claim, gates)
+        by_text = {(r.cel, r.message): r for r in [*rules, schema.QUANTITY_RULE]}
         installed, sites = specpolicy.split(full)
         if _schema_of(installed) != _schema_of(crd):
             raise ContractMismatch(
                 "its schema is not the one this version of the controller makes "
                 "(controller/api/schema.py): a CRD of another release?"
             )
-        policy = tuple(
-            PolicyRule(s.path, by_text[(s.rule["rule"], s.rule["message"])]) for s in sites
-        )
+        policy = tuple(PolicyRule(s, by_text[(s.rule["rule"], s.rule["message"])]) for s in sites)
         root = full["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-        return cls(root=root, rules=by_text, policy=policy, gates=gates)
+        return cls(
+            root=root,
+            rules=by_text,
+            policy=policy,
+            gates=gates,
+            policy_ids=frozenset(p.rule.id for p in policy),
+        )
 
     def defaulted(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """``obj`` with the schema's defaults, as the API server stores it."""
@@ -187,7 +186,7 @@ class Contract:
         """The CRD's CEL rules, by their predicates, in schema order, on every present node."""
         for rendered in node.get("x-kubernetes-validations", []):
             rule = self.rules[(rendered["rule"], rendered["message"])]
-            if rule.on_update or self._in_policy(rule):
+            if rule.on_update or rule.id in self.policy_ids:
                 continue
             yield from _rule_error(rule, value, node, path)
         if isinstance(value, Mapping):
@@ -202,31 +201,29 @@ class Contract:
             for index, item in enumerate(value):
                 yield from self._rule_errors(item, node["items"], f"{path}[{index}]")
 
-    def _in_policy(self, rule: schema.Rule) -> bool:
-        return any(p.rule is rule for p in self.policy)
-
     def _policy_messages(
         self, obj: Mapping[str, Any], old: Mapping[str, Any] | None
     ) -> Iterator[str]:
-        for site in self.policy:
-            node, before = _node(obj, site.path), _node(old, site.path)
+        for entry in self.policy:
+            node, before = _node(obj, entry.site.path), _node(old, entry.site.path)
             if node is None:
                 continue
-            if site.rule.on_update:
+            if entry.rule.on_update:
                 if before is None:
                     continue  # a create, or the stored object lacks the node
-                verdict = _check_update(site.rule, node, before)
+                verdict = _check_update(entry.rule, node, before)
             else:
-                verdict = _check(site.rule, node)
+                verdict = _check(entry.rule, node)
                 if (
                     verdict is not None
                     and before is not None
-                    and _check(site.rule, before) is not None
+                    and _check(entry.rule, before) is not None
                 ):
                     continue  # broken before this update already: forgiven
             if verdict is not None:
-                prefix = f"{site.where}: " if site.where else ""
-                yield prefix + _message(site.rule, verdict)
+                where = entry.site.where
+                prefix = f"{where}: " if where else ""
+                yield prefix + _message(entry.rule, verdict)
 
 
 def _schema_of(crd: Mapping[str, Any]) -> Any:

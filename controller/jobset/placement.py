@@ -39,8 +39,9 @@ TOPOLOGY_KEY_RULE = (
 )
 MAX_LABEL_VALUE = 63
 
-_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Matched whole (fullmatch): ``$`` would also admit a trailing newline, which Kubernetes refuses.
+_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 @dataclass(frozen=True)
@@ -73,13 +74,13 @@ def qualified_name_error(key: str) -> str | None:
         prefix = parts[0]
         if not prefix:
             return f"{key!r} has an empty prefix before '/'"
-        if len(prefix) > 253 or not _SUBDOMAIN.match(prefix):
+        if len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix):
             return f"{key!r}: the prefix must be a lower-case DNS subdomain"
     if not name:
         return f"{key!r}: the name part is empty"
     if len(name) > MAX_LABEL_VALUE:
         return f"{key!r}: the name part is longer than 63 characters"
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         return f"{key!r}: the name part has a character other than letters, digits, '-', '_', '.'"
     return None
 

@@ -49,7 +49,7 @@ from controller.runtime.client import JOBS, SERVICES, ApiError, KubeClient
 from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
 from controller.runtime.manager import Cache
-from controller.runtime.store import Obj, split_key
+from controller.runtime.store import Obj, namespace_of, split_key
 
 log = structlog.get_logger("jobset")
 
@@ -552,7 +552,7 @@ class JobSetReconciler:
             return Result()
         try:
             await self.client.patch(
-                api.JOBSETS, str(meta.get("name")), patch, _namespace(obj), patch_type="json"
+                api.JOBSETS, str(meta.get("name")), patch, namespace_of(obj), patch_type="json"
             )
         except ApiError as err:
             if not err.not_found:
@@ -665,11 +665,6 @@ def _queue_replicas(jobset: JobSet) -> dict[str, int] | None:
     if not pacing.queued(jobset.suspend, jobset.raw.get("status") or {}):
         return None
     return {r.name: r.replicas for r in jobset.replicated_jobs}
-
-
-def _namespace(obj: Obj) -> str | None:
-    namespace = (obj.get("metadata") or {}).get("namespace")
-    return namespace if isinstance(namespace, str) else None
 
 
 def _controlled_by(obj: Obj, uid: str) -> bool:

@@ -34,6 +34,12 @@ def stable_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if k not in _VOLATILE_METADATA}
 
 
+def namespace_of(obj: Obj) -> str | None:
+    """An object's namespace, None when it has none (cluster-scoped, or malformed)."""
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    return namespace if isinstance(namespace, str) else None
+
+
 def split_key(key: str) -> tuple[str | None, str]:
     namespace, _, name = key.rpartition("/")
     return (namespace or None, name)

@@ -28,7 +28,7 @@ from controller.jobset.volumes.spec import VolumeModel
 from controller.jobset.wanted import WantedClaims
 from controller.runtime.client import CLAIMS, ApiError, KubeClient
 from controller.runtime.manager import Cache
-from controller.runtime.store import Obj
+from controller.runtime.store import Obj, namespace_of
 
 # (the JobSet object, Event type, reason, message)
 EventSink = Callable[[Obj, str, str, str], None]
@@ -142,7 +142,7 @@ class VolumeIO:
     async def patch_claim(self, obj: Obj, change: ClaimPatch) -> None:
         """Patches a claim of the JobSet ``obj`` (the stored object: it may not parse)."""
         try:
-            await self.client.patch(CLAIMS, change.name, change.patch, _namespace(obj))
+            await self.client.patch(CLAIMS, change.name, change.patch, namespace_of(obj))
         except ApiError as err:
             if err.not_found:
                 return
@@ -154,15 +154,10 @@ class VolumeIO:
 
     async def delete_claim(self, obj: Obj, name: str) -> None:
         try:
-            await self.client.delete(CLAIMS, name, _namespace(obj))
+            await self.client.delete(CLAIMS, name, namespace_of(obj))
         except ApiError as err:
             if err.not_found:
                 return
             raise
         self.metrics.claims_deleted.inc()
         self.event(obj, "Normal", REASON_CLAIM_DELETED, f"deleted claim {name}")
-
-
-def _namespace(obj: Obj) -> str | None:
-    namespace = (obj.get("metadata") or {}).get("namespace")
-    return namespace if isinstance(namespace, str) else None
