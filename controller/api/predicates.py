@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller.api.fields import DEFAULT_RULE_NAME_PREFIX, RULE_NAME_REGEX
 from controller.jobset import api as jobset_api
 from controller.jobset import placement
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
@@ -35,8 +36,6 @@ FAILURE_REASONS = (
     "PodFailurePolicy",
 )
 RESTART_JOB_ACTIONS = ("RestartJob", "RestartJobAndIgnoreMaxRestarts")
-RULE_NAME_REGEX = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-DEFAULT_RULE_NAME_PREFIX = "failurePolicyRule"
 MAX_ANNOTATIONS_SIZE = 256 * 1024  # Kubernetes' limit for all annotations, keys and values
 MAX_LABEL_VALUE = 63
 MAX_TOPOLOGY_KEY = 317

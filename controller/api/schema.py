@@ -6,6 +6,8 @@ extensions. Admission checks that upstream performs in a webhook are expressed h
 message; ``docs/api.md`` lists every rule and what the controller checks instead.
 
 Every rule is a :class:`Rule`; :func:`rules` returns them all (for the docs and the tests).
+The scalar fields are ``controller.api.fields`` records, whose nodes are placed here with
+:func:`_nodes` and which the parser reads with the same bounds, allowed values and defaults.
 
 CEL cost. The API server estimates the worst-case cost of every rule from the schema's bounds and
 rejects the CRD when one could be too expensive (10M units per rule, 100M for the CRD). Hence:
@@ -32,13 +34,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller import features
-from controller.api import predicates
+from controller.api import fields, predicates
+from controller.api.fields import (
+    DEFAULT_RULE_NAME_PREFIX,
+    MAX_NAME,
+    MAX_OBJECT_NAME,
+    RULE_NAME_REGEX,
+)
 from controller.api.predicates import (
     ACCESS_MODES,
-    DEFAULT_RULE_NAME_PREFIX,
     FAILURE_REASONS,
     MAX_ANNOTATIONS_SIZE,
-    RULE_NAME_REGEX,
 )
 from controller.features import FeatureGates
 from controller.jobset import api as jobset_api
@@ -70,9 +76,6 @@ MAX_LABEL_KEY = 317  # Kubernetes' own limit: a DNS subdomain prefix (253), '/',
 MAX_QUANTITY = 64  # a quantity written as a string, e.g. "1000Gi"
 # The exclusive-topology annotation's value on a replicated job's template (CEL).
 EXCLUSIVE_VALUE = f"self.template.metadata.annotations['{EXCLUSIVE_TOPOLOGY}']"
-MAX_NAME = 63  # replicated job, template, volume, container and volumeMount names
-MAX_OBJECT_NAME = 253
-MAX_RULE_NAME = 128
 MAX_PATTERN = 1024
 
 # A label value (Kubernetes' IsValidLabelValue; its length is bounded by the schema's maxLength):
@@ -423,6 +426,16 @@ def gets_template(r: str, name: str) -> str:
 # ---------------------------------------------------------------- schema building blocks
 
 
+def _nodes(*declared: fields.Field[Any]) -> dict[str, Schema]:
+    """The schema nodes of scalar fields, by name (``fields``: their one definition)."""
+    return {f.name: f.schema() for f in declared}
+
+
+def _implied(declared: fields.Field[Any]) -> Schema:
+    """The default of the object around a field the schema gives no default of its own."""
+    return {declared.name: declared.when_absent}
+
+
 def string(description: str, **extra: Any) -> Schema:
     return {"type": "string", "description": description, **extra}
 
@@ -486,19 +499,10 @@ class Builder:
             "Networking of the child pods: a headless Service named after the subdomain, and "
             "stable pod hostnames. The defaults apply also when the field is left out.",
             {
-                "enableDNSHostnames": boolean(
-                    "Give every pod the hostname <jobSet>-<replicatedJob>-<jobIndex>-<podIndex>, "
-                    "resolvable through the headless Service. Defaults to true.",
-                    default=jobset_api.DEFAULT_ENABLE_DNS_HOSTNAMES,
-                ),
-                "subdomain": string(
-                    "Name of the headless Service, the pods' DNS subdomain. Defaults to the "
-                    "JobSet's name. A DNS-1035 label (at most 63 characters).",
-                    maxLength=MAX_OBJECT_NAME,
-                ),
-                "publishNotReadyAddresses": boolean(
-                    "Publish DNS records of pods before they are ready. Defaults to true.",
-                    default=jobset_api.DEFAULT_PUBLISH_NOT_READY_ADDRESSES,
+                **_nodes(
+                    fields.ENABLE_DNS_HOSTNAMES,
+                    fields.SUBDOMAIN,
+                    fields.PUBLISH_NOT_READY_ADDRESSES,
                 ),
             },
             default={},
@@ -524,18 +528,13 @@ class Builder:
             "When the JobSet has succeeded. Left out, it is {operator: All}: every child Job "
             "must succeed.",
             {
-                "operator": string(
-                    "All: every Job of the target replicated jobs must succeed. Any: one "
-                    "succeeded Job of the target replicated jobs is enough. Required when "
-                    "successPolicy is given.",
-                    enum=["All", "Any"],
-                ),
+                **_nodes(fields.SUCCESS_OPERATOR),
                 "targetReplicatedJobs": name_list(
                     "The replicated jobs the operator looks at. Empty or left out: all."
                 ),
             },
             required=["operator"],
-            default={"operator": jobset_api.DEFAULT_SUCCESS_OPERATOR},
+            default=_implied(fields.SUCCESS_OPERATOR),
         )
         return self.attach(
             node, immutable("spec.successPolicy", "the success criterion of a running JobSet")
@@ -546,26 +545,7 @@ class Builder:
             "Matches a failed child Job to an action. Rules are tried in order; the first "
             "match wins.",
             {
-                "name": string(
-                    "Name of the rule, unique in the policy. Left out or empty: "
-                    f"{DEFAULT_RULE_NAME_PREFIX}<index>. Matches {RULE_NAME_REGEX}.",
-                    maxLength=MAX_RULE_NAME,
-                ),
-                "action": string(
-                    "FailJobSet: fail the JobSet at once. RestartJobSet: recreate every child "
-                    "Job, counting towards maxRestarts (the JobSet fails when they are used "
-                    "up). RestartJobSetAndIgnoreMaxRestarts: recreate without counting. "
-                    "RestartJob (alpha, RestartJob feature gate): recreate only the failed Job, "
-                    "counting towards maxRestarts. RestartJobAndIgnoreMaxRestarts (alpha, same "
-                    "gate): recreate only the failed Job without counting.",
-                    enum=[
-                        "FailJobSet",
-                        "RestartJobSet",
-                        "RestartJobSetAndIgnoreMaxRestarts",
-                        "RestartJob",
-                        "RestartJobAndIgnoreMaxRestarts",
-                    ],
-                ),
+                **_nodes(fields.FAILURE_RULE_NAME, fields.FAILURE_ACTION),
                 "onJobFailureReasons": array(
                     "Match only Jobs that failed with one of these reasons (the reason of the "
                     "Job's Failed condition). Empty: any reason.",
@@ -638,17 +618,7 @@ class Builder:
             "When the JobSet restarts or fails after a child Job failed. Left out: the first "
             "failed Job fails the JobSet.",
             {
-                "maxRestarts": integer(
-                    "How many times the JobSet may restart (recreate its child Jobs) before a "
-                    "further failure fails it. Defaults to 0."
-                ),
-                "restartStrategy": string(
-                    "Recreate: recreate each Job as soon as its previous incarnation is gone. "
-                    "BlockingRecreate: recreate Jobs only when every Job of the previous "
-                    "attempt, and its pods, are gone. Defaults to Recreate.",
-                    enum=["Recreate", "BlockingRecreate"],
-                    default=jobset_api.DEFAULT_RESTART_STRATEGY,
-                ),
+                **_nodes(fields.MAX_RESTARTS, fields.RESTART_STRATEGY),
                 "rules": array(
                     "Rules matched in order against a failed child Job. Without a match, the "
                     "action is RestartJobSet.",
@@ -667,14 +637,10 @@ class Builder:
             "Deprecated, use dependsOn. The order in which replicated jobs start. Left out, it "
             "is {startupPolicyOrder: AnyOrder}.",
             {
-                "startupPolicyOrder": string(
-                    "AnyOrder: start all at once. InOrder: start a replicated job when every "
-                    "Job of the one before it is ready.",
-                    enum=["AnyOrder", "InOrder"],
-                )
+                **_nodes(fields.STARTUP_ORDER),
             },
             required=["startupPolicyOrder"],
-            default={"startupPolicyOrder": jobset_api.DEFAULT_STARTUP_ORDER},
+            default=_implied(fields.STARTUP_ORDER),
         )
         return self.attach(
             node, immutable("spec.startupPolicy", "the start order of a running JobSet")
@@ -685,19 +651,10 @@ class Builder:
             "A pod all other pods can reach: its stable address <hostname>.<subdomain> is put "
             "in the jobset.sigs.k8s.io/coordinator label and annotation of every Job and pod.",
             {
-                "replicatedJob": string(
-                    "The replicated job of the coordinator pod; its Jobs must be Indexed.",
-                    maxLength=MAX_NAME,
-                ),
-                "jobIndex": integer(
-                    "The job index of the coordinator's Job, less than that replicated job's "
-                    "replicas. Defaults to 0.",
-                    minimum=0,
-                ),
-                "podIndex": integer(
-                    "The completion index of the coordinator pod in its Job, less than its "
-                    "completions (when set). Defaults to 0.",
-                    minimum=0,
+                **_nodes(
+                    fields.COORDINATOR_REPLICATED_JOB,
+                    fields.COORDINATOR_JOB_INDEX,
+                    fields.COORDINATOR_POD_INDEX,
                 ),
             },
             required=["replicatedJob"],
@@ -708,30 +665,15 @@ class Builder:
 
     @staticmethod
     def retention_policy() -> Schema:
-        def choice(description: str, default: str) -> Schema:
-            return string(description, enum=["Retain", "Delete"], default=default)
-
         return obj(
             "What happens to the claims made from the templates. Left out, every field has its "
             "default.",
             {
-                "whenDeleted": choice(
-                    "When the JobSet is deleted: Delete the claims (default), or Retain them "
-                    "for a later JobSet of the same name to adopt.",
-                    jobset_api.DEFAULT_WHEN_DELETED,
-                ),
-                "whenCompleted": choice(
-                    "When the JobSet has completed: Retain the claims (default) or Delete them.",
-                    jobset_api.DEFAULT_WHEN_COMPLETED,
-                ),
-                "whenFailed": choice(
-                    "When the JobSet has failed: Retain the claims (default) or Delete them.",
-                    jobset_api.DEFAULT_WHEN_FAILED,
-                ),
-                "whenScaled": choice(
-                    "Job scope: the claims of child Jobs that no longer exist after replicas "
-                    "went down are Retained (default) or Deleted.",
-                    jobset_api.DEFAULT_WHEN_SCALED,
+                **_nodes(
+                    fields.WHEN_DELETED,
+                    fields.WHEN_COMPLETED,
+                    fields.WHEN_FAILED,
+                    fields.WHEN_SCALED,
                 ),
             },
             default={},
@@ -743,13 +685,7 @@ class Builder:
             "When the claims made from the templates are created. Left out, whenSuspended is "
             "WaitForResume. May be changed at any time.",
             {
-                "whenSuspended": string(
-                    "While the JobSet is suspended (queued by Kueue, say): WaitForResume "
-                    "(default) creates, or adopts, the claims it does not have yet only once it "
-                    "is resumed; Create makes them at once, so that storage that binds "
-                    "Immediately is ready when it starts. Claims that exist are kept either way.",
-                    enum=["WaitForResume", "Create"],
-                ),
+                **_nodes(fields.WHEN_SUSPENDED),
             },
         )
 
@@ -966,16 +902,7 @@ class Builder:
                     list_type="set",
                     maxItems=MAX_REPLICATED_JOBS,
                 ),
-                "scope": string(
-                    "JobSet (default): one claim per template, shared by every pod, named "
-                    "<template>-<jobSet>. Job: one claim per child Job, named "
-                    "<template>-<jobSet>-<replicatedJob>-<jobIndex>, kept across restarts. "
-                    "Pod: one claim per child Job and pod completion index, named "
-                    "<template>-<jobSet>-<replicatedJob>-<jobIndex>-<podIndex> (Indexed Jobs "
-                    "only; needs the admission policy of manifests/pod-scope, Kubernetes 1.36+).",
-                    enum=["JobSet", "Job", "Pod"],
-                    default=jobset_api.DEFAULT_VOLUME_SCOPE,
-                ),
+                **_nodes(fields.VOLUME_SCOPE),
             },
         )
         return self.attach(
@@ -1044,27 +971,9 @@ class Builder:
         node = obj(
             "A group of identical child Jobs made from one template.",
             {
-                "name": string(
-                    "Name of the replicated job, unique in the JobSet, also ignoring case. "
-                    "Child Jobs are named <jobSet>-<name>-<jobIndex> (the name in lower case).",
-                    maxLength=MAX_NAME,
-                ),
-                "groupName": string(
-                    "The group of the replicated job, in the jobset.sigs.k8s.io/group-name "
-                    "label of its Jobs and pods. A DNS-1035 label. Defaults to default.",
-                    maxLength=MAX_OBJECT_NAME,
-                    default=jobset_api.DEFAULT_GROUP_NAME,
-                ),
+                **_nodes(fields.REPLICATED_JOB_NAME, fields.GROUP_NAME),
                 "template": self.job_template(),
-                "replicas": integer(
-                    "Number of child Jobs made from the template; replicas times the "
-                    "template's parallelism is at most 2147483647. May change at any time, also "
-                    "while the JobSet runs (an extension over upstream): lowering it deletes the "
-                    "Jobs whose index is replicas or more, raising it adds Jobs. Defaults to 1.",
-                    minimum=0,
-                    maximum=MAX_CHILD_JOBS,
-                    default=jobset_api.DEFAULT_REPLICAS,
-                ),
+                **_nodes(fields.REPLICAS),
                 "dependsOn": array(
                     "Start this replicated job only when every named earlier replicated job "
                     "reached its status: Ready (its ready, succeeded and failed Jobs reach its "
@@ -1076,10 +985,7 @@ class Builder:
                     obj(
                         "A dependency on an earlier replicated job.",
                         {
-                            "name": string(
-                                "Name of an earlier replicated job.", maxLength=MAX_NAME
-                            ),
-                            "status": string("Ready or Complete.", enum=["Ready", "Complete"]),
+                            **_nodes(fields.DEPENDENCY_NAME, fields.DEPENDENCY_STATUS),
                         },
                         required=["name", "status"],
                     ),
@@ -2060,20 +1966,10 @@ class Builder:
                 "successPolicy": self.success_policy(),
                 "failurePolicy": self.failure_policy(),
                 "startupPolicy": self.startup_policy(),
-                "suspend": boolean(
-                    "Suspend the JobSet: its child Jobs are suspended (their pods deleted) until "
-                    "this is false again."
-                ),
+                **_nodes(fields.SUSPEND),
                 "coordinator": self.coordinator(),
                 "managedBy": self.managed_by(),
-                "ttlSecondsAfterFinished": integer(
-                    "Delete the JobSet this many seconds after it finished (from the "
-                    "lastTransitionTime of its Completed or Failed condition). As upstream, "
-                    "with foreground propagation: the JobSet shows a deletionTimestamp while "
-                    "the garbage collector deletes its Jobs, and goes after them; volume "
-                    "retention still runs. Left out: never.",
-                    minimum=0,
-                ),
+                **_nodes(fields.TTL_SECONDS_AFTER_FINISHED),
                 "volumeClaimPolicies": self.attach(
                     array(
                         "Volume claim templates whose claims the controller makes, mounts into "

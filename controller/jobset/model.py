@@ -11,12 +11,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from controller.api import fields
+from controller.api.fields import Field
 from controller.jobset import api, messagepatterns, placement
 from controller.runtime.store import Obj
 
 DependencyStatus = Literal["Ready", "Complete"]
+T = TypeVar("T", str, int, bool)
 
 
 class InvalidJobSet(ValueError):
@@ -267,11 +270,20 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(_str(v, f"{where}[{i}]") for i, v in enumerate(_list(value, where)))
 
 
-def _bool(value: Any, where: str, default: bool) -> bool:
+def _get(declared: Field[T], parent: Obj, where: str) -> T | None:
+    """The field ``declared`` of ``parent`` (at ``where``), read as its one definition says
+    (``controller.api.fields``: type, bounds, allowed values, what leaving it out means)."""
+    try:
+        return declared.read(parent.get(declared.name), f"{where}.{declared.name}")
+    except fields.FieldInvalid as err:
+        raise InvalidJobSet(str(err)) from None
+
+
+def _got(declared: Field[T], parent: Obj, where: str) -> T:
+    """``_get`` of a field that has a value: given, or meant by leaving it out."""
+    value = _get(declared, parent, where)
     if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidJobSet(f"{where} must be true or false, got {value!r}")
+        raise InvalidJobSet(f"{where}.{declared.name} is required")
     return value
 
 
@@ -310,23 +322,23 @@ def _template_with_defaults(template: Obj, where: str) -> Obj:
 def _replicated_job(raw: Any, index: int) -> ReplicatedJob:
     where = f"spec.replicatedJobs[{index}]"
     obj = _dict(raw, where)
-    name = _str(obj.get("name"), f"{where}.name")
+    name = _get(fields.REPLICATED_JOB_NAME, obj, where)
     if not name:
         raise InvalidJobSet(f"{where}.name is required")
     depends = []
     for j, dep in enumerate(_list(obj.get("dependsOn"), f"{where}.dependsOn")):
-        dep_obj = _dict(dep, f"{where}.dependsOn[{j}]")
-        status = _str(dep_obj.get("status"), f"{where}.dependsOn[{j}].status")
-        if status not in ("Ready", "Complete"):
-            raise InvalidJobSet(f"{where}.dependsOn[{j}].status must be Ready or Complete")
-        depends.append(DependsOn(_str(dep_obj.get("name"), f"{where}.dependsOn[{j}].name"), status))  # type: ignore[arg-type]
+        dep_where = f"{where}.dependsOn[{j}]"
+        dep_obj = _dict(dep, dep_where)
+        status = _got(fields.DEPENDENCY_STATUS, dep_obj, dep_where)
+        dep_name = _got(fields.DEPENDENCY_NAME, dep_obj, dep_where)
+        depends.append(DependsOn(dep_name, "Ready" if status == "Ready" else "Complete"))
     return ReplicatedJob(
         name=name,
-        replicas=_int(obj.get("replicas"), f"{where}.replicas", api.DEFAULT_REPLICAS),
+        replicas=_got(fields.REPLICAS, obj, where),
         template=_template_with_defaults(
             _dict(obj.get("template"), f"{where}.template"), f"{where}.template"
         ),
-        group_name=_str(obj.get("groupName"), f"{where}.groupName") or api.DEFAULT_GROUP_NAME,
+        group_name=_got(fields.GROUP_NAME, obj, where),
         depends_on=tuple(depends),
     )
 
@@ -340,14 +352,7 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
     for i, rule_raw in enumerate(_list(obj.get("rules"), "spec.failurePolicy.rules")):
         where = f"spec.failurePolicy.rules[{i}]"
         rule = _dict(rule_raw, where)
-        action = _str(rule.get("action"), f"{where}.action")
-        if action not in (
-            api.FAIL_JOBSET,
-            api.RESTART_JOBSET,
-            api.RESTART_JOBSET_IGNORE_MAX,
-            *api.RESTART_JOB_ACTIONS,
-        ):
-            raise InvalidJobSet(f"{where}.action {action!r} is not supported")
+        action = _got(fields.FAILURE_ACTION, rule, where)
         patterns = _strings(
             rule.get("onJobFailureMessagePatterns"), f"{where}.onJobFailureMessagePatterns"
         )
@@ -369,7 +374,8 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
                 )
         rules.append(
             FailurePolicyRule(
-                name=_str(rule.get("name"), f"{where}.name") or f"failurePolicyRule{i}",
+                name=_get(fields.FAILURE_RULE_NAME, rule, where)
+                or f"{fields.DEFAULT_RULE_NAME_PREFIX}{i}",
                 action=action,
                 on_job_failure_reasons=_strings(
                     rule.get("onJobFailureReasons"), f"{where}.onJobFailureReasons"
@@ -382,9 +388,8 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
             )
         )
     return FailurePolicy(
-        max_restarts=_int(obj.get("maxRestarts"), "spec.failurePolicy.maxRestarts", 0),
-        restart_strategy=_str(obj.get("restartStrategy"), "spec.failurePolicy.restartStrategy")
-        or api.DEFAULT_RESTART_STRATEGY,
+        max_restarts=_got(fields.MAX_RESTARTS, obj, "spec.failurePolicy"),
+        restart_strategy=_got(fields.RESTART_STRATEGY, obj, "spec.failurePolicy"),
         rules=tuple(rules),
     )
 
@@ -521,27 +526,16 @@ def parse(obj: Obj) -> JobSet:
 
     network_raw = _dict(spec.get("network"), "spec.network")
     network = Network(
-        enable_dns_hostnames=_bool(
-            network_raw.get("enableDNSHostnames"),
-            "spec.network.enableDNSHostnames",
-            api.DEFAULT_ENABLE_DNS_HOSTNAMES,
-        ),
-        subdomain=_str(network_raw.get("subdomain"), "spec.network.subdomain"),
-        publish_not_ready_addresses=_bool(
-            network_raw.get("publishNotReadyAddresses"),
-            "spec.network.publishNotReadyAddresses",
-            api.DEFAULT_PUBLISH_NOT_READY_ADDRESSES,
+        enable_dns_hostnames=_got(fields.ENABLE_DNS_HOSTNAMES, network_raw, "spec.network"),
+        subdomain=_get(fields.SUBDOMAIN, network_raw, "spec.network") or "",
+        publish_not_ready_addresses=_got(
+            fields.PUBLISH_NOT_READY_ADDRESSES, network_raw, "spec.network"
         ),
     )
     success_raw = _dict(spec.get("successPolicy"), "spec.successPolicy")
-    operator = (
-        _str(success_raw.get("operator"), "spec.successPolicy.operator")
-        or api.DEFAULT_SUCCESS_OPERATOR
-    )
-    if operator not in ("All", "Any"):
-        raise InvalidJobSet(f"spec.successPolicy.operator must be All or Any, got {operator!r}")
+    operator = _got(fields.SUCCESS_OPERATOR, success_raw, "spec.successPolicy")
     success = SuccessPolicy(
-        operator=operator,  # type: ignore[arg-type]
+        operator="Any" if operator == "Any" else "All",
         target_replicated_jobs=_strings(
             success_raw.get("targetReplicatedJobs"), "spec.successPolicy.targetReplicatedJobs"
         ),
@@ -557,11 +551,10 @@ def parse(obj: Obj) -> JobSet:
     if coordinator_raw is not None:
         c = _dict(coordinator_raw, "spec.coordinator")
         coordinator = Coordinator(
-            replicated_job=_str(c.get("replicatedJob"), "spec.coordinator.replicatedJob"),
-            job_index=_int(c.get("jobIndex"), "spec.coordinator.jobIndex", 0),
-            pod_index=_int(c.get("podIndex"), "spec.coordinator.podIndex", 0),
+            replicated_job=_get(fields.COORDINATOR_REPLICATED_JOB, c, "spec.coordinator") or "",
+            job_index=_got(fields.COORDINATOR_JOB_INDEX, c, "spec.coordinator"),
+            pod_index=_got(fields.COORDINATOR_POD_INDEX, c, "spec.coordinator"),
         )
-    ttl = spec.get("ttlSecondsAfterFinished")
     managed_by = spec.get("managedBy")
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
@@ -580,13 +573,11 @@ def parse(obj: Obj) -> JobSet:
         network=network,
         success_policy=success,
         failure_policy=_failure_policy(spec.get("failurePolicy")),
-        startup_in_order=startup.get("startupPolicyOrder") == "InOrder",
-        suspend=_bool(spec.get("suspend"), "spec.suspend", False),
+        startup_in_order=_got(fields.STARTUP_ORDER, startup, "spec.startupPolicy") == "InOrder",
+        suspend=_got(fields.SUSPEND, spec, "spec"),
         coordinator=coordinator,
         managed_by=managed_by if isinstance(managed_by, str) and managed_by else None,
-        ttl_seconds_after_finished=None
-        if ttl is None
-        else _int(ttl, "spec.ttlSecondsAfterFinished", 0),
+        ttl_seconds_after_finished=_get(fields.TTL_SECONDS_AFTER_FINISHED, spec, "spec"),
         status=_status(obj.get("status")),
         labels=dict(labels or {}),
         annotations=dict(annotations or {}),

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.jobset import api
+from controller.api import fields
+from controller.api.fields import Field
 from controller.jobset.model import InvalidJobSet, JobSet, ReplicatedJob
 from controller.jobset.volumes import annotations as annotationsmod
 from controller.jobset.volumes import podscope
@@ -124,14 +125,19 @@ def _templates(raw: Any, where: str) -> tuple[ClaimTemplate, ...]:
     return tuple(_template(t, f"{where}[{i}]") for i, t in enumerate(raw))
 
 
-def _keep(value: Any, where: str, default: Keep) -> Keep:
-    if value is None or value == "":
-        return default
-    if value == "Retain":
-        return "Retain"
-    if value == "Delete":
-        return "Delete"
-    raise InvalidJobSet(f"{where} must be Retain or Delete, got {value!r}")
+def _choice(declared: Field[str], raw: Obj, where: str) -> str:
+    """The field ``declared`` of ``raw``, as its one definition (``controller.api.fields``)
+    reads it: one of its allowed values, or what leaving it out means."""
+    try:
+        value = declared.read(raw.get(declared.name), f"{where}.{declared.name}")
+    except fields.FieldInvalid as err:
+        raise InvalidJobSet(str(err)) from None
+    assert value is not None  # every field read here has a meaning when left out
+    return value
+
+
+def _keep(declared: Field[str], raw: Obj, where: str) -> Keep:
+    return "Delete" if _choice(declared, raw, where) == "Delete" else "Retain"
 
 
 def _retention(raw: Any, where: str) -> Retention:
@@ -140,29 +146,21 @@ def _retention(raw: Any, where: str) -> Retention:
     if not isinstance(raw, dict):
         raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
     return Retention(
-        when_deleted=_keep(
-            raw.get("whenDeleted"), f"{where}.whenDeleted", api.DEFAULT_WHEN_DELETED
-        ),
-        when_completed=_keep(
-            raw.get("whenCompleted"), f"{where}.whenCompleted", api.DEFAULT_WHEN_COMPLETED
-        ),
-        when_failed=_keep(raw.get("whenFailed"), f"{where}.whenFailed", api.DEFAULT_WHEN_FAILED),
-        when_scaled=_keep(raw.get("whenScaled"), f"{where}.whenScaled", api.DEFAULT_WHEN_SCALED),
+        when_deleted=_keep(fields.WHEN_DELETED, raw, where),
+        when_completed=_keep(fields.WHEN_COMPLETED, raw, where),
+        when_failed=_keep(fields.WHEN_FAILED, raw, where),
+        when_scaled=_keep(fields.WHEN_SCALED, raw, where),
     )
 
 
 def _when_suspended(raw: Any, where: str) -> WhenSuspended:
     """``creationPolicy.whenSuspended``; left out, WaitForResume."""
     if raw is None:
-        return "WaitForResume"
+        raw = {}
     if not isinstance(raw, dict):
         raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
-    value = raw.get("whenSuspended")
-    if value is None or value == "" or value == "WaitForResume":
-        return "WaitForResume"
-    if value == "Create":
-        return "Create"
-    raise InvalidJobSet(f"{where}.whenSuspended must be WaitForResume or Create, got {value!r}")
+    value = _choice(fields.WHEN_SUSPENDED, raw, where)
+    return "Create" if value == "Create" else "WaitForResume"
 
 
 def _target_names(raw: Any, where: str) -> tuple[str, ...] | None:
@@ -181,11 +179,7 @@ def _target_names(raw: Any, where: str) -> tuple[str, ...] | None:
 def _upstream_policy(raw: Any, where: str) -> VolumePolicy:
     if not isinstance(raw, dict):
         raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
-    scope = raw.get("scope")
-    if scope is None or scope == "":
-        scope = api.DEFAULT_VOLUME_SCOPE
-    if scope not in ("JobSet", "Job", "Pod"):
-        raise InvalidJobSet(f"{where}.scope must be JobSet, Job or Pod, got {scope!r}")
+    scope = _choice(fields.VOLUME_SCOPE, raw, where)
     chosen: Scope = "Job" if scope == "Job" else "Pod" if scope == "Pod" else "JobSet"
     return VolumePolicy(
         templates=_templates(raw.get("templates"), f"{where}.templates"),
