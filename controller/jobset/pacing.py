@@ -53,7 +53,7 @@ Pure: time is passed in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.jobset import api
@@ -225,6 +225,7 @@ def backlog_hold(held: int, rate: float) -> float:
     return held / rate if rate > 0 and held > 0 else 0.0
 
 
+@dataclass(frozen=True, slots=True)
 class ProgressBudget:
     """Counter-only (``progress``) status writes over all JobSets at about ``rate`` per second,
     ``burst`` at most at once (``--status-progress-rate``; 0: no budget). ``backlog_hold``
@@ -232,25 +233,30 @@ class ProgressBudget:
     themselves: a JobSet whose own hold has run out writes at once and is never counted as held,
     and with a JobSet's child events gathered into one pass (``--child-event-batch-period``) most
     of them are such, so without the budget the holds stayed short while hundreds of JobSets
-    moved at once. A JobSet refused a write is held (and counted) until it comes back."""
+    moved at once. A JobSet refused a write is held (and counted) until it comes back.
 
-    def __init__(self, rate: float, burst: float) -> None:
-        self.rate = rate
-        self.burst = max(1.0, burst)
-        self._tokens = self.burst
-        self._last: float | None = None
+    A value: ``take`` returns the budget left with its answer (``tokens``: the writes left, None
+    when full; ``last``: monotonic time of the last ask)."""
 
-    def take(self, now: float) -> bool:
-        """Whether a counter-only write may go out at ``now`` (monotonic seconds); spends it."""
+    rate: float
+    burst: float
+    tokens: float | None = None
+    last: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "burst", max(1.0, self.burst))
+
+    def take(self, now: float) -> tuple[bool, ProgressBudget]:
+        """Whether a counter-only write may go out at ``now`` (monotonic seconds), and the budget
+        left once it is spent (or, refused, the tokens saved up by ``now``)."""
         if self.rate <= 0:
-            return True
-        if self._last is not None:
-            self._tokens = min(self.burst, self._tokens + max(0.0, now - self._last) * self.rate)
-        self._last = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
+            return True, self
+        tokens = self.burst if self.tokens is None else self.tokens
+        if self.last is not None:
+            tokens = min(self.burst, tokens + max(0.0, now - self.last) * self.rate)
+        if tokens < 1:
+            return False, replace(self, tokens=tokens, last=now)
+        return True, replace(self, tokens=tokens - 1, last=now)
 
     def refused(self, held: int, requeue_after: float | None) -> StatusTiming:
         """The timing of a due counter write this budget refused, with ``held`` JobSets held

@@ -2,6 +2,9 @@
 
 Reads come only from the informer caches. Every write comes from the plan, i.e. from a difference
 between desired and observed state; at steady state the plan is empty and nothing is written.
+What this process remembers of a JobSet between passes is one value (``passes.Memory``): the
+pure steps around ``decide`` (``passes.step``, ``passes.settle``) take it and return it anew, and
+the reconciler keeps it; the writes of a pass go in ``passes.WRITE_ORDER``.
 Creates use deterministic names, so ``409 AlreadyExists`` is success when the object is ours (a
 lost response, a stale cache); a Job of that name that is not ours is reported. A write the API
 server refuses (quota, validation, admission) does not stop the pass: the others are made, the
@@ -16,7 +19,7 @@ import asyncio
 import datetime
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence, Set
 from typing import Any
 
 import structlog
@@ -25,11 +28,10 @@ from controller import features
 from controller.features import FeatureGates
 from controller.jobset import (
     api,
-    expectations,
     failure,
     finalizers,
     invalid,
-    pacing,
+    passes,
     preflight,
     volumes,
     writefailures,
@@ -37,6 +39,7 @@ from controller.jobset import (
 from controller.jobset.decide import Plan, decide
 from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import InvalidJobSet, JobSet, parse, with_new_status
+from controller.jobset.passes import Memory, Outcomes, Settled
 from controller.jobset.volumes import (
     DesiredClaim,
     VolumeModel,
@@ -108,24 +111,14 @@ class JobSetReconciler:
         # Seconds on a monotonic clock (expectations, pacing, the Pod-scope settle window):
         # injected, so that tests drive time instead of sleeping through it.
         self._clock = clock
-        # Per JobSet, the Jobs we created that the cache has not shown yet (``expectations``).
-        self._expected: dict[str, dict[str, float]] = {}
-        # resourceVersion of our last write per JobSet: a cache older than that is stale.
-        self._written: dict[str, int] = {}
-        # Monotonic time of our last status write per JobSet, or before the first one of when
-        # this process first saw the JobSet: progress counters are paced from it.
-        self._status_written_at: dict[str, float] = {}
-        # Progress-only status writes in a row per JobSet: each one lengthens the next hold.
-        self._progress_streak: dict[str, int] = {}
+        # What this process remembers of each JobSet between its passes (expected Jobs, our last
+        # write, status pacing): one value per JobSet, renewed by ``passes``.
+        self._memory: dict[str, Memory] = {}
         self.status_progress_period = status_progress_period
         self.status_progress_rate = status_progress_rate
-        # The JobSets whose changed counters are held now: their number lengthens every hold
-        # (pacing.backlog_hold).
-        self._held: set[str] = set()
-        # Counter-only status writes over all JobSets at about the rate (a period's worth at once).
-        self._progress_budget = pacing.ProgressBudget(
-            status_progress_rate, status_progress_rate * status_progress_period
-        )
+        # Status pacing over all JobSets: the JobSets whose counters are held now, and the budget
+        # of counter-only writes (about the rate, a period's worth at once).
+        self._pace = passes.Pace.start(status_progress_period, status_progress_rate)
         # The spec.managedBy value this controller serves (--managed-by): other JobSets are left
         # alone, so a canary can run beside upstream JobSet.
         self.managed_by = managed_by
@@ -141,6 +134,21 @@ class JobSetReconciler:
         # A parse made from the one before (``with_new_status``) and the model of that one, whose
         # policies its own model takes (same spec), until ``_model`` reads it.
         self._same_spec: dict[str, tuple[JobSet, VolumeModel]] = {}
+
+    # ---------------------------------------------------------------- memory
+
+    def memory(self, key: str) -> Memory | None:
+        """What this process remembers of the JobSet ``key``; None: nothing (never reconciled,
+        or forgotten once deleted)."""
+        return self._memory.get(key)
+
+    def kept_parses(self) -> tuple[Set[str], Set[str]]:
+        """The JobSets whose parse, and whose volume model, are kept (read-only views)."""
+        return self._parsed.keys(), self._models.keys()
+
+    def _recall(self, key: str) -> Memory:
+        found = self._memory.get(key)
+        return found if found is not None else passes.FRESH
 
     # --------------------------------------------------------------- observe
 
@@ -193,11 +201,9 @@ class JobSetReconciler:
         return model
 
     def _forget(self, key: str) -> None:
-        self._written.pop(key, None)
-        self._status_written_at.pop(key, None)
-        self._progress_streak.pop(key, None)
-        self._held.discard(key)
-        self._expected.pop(key, None)
+        gone = self._memory.pop(key, None)
+        if gone is not None:
+            self._pace = self._pace.without(gone)
         self._parsed.pop(key, None)
         self._models.pop(key, None)
         self._same_spec.pop(key, None)
@@ -213,21 +219,19 @@ class JobSetReconciler:
             return Result()
         if preflight.managed_elsewhere(obj, self.managed_by):
             return Result()  # another controller's JobSet
-        if preflight.is_stale(obj, self._written.get(key)):
+        if preflight.is_stale(obj, self._recall(key).written):
             return Result(requeue_after=preflight.STALE_REQUEUE_AFTER)
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             # Whatever the spec says, or whether it parses: deletion must never be blocked.
             self.wanted.drop(key)
             return await self._finalise(key, obj)
+        jobs: list[Obj] = []
         try:
             jobset = self._parse(key, obj)
             refusal = failure.gate_refusal(jobset, self.feature_gates.restart_job)
             if refusal is not None:
                 raise InvalidJobSet(refusal)
             jobs, others = self._children(key, jobset.uid)
-            self._expected[key] = expectations.observe(
-                self._expected.get(key, {}), (j["metadata"]["name"] for j in jobs)
-            )
             # A tenant's failure-message patterns can take long on many messages: off the loop.
             matches = await failure.match_messages_in_thread(jobset, jobs)
             service = self.services.get(namespace, jobset.subdomain)
@@ -255,12 +259,14 @@ class JobSetReconciler:
             if look_again is not None:
                 plan.requeue_after = min(plan.requeue_after or look_again, look_again)
         except InvalidJobSet as err:
+            if jobs:  # the cache shows them, whatever the JobSet says: no longer expected
+                self._memory[key] = passes.observed(self._recall(key), _names(jobs))
             self.wanted.drop(key)  # it acts on no claim until the object changes
             await self._report_invalid(key, obj, str(err))
             return Result()  # nothing to retry until the object changes
         now = self._clock()
-        self._expected[key] = expectations.live(self._expected.get(key, {}), now)
-        plan.create_jobs = expectations.creates_to_send(plan.create_jobs, self._expected[key], now)
+        stepped = passes.step(plan, _names(jobs), self._recall(key), now)
+        self._memory[key], plan = stepped.memory, stepped.plan
         if plan.writes - (plan.status is not None):
             # The status is left out: it may yet be held (pacing), and is logged when written.
             log.info(
@@ -272,67 +278,32 @@ class JobSetReconciler:
                 claims=plan.volume.writes if plan.volume else 0,
             )
         latest, created, failures = await self._write_children(key, jobset, plan)
+        redecided = None
         if failures:
             log.warning("writes refused", refused=[f.text for f in failures])
             # What the status says once the refusals are known (pure, same inputs).
-            told = decide_with(failures)
-            plan.status, plan.events = told.status, told.events
-        stored = jobset.raw.get("status") or {}
-        timing = pacing.status_timing(
-            stored,
-            plan.status,
-            with_events=bool(plan.events),
-            requeue_after=plan.requeue_after,
-            last_write=self._status_written_at.setdefault(key, now),
-            now=now,
-            period=self.status_progress_period,
-            streak=self._progress_streak.get(key, 0),
-            replicas=_queue_replicas(jobset),
-            floor=pacing.backlog_hold(len(self._held), self.status_progress_rate),
+            redecided = decide_with(failures)
+        settled = passes.settle(
+            plan,
+            Outcomes(created, failures, redecided),
+            self._recall(key),
+            self._pace,
+            now,
+            jobset=jobset,
         )
-        if (
-            plan.status is not None
-            and timing.write
-            and not self._progress_allowed(stored, plan, jobset, now)
-        ):
-            timing = self._progress_budget.refused(len(self._held), plan.requeue_after)
-        if plan.status is not None and not timing.write:
-            # Counters only: they ride on the next milestone or go out when the pace allows.
-            plan.status = None
-            self._held.add(key)
-        else:
-            self._held.discard(key)
-        if created and plan.volume is not None:
-            # The status remembers the claims it created, by uid (from the responses), in the
-            # same write that reports them: their pods mount them only once it is stored.
-            base = plan.status if plan.status is not None else dict(jobset.status.raw)
-            plan.status = volumes.with_created_claims(base, plan.volume.record, created)
-        await self._write_jobset(key, jobset, plan, latest)
-        if failures:
-            return Result(requeue=True)  # with backoff; the status already says why
-        return Result(requeue_after=timing.requeue_after)
-
-    def _progress_allowed(self, stored: Obj, plan: Plan, jobset: JobSet, now: float) -> bool:
-        """A status write that is due may go out now: anything but counters alone always, and
-        counters alone within the budget of counter writes over all JobSets."""
-        if self.status_progress_period <= 0 or plan.status is None:
-            return True
-        cause = pacing.write_cause(
-            stored,
-            plan.status,
-            with_events=bool(plan.events),
-            paced=True,
-            replicas=_queue_replicas(jobset),
-        )
-        return cause != "progress" or self._progress_budget.take(now)
+        # Kept before the JobSet's writes (no await between reading and keeping them).
+        self._memory[key], self._pace = settled.memory, settled.pace
+        await self._write_jobset(key, jobset, plan, settled, latest)
+        return settled.result
 
     # ------------------------------------------------------------------ act
 
     async def _write_children(
         self, key: str, jobset: JobSet, plan: Plan
     ) -> tuple[Obj, dict[volumes.Slot, str], list[Failure]]:
-        """Every write of the plan but the JobSet's own. Returns the JobSet as last written by
-        us (the finalizer), the uids of the claims created, and the writes refused."""
+        """Every write of the plan but the JobSet's own, in ``passes.WRITE_ORDER``. Returns the
+        JobSet as last written by us (the finalizer), the uids of the claims created, and the
+        writes refused."""
         ns = jobset.namespace
         vplan = plan.volume
         latest = jobset.raw
@@ -375,13 +346,15 @@ class JobSetReconciler:
         )
         return latest, created, failures
 
-    async def _write_jobset(self, key: str, jobset: JobSet, plan: Plan, latest: Obj) -> None:
+    async def _write_jobset(
+        self, key: str, jobset: JobSet, plan: Plan, settled: Settled, latest: Obj
+    ) -> None:
         """The JobSet's own writes, last: its status, its deletion (ttlSecondsAfterFinished)."""
         ns = jobset.namespace
-        if plan.status is not None:
-            await self._write_status(key, jobset, plan, latest)
+        if settled.status is not None:
+            await self._write_status(key, jobset, plan, settled, latest)
         else:
-            for event in plan.events:
+            for event in settled.events:
                 self._event(jobset.raw, event.type, event.reason, event.message)
         if plan.delete_jobset:
             try:
@@ -507,9 +480,7 @@ class JobSetReconciler:
 
     def _remember(self, key: str, written: Obj) -> None:
         """Our newest write of this JobSet: until the cache shows it, the cache is stale."""
-        version = preflight.remember(self._written.get(key), written)
-        if version is not None:
-            self._written[key] = version
+        self._memory[key] = passes.remembered(self._recall(key), written)
 
     async def _add_finalizer(self, jobset: JobSet) -> Obj | None:
         patch = finalizers.add_patch(jobset.raw.get("metadata") or {}, volumes.FINALIZER)
@@ -586,9 +557,7 @@ class JobSetReconciler:
             if _controlled_by(found, jobset.uid):
                 return None  # ours: a lost response or a stale cache
             return Failure(Write.HELD_JOB, name, writefailures.owner_of(found))
-        self._expected[key] = expectations.expect(
-            self._expected.get(key, {}), [name], self._clock()
-        )
+        self._memory[key] = passes.job_created(self._recall(key), name, self._clock())
         return None
 
     async def _delete_job(self, namespace: str, name: str) -> None:
@@ -600,37 +569,28 @@ class JobSetReconciler:
             if not err.not_found:
                 raise
 
-    async def _write_status(self, key: str, jobset: JobSet, plan: Plan, latest: Obj) -> None:
-        assert plan.status is not None
+    async def _write_status(
+        self, key: str, jobset: JobSet, plan: Plan, settled: Settled, latest: Obj
+    ) -> None:
+        assert settled.status is not None
+        stored = jobset.raw.get("status") or {}
         body = dict(latest)
-        body["status"] = {**(jobset.raw.get("status") or {}), **plan.status}
+        body["status"] = {**stored, **settled.status}
         # A 409 here means the cache was stale: the error requeues the key with backoff.
         updated = await self.client.replace(
             api.JOBSETS, body, jobset.namespace, subresource="status"
         )
-        self._remember(key, updated)
-        stored = jobset.raw.get("status") or {}
-        replicas = _queue_replicas(jobset)
-        paced = self.status_progress_period > 0
-        cause = pacing.write_cause(
-            stored, plan.status, with_events=bool(plan.events), paced=paced, replicas=replicas
-        )
-        self.metrics.status_written(cause)
+        self.metrics.status_written(settled.cause)
         log.debug(
             "status written",
-            cause=cause,
-            fields=sorted(k for k, v in plan.status.items() if stored.get(k) != v),
+            cause=settled.cause,
+            fields=sorted(k for k, v in settled.status.items() if stored.get(k) != v),
         )
-        self._status_written_at[key] = self._clock()
-        self._progress_streak[key] = pacing.next_streak(
-            self._progress_streak.get(key, 0),
-            stored,
-            plan.status,
-            bool(plan.events),
-            replicas,
+        self._memory[key] = passes.status_stored(
+            self._recall(key), updated, settled.streak, self._clock()
         )
         # Events and metrics describe transitions that are now stored.
-        for event in plan.events:
+        for event in settled.events:
             self._event(jobset.raw, event.type, event.reason, event.message)
         if plan.completed:
             self.metrics.jobset_completed(jobset.namespace, jobset.name)
@@ -659,12 +619,9 @@ class JobSetReconciler:
         self.recorder.event(subject, event_type, reason, message)
 
 
-def _queue_replicas(jobset: JobSet) -> dict[str, int] | None:
-    """For status pacing: the spec's replicas per replicated job of a JobSet a queue may manage
-    (``pacing.queued``), whose facts Kueue reads are milestones; None for another."""
-    if not pacing.queued(jobset.suspend, jobset.raw.get("status") or {}):
-        return None
-    return {r.name: r.replicas for r in jobset.replicated_jobs}
+def _names(jobs: Iterable[Obj]) -> Iterable[str]:
+    """The names of ``jobs`` (cached Jobs)."""
+    return (job["metadata"]["name"] for job in jobs)
 
 
 def _controlled_by(obj: Obj, uid: str) -> bool:

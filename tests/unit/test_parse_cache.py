@@ -58,7 +58,8 @@ def test_forgetting_a_deleted_jobset_drops_its_parse() -> None:
     reconciler, obj = _reconciler(), _obj("1")
     reconciler._model(KEY, reconciler._parse(KEY, obj))
     reconciler._forget(KEY)
-    assert KEY not in reconciler._parsed and KEY not in reconciler._models
+    parsed, models = reconciler.kept_parses()
+    assert KEY not in parsed and KEY not in models
 
 
 def test_an_invalid_jobset_raises_every_time_and_is_not_kept() -> None:
@@ -67,7 +68,7 @@ def test_an_invalid_jobset_raises_every_time_and_is_not_kept() -> None:
     for _ in range(2):
         with pytest.raises(InvalidJobSet):
             reconciler._parse(KEY, obj)
-    assert KEY not in reconciler._parsed
+    assert KEY not in reconciler.kept_parses()[0]
 
 
 @pytest.mark.parametrize("passes", [1, 3])
@@ -94,10 +95,11 @@ def test_only_the_jobsets_reconciled_last_are_kept() -> None:
         reconciler._model(key, reconciler._parse(key, objs[key]))
         if key == keys[PARSED_KEPT - 1]:
             reconciler._parse(keys[0], objs[keys[0]])  # used again: kept
-    assert len(reconciler._parsed) == len(reconciler._models) == PARSED_KEPT
-    assert keys[0] in reconciler._parsed
-    assert keys[1] not in reconciler._parsed and keys[1] not in reconciler._models
-    assert keys[2] not in reconciler._parsed
+    parsed, models = reconciler.kept_parses()
+    assert len(parsed) == len(models) == PARSED_KEPT
+    assert keys[0] in parsed
+    assert keys[1] not in parsed and keys[1] not in models
+    assert keys[2] not in parsed
     first = reconciler._parse(keys[1], objs[keys[1]])  # parsed again, as any new object
     assert first.raw is objs[keys[1]]
 

@@ -1,0 +1,265 @@
+"""The pure part of a reconcile pass, around ``decide``: what this process remembers of each
+JobSet (``Memory``), and the two steps of a pass that read and renew it.
+
+A pass of the reconciler (``reconciler.JobSetReconciler.reconcile``):
+
+1. reads the caches and ``decide``s a plan;
+2. ``step``: the plan, the Job names the cache shows, the memory and ``now`` → the plan to
+   perform (without the creates the cache has not caught up with, ``expectations``) and the
+   new memory;
+3. performs the child writes, in ``WRITE_ORDER``;
+4. ``settle``: the plan, the outcomes of those writes, the memory, the process-wide ``Pace`` and
+   ``now`` → the status to write now or none (``pacing``: counters held, the budget of counter
+   writes; the uids of the claims just created), the Events, the ``Result`` (when to come
+   back), the new memory and the new pace;
+5. performs the JobSet's own writes (status, then the TTL delete) and keeps what it was given.
+
+Nothing here is in the cluster: a new process starts with ``Memory()`` for every JobSet (as
+upstream's controller starts with empty expectations), and the caches tell it the rest.
+
+Pure: values in, new values out; the clock is read by the reconciler and passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from controller.jobset import expectations, pacing, preflight, volumes
+from controller.jobset.decide import Event, Plan
+from controller.jobset.model import JobSet
+from controller.jobset.writefailures import Failure
+from controller.runtime.controller import Result
+from controller.runtime.store import Obj
+
+# The writes of a pass, in the order the reconciler makes them (the writes of one kind all at
+# once, up to MAX_PARALLELISM in flight). A pass makes the kinds its plan has, in this order.
+WRITE_ORDER: tuple[str, ...] = (
+    # Before any claim exists, so that retention runs whatever happens next; refused, no claim
+    # is written in the pass.
+    "add finalizer",
+    "create claims",
+    "patch claims",
+    "delete claims",
+    "create service",
+    "create jobs",
+    "delete jobs",
+    # Of suspended Jobs whose pod template changes on resume: before the patch that changes it.
+    "clear startTime",
+    "patch jobs",
+    # The JobSet's own, last: the status says what the writes before it did, or were refused.
+    "write status",
+    # ttlSecondsAfterFinished: the JobSet goes once its final status is stored.
+    "delete jobset",
+)
+
+# An empty mapping, shared (read-only).
+_NOTHING: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """What this process remembers of one JobSet between its passes.
+
+    ``expected``: the Jobs we created that the cache has not shown yet, by name, with the
+    monotonic time of the create (``expectations``).
+    ``written``: the resourceVersion of our last write of the JobSet: a cache older than that is
+    stale (``preflight``); None before our first write.
+    ``status_written_at``: monotonic time of our last status write or, before the first one, of
+    the first pass that settled a plan: counters are paced from it (``pacing``).
+    ``streak``: progress-only status writes in a row (``pacing.next_streak``).
+    ``held``: its changed counters are held now (and counted in ``Pace.held``).
+    """
+
+    expected: Mapping[str, float] = field(default_factory=lambda: _NOTHING)
+    written: int | None = None
+    status_written_at: float | None = None
+    streak: int = 0
+    held: bool = False
+
+
+# What this process remembers of a JobSet it has not reconciled yet: nothing.
+FRESH = Memory()
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """Status pacing over all the JobSets of this process: ``period`` (a JobSet's counters wait
+    that long after its last status write, ``--status-progress-period``), the number of JobSets
+    whose counters are held now (``held``: the backlog lengthens every hold,
+    ``pacing.backlog_hold``) and the budget of counter-only writes (``--status-progress-rate``)."""
+
+    period: float
+    budget: pacing.ProgressBudget
+    held: int = 0
+
+    @classmethod
+    def start(cls, period: float, rate: float) -> Pace:
+        """Nothing held; the budget full with a period's worth of writes."""
+        return cls(period, pacing.ProgressBudget(rate, rate * period))
+
+    def without(self, gone: Memory) -> Pace:
+        """The pace once a JobSet remembered as ``gone`` is forgotten (deleted)."""
+        return replace(self, held=self.held - 1) if gone.held else self
+
+
+# --------------------------------------------------------------------------- memory, as writes go
+
+
+def remembered(memory: Memory, written: Obj) -> Memory:
+    """``memory`` after our write of the JobSet whose answer is ``written``: until the cache
+    shows that version (or a newer one), the cache is stale."""
+    version = preflight.remember(memory.written, written)
+    return memory if version == memory.written else replace(memory, written=version)
+
+
+def job_created(memory: Memory, name: str, at: float) -> Memory:
+    """``memory`` after creating the Job ``name`` at ``at``: not created again until the cache
+    shows it, or the expectation lapses."""
+    return replace(memory, expected=expectations.expect(memory.expected, (name,), at))
+
+
+def observed(memory: Memory, seen: Iterable[str]) -> Memory:
+    """``memory`` once the cache shows the Jobs ``seen``: those are no longer expected."""
+    if not memory.expected:
+        return memory
+    return replace(memory, expected=expectations.observe(memory.expected, seen))
+
+
+def status_stored(memory: Memory, written: Obj, streak: int, at: float) -> Memory:
+    """``memory`` after the status write answered by ``written`` at ``at``, ``streak`` being
+    ``Settled.streak``: counters are paced from this write on."""
+    return replace(remembered(memory, written), status_written_at=at, streak=streak)
+
+
+# ----------------------------------------------------------------------------------------- step
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The plan to perform and the memory to keep while it is performed."""
+
+    plan: Plan
+    memory: Memory
+
+
+def step(plan: Plan, seen: Iterable[str], memory: Memory, now: float) -> Step:
+    """The plan ``decide`` made, with the Job names the cache shows (``seen``), ``memory`` and
+    ``now``: the plan without the creates still expected (created by us, not shown yet, not
+    lapsed), and the memory without the expectations shown or lapsed."""
+    if memory.expected:
+        expected = expectations.live(expectations.observe(memory.expected, seen), now)
+        memory = replace(memory, expected=expected)
+    if plan.create_jobs and memory.expected:
+        creates = expectations.creates_to_send(plan.create_jobs, memory.expected, now)
+        if len(creates) != len(plan.create_jobs):
+            plan = replace(plan, create_jobs=creates)
+    return Step(plan, memory)
+
+
+# --------------------------------------------------------------------------------------- settle
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """What the child writes of a pass came to: the uids of the claims created (by slot), the
+    writes the API server refused, and, when some were, the plan decided again knowing them (its
+    status and Events say what was refused)."""
+
+    created_claims: Mapping[volumes.Slot, str] = field(default_factory=lambda: _NOTHING)
+    refused: Sequence[Failure] = ()
+    redecided: Plan | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What the rest of the pass does, and what to keep.
+
+    ``status``: the complete status to write now; None: none (unchanged, or counters held).
+    ``events``: recorded once that status is stored, or at once when there is none.
+    ``cause``: why the status is written (``pacing.write_cause``, a metric label); "" without.
+    ``streak``: the progress streak once the status is stored (``status_stored``).
+    ``result``: when the key comes back.
+    ``memory``, ``pace``: to keep now, before the JobSet's writes.
+    """
+
+    status: Obj | None
+    events: Sequence[Event]
+    cause: str
+    streak: int
+    result: Result
+    memory: Memory
+    pace: Pace
+
+
+def settle(
+    plan: Plan, outcomes: Outcomes, memory: Memory, pace: Pace, now: float, *, jobset: JobSet
+) -> Settled:
+    """After the child writes of ``plan`` (see ``Outcomes``), for the ``jobset`` the plan was
+    decided from: its status write, its Events, when to come back, and the memory and pace to
+    keep.
+
+    A status of counters only is held (``pacing.status_timing``: paced from the last status write,
+    or from ``now`` the first time), also when the budget of counter writes over all JobSets is
+    spent; it then rides on the next milestone or goes out when the key comes back. Claims
+    created in the pass are recorded in the status written, held or not: their pods mount them
+    only once the record is stored. Writes refused bring the key back with backoff.
+    """
+    told = outcomes.redecided if outcomes.redecided is not None else plan
+    status, events = told.status, told.events
+    stored: Obj = jobset.raw.get("status") or {}
+    replicas = queue_replicas(jobset)
+    last_write = now if memory.status_written_at is None else memory.status_written_at
+    timing = pacing.status_timing(
+        stored,
+        status,
+        with_events=bool(events),
+        requeue_after=plan.requeue_after,
+        last_write=last_write,
+        now=now,
+        period=pace.period,
+        streak=memory.streak,
+        replicas=replicas,
+        floor=pacing.backlog_hold(pace.held, pace.budget.rate),
+    )
+    budget = pace.budget
+    if status is not None and timing.write and pace.period > 0:
+        cause = pacing.write_cause(
+            stored, status, with_events=bool(events), paced=True, replicas=replicas
+        )
+        if cause == "progress":
+            allowed, budget = budget.take(now)
+            if not allowed:
+                timing = budget.refused(pace.held, plan.requeue_after)
+    held = status is not None and not timing.write
+    if held:
+        status = None  # counters only: they ride on the next milestone or go out when due
+    if outcomes.created_claims and plan.volume is not None:
+        base = status if status is not None else dict(jobset.status.raw)
+        status = volumes.with_created_claims(base, plan.volume.record, outcomes.created_claims)
+    cause, streak = "", memory.streak
+    if status is not None:
+        cause = pacing.write_cause(
+            stored, status, with_events=bool(events), paced=pace.period > 0, replicas=replicas
+        )
+        streak = pacing.next_streak(memory.streak, stored, status, bool(events), replicas)
+    if budget is not pace.budget or held != memory.held:
+        pace = replace(pace, budget=budget, held=pace.held + int(held) - int(memory.held))
+    if memory.status_written_at is None or held != memory.held:
+        memory = replace(memory, status_written_at=last_write, held=held)
+    result = (
+        Result(requeue=True)  # with backoff; the status says why
+        if outcomes.refused
+        else Result(requeue_after=timing.requeue_after)
+    )
+    return Settled(status, events, cause, streak, result, memory, pace)
+
+
+def queue_replicas(jobset: JobSet) -> dict[str, int] | None:
+    """For status pacing: the spec's replicas per replicated job of a JobSet a queue may manage
+    (``pacing.queued``), whose facts Kueue reads are milestones; None for another."""
+    if not pacing.queued(jobset.suspend, jobset.raw.get("status") or {}):
+        return None
+    return {r.name: r.replicas for r in jobset.replicated_jobs}

@@ -1,0 +1,147 @@
+"""The order of a pass's writes: the reconciler makes them in ``passes.WRITE_ORDER``, each kind's
+writes all done before the next kind's start. A pure ordering check: ``decide`` is replaced by a
+plan with writes of every kind, and a recording client answers every request at once (what the
+API server does with them is for the integration tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any, cast
+
+import pytest
+
+from controller.jobset import api, volumes
+from controller.jobset import reconciler as reconcilermod
+from controller.jobset.decide import Event, Plan
+from controller.jobset.model import parse
+from controller.jobset.passes import WRITE_ORDER
+from controller.jobset.reconciler import JobSetReconciler
+from controller.jobset.volumes import VolumePlan
+from controller.jobset.volumes.lifecycle import ClaimPatch
+from controller.runtime.client import CLAIMS, JOBS, SERVICES, Resource
+from controller.runtime.store import Obj
+from tests.unit.volumes.factories import make_obj, tpl
+
+KEY = "default/js"
+
+# (verb, resource, subresource) -> the kind of write (passes.WRITE_ORDER)
+KINDS = {
+    ("patch", api.JOBSETS, ""): "add finalizer",
+    ("create", CLAIMS, ""): "create claims",
+    ("patch", CLAIMS, ""): "patch claims",
+    ("delete", CLAIMS, ""): "delete claims",
+    ("create", SERVICES, ""): "create service",
+    ("create", JOBS, ""): "create jobs",
+    ("delete", JOBS, ""): "delete jobs",
+    ("patch", JOBS, "status"): "clear startTime",
+    ("patch", JOBS, ""): "patch jobs",
+    ("replace", api.JOBSETS, "status"): "write status",
+    ("delete", api.JOBSETS, ""): "delete jobset",
+}
+
+
+class RecordingClient:
+    """Answers every write at once, as accepted, and records its kind."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+        self.version = 1
+        self.versions: dict[str, int] = {}  # kind -> the resourceVersion of its last answer
+
+    def _answer(self, verb: str, resource: Resource, body: Obj, subresource: str = "") -> Obj:
+        kind = KINDS[(verb, resource, subresource)]
+        self.kinds.append(kind)
+        self.version += 1
+        self.versions[kind] = self.version
+        answer = copy.deepcopy(body)
+        meta = answer.setdefault("metadata", {})
+        meta.update(resourceVersion=str(self.version), uid=f"uid-{self.version}")
+        return answer
+
+    async def create(self, resource: Resource, obj: Obj, namespace: str | None = None) -> Obj:
+        await asyncio.sleep(0)  # the other writes of the kind are in flight meanwhile
+        return self._answer("create", resource, obj)
+
+    async def patch(
+        self, resource: Resource, name: str, patch: object, namespace: str | None = None,
+        *, patch_type: str = "merge", subresource: str = "",
+    ) -> Obj:  # fmt: skip
+        await asyncio.sleep(0)
+        return self._answer("patch", resource, {"metadata": {"name": name}}, subresource)
+
+    async def delete(
+        self, resource: Resource, name: str, namespace: str | None = None,
+        *, propagation: str | None = None, precondition_uid: str | None = None,
+    ) -> Obj:  # fmt: skip
+        await asyncio.sleep(0)
+        return self._answer("delete", resource, {"metadata": {"name": name}})
+
+    async def replace(
+        self, resource: Resource, obj: Obj, namespace: str | None = None, *, subresource: str = ""
+    ) -> Obj:
+        await asyncio.sleep(0)
+        return self._answer("replace", resource, obj, subresource)
+
+
+class OneJobSet:
+    """The caches of one JobSet without children."""
+
+    def __init__(self, obj: Obj) -> None:
+        self.obj = obj
+
+    def get(self, namespace: str | None, name: str) -> Obj | None:
+        return self.obj if name == self.obj["metadata"]["name"] else None
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        return []
+
+
+class Recorder:
+    def event(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
+        pass
+
+
+def _plan_of_every_kind(obj: Obj) -> Plan:
+    """Two writes of each kind that can have several (one finalizer, service, status, delete)."""
+    jobset = parse(obj)
+    desired = volumes.model(jobset).desired
+    assert len(desired) == 2
+    patch = ClaimPatch("kept", {"metadata": {"labels": {"a": "b"}}}, "ClaimAdopted", "adopted")
+    job: Obj = {"metadata": {"name": "js-workers-0"}, "spec": {}}
+    return Plan(
+        volume=VolumePlan(
+            create=list(desired),
+            patch=[patch, ClaimPatch("kept-2", patch.patch, "ClaimAdopted", "adopted")],
+            delete=["gone", "gone-2"],
+            add_finalizer=True,
+        ),
+        create_service={"metadata": {"name": "js"}},
+        create_jobs=[job, {**job, "metadata": {"name": "js-workers-1"}}],
+        delete_jobs=["old-0", "old-1"],
+        clear_start_time=["resumed-0", "resumed-1"],
+        patch_jobs=[("resumed-0", {"spec": {}}), ("resumed-1", {"spec": {}})],
+        status={"restarts": 1},
+        events=[Event("Normal", "Restarted", "restarted")],
+        delete_jobset=True,
+    )
+
+
+def test_a_pass_writes_in_the_write_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    obj = make_obj([{"templates": [tpl("data")], "scope": "Job"}])
+    obj["metadata"]["resourceVersion"] = "1"
+    plan = _plan_of_every_kind(obj)
+    monkeypatch.setattr(reconcilermod, "decide", lambda *args, **kwargs: copy.copy(plan))
+    client = RecordingClient()
+    cache = cast(Any, OneJobSet(obj))
+    reconciler = JobSetReconciler(cast(Any, client), cast(Any, Recorder()), cache, cache, cache)
+    result = asyncio.run(reconciler.reconcile(KEY))
+    several = {"create claims", "patch claims", "delete claims", "create jobs", "delete jobs",
+               "clear startTime", "patch jobs"}  # fmt: skip
+    assert client.kinds == [k for k in WRITE_ORDER for _ in range(2 if k in several else 1)]
+    assert result.requeue is False
+    # What the pass leaves in memory: its last write (the status), the Jobs it created.
+    memory = reconciler.memory(KEY)
+    assert memory is not None
+    assert memory.written == client.versions["write status"]
+    assert sorted(memory.expected) == ["js-workers-0", "js-workers-1"]
