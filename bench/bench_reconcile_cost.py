@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the scenarios are built by the unit tests' own helpers
 
 from controller.jobset import api, construct, failure, messagepatterns, volumes  # noqa: E402
+from controller.jobset.children import views as job_views  # noqa: E402
 from controller.jobset.decide import decide  # noqa: E402
 from controller.jobset.model import InvalidJobSet, JobSet  # noqa: E402
 from controller.jobset.volumes.desired import desired_claims  # noqa: E402
@@ -88,7 +89,8 @@ def scenarios(runs: int) -> dict[str, Scenario]:
     big = make_jobset(replicated_jobs=[rjob("workers", 2000, pod_spec=_big_pod())])
     existing = decide(big, [], None, NOW).create_jobs
     result["decide-create-2000-jobs-74kb"] = lambda: decide(big, [], None, NOW)
-    result["decide-steady-2000-jobs-74kb"] = lambda: decide(big, existing, None, NOW)
+    observed = job_views(existing)  # the informer's views (children.job_view)
+    result["decide-steady-2000-jobs-74kb"] = lambda: decide(big, observed, None, NOW)
 
     mounts = [{"name": "data", "mountPath": "/data"}]
     claimed = make_jobset(
@@ -170,7 +172,9 @@ def scenarios(runs: int) -> dict[str, Scenario]:
         ),
         make_job(backtracking, "workers", 1, failed=("PodFailurePolicy", "a" * 26 + "!", at(1))),
     ]
-    result["failure-evaluate-backtracking"] = lambda: failure.evaluate(backtracking, failed)
+    result["failure-evaluate-backtracking"] = lambda: failure.evaluate(
+        backtracking, job_views(failed)
+    )
     return result
 
 

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 import yaml
 
 from controller.api.validation import Contract, ContractMismatch
-from controller.jobset import api, volumes
+from controller.jobset import api, children, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.volumes import podscope
@@ -132,7 +132,7 @@ def fresh_reconcile(obj: dict[str, Any], now: datetime.datetime) -> list[dict[st
         jobset = parse(cluster.stored)
         plan = decide(
             jobset,
-            cluster.jobs,
+            children.views(cluster.jobs),
             cluster.service,
             now,
             claims=volumes.views(cluster.claims.values()),

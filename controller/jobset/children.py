@@ -1,8 +1,9 @@
-"""Reading observed child Jobs: which replicated job, index and attempt they belong to, and state.
+"""Observed child Jobs as typed views (``ChildJob``): which replicated job, index and attempt they
+belong to, and state.
 
-Child Jobs come from the informer cache as plain JSON dicts. Any field may be missing (a Job just
-created has no status yet, a hand-made object may lack labels), so every reader here tolerates
-partial objects and answers with a neutral value instead of raising.
+Child Jobs come from the informer cache as plain JSON dicts; ``view`` parses one once. Any field
+may be missing (a Job just created has no status yet, a hand-made object may lack labels), so the
+view tolerates partial objects and reads a neutral value instead of raising.
 
 Upstream facts mirrored here:
 - a Job is finished when it has a ``Complete`` or ``Failed`` condition with status ``"True"``;
@@ -15,11 +16,14 @@ Upstream facts mirrored here:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api
 from controller.jobset.model import JobSet, ReplicatedJob
-from controller.runtime.store import Obj
+from controller.runtime.informer import EventHandler
+from controller.runtime.manager import Cache
+from controller.runtime.store import Obj, object_key
 
 JOB_COMPLETE = "Complete"
 JOB_FAILED = "Failed"
@@ -40,161 +44,214 @@ def _count(value: Any) -> int:
     return max(value, 0)
 
 
-def _label_int(job: Obj, key: str) -> int | None:
-    raw = labels_of(job).get(key)
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _label_int(labels: Mapping[str, Any], key: str) -> int | None:
+    raw = labels.get(key)
     if not isinstance(raw, str) or not raw.isascii() or not raw.isdigit():
         return None
     return int(raw)
 
 
-def name_of(job: Obj) -> str:
-    name = _dict(job.get("metadata")).get("name")
-    return name if isinstance(name, str) else ""
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
-def labels_of(job: Obj) -> Mapping[str, Any]:
-    return _dict(_dict(job.get("metadata")).get("labels"))
+# ----------------------------------------------------------------------------- the view
 
 
-def spec_of(job: Obj) -> Mapping[str, Any]:
-    return _dict(job.get("spec"))
+@dataclass(frozen=True)
+class JobCondition:
+    """A condition of a child Job that is True."""
+
+    type: str
+    reason: str
+    message: str
+    last_transition_time: str | None  # as stored (RFC 3339)
 
 
-def status_of(job: Obj) -> Mapping[str, Any]:
-    return _dict(job.get("status"))
+def _condition(raw: Mapping[str, Any]) -> JobCondition:
+    moment = raw.get("lastTransitionTime")
+    return JobCondition(
+        type=_text(raw.get("type")),
+        reason=_text(raw.get("reason")),
+        message=_text(raw.get("message")),
+        last_transition_time=moment if isinstance(moment, str) else None,
+    )
 
 
-def conditions_of(job: Obj) -> list[Obj]:
-    raw = status_of(job).get("conditions")
-    if not isinstance(raw, list):
-        return []
-    return [c for c in raw if isinstance(c, dict)]
+@dataclass(frozen=True, eq=False)
+class ChildJob:
+    """A child Job as the decisions read it, parsed once from the cached object (``view``):
+    which replicated job, index and attempt it belongs to, its counters and the condition it
+    finished with. ``raw`` is the cached object (never mutate it), for what only a few readers
+    need (its pod template). Compared by identity, as the cached objects are."""
+
+    name: str
+    uid: str
+    labels: Mapping[str, Any]
+    replicated_job: str | None  # the replicatedjob-name label; None when missing or empty
+    job_index: int | None  # the job-index label; None when missing or malformed
+    restart_attempt: int | None  # the restart-attempt label; None when missing or malformed
+    # The job-restart-attempt label (RestartJob gate); 0 when missing or malformed: such a Job
+    # was created before any individual restart of its index.
+    job_restart_attempt: int
+    controller_uid: str | None  # the uid of its controller ownerReference
+    deleting: bool  # metadata.deletionTimestamp is set
+    suspended: bool  # spec.suspend is true
+    parallelism: int | None
+    completions: int | None
+    active: int
+    ready: int
+    succeeded: int
+    start_time: str | None
+    # The first Complete or Failed condition that is True: the Job is finished.
+    finished: JobCondition | None
+    # Its Failed condition that is True (also after a Complete one, which wins ``finished``).
+    failed_condition: JobCondition | None
+    raw: Obj
+
+    @property
+    def is_finished(self) -> bool:
+        return self.finished is not None
+
+    @property
+    def is_complete(self) -> bool:
+        return self.finished is not None and self.finished.type == JOB_COMPLETE
+
+    @property
+    def is_failed(self) -> bool:
+        return self.finished is not None and self.finished.type == JOB_FAILED
+
+    @property
+    def is_active(self) -> bool:
+        """Unfinished, with at least one pod pending or running (``status.active`` > 0)."""
+        return self.finished is None and self.active > 0
+
+    def expected_pods(self, rjob: ReplicatedJob | None = None) -> int:
+        """Pods the Job runs at once: min(parallelism, completions).
+
+        Read from the Job's own spec (upstream does, so a Job resized in place counts right);
+        when the Job carries no parallelism, from the replicated job's template; with neither, 1
+        (the default).
+        """
+        if self.parallelism is not None:
+            if self.completions is not None:
+                return max(min(self.parallelism, self.completions), 0)
+            return max(self.parallelism, 0)
+        if rjob is not None:
+            return rjob.pods_per_job
+        return 1
+
+    def is_ready(self, rjob: ReplicatedJob | None = None) -> bool:
+        """Unfinished, and ready + succeeded pods reach the expected pod count.
+
+        Upstream's ``ready`` in ReplicatedJobStatus counts only unfinished Jobs this way; a
+        finished Job is counted as succeeded or failed instead.
+        """
+        if self.finished is not None:
+            return False
+        return self.ready + self.succeeded >= self.expected_pods(rjob)
 
 
-# ----------------------------------------------------------------------------- identity
+def view(job: Obj) -> ChildJob:
+    """The typed view of a cached child Job. Tolerates partial objects (a Job just created has
+    no status yet, a hand-made object may lack labels): a missing or malformed field reads as a
+    neutral value, never an error."""
+    meta, spec, status = (
+        _dict(job.get("metadata")),
+        _dict(job.get("spec")),
+        _dict(job.get("status")),
+    )
+    labels = _dict(meta.get("labels"))
+    rjob = labels.get(api.REPLICATED_JOB_NAME)
+    raw_conditions = status.get("conditions")
+    conditions = (
+        [c for c in raw_conditions if isinstance(c, dict) and c.get("status") == "True"]
+        if isinstance(raw_conditions, list)
+        else []
+    )
+    finished = next((c for c in conditions if c.get("type") in _FINISHED_TYPES), None)
+    failed = next((c for c in conditions if c.get("type") == JOB_FAILED), None)
+    start = status.get("startTime")
+    return ChildJob(
+        name=_text(meta.get("name")),
+        uid=_text(meta.get("uid")),
+        labels=labels,
+        replicated_job=rjob if isinstance(rjob, str) and rjob else None,
+        job_index=_label_int(labels, api.JOB_INDEX),
+        restart_attempt=_label_int(labels, api.RESTART_ATTEMPT),
+        job_restart_attempt=_label_int(labels, api.JOB_RESTART_ATTEMPT) or 0,
+        controller_uid=_controller_uid(meta),
+        deleting=bool(meta.get("deletionTimestamp")),
+        suspended=spec.get("suspend") is True,
+        parallelism=_int(spec.get("parallelism")),
+        completions=_int(spec.get("completions")),
+        active=_count(status.get("active")),
+        ready=_count(status.get("ready")),
+        succeeded=_count(status.get("succeeded")),
+        start_time=start if isinstance(start, str) and start else None,
+        finished=None if finished is None else _condition(finished),
+        failed_condition=None if failed is None else _condition(failed),
+        raw=job,
+    )
 
 
-def replicated_job_of(job: Obj) -> str | None:
-    """The ``replicatedjob-name`` label, or None when missing or empty."""
-    value = labels_of(job).get(api.REPLICATED_JOB_NAME)
-    return value if isinstance(value, str) and value else None
+def views(jobs: Iterable[Obj]) -> list[ChildJob]:
+    return [view(job) for job in jobs]
 
 
-def job_index_of(job: Obj) -> int | None:
-    """The ``job-index`` label as a non-negative integer, or None when missing or malformed."""
-    return _label_int(job, api.JOB_INDEX)
+class JobViews:
+    """The views of a Job cache's objects, each made once, when the informer stores the object
+    (an event handler of the cache): a pass reads them instead of parsing every Job again."""
+
+    def __init__(self, cache: Cache) -> None:
+        self._cache = cache
+        self._views: dict[str, ChildJob] = {}
+        cache.add_handler(EventHandler(self._store, lambda _, new: self._store(new), self._drop))
+
+    def _store(self, job: Obj) -> None:
+        self._views[object_key(job)] = view(job)
+
+    def _drop(self, job: Obj) -> None:
+        self._views.pop(object_key(job), None)
+
+    def by_index(self, index: str, value: str) -> list[ChildJob]:
+        """``cache.by_index``, as views. An object the handler has not seen yet (the cache
+        changes before its handlers run) is viewed here."""
+        found = []
+        for job in self._cache.by_index(index, value):
+            known = self._views.get(object_key(job))
+            found.append(known if known is not None and known.raw is job else view(job))
+        return found
 
 
-def restart_attempt_of(job: Obj) -> int | None:
-    """The ``restart-attempt`` label as a non-negative integer, or None when missing/malformed."""
-    return _label_int(job, api.RESTART_ATTEMPT)
-
-
-# ----------------------------------------------------------------------------- state
-
-
-def finished_condition(job: Obj) -> Obj | None:
-    """The first ``Complete`` or ``Failed`` condition with status "True", if any."""
-    for condition in conditions_of(job):
-        if condition.get("type") in _FINISHED_TYPES and condition.get("status") == "True":
-            return condition
+def _controller_uid(meta: Mapping[str, Any]) -> str | None:
+    refs = meta.get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") and isinstance(ref.get("uid"), str):
+            return str(ref["uid"])
     return None
-
-
-def failed_condition(job: Obj) -> Obj | None:
-    """The Job's ``Failed`` condition with status "True", if any."""
-    for condition in conditions_of(job):
-        if condition.get("type") == JOB_FAILED and condition.get("status") == "True":
-            return condition
-    return None
-
-
-def is_finished(job: Obj) -> bool:
-    return finished_condition(job) is not None
-
-
-def is_complete(job: Obj) -> bool:
-    found = finished_condition(job)
-    return found is not None and found.get("type") == JOB_COMPLETE
-
-
-def is_failed(job: Obj) -> bool:
-    found = finished_condition(job)
-    return found is not None and found.get("type") == JOB_FAILED
-
-
-def is_suspended(job: Obj) -> bool:
-    """``spec.suspend`` is true."""
-    return spec_of(job).get("suspend") is True
-
-
-def is_active(job: Obj) -> bool:
-    """Unfinished, with at least one pod pending or running (``status.active`` > 0)."""
-    return not is_finished(job) and _count(status_of(job).get("active")) > 0
-
-
-def expected_pods(job: Obj, rjob: ReplicatedJob | None = None) -> int:
-    """Pods the Job runs at once: min(parallelism, completions).
-
-    Read from the Job's own spec (upstream does, so a Job resized in place counts right); when the
-    Job carries no parallelism, from the replicated job's template; with neither, 1 (the default).
-    """
-    spec = spec_of(job)
-    parallelism = spec.get("parallelism")
-    if isinstance(parallelism, int) and not isinstance(parallelism, bool):
-        completions = spec.get("completions")
-        if isinstance(completions, int) and not isinstance(completions, bool):
-            return max(min(parallelism, completions), 0)
-        return max(parallelism, 0)
-    if rjob is not None:
-        return rjob.pods_per_job
-    return 1
-
-
-def is_ready(job: Obj, rjob: ReplicatedJob | None = None) -> bool:
-    """Unfinished, and ready + succeeded pods reach the expected pod count.
-
-    Upstream's ``ready`` in ReplicatedJobStatus counts only unfinished Jobs this way; a finished
-    Job is counted as succeeded or failed instead.
-    """
-    if is_finished(job):
-        return False
-    status = status_of(job)
-    done = _count(status.get("ready")) + _count(status.get("succeeded"))
-    return done >= expected_pods(job, rjob)
-
-
-def is_deleting(job: Obj) -> bool:
-    """``metadata.deletionTimestamp`` is set."""
-    return bool(_dict(job.get("metadata")).get("deletionTimestamp"))
-
-
-def start_time_of(job: Obj) -> str | None:
-    value = status_of(job).get("startTime")
-    return value if isinstance(value, str) and value else None
 
 
 # ----------------------------------------------------------------------------- attempts
 
 
-def job_restart_attempt_of(job: Obj) -> int:
-    """The ``job-restart-attempt`` label (RestartJob gate); 0 when missing or malformed: such
-    a Job was created before any individual restart of its index."""
-    return _label_int(job, api.JOB_RESTART_ATTEMPT) or 0
-
-
-def _restarted_individually(jobset: JobSet, job: Obj) -> bool:
+def _restarted_individually(jobset: JobSet, job: ChildJob) -> bool:
     """A RestartJob action has been decided for this Job's index since it was created: its
     ``job-restart-attempt`` is below the index's ``jobRestarts`` entry."""
     if not jobset.status.job_restarts:
         return False  # the usual case: no Job ever restarted on its own
-    rjob, index = replicated_job_of(job), job_index_of(job)
-    if rjob is None or index is None:
+    if job.replicated_job is None or job.job_index is None:
         return False
-    return job_restart_attempt_of(job) < jobset.status.job_restart_target(rjob, index)
+    return job.job_restart_attempt < jobset.status.job_restart_target(
+        job.replicated_job, job.job_index
+    )
 
 
-def is_current(jobset: JobSet, job: Obj) -> bool:
+def is_current(jobset: JobSet, job: ChildJob) -> bool:
     """The Job belongs to the JobSet's current run.
 
     Upstream treats every attempt label not below ``status.restarts`` as current (a label above it
@@ -204,18 +261,18 @@ def is_current(jobset: JobSet, job: Obj) -> bool:
     ``job-restart-attempt`` label, which would fail and restart its index again on every pass:
     here the missing label counts as 0.
     """
-    attempt = restart_attempt_of(job)
+    attempt = job.restart_attempt
     if attempt is None or attempt < jobset.status.restarts:
         return False
     return not _restarted_individually(jobset, job)
 
 
-def current_jobs(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:
+def current_jobs(jobset: JobSet, jobs: Iterable[ChildJob]) -> list[ChildJob]:
     """Jobs of the current restart attempt, in input order."""
     return [job for job in jobs if is_current(jobset, job)]
 
 
-def stale_jobs(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:
+def stale_jobs(jobset: JobSet, jobs: Iterable[ChildJob]) -> list[ChildJob]:
     """Jobs of earlier restart attempts (or with an unreadable attempt label), in input order."""
     return [job for job in jobs if not is_current(jobset, job)]
 

@@ -39,6 +39,7 @@ from controller.jobset import (
     volumes,
     writefailures,
 )
+from controller.jobset.children import ChildJob
 from controller.jobset.model import JobSet
 from controller.jobset.status import Condition
 from controller.jobset.volumes import (
@@ -157,9 +158,9 @@ class _Status:
         return result
 
 
-def _beyond_replicas(jobset: JobSet, job: Obj) -> bool:
-    rjob = jobset.replicated_job(children.replicated_job_of(job) or "")
-    index = children.job_index_of(job)
+def _beyond_replicas(jobset: JobSet, job: ChildJob) -> bool:
+    rjob = jobset.replicated_job(job.replicated_job or "")
+    index = job.job_index
     return rjob is None or (index is not None and index >= rjob.replicas)
 
 
@@ -182,14 +183,14 @@ def _mounted_jobs(
         if job.name in others:
             held.append(job.name)
             continue
-        if not gating.may_run(job.object, model, mountable):
+        if not gating.may_run(job.replicated_job, job.index, model, mountable):
             continue  # a claim it needs is not mountable yet
         result.append(gating.with_claims(job, jobset, model))
     return result, writefailures.held_jobs(held, others)
 
 
 def _resize(
-    jobset: JobSet, jobs: Sequence[Obj], model: VolumeModel, vplan: VolumePlan, gate: bool
+    jobset: JobSet, jobs: Sequence[ChildJob], model: VolumeModel, vplan: VolumePlan, gate: bool
 ) -> list[tuple[str, Obj]]:
     """ElasticJobSet: the patches that resize running Jobs to their template. A Job waits until
     every claim its pods use at the new size is mountable, as a Job not created yet does (Pod
@@ -198,11 +199,11 @@ def _resize(
         return []
 
     return elastic.resize_patches(
-        jobset, jobs, lambda job: gating.may_run(job, model, vplan.mountable)
+        jobset, jobs, lambda job: gating.job_may_run(job, model, vplan.mountable)
     )
 
 
-def _resize_condition(built: _Status, jobset: JobSet, jobs: Sequence[Obj], gate: bool) -> None:
+def _resize_condition(built: _Status, jobset: JobSet, jobs: Sequence[ChildJob], gate: bool) -> None:
     """Without the gate, a resized template is reported (condition and Event), never applied."""
     pending = [] if gate else elastic.out_of_size(jobset, jobs)
     if pending:
@@ -298,7 +299,7 @@ def _close(plan: Plan, built: _Status, failures: Sequence[Failure]) -> Plan:
 
 def decide(
     jobset: JobSet,
-    jobs: list[Obj],
+    jobs: Sequence[ChildJob],
     service: Obj | None,
     now: datetime.datetime,
     *,
@@ -342,20 +343,18 @@ def decide(
     built.condition(
         Condition(api.SPEC_INVALID, "False", api.REASON_SPEC_VALID, api.MESSAGE_SPEC_VALID)
     )
-    current = [j for j in children.current_jobs(jobset, jobs) if not children.is_deleting(j)]
+    current = [j for j in children.current_jobs(jobset, jobs) if not j.deleting]
     stale = children.stale_jobs(jobset, jobs)
-    plan.delete_jobs.extend(j["metadata"]["name"] for j in stale if not children.is_deleting(j))
+    plan.delete_jobs.extend(j.name for j in stale if not j.deleting)
     # Scale-down (extension: replicas may be lowered): Jobs beyond the new count go.
     beyond = [j for j in current if _beyond_replicas(jobset, j)]
-    plan.delete_jobs.extend(j["metadata"]["name"] for j in beyond)
+    plan.delete_jobs.extend(j.name for j in beyond)
     current = [j for j in current if j not in beyond]
     in_use = elastic.pods_in_use(jobs) if model.pod_scope else None
 
     if jobset.finished:
         # Upstream: a finished JobSet's unfinished Jobs are deleted.
-        plan.delete_jobs.extend(
-            j["metadata"]["name"] for j in current if not children.is_finished(j)
-        )
+        plan.delete_jobs.extend(j.name for j in current if not j.is_finished)
         plan.volume = gating.gate_pod_scope(
             volumes.plan(
                 model,
@@ -371,9 +370,7 @@ def decide(
         # and its status stay.
         released = volumes.released_claims(model)
         plan.delete_jobs.extend(
-            j["metadata"]["name"]
-            for j in current
-            if children.is_finished(j) and released & gating.claims_mounted(j)
+            j.name for j in current if j.is_finished and released & gating.claims_mounted(j)
         )
         _volume_status(built, model, plan.volume, known, blocked)
         _close(plan, built, known)
@@ -481,7 +478,7 @@ def decide(
         and bool(stale)
     )
     if not blocking and blocked is None:
-        existing = {j["metadata"]["name"] for j in jobs}
+        existing = {j.name for j in jobs}
         plan.create_jobs, held = _mounted_jobs(
             jobset,
             frozenset(gate.allowed),

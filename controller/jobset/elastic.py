@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.jobset import children
+from controller.jobset.children import ChildJob
 from controller.jobset.model import JobSet, ReplicatedJob
 from controller.runtime.store import Obj
 
@@ -54,22 +54,20 @@ def wanted_sizes(rjob: ReplicatedJob) -> Sizes | None:
     return Sizes(parallelism, completions)
 
 
-def job_sizes(job: Obj) -> Sizes | None:
-    spec = children.spec_of(job)
-    parallelism, completions = _int(spec.get("parallelism")), _int(spec.get("completions"))
-    if parallelism is None or completions is None:
+def job_sizes(job: ChildJob) -> Sizes | None:
+    if job.parallelism is None or job.completions is None:
         return None
-    return Sizes(parallelism, completions)
+    return Sizes(job.parallelism, job.completions)
 
 
-def out_of_size(jobset: JobSet, jobs: Iterable[Obj]) -> list[tuple[Obj, Sizes]]:
+def out_of_size(jobset: JobSet, jobs: Iterable[ChildJob]) -> list[tuple[ChildJob, Sizes]]:
     """The unfinished Jobs (of ``jobs``, the current attempt's) whose sizes differ from their
     replicated job's resizable template, with the sizes wanted."""
     found = []
     for job in jobs:
-        if children.is_finished(job) or children.is_deleting(job):
+        if job.is_finished or job.deleting:
             continue
-        rjob = jobset.replicated_job(children.replicated_job_of(job) or "")
+        rjob = jobset.replicated_job(job.replicated_job or "")
         wanted = wanted_sizes(rjob) if rjob is not None else None
         have = job_sizes(job)
         # A Job without readable sizes is not one the API server made (it defaults both for
@@ -85,20 +83,16 @@ def patch(wanted: Sizes) -> Obj:
 
 
 def resize_patches(
-    jobset: JobSet, jobs: Iterable[Obj], ready: Callable[[Obj], bool]
+    jobset: JobSet, jobs: Iterable[ChildJob], ready: Callable[[ChildJob], bool]
 ) -> list[tuple[str, Obj]]:
     """(Job name, patch) for every Job to resize now; ``ready(job)``: the claims its pods use at
     the new size are mountable (always true without volume policies)."""
-    return [
-        (children.name_of(job), patch(wanted))
-        for job, wanted in out_of_size(jobset, jobs)
-        if ready(job)
-    ]
+    return [(job.name, patch(wanted)) for job, wanted in out_of_size(jobset, jobs) if ready(job)]
 
 
-def gate_off_message(pending: Sequence[tuple[Obj, Sizes]]) -> str:
+def gate_off_message(pending: Sequence[tuple[ChildJob, Sizes]]) -> str:
     """The condition's message: which replicated jobs wait, and what would apply the change."""
-    names = sorted({children.replicated_job_of(job) or "" for job, _ in pending})
+    names = sorted({job.replicated_job or "" for job, _ in pending})
     return (
         f"parallelism/completions of replicated job(s) {', '.join(names)} changed, but this "
         "controller runs without the ElasticJobSet feature gate: the running Jobs keep their "
@@ -107,15 +101,14 @@ def gate_off_message(pending: Sequence[tuple[Obj, Sizes]]) -> str:
     )
 
 
-def pods_in_use(jobs: Iterable[Obj]) -> dict[str, int]:
+def pods_in_use(jobs: Iterable[ChildJob]) -> dict[str, int]:
     """The largest ``completions`` of each replicated job's Jobs (every Job that still exists,
     whatever its state or attempt: its pods may still run). A Pod-scope claim of a completion
     index below it is not scaled away: resized down, the Job's pods above the new size stop
     first, then ``whenScaled`` applies to their claims."""
     found: dict[str, int] = {}
     for job in jobs:
-        rjob = children.replicated_job_of(job)
-        completions = _int(children.spec_of(job).get("completions"))
+        rjob, completions = job.replicated_job, job.completions
         if rjob is not None:
             found[rjob] = max(found.get(rjob, 0), 1 if completions is None else completions)
     return found

@@ -50,6 +50,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.jobset import api, children, messagepatterns
+from controller.jobset.children import ChildJob
 from controller.jobset.model import FailurePolicyRule, JobSet
 from controller.jobset.status import FALSE, Condition, counter, parse_time
 from controller.runtime.store import Obj
@@ -146,20 +147,20 @@ def with_first_failed_job(message: str, job_name: str) -> str:
     return f"{message} (first failed job: {job_name})"
 
 
-def failure_time(job: Obj) -> datetime.datetime:
+def failure_time(job: ChildJob) -> datetime.datetime:
     """When the Job failed; the earliest possible time when its condition carries none."""
-    condition = children.failed_condition(job)
-    moment = parse_time(condition.get("lastTransitionTime")) if condition else None
+    condition = job.failed_condition
+    moment = parse_time(condition.last_transition_time) if condition else None
     return moment or _EARLIEST
 
 
-def _order_key(job: Obj) -> tuple[datetime.datetime, str]:
-    return failure_time(job), children.name_of(job)
+def _order_key(job: ChildJob) -> tuple[datetime.datetime, str]:
+    return failure_time(job), job.name
 
 
-def first_failed(jobs: Iterable[Obj]) -> Obj | None:
+def first_failed(jobs: Iterable[ChildJob]) -> ChildJob | None:
     """The Job whose Failed condition is oldest (ties: smallest name); None if none failed."""
-    failed = [job for job in jobs if children.failed_condition(job) is not None]
+    failed = [job for job in jobs if job.failed_condition is not None]
     return min(failed, key=_order_key) if failed else None
 
 
@@ -169,10 +170,8 @@ MessageMatches = Mapping[str, frozenset[int]]
 _Patterns = tuple[messagepatterns.Pattern | None, ...]
 
 
-def _failure_message(job: Obj) -> str:
-    condition = children.failed_condition(job) or {}
-    message = condition.get("message")
-    return message if isinstance(message, str) else ""
+def _failure_message(job: ChildJob) -> str:
+    return job.failed_condition.message if job.failed_condition is not None else ""
 
 
 def _any_matches(patterns: _Patterns, text: bytes) -> bool:
@@ -202,11 +201,11 @@ def _pattern_rules(jobset: JobSet) -> list[tuple[int, _Patterns]]:
     ]
 
 
-def _current_failed(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:
-    return [job for job in children.current_jobs(jobset, jobs) if children.is_failed(job)]
+def _current_failed(jobset: JobSet, jobs: Iterable[ChildJob]) -> list[ChildJob]:
+    return [job for job in children.current_jobs(jobset, jobs) if job.is_failed]
 
 
-def match_messages(jobset: JobSet, jobs: Iterable[Obj]) -> dict[str, frozenset[int]]:
+def match_messages(jobset: JobSet, jobs: Iterable[ChildJob]) -> dict[str, frozenset[int]]:
     """Each distinct failure message of the current attempt's failed Jobs, matched once against
     every rule's patterns ({} when no rule has patterns or no Job failed)."""
     rules = _pattern_rules(jobset)
@@ -215,7 +214,7 @@ def match_messages(jobset: JobSet, jobs: Iterable[Obj]) -> dict[str, frozenset[i
     return _match(rules, (_failure_message(job) for job in _current_failed(jobset, jobs)))
 
 
-async def match_messages_in_thread(jobset: JobSet, jobs: Iterable[Obj]) -> MessageMatches:
+async def match_messages_in_thread(jobset: JobSet, jobs: Iterable[ChildJob]) -> MessageMatches:
     """``match_messages``, with the matching in a daemon thread, off the event loop.
 
     The messages are read here; the thread gets only strings and compiled patterns. Nothing to
@@ -231,21 +230,19 @@ async def match_messages_in_thread(jobset: JobSet, jobs: Iterable[Obj]) -> Messa
     return await run_in_daemon_thread(_match, rules, messages)
 
 
-def _reason_and_target_apply(rule: FailurePolicyRule, job: Obj) -> bool:
-    condition = children.failed_condition(job)
+def _reason_and_target_apply(rule: FailurePolicyRule, job: ChildJob) -> bool:
+    condition = job.failed_condition
     if condition is None:
         return False
-    reason = condition.get("reason")
-    reason = reason if isinstance(reason, str) else ""
-    if rule.on_job_failure_reasons and reason not in rule.on_job_failure_reasons:
+    if rule.on_job_failure_reasons and condition.reason not in rule.on_job_failure_reasons:
         return False
-    parent = children.replicated_job_of(job)
+    parent = job.replicated_job
     if parent is None:
         return False
     return not rule.target_replicated_jobs or parent in rule.target_replicated_jobs
 
 
-def rule_applies(rule: FailurePolicyRule, job: Obj) -> bool:
+def rule_applies(rule: FailurePolicyRule, job: ChildJob) -> bool:
     """Whether ``rule`` applies to the failed ``job`` (reason, message and target all match)."""
     if not _reason_and_target_apply(rule, job):
         return False
@@ -254,7 +251,7 @@ def rule_applies(rule: FailurePolicyRule, job: Obj) -> bool:
     return _any_matches(rule.message_patterns(), messagepatterns.encode(_failure_message(job)))
 
 
-def _applies(rule: FailurePolicyRule, index: int, job: Obj, matches: MessageMatches) -> bool:
+def _applies(rule: FailurePolicyRule, index: int, job: ChildJob, matches: MessageMatches) -> bool:
     """``rule_applies``, with the message looked up in ``matches`` (matched here if absent)."""
     if not _reason_and_target_apply(rule, job):
         return False
@@ -328,15 +325,15 @@ def _restart(
     return _restarting(action, job, rule, event, restarts)
 
 
-def _restart_job(jobset: JobSet, action: str, job: Obj, rule: str | None) -> FailureDecision:
+def _restart_job(jobset: JobSet, action: str, job: ChildJob, rule: str | None) -> FailureDecision:
     counts = action == api.RESTART_JOB
     event = (
         (api.REASON_RESTART_JOB_ACTION, api.MESSAGE_RESTART_JOB_ACTION)
         if counts
         else (api.REASON_RESTART_JOB_IGNORE_MAX_ACTION, api.MESSAGE_RESTART_JOB_IGNORE_MAX_ACTION)
     )
-    name = children.name_of(job)
-    rjob, index = children.replicated_job_of(job), children.job_index_of(job)
+    name = job.name
+    rjob, index = job.replicated_job, job.job_index
     if rjob is None or index is None:
         # Not placeable at an index (a hand-made Job; upstream errors and retries forever): the
         # whole JobSet restarts, counting as the action would, which does replace this Job.
@@ -411,7 +408,7 @@ def carry_job_restarts(jobset: JobSet, statuses: Sequence[Mapping[str, object]])
 
 
 def evaluate(
-    jobset: JobSet, jobs: Iterable[Obj], matches: MessageMatches | None = None
+    jobset: JobSet, jobs: Iterable[ChildJob], matches: MessageMatches | None = None
 ) -> FailureDecision | None:
     """The failure policy's decision, or None when no Job of the current attempt has failed.
 
@@ -429,7 +426,7 @@ def evaluate(
         return _fail(
             jobset,
             api.FAIL_JOBSET,
-            children.name_of(first),
+            first.name,
             None,
             api.REASON_FAILED_JOBS,
             api.MESSAGE_FAILED_JOBS,
@@ -442,7 +439,7 @@ def evaluate(
         if matched is not None:
             action, rule_name, chosen = rule.action, rule.name, matched
             break
-    name = children.name_of(chosen)
+    name = chosen.name
 
     if action == api.FAIL_JOBSET:
         return _fail(

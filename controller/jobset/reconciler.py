@@ -36,6 +36,7 @@ from controller.jobset import (
     volumes,
     writefailures,
 )
+from controller.jobset.children import ChildJob, JobViews
 from controller.jobset.decide import Plan, decide
 from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import InvalidJobSet, JobSet, parse, with_new_status
@@ -91,6 +92,8 @@ class JobSetReconciler:
         self.recorder = recorder
         self.jobsets = jobsets
         self.jobs = jobs
+        # Typed views of the cached Jobs, made once per object the cache stores.
+        self.job_views = JobViews(jobs)
         self.services = services
         self.metrics = metrics or JobSetMetrics(None)
         # The volumes' cache reads (claims, storage classes, Pod-scope admission) and claim
@@ -152,15 +155,15 @@ class JobSetReconciler:
 
     # --------------------------------------------------------------- observe
 
-    def _children(self, key: str, uid: str) -> tuple[list[Obj], dict[str, Obj]]:
+    def _children(self, key: str, uid: str) -> tuple[list[ChildJob], dict[str, Obj]]:
         """Jobs with the JobSet's name label: its own (controller reference with its uid), and
         the others by name (orphaned, another owner's, an earlier JobSet's of this name)."""
         owned, others = [], {}
-        for job in self.jobs.by_index(JOBSET_INDEX, key):
-            if _controlled_by(job, uid):
+        for job in self.job_views.by_index(JOBSET_INDEX, key):
+            if job.controller_uid == uid:
                 owned.append(job)
             else:
-                others[str(job.get("metadata", {}).get("name"))] = job
+                others[job.name] = job.raw
         return owned, others
 
     def _parse(self, key: str, obj: Obj) -> JobSet:
@@ -225,7 +228,7 @@ class JobSetReconciler:
             # Whatever the spec says, or whether it parses: deletion must never be blocked.
             self.wanted.drop(key)
             return await self._finalise(key, obj)
-        jobs: list[Obj] = []
+        jobs: list[ChildJob] = []
         try:
             jobset = self._parse(key, obj)
             refusal = failure.gate_refusal(jobset, self.feature_gates.restart_job)
@@ -239,9 +242,7 @@ class JobSetReconciler:
             claims = self.volume_io.claims_of(key, jobset, model)
             classes, wall = self.volume_io.classes(), self._wall()
             blocked, look_again = (
-                self.volume_io.pod_scope_blocked(
-                    key, jobset, {str(j["metadata"]["uid"]) for j in jobs}, self._clock()
-                )
+                self.volume_io.pod_scope_blocked(key, jobset, {j.uid for j in jobs}, self._clock())
                 if model.pod_scope
                 else (None, None)
             )
@@ -619,9 +620,9 @@ class JobSetReconciler:
         self.recorder.event(subject, event_type, reason, message)
 
 
-def _names(jobs: Iterable[Obj]) -> Iterable[str]:
+def _names(jobs: Iterable[ChildJob]) -> Iterable[str]:
     """The names of ``jobs`` (cached Jobs)."""
-    return (job["metadata"]["name"] for job in jobs)
+    return (job.name for job in jobs)
 
 
 def _controlled_by(obj: Obj, uid: str) -> bool:

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api, children
+from controller.jobset.children import ChildJob
 from controller.jobset.model import JobSet, ReplicatedJob
 from controller.jobset.status import TRUE, Condition, counter
-from controller.runtime.store import Obj
 
 # The startup conditions; both are set with status True.
 IN_ORDER_IN_PROGRESS = Condition(
@@ -88,7 +88,7 @@ def dependencies_met(
 def allowed_replicated_jobs(
     jobset: JobSet,
     status_by_name: Mapping[str, Mapping[str, Any]],
-    jobs: Iterable[Obj] = (),
+    jobs: Iterable[ChildJob] = (),
 ) -> StartupDecision:
     """Which replicated jobs may be created now, and the InOrder condition to report.
 
@@ -98,7 +98,7 @@ def allowed_replicated_jobs(
     present = {
         name
         for job in children.current_jobs(jobset, jobs)
-        if (name := children.replicated_job_of(job)) is not None
+        if (name := job.replicated_job) is not None
     }
     in_order = jobset.startup_in_order and not jobset.suspend
     allowed: list[str] = []

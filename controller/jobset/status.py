@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.jobset import api, children
+from controller.jobset.children import ChildJob
 from controller.jobset.model import JobSet
 from controller.runtime.store import Obj
 
@@ -92,7 +93,7 @@ def _empty_counts(name: str) -> Obj:
     return {"name": name, **{counter: 0 for counter in _COUNTERS}}
 
 
-def replicated_jobs_status(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:
+def replicated_jobs_status(jobset: JobSet, jobs: Iterable[ChildJob]) -> list[Obj]:
     """One ``{name, ready, succeeded, failed, active, suspended}`` per replicated job, spec order.
 
     ``jobs`` may be all observed children: Jobs of older attempts, Jobs being deleted and Jobs
@@ -100,22 +101,22 @@ def replicated_jobs_status(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:
     """
     by_name = {rjob.name: _empty_counts(rjob.name) for rjob in jobset.replicated_jobs}
     for job in children.current_jobs(jobset, jobs):
-        if children.is_deleting(job):
+        if job.deleting:
             continue
-        name = children.replicated_job_of(job)
+        name = job.replicated_job
         counts = by_name.get(name) if name is not None else None
         if counts is None:
             continue
-        if children.is_complete(job):
+        if job.is_complete:
             counts["succeeded"] += 1
-        elif children.is_failed(job):
+        elif job.is_failed:
             counts["failed"] += 1
         else:
-            if children.is_ready(job, jobset.replicated_job(counts["name"])):
+            if job.is_ready(jobset.replicated_job(counts["name"])):
                 counts["ready"] += 1
-            if children.is_active(job):
+            if job.is_active:
                 counts["active"] += 1
-            if children.is_suspended(job):
+            if job.suspended:
                 counts["suspended"] += 1
     return [by_name[rjob.name] for rjob in jobset.replicated_jobs]
 

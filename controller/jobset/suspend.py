@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api, children
+from controller.jobset.children import ChildJob
 from controller.jobset.model import JobSet, ReplicatedJob
 from controller.jobset.startup import all_started, dependencies_met
 from controller.jobset.status import FALSE, TRUE, Condition, replicated_jobs_status
@@ -74,9 +75,9 @@ def _merged_list(current: Any, wanted: Any) -> list[Any] | None:
     return have + missing if missing else None
 
 
-def template_patch(job: Obj, rjob: ReplicatedJob) -> Obj:
+def template_patch(job: ChildJob, rjob: ReplicatedJob) -> Obj:
     """Merge patch for ``spec.template`` bringing the replicated job's scheduling fields in."""
-    job_template = _dict(children.spec_of(job).get("template"))
+    job_template = _dict(_dict(job.raw.get("spec")).get("template"))
     job_meta = _dict(job_template.get("metadata"))
     job_pod = _dict(job_template.get("spec"))
     rjob_template = _dict(_dict(rjob.template.get("spec")).get("template"))
@@ -105,17 +106,17 @@ def template_patch(job: Obj, rjob: ReplicatedJob) -> Obj:
     return patch
 
 
-def _live_jobs(jobset: JobSet, jobs: Iterable[Obj]) -> list[Obj]:
+def _live_jobs(jobset: JobSet, jobs: Iterable[ChildJob]) -> list[ChildJob]:
     """Unfinished Jobs of the current attempt that are not being deleted."""
     return [
         job
         for job in children.current_jobs(jobset, jobs)
-        if not children.is_finished(job) and not children.is_deleting(job)
+        if not job.is_finished and not job.deleting
     ]
 
 
 def plan(
-    jobset: JobSet, jobs: Sequence[Obj], counted: Sequence[Obj] | None = None
+    jobset: JobSet, jobs: Sequence[ChildJob], counted: Sequence[Obj] | None = None
 ) -> SuspendDecision:
     """The Job patches and the Suspended condition for the JobSet's ``spec.suspend``.
 
@@ -124,9 +125,7 @@ def plan(
     live = _live_jobs(jobset, jobs)
     if jobset.suspend:
         patches = tuple(
-            (children.name_of(job), {"spec": {"suspend": True}})
-            for job in live
-            if not children.is_suspended(job)
+            (job.name, {"spec": {"suspend": True}}) for job in live if not job.suspended
         )
         return SuspendDecision(patches, (), SUSPENDED)
 
@@ -142,14 +141,14 @@ def plan(
         if jobset.startup_in_order and all_started(rjob, status.get(rjob.name)):
             continue
         for job in live:
-            if children.replicated_job_of(job) != rjob.name or not children.is_suspended(job):
+            if job.replicated_job != rjob.name or not job.suspended:
                 continue
-            name = children.name_of(job)
+            name = job.name
             spec: Obj = {"suspend": False}
             template = template_patch(job, rjob)
             if template:
                 spec["template"] = template
-                if children.start_time_of(job) is not None:
+                if job.start_time is not None:
                     clear.append(name)
             found.append((name, {"spec": spec}))
         if jobset.startup_in_order:
@@ -158,6 +157,6 @@ def plan(
     return SuspendDecision(tuple(found), tuple(clear), RESUMED if walked_all else None)
 
 
-def suspend_patches(jobset: JobSet, jobs: Sequence[Obj]) -> list[tuple[str, Obj]]:
+def suspend_patches(jobset: JobSet, jobs: Sequence[ChildJob]) -> list[tuple[str, Obj]]:
     """(Job name, JSON merge patch) for every Job whose suspension must change; [] when none."""
     return list(plan(jobset, jobs).patches)

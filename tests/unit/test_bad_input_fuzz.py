@@ -44,6 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.jobset import api, volumes
+from controller.jobset.children import views as job_views
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.volumes.model import OWNER_UID_ANNOTATION, REPLACE_LOST_ANNOTATION
@@ -319,7 +320,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Obj, list[Obj], dict[str, Obj]]:
 def _outcome(obj: Obj, jobs: list[Any], claims: dict[str, Any]) -> None:
     try:
         jobset = parse(obj)
-        plan = decide(jobset, jobs, None, NOW, claims=volumes.views(claims.values()))
+        plan = decide(jobset, job_views(jobs), None, NOW, claims=volumes.views(claims.values()))
     except InvalidJobSet as err:
         assert str(err), "an InvalidJobSet must explain itself"
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from controller.jobset import api, children, model
 from controller.jobset.decide import decide
+from controller.runtime.informer import EventHandler
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, condition, make_job, make_jobset, make_jobset_obj, rjob
 
@@ -31,23 +32,27 @@ PARTIALS = [
 ]
 
 
-@pytest.mark.parametrize("job", PARTIALS)
-def test_partial_jobs_never_raise(job: dict[str, Any]) -> None:
-    assert children.replicated_job_of(job) is None
-    assert children.job_index_of(job) is None
-    assert children.restart_attempt_of(job) is None
-    assert children.finished_condition(job) is None
-    assert children.failed_condition(job) is None
-    assert not children.is_complete(job)
-    assert not children.is_failed(job)
-    assert not children.is_suspended(job)
-    assert not children.is_active(job)
-    assert not children.is_deleting(job)
-    assert children.name_of(job) == ""
-    assert children.start_time_of(job) is None
+@pytest.mark.parametrize("raw", PARTIALS)
+def test_partial_jobs_never_raise(raw: dict[str, Any]) -> None:
+    job = children.view(raw)
+    assert job.replicated_job is None
+    assert job.job_index is None
+    assert job.restart_attempt is None
+    assert job.job_restart_attempt == 0
+    assert job.controller_uid is None
+    assert job.finished is None
+    assert job.failed_condition is None
+    assert not job.is_complete
+    assert not job.is_failed
+    assert not job.suspended
+    assert not job.is_active
+    assert not job.deleting
+    assert job.name == "" and job.uid == ""
+    assert job.start_time is None
+    assert job.raw is raw
     # No spec: expected pods from the replicated job, or 1.
-    assert not children.is_ready(job, RJ)
-    assert not children.is_ready(job)
+    assert not job.is_ready(RJ)
+    assert not job.is_ready()
     assert not children.is_current(JS, job)
 
 
@@ -76,10 +81,10 @@ def test_partial_jobs_never_raise(job: dict[str, Any]) -> None:
 def test_identity_labels(
     labels: dict[str, Any], rjob_name: str | None, index: int | None, attempt: int | None
 ) -> None:
-    job = _labels(**labels)
-    assert children.replicated_job_of(job) == rjob_name
-    assert children.job_index_of(job) == index
-    assert children.restart_attempt_of(job) == attempt
+    job = children.view(_labels(**labels))
+    assert job.replicated_job == rjob_name
+    assert job.job_index == index
+    assert job.restart_attempt == attempt
 
 
 def _with_conditions(*conds: dict[str, Any]) -> dict[str, Any]:
@@ -108,17 +113,36 @@ def _with_conditions(*conds: dict[str, Any]) -> dict[str, Any]:
 def test_finished(
     conds: list[dict[str, Any]], finished: str | None, complete: bool, failed: bool
 ) -> None:
-    job = _with_conditions(*conds)
-    found = children.finished_condition(job)
-    assert (found or {}).get("type") == finished
-    assert children.is_finished(job) is (finished is not None)
-    assert children.is_complete(job) is complete
-    assert children.is_failed(job) is failed
+    job = children.view(_with_conditions(*conds))
+    assert (job.finished.type if job.finished else None) == finished
+    assert job.is_finished is (finished is not None)
+    assert job.is_complete is complete
+    assert job.is_failed is failed
 
 
 def test_failed_condition_ignores_complete_first() -> None:
-    job = _with_conditions(condition("Complete"), condition("Failed", reason="X"))
-    assert (children.failed_condition(job) or {}).get("reason") == "X"
+    job = children.view(_with_conditions(condition("Complete"), condition("Failed", reason="X")))
+    assert job.failed_condition is not None and job.failed_condition.reason == "X"
+
+
+def test_a_condition_reads_as_typed_text() -> None:
+    failed = condition("Failed", reason="BackoffLimitExceeded", message="m", time=T0)
+    job = children.view(_with_conditions(failed))
+    assert job.failed_condition == children.JobCondition(
+        "Failed", "BackoffLimitExceeded", "m", failed["lastTransitionTime"]
+    )
+    odd = children.view(_with_conditions({"type": "Failed", "status": "True", "reason": 3}))
+    assert odd.failed_condition == children.JobCondition("Failed", "", "", None)
+
+
+def test_controller_uid_is_the_controller_references() -> None:
+    refs = [
+        {"uid": "other", "controller": False},
+        "junk",
+        {"uid": "mine", "controller": True},
+    ]
+    assert children.view({"metadata": {"ownerReferences": refs}}).controller_uid == "mine"
+    assert children.view({"metadata": {"ownerReferences": refs[:2]}}).controller_uid is None
 
 
 @pytest.mark.parametrize(
@@ -131,7 +155,7 @@ def test_failed_condition_ignores_complete_first() -> None:
     ],
 )
 def test_is_suspended(spec: dict[str, Any], suspended: bool) -> None:
-    assert children.is_suspended({"spec": spec}) is suspended
+    assert children.view({"spec": spec}).suspended is suspended
 
 
 @pytest.mark.parametrize(
@@ -147,7 +171,7 @@ def test_is_suspended(spec: dict[str, Any], suspended: bool) -> None:
     ],
 )
 def test_is_active(status: dict[str, Any], active: bool) -> None:
-    assert children.is_active({"status": status}) is active
+    assert children.view({"status": status}).is_active is active
 
 
 @pytest.mark.parametrize(
@@ -176,8 +200,8 @@ def test_is_active(status: dict[str, Any], active: bool) -> None:
 def test_is_ready(
     spec: dict[str, Any], status: dict[str, Any], use_rjob: bool, ready: bool
 ) -> None:
-    job = {"spec": spec, "status": status}
-    assert children.is_ready(job, RJ if use_rjob else None) is ready
+    job = children.view({"spec": spec, "status": status})
+    assert job.is_ready(RJ if use_rjob else None) is ready
 
 
 @pytest.mark.parametrize(
@@ -189,18 +213,18 @@ def test_is_ready(
     ],
 )
 def test_is_deleting(meta: dict[str, Any], deleting: bool) -> None:
-    assert children.is_deleting({"metadata": meta}) is deleting
+    assert children.view({"metadata": meta}).deleting is deleting
 
 
 def test_factory_job_reads_back() -> None:
-    job = make_job(JS, "w", 1, active=2, ready=3, suspended=True)
-    assert children.name_of(job) == "js-w-1"
-    assert children.replicated_job_of(job) == "w"
-    assert children.job_index_of(job) == 1
-    assert children.restart_attempt_of(job) == 0
-    assert children.is_active(job)
-    assert children.is_ready(job, RJ)
-    assert children.is_suspended(job)
+    job = children.view(make_job(JS, "w", 1, active=2, ready=3, suspended=True))
+    assert job.name == "js-w-1"
+    assert job.replicated_job == "w"
+    assert job.job_index == 1
+    assert job.restart_attempt == 0
+    assert job.is_active
+    assert job.is_ready(RJ)
+    assert job.suspended
 
 
 @pytest.mark.parametrize(
@@ -215,7 +239,7 @@ def test_factory_job_reads_back() -> None:
 )
 def test_current_and_stale(restarts: int, attempt: int, current: bool) -> None:
     js = make_jobset(restarts=restarts)
-    job = make_job(js, "workers", 0, restart_attempt=attempt)
+    job = children.view(make_job(js, "workers", 0, restart_attempt=attempt))
     assert children.is_current(js, job) is current
     assert (children.current_jobs(js, [job]) == [job]) is current
     assert (children.stale_jobs(js, [job]) == [job]) is not current
@@ -227,8 +251,9 @@ def test_missing_or_bad_attempt_is_stale() -> None:
     del missing["metadata"]["labels"][api.RESTART_ATTEMPT]
     bad = make_job(js, "workers", 1)
     bad["metadata"]["labels"][api.RESTART_ATTEMPT] = "one"
-    assert children.current_jobs(js, [missing, bad]) == []
-    assert children.stale_jobs(js, [missing, bad]) == [missing, bad]
+    jobs = children.views([missing, bad])
+    assert children.current_jobs(js, jobs) == []
+    assert children.stale_jobs(js, jobs) == jobs
 
 
 @given(
@@ -242,7 +267,7 @@ def test_current_and_stale_partition_the_jobs(restarts: int, attempts: list[int 
         job = make_job(js, "workers", i, restart_attempt=attempt or 0)
         if attempt is None:
             del job["metadata"]["labels"][api.RESTART_ATTEMPT]
-        jobs.append(job)
+        jobs.append(children.view(job))
     current = children.current_jobs(js, jobs)
     stale = children.stale_jobs(js, jobs)
     assert len(current) + len(stale) == len(jobs)
@@ -324,3 +349,62 @@ def test_a_service_view_is_all_the_reconciler_needs() -> None:
     assert with_view.create_service is None
     assert decide(jobset, [], whole, T0).create_service is None
     assert decide(jobset, [], None, T0).create_service is not None
+
+
+# ----------------------------------------------------------------------------- views of a cache
+
+
+class _Jobs:
+    """A Job cache as the reconciler reads it: its handlers and one index."""
+
+    def __init__(self) -> None:
+        self.handlers: list[EventHandler] = []
+        self.objects: dict[str, Obj] = {}
+
+    def add_handler(self, handler: EventHandler) -> None:
+        self.handlers.append(handler)
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        return [
+            o for o in self.objects.values() if o["metadata"]["labels"][api.JOBSET_NAME] == value
+        ]
+
+    def put(self, job: Obj) -> None:
+        old = self.objects.get(job["metadata"]["name"])
+        self.objects[job["metadata"]["name"]] = job
+        for handler in self.handlers:
+            if old is None and handler.on_add:
+                handler.on_add(job)
+            elif old is not None and handler.on_update:
+                handler.on_update(old, job)
+
+    def delete(self, name: str) -> None:
+        job = self.objects.pop(name)
+        for handler in self.handlers:
+            if handler.on_delete:
+                handler.on_delete(job)
+
+
+def test_job_views_are_made_once_per_stored_object() -> None:
+    cache = _Jobs()
+    views = children.JobViews(cast(Any, cache))
+    job = make_job(JS, "w", 0, active=1)
+    cache.put(job)
+    [first] = views.by_index("jobset", "js")
+    assert first.raw is job and first.is_active
+    assert views.by_index("jobset", "js")[0] is first  # not viewed again
+    done = make_job(JS, "w", 0, complete=True)
+    cache.put(done)
+    [second] = views.by_index("jobset", "js")
+    assert second.raw is done and second.is_complete
+    cache.delete(second.name)
+    assert views.by_index("jobset", "js") == []
+
+
+def test_an_object_the_handler_has_not_seen_is_viewed_on_read() -> None:
+    cache = _Jobs()
+    views = children.JobViews(cast(Any, cache))
+    job = make_job(JS, "w", 1)
+    cache.objects[job["metadata"]["name"]] = job  # stored, its handlers not run yet
+    [found] = views.by_index("jobset", "js")
+    assert found.raw is job and found.job_index == 1

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, children, model, pacing, volumes
+from controller.jobset.children import views as job_views
 from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
 from controller.jobset.volumes.admission import Blocked
 from controller.jobset.volumes.record import parse_record
@@ -267,7 +268,7 @@ def _run(case: Case, view: bool = False) -> Plan:
     found = volumes.model(jobset) if case.pod_scope else None
     return decide(
         jobset,
-        jobs,
+        job_views(jobs),
         SERVICE if case.service else None,
         case.now,
         claims=claims or None,
@@ -1235,8 +1236,8 @@ def test_decide_is_pure() -> None:
     jobset = model.parse(raw)
     jobs = [make_job(jobset, "workers", 1, failed=FAIL), make_job(jobset, "leader", 0)]
     before = copy.deepcopy((raw, jobs))
-    first = _summary(decide(jobset, jobs, None, T0))
-    assert _summary(decide(jobset, jobs, None, T0)) == first
+    first = _summary(decide(jobset, job_views(jobs), None, T0))
+    assert _summary(decide(jobset, job_views(jobs), None, T0)) == first
     assert (raw, jobs) == before
 
 
@@ -1244,7 +1245,7 @@ def test_spec_edit_moves_observed_generation() -> None:
     raw = make_jobset_obj(suspend=True, generation=2, conditions=[SUSPENDED])
     jobset = model.parse(raw)
     jobs = [make_job(jobset, n, i, suspended=True) for n, i, _ in ALL_ACTIVE]
-    plan = decide(jobset, jobs, SERVICE, at(30))
+    plan = decide(jobset, job_views(jobs), SERVICE, at(30))
     assert plan.status is not None
     assert plan.status["conditions"] == [{**SUSPENDED, "observedGeneration": 2}]
     assert plan.events == []
@@ -1296,25 +1297,28 @@ def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
     # Steady at 2 replicas, its status written at t=0.
     js = model.parse(two)
     jobs = [make_job(js, "workers", i, active=1) for i in range(2)]
-    steady = decide(js, jobs, None, T0, claims=volumes.views(claims))
+    steady = decide(js, job_views(jobs), None, T0, claims=volumes.views(claims))
     raw, _ = _stored_after(two, steady, last_write=0.0, now=0.0)
-    assert decide(model.parse(raw), jobs, None, T0, claims=volumes.views(claims)).status is None
+    assert (
+        decide(model.parse(raw), job_views(jobs), None, T0, claims=volumes.views(claims)).status
+        is None
+    )
     # t=1: scaled down to 1. The claim of workers-1 is deleted with its Job.
     one = copy.deepcopy(raw)
     one["spec"]["replicatedJobs"][0]["replicas"] = 1
-    first = decide(model.parse(one), jobs, None, T0, claims=volumes.views(claims))
+    first = decide(model.parse(one), job_views(jobs), None, T0, claims=volumes.views(claims))
     assert first.volume is not None and first.volume.delete == ["ckpt-js-workers-1"]
     one, wrote = _stored_after(one, first, last_write=0.0, now=1.0)
     # t=11: the pace allows a write; the claim is still terminating (its pod is stopping).
     going = [claims[0], claim(1, deleting=True)]
-    second = decide(model.parse(one), jobs[:1], None, T0, claims=volumes.views(going))
+    second = decide(model.parse(one), job_views(jobs[:1]), None, T0, claims=volumes.views(going))
     one, _ = _stored_after(one, second, last_write=0.0 if not wrote else 1.0, now=11.0)
     record = parse_record(one["status"].get("volumes"))
     assert record.get(("ckpt", "workers", 1, None)) is None
     # Scaled up again once the claim is gone: a new, empty claim, as whenScaled: Delete promised.
     up = copy.deepcopy(one)
     up["spec"]["replicatedJobs"][0]["replicas"] = 2
-    third = decide(model.parse(up), jobs[:1], None, T0, claims=volumes.views(claims[:1]))
+    third = decide(model.parse(up), job_views(jobs[:1]), None, T0, claims=volumes.views(claims[:1]))
     assert third.volume is not None
     assert [c.name for c in third.volume.create] == ["ckpt-js-workers-1"]
 
@@ -1337,7 +1341,7 @@ def test_pod_scope_release_deletes_the_finished_jobs_using_the_claims() -> None:
         for j in range(2)
     ]
     claims = volumes.views(_pod_claim(j, p) for j, p in POD_INDEXES)
-    plan = decide(js, jobs, SERVICE, T0, claims=claims, model=found)
+    plan = decide(js, job_views(jobs), SERVICE, T0, claims=claims, model=found)
     assert sorted(plan.delete_jobs) == ["js-workers-0", "js-workers-1"]
     assert plan.volume is not None
     assert sorted(plan.volume.delete) == POD_CLAIMS
@@ -1441,7 +1445,7 @@ def test_restart_job_replaces_only_the_failed_job() -> None:
     js = model.parse(raw)
     jobs = [make_job(js, "leader", 0, active=1), make_job(js, "workers", 0, active=1)]
     jobs.append(make_job(js, "workers", 1, failed=FAIL))
-    plan = decide(js, jobs, None, T0, restart_job=True)
+    plan = decide(js, job_views(jobs), None, T0, restart_job=True)
     assert (plan.delete_jobs, plan.create_jobs) == ([], [])
     assert plan.status is not None
     assert [e.reason for e in plan.events] == [api.REASON_RESTART_JOB_ACTION]
@@ -1453,7 +1457,7 @@ def test_restart_job_replaces_only_the_failed_job() -> None:
 
     raw["status"] = plan.status
     js = model.parse(raw)
-    plan = decide(js, jobs, None, T0, restart_job=True)
+    plan = decide(js, job_views(jobs), None, T0, restart_job=True)
     assert plan.delete_jobs == ["js-workers-1"]
     assert plan.create_jobs == [] and plan.events == []
     # The stale Job no longer counts as failed; the restart history is kept.
@@ -1461,7 +1465,7 @@ def test_restart_job_replaces_only_the_failed_job() -> None:
     workers = next(s for s in plan.status["replicatedJobsStatus"] if s["name"] == "workers")
     assert (workers["failed"], workers[api.JOB_RESTARTS]) == (0, [0, 1])
 
-    plan = decide(js, jobs[:2], None, T0, restart_job=True)
+    plan = decide(js, job_views(jobs[:2]), None, T0, restart_job=True)
     assert [j["metadata"]["name"] for j in plan.create_jobs] == ["js-workers-1"]
     created = plan.create_jobs[0]["metadata"]
     assert created["labels"][api.JOB_RESTART_ATTEMPT] == "1"

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import elastic, model, volumes
+from controller.jobset.children import views as job_views
 from controller.jobset.decide import Plan, decide
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_job, make_jobset_obj, rjob
@@ -78,7 +79,7 @@ def _run(case: Case) -> Plan:
     claims = volumes.views([_pod_claim(0, p) for p in case.claims])
     return decide(
         jobset,
-        jobs,
+        job_views(jobs),
         None,
         T0,
         claims=claims or None,
@@ -176,4 +177,4 @@ def test_pods_in_use_is_the_largest_completions_per_replicated_job() -> None:
     jobset = model.parse(make_jobset_obj(replicated_jobs=[rjob("a", 2), rjob("b")]))
     jobs = [make_job(jobset, "a", 0), make_job(jobset, "a", 1), make_job(jobset, "b", 0)]
     jobs[0]["spec"]["completions"], jobs[1]["spec"]["completions"] = 5, 3
-    assert elastic.pods_in_use(jobs) == {"a": 5, "b": 1}
+    assert elastic.pods_in_use(job_views(jobs)) == {"a": 5, "b": 1}

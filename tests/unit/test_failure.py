@@ -9,6 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import api, children, construct, failure, model
+from controller.jobset.children import view as job_view
+from controller.jobset.children import views as job_views
 from controller.jobset.model import FailurePolicyRule
 from tests.unit.jobset_factories import T0, at, make_job, make_jobset, make_jobset_obj, rjob
 
@@ -43,21 +45,21 @@ def _failed(js: Any, rj: str, i: int, reason: str, message: str, seconds: float)
 def test_no_failed_job_no_decision() -> None:
     js = _js()
     jobs = [make_job(js, "leader", 0, active=1), make_job(js, "workers", 0, complete=True)]
-    assert failure.evaluate(js, jobs) is None
+    assert failure.evaluate(js, job_views(jobs)) is None
     assert failure.evaluate(js, []) is None
 
 
 def test_failed_job_of_old_attempt_ignored() -> None:
     js = _js(restarts=1)
     old = make_job(js, "workers", 0, failed=(BACKOFF, "", T0), restart_attempt=0)
-    assert failure.evaluate(js, [old]) is None
+    assert failure.evaluate(js, job_views([old])) is None
 
 
 def test_failure_target_alone_is_not_failed() -> None:
     js = _js()
     job = make_job(js, "workers", 0)
     job["status"]["conditions"] = [{"type": "FailureTarget", "status": "True", "reason": BACKOFF}]
-    assert failure.evaluate(js, [job]) is None
+    assert failure.evaluate(js, job_views([job])) is None
 
 
 def test_no_policy_fails_with_first_failed_job() -> None:
@@ -67,7 +69,7 @@ def test_no_policy_fails_with_first_failed_job() -> None:
         _failed(js, "workers", 1, BACKOFF, "x", 3),
         _failed(js, "leader", 0, BACKOFF, "x", 9),
     ]
-    d = failure.evaluate(js, jobs)
+    d = failure.evaluate(js, job_views(jobs))
     assert d == failure.FailureDecision(
         action=api.FAIL_JOBSET,
         failed_job="js-workers-1",
@@ -291,7 +293,7 @@ def test_policy(
     js = _js(policy, restarts=restarts, restarts_count_towards_max=towards)
     jobs = [_failed(js, rj, i, reason, msg, t) for rj, i, reason, msg, t in failed]
     jobs.append(make_job(js, "leader", 5, active=1))  # a healthy one never matters
-    d = failure.evaluate(js, jobs)
+    d = failure.evaluate(js, job_views(jobs))
     assert d is not None
     _action, job, rule_name, fails, reason, _restarts, _towards = expected
     got = (
@@ -332,14 +334,14 @@ def test_fail_messages(reason: str, message: str) -> None:
         else {"maxRestarts": 0}
     )
     js = _js(policy)
-    d = failure.evaluate(js, [_failed(js, "workers", 0, BACKOFF, "", 0)])
+    d = failure.evaluate(js, job_views([_failed(js, "workers", 0, BACKOFF, "", 0)]))
     assert d is not None
     assert d.condition_message == f"{message} (first failed job: js-workers-0)"
 
 
 def test_restart_messages() -> None:
     js = _js({"maxRestarts": 1})
-    d = failure.evaluate(js, [_failed(js, "workers", 0, BACKOFF, "", 0)])
+    d = failure.evaluate(js, job_views([_failed(js, "workers", 0, BACKOFF, "", 0)]))
     assert d is not None
     assert d.event_message == (
         "applying RestartJobSet failure policy action (first failed job: js-workers-0)"
@@ -348,7 +350,7 @@ def test_restart_messages() -> None:
 
 def test_rule_name_defaulted_by_model() -> None:
     js = _js({"rules": [_rule(api.FAIL_JOBSET)]})
-    d = failure.evaluate(js, [_failed(js, "workers", 0, BACKOFF, "", 0)])
+    d = failure.evaluate(js, job_views([_failed(js, "workers", 0, BACKOFF, "", 0)]))
     assert d is not None
     assert d.rule == "failurePolicyRule0"
 
@@ -357,7 +359,7 @@ def test_job_without_replicated_job_label_never_matches_a_rule() -> None:
     js = _js({"maxRestarts": 2, "rules": [_rule(api.FAIL_JOBSET, "all")]})
     job = _failed(js, "workers", 0, BACKOFF, "", 0)
     del job["metadata"]["labels"][api.REPLICATED_JOB_NAME]
-    d = failure.evaluate(js, [job])
+    d = failure.evaluate(js, job_views([job]))
     assert d is not None
     assert (d.action, d.rule, d.fails_jobset) == (api.RESTART_JOBSET, None, False)
 
@@ -367,7 +369,7 @@ def test_missing_failure_time_counts_as_earliest() -> None:
     timeless = _failed(js, "workers", 2, BACKOFF, "", 0)
     for cond in timeless["status"]["conditions"]:
         del cond["lastTransitionTime"]
-    d = failure.evaluate(js, [_failed(js, "workers", 1, BACKOFF, "", 0), timeless])
+    d = failure.evaluate(js, job_views([_failed(js, "workers", 1, BACKOFF, "", 0), timeless]))
     assert d is not None
     assert d.failed_job == "js-workers-2"
 
@@ -376,7 +378,7 @@ def test_partial_failed_condition() -> None:
     js = _js({"maxRestarts": 1, "rules": [_rule(api.FAIL_JOBSET, "r", reasons=[BACKOFF])]})
     job = make_job(js, "workers", 0)
     job["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
-    d = failure.evaluate(js, [job])
+    d = failure.evaluate(js, job_views([job]))
     assert d is not None
     assert (d.action, d.rule) == (api.RESTART_JOBSET, None)
 
@@ -410,7 +412,7 @@ def test_rule_applies(rule: FailurePolicyRule, condition: Any, applies: bool) ->
     job = make_job(js, "workers", 0)
     if condition is not None:
         job["status"] = {"conditions": [{"type": "Failed", "status": "True", **condition}]}
-    assert failure.rule_applies(rule, job) is applies
+    assert failure.rule_applies(rule, job_view(job)) is applies
 
 
 _failures = st.lists(
@@ -445,7 +447,7 @@ def test_decision_independent_of_job_order(
     ]
     shuffled = list(jobs)
     perm.shuffle(shuffled)
-    assert failure.evaluate(js, jobs) == failure.evaluate(js, shuffled)
+    assert failure.evaluate(js, job_views(jobs)) == failure.evaluate(js, job_views(shuffled))
 
 
 def _counts(leader: dict[str, int], workers: dict[str, int]) -> list[dict[str, Any]]:
@@ -560,7 +562,7 @@ def test_restart_job(
 ) -> None:
     towards, arrays = stored
     js = _js_restarts(policy, arrays, restarts=towards, restarts_count_towards_max=towards)
-    d = failure.evaluate(js, [_failed(js, "workers", 1, BACKOFF, "", 0)])
+    d = failure.evaluate(js, job_views([_failed(js, "workers", 1, BACKOFF, "", 0)]))
     assert d is not None
     reason, fails, restart = expected
     assert (d.event_reason, d.fails_jobset) == (reason, fails)
@@ -581,7 +583,7 @@ def test_restart_job_messages() -> None:
         ),
     ):
         js = _js({"maxRestarts": 1, "rules": [_rule(action)]})
-        d = failure.evaluate(js, [_failed(js, "leader", 0, BACKOFF, "", 0)])
+        d = failure.evaluate(js, job_views([_failed(js, "leader", 0, BACKOFF, "", 0)]))
         assert d is not None
         assert d.event_message == f"{message} (first failed job: js-leader-0)"
 
@@ -674,8 +676,8 @@ def test_individually_restarted_job_is_stale(label: str | None, target: int, cur
     other = make_job(js, "workers", 0)
     if label is not None:
         job["metadata"]["labels"][api.JOB_RESTART_ATTEMPT] = label
-    assert children.is_current(js, job) is current
-    assert children.is_current(js, other)  # index 0 never restarted
+    assert children.is_current(js, job_view(job)) is current
+    assert children.is_current(js, job_view(other))  # index 0 never restarted
 
 
 def test_job_restart_attempt_label_only_with_gate() -> None:

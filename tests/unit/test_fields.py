@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -53,7 +53,7 @@ def _paths(declared: Field[Any]) -> list[str]:
     return [declared.path]
 
 
-def _without_rules(node: Schema) -> Schema:
+def _without_rules(node: Mapping[str, Any]) -> Schema:
     return {k: v for k, v in node.items() if k != "x-kubernetes-validations"}
 
 
@@ -65,7 +65,7 @@ def test_every_field_is_its_node_in_the_installed_crd() -> None:
             assert _without_rules(node) == declared.schema(), path
 
 
-def _scalars(node: Schema, path: str) -> Iterator[tuple[str, Schema]]:
+def _scalars(node: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
     if path in EMBEDDED:
         return
     if node.get("type") in ("string", "integer", "boolean"):

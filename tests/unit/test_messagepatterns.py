@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, failure, messagepatterns
-from controller.jobset.model import InvalidJobSet
+from controller.jobset.children import ChildJob
+from controller.jobset.children import views as job_views
+from controller.jobset.model import InvalidJobSet, JobSet
 from tests.unit.jobset_factories import at, make_job, make_jobset, rjob
 
 BACKOFF_MESSAGE = "Job has reached the specified backoff limit"  # 43 characters
@@ -129,7 +131,7 @@ def test_failure_policy_with_backtracking_patterns_decides_at_once() -> None:
         make_job(js, "workers", 0, failed=("BackoffLimitExceeded", BACKOFF_MESSAGE, at(0))),
         make_job(js, "workers", 1, failed=("PodFailurePolicy", "a" * 26 + "!", at(1))),
     ]
-    decision = failure.evaluate(js, jobs)
+    decision = failure.evaluate(js, job_views(jobs))
     assert decision is not None
     assert (decision.action, decision.rule) == (api.RESTART_JOBSET, None)
 
@@ -225,7 +227,7 @@ def test_invalid_pattern_on_a_hand_built_rule_never_matches() -> None:
 HOSTILE = [r"(?s)(?:.*[0-9].{40}[a-z]){20}Q", r"(?s).*[0-9].{60}[a-z]Q"]
 
 
-def _hostile_jobs(count: int) -> tuple[Any, list[Any]]:
+def _hostile_jobs(count: int) -> tuple[JobSet, list[ChildJob]]:
     import random
 
     rnd = random.Random(7)
@@ -244,7 +246,7 @@ def _hostile_jobs(count: int) -> tuple[Any, list[Any]]:
             "rule at index 0"
         )
         jobs.append(make_job(js, "workers", i, failed=("PodFailurePolicy", message, at(i))))
-    return js, jobs
+    return js, job_views(jobs)
 
 
 class Gate:
@@ -308,7 +310,7 @@ async def test_the_gate_detects_matching_on_the_loop() -> None:
 async def test_nothing_to_match_costs_no_thread() -> None:
     js, jobs = _hostile_jobs(2)
     healthy = [make_job(js, "workers", 0, active=1)]
-    assert await failure.match_messages_in_thread(js, healthy) == {}
+    assert await failure.match_messages_in_thread(js, job_views(healthy)) == {}
     plain = make_jobset(replicated_jobs=[rjob("workers", 2)], failure_policy={"maxRestarts": 1})
     assert await failure.match_messages_in_thread(plain, jobs) == {}
     assert await failure.match_messages_in_thread(js, jobs) != {}

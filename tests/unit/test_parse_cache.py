@@ -13,10 +13,12 @@ import pytest
 
 from controller.jobset import reconciler as reconcilermod
 from controller.jobset import volumes
+from controller.jobset.children import views as job_views
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, parse, with_new_status
 from controller.jobset.reconciler import PARSED_KEPT, JobSetReconciler
 from controller.jobset.volumes import spec as specmod
+from controller.runtime.manager import Cache
 from tests.support.counting import CallCounter
 from tests.unit.jobset_factories import at, make_job
 from tests.unit.volumes.factories import make_obj, tpl
@@ -25,9 +27,10 @@ KEY = "default/js"
 
 
 def _reconciler() -> JobSetReconciler:
-    # _parse and _model read no cache and write nothing: no client or informer is involved.
+    # _parse and _model read no cache and write nothing: no client or informer is involved
+    # (the Jobs' cache is one without informers: the reconciler registers a handler on it).
     none = cast(Any, None)
-    return JobSetReconciler(none, none, none, none, none)
+    return JobSetReconciler(none, none, none, Cache({}), none)
 
 
 def _obj(version: str) -> dict[str, Any]:
@@ -78,9 +81,9 @@ def test_decisions_from_a_reused_parse_equal_those_of_a_fresh_one(passes: int) -
     for _ in range(passes):
         jobset = reconciler._parse(KEY, obj)
         model = reconciler._model(KEY, jobset)
-        reused = decide(jobset, jobs, None, at(10), model=model)
+        reused = decide(jobset, job_views(jobs), None, at(10), model=model)
     fresh_jobset = parse(copy.deepcopy(obj))
-    fresh = decide(fresh_jobset, jobs, None, at(10), model=volumes.model(fresh_jobset))
+    fresh = decide(fresh_jobset, job_views(jobs), None, at(10), model=volumes.model(fresh_jobset))
     assert reused.create_jobs == fresh.create_jobs
     assert reused.status == fresh.status
     assert reused.volume == fresh.volume
@@ -127,11 +130,11 @@ def test_a_status_echo_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> N
     for version in range(2, 12):
         jobset = reconciler._parse(KEY, obj)
         model = reconciler._model(KEY, jobset)
-        reused = decide(jobset, jobs, None, at(10), model=model)
+        reused = decide(jobset, job_views(jobs), None, at(10), model=model)
         fresh_jobset = parse(copy.deepcopy(obj))
         assert jobset == fresh_jobset
         fresh_model = volumes.model(fresh_jobset)
-        fresh = decide(fresh_jobset, jobs, None, at(10), model=fresh_model)
+        fresh = decide(fresh_jobset, job_views(jobs), None, at(10), model=fresh_model)
         assert (reused.status, reused.volume, reused.create_jobs) == (
             fresh.status,
             fresh.volume,

@@ -93,6 +93,9 @@ class OneJobSet:
     def get(self, namespace: str | None, name: str) -> Obj | None:
         return self.obj if name == self.obj["metadata"]["name"] else None
 
+    def add_handler(self, handler: object) -> None:
+        """No objects to replay, and none ever change."""
+
     def by_index(self, index: str, value: str) -> list[Obj]:
         return []
 

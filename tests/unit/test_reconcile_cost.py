@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, construct, volumes
+from controller.jobset.children import views as job_views
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet
 from controller.jobset.volumes import desired as desiredmod
@@ -164,11 +165,11 @@ def test_steady_state_builds_no_job(monkeypatch: pytest.MonkeyPatch) -> None:
     existing = decide(js, [], None, NOW).create_jobs
     built = Calls(construct.desired_job)
     monkeypatch.setattr(construct, "desired_job", built)
-    plan = decide(js, existing, None, NOW)
+    plan = decide(js, job_views(existing), None, NOW)
     assert plan.create_jobs == []
     assert built.count == 0
     # The spy sees what is built: one Job missing, one Job built, the missing one.
-    plan = decide(js, existing[:7] + existing[8:], None, NOW)
+    plan = decide(js, job_views(existing[:7] + existing[8:]), None, NOW)
     assert built.count == 1
     assert [j["metadata"]["name"] for j in plan.create_jobs] == [existing[7]["metadata"]["name"]]
 

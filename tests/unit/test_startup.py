@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import api, startup
+from controller.jobset.children import views as job_views
 from controller.jobset.status import Condition
 from tests.unit.jobset_factories import make_job, make_jobset, rjob
 
@@ -102,13 +103,13 @@ def test_in_order_zero_replicas_is_started() -> None:
 def test_existing_jobs_stay_allowed_after_regression() -> None:
     js = make_jobset(replicated_jobs=THREE, startup_in_order=True)
     jobs = [make_job(js, "c", 0, active=1)]
-    d = startup.allowed_replicated_jobs(js, {"a": _s()}, jobs)
+    d = startup.allowed_replicated_jobs(js, {"a": _s()}, job_views(jobs))
     assert d.allowed == ("a", "c")
     assert d.waiting == ("b",)
     # Jobs of an older attempt do not count.
     js1 = make_jobset(replicated_jobs=THREE, startup_in_order=True, restarts=1)
     old = [make_job(js1, "c", 0, active=1, restart_attempt=0)]
-    assert startup.allowed_replicated_jobs(js1, {}, old).allowed == ("a",)
+    assert startup.allowed_replicated_jobs(js1, {}, job_views(old)).allowed == ("a",)
 
 
 DEP = [
@@ -225,7 +226,7 @@ def test_no_replicated_jobs() -> None:
 def test_depends_on_regression_keeps_existing() -> None:
     js = make_jobset(replicated_jobs=DEP)
     jobs = [make_job(js, "done-dep", 0, active=1)]
-    d = startup.allowed_replicated_jobs(js, {"init": _s()}, jobs)
+    d = startup.allowed_replicated_jobs(js, {"init": _s()}, job_views(jobs))
     assert d.allowed == ("init", "done-dep", "free")
     assert d.waiting == ("ready-dep",)
 

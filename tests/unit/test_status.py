@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import api
+from controller.jobset.children import views as job_views
 from controller.jobset.status import (
     Condition,
     counter,
@@ -120,7 +121,7 @@ FAIL = ("BackoffLimitExceeded", "boom", T0)
     ],
 )
 def test_replicated_jobs_status(jobs: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
-    assert replicated_jobs_status(JS, jobs) == expected
+    assert replicated_jobs_status(JS, job_views(jobs)) == expected
 
 
 def test_replicated_jobs_status_spec_order_and_mixture() -> None:
@@ -132,7 +133,7 @@ def test_replicated_jobs_status_spec_order_and_mixture() -> None:
         make_job(js, "a", 3, active=1, ready=1),
         make_job(js, "b", 0, suspended=True),
     ]
-    assert replicated_jobs_status(js, jobs) == [
+    assert replicated_jobs_status(js, job_views(jobs)) == [
         _counts("c"),
         _counts("a", succeeded=2, failed=1, ready=1, active=1),
         _counts("b", suspended=1),
@@ -491,12 +492,12 @@ def test_round_trip_status_is_equal() -> None:
     ours = {
         "restarts": 1,
         "conditions": conditions,
-        "replicatedJobsStatus": replicated_jobs_status(JS, jobs),
+        "replicatedJobsStatus": replicated_jobs_status(JS, job_views(jobs)),
     }
     stored = {
         "restarts": 1,
         "conditions": list(reversed(conditions)),
-        "replicatedJobsStatus": list(reversed(replicated_jobs_status(JS, jobs))),
+        "replicatedJobsStatus": list(reversed(replicated_jobs_status(JS, job_views(jobs)))),
     }
     assert status_equal(ours, stored)
     assert condition("X")["lastTransitionTime"] == S_T0

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import success
+from controller.jobset.children import views as job_views
 from controller.jobset.status import replicated_jobs_status
 from tests.unit.jobset_factories import make_job, make_jobset, rjob
 
@@ -80,10 +81,10 @@ def test_from_real_jobs_ignores_other_attempts() -> None:
     jobs = [make_job(js, "driver", 0, complete=True)] + [
         make_job(js, "workers", i, complete=True) for i in range(3)
     ]
-    by = {s["name"]: s for s in replicated_jobs_status(js, jobs)}
+    by = {s["name"]: s for s in replicated_jobs_status(js, job_views(jobs))}
     assert success.evaluate(js, by)
     old = [make_job(js, "workers", i, complete=True, restart_attempt=0) for i in range(3)]
-    by = {s["name"]: s for s in replicated_jobs_status(js, [jobs[0], *old])}
+    by = {s["name"]: s for s in replicated_jobs_status(js, job_views([jobs[0], *old]))}
     assert not success.evaluate(js, by)
 
 

@@ -10,6 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import api, suspend
+from controller.jobset.children import view as job_view
+from controller.jobset.children import views as job_views
 from controller.jobset.status import Condition, replicated_jobs_status
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_job, make_jobset, rjob
@@ -34,7 +36,7 @@ def test_suspend_running_jobs() -> None:
         make_job(js, "workers", 0),  # no pods yet: still unfinished, still suspended
         make_job(js, "workers", 1, suspended=True),  # already
     ]
-    d = suspend.plan(js, jobs)
+    d = suspend.plan(js, job_views(jobs))
     assert d.patches == (("js-leader-0", SUSPEND), ("js-workers-0", SUSPEND))
     assert d.clear_start_time == ()
     assert d.condition == suspend.SUSPENDED
@@ -53,14 +55,14 @@ def test_suspend_running_jobs() -> None:
 )
 def test_suspend_leaves_alone(job_kw: dict[str, Any]) -> None:
     js = make_jobset(replicated_jobs=TWO, suspend=True, restarts=1)
-    assert suspend.suspend_patches(js, [make_job(js, "workers", 0, **job_kw)]) == []
+    assert suspend.suspend_patches(js, job_views([make_job(js, "workers", 0, **job_kw)])) == []
 
 
 def test_suspend_steady_state_no_writes() -> None:
     js = make_jobset(replicated_jobs=TWO, suspend=True)
     jobs = [make_job(js, "leader", 0, suspended=True), make_job(js, "workers", 0, suspended=True)]
-    assert suspend.suspend_patches(js, jobs) == []
-    assert suspend.plan(js, jobs).condition == suspend.SUSPENDED
+    assert suspend.suspend_patches(js, job_views(jobs)) == []
+    assert suspend.plan(js, job_views(jobs)).condition == suspend.SUSPENDED
 
 
 # ----------------------------------------------------------------------------- resuming
@@ -73,7 +75,7 @@ def test_resume_suspended_jobs() -> None:
         make_job(js, "workers", 0, suspended=True),
         make_job(js, "workers", 1, active=1),
     ]
-    d = suspend.plan(js, jobs)
+    d = suspend.plan(js, job_views(jobs))
     assert d.patches == (("js-leader-0", RESUME), ("js-workers-0", RESUME))
     assert d.condition == suspend.RESUMED
     assert d.condition == Condition(api.SUSPENDED, "False", "ResumeJobs", "jobset is resumed")
@@ -82,7 +84,7 @@ def test_resume_suspended_jobs() -> None:
 def test_resume_steady_state_no_writes() -> None:
     js = make_jobset(replicated_jobs=TWO)
     jobs = [make_job(js, "leader", 0, active=1), make_job(js, "workers", 0)]
-    d = suspend.plan(js, jobs)
+    d = suspend.plan(js, job_views(jobs))
     assert d.patches == ()
     assert d.condition == suspend.RESUMED  # a no-op for set_condition when never suspended
 
@@ -97,14 +99,14 @@ def test_resume_steady_state_no_writes() -> None:
 )
 def test_resume_leaves_alone(job_kw: dict[str, Any]) -> None:
     js = make_jobset(replicated_jobs=TWO, restarts=1)
-    assert suspend.suspend_patches(js, [make_job(js, "workers", 0, **job_kw)]) == []
+    assert suspend.suspend_patches(js, job_views([make_job(js, "workers", 0, **job_kw)])) == []
 
 
 def test_resume_job_without_replicated_job_label_left_alone() -> None:
     js = make_jobset(replicated_jobs=TWO)
     job = make_job(js, "workers", 0, suspended=True)
     del job["metadata"]["labels"][api.REPLICATED_JOB_NAME]
-    assert suspend.suspend_patches(js, [job]) == []
+    assert suspend.suspend_patches(js, job_views([job])) == []
 
 
 TEMPLATED = [
@@ -220,29 +222,29 @@ def _job_with_template(template: Obj, **kw: Any) -> tuple[Any, Obj]:
 )
 def test_template_patch(template: Obj, expected: Obj) -> None:
     js, job = _job_with_template(template)
-    assert suspend.template_patch(job, js.replicated_jobs[0]) == expected
+    assert suspend.template_patch(job_view(job), js.replicated_jobs[0]) == expected
     spec: Obj = {"suspend": False}
     if expected:
         spec["template"] = expected
-    assert suspend.suspend_patches(js, [job]) == [("js-workers-0", {"spec": spec})]
+    assert suspend.suspend_patches(js, job_views([job])) == [("js-workers-0", {"spec": spec})]
 
 
 def test_template_patch_needs_start_time_cleared() -> None:
     js, job = _job_with_template({"spec": {}}, start_time=T0)
-    d = suspend.plan(js, [job])
+    d = suspend.plan(js, job_views([job]))
     assert d.clear_start_time == ("js-workers-0",)
     in_sync = copy.deepcopy(job)
     in_sync["spec"]["template"] = copy.deepcopy(js.replicated_jobs[0].template["spec"]["template"])
-    assert suspend.plan(js, [in_sync]).clear_start_time == ()
+    assert suspend.plan(js, job_views([in_sync])).clear_start_time == ()
     js2, no_start = _job_with_template({"spec": {}})
-    assert suspend.plan(js2, [no_start]).clear_start_time == ()
+    assert suspend.plan(js2, job_views([no_start])).clear_start_time == ()
 
 
 def test_template_not_touched_when_suspending() -> None:
     js = make_jobset(replicated_jobs=TEMPLATED, suspend=True)
     job = make_job(js, "workers", 0, active=1)
     job["spec"]["template"] = {"spec": {}}
-    assert suspend.suspend_patches(js, [job]) == [("js-workers-0", SUSPEND)]
+    assert suspend.suspend_patches(js, job_views([job])) == [("js-workers-0", SUSPEND)]
 
 
 def test_partial_job_does_not_raise() -> None:
@@ -254,7 +256,7 @@ def test_partial_job_does_not_raise() -> None:
         },
         "spec": {"suspend": True},
     }
-    [(name, patch)] = suspend.suspend_patches(js, [job])
+    [(name, patch)] = suspend.suspend_patches(js, job_views([job]))
     assert name == "js-workers-0"
     assert patch["spec"]["suspend"] is False
     assert "template" in patch["spec"]
@@ -317,7 +319,7 @@ def test_resume_in_order(
 ) -> None:
     js = _three(startup_in_order=True)
     jobs = [make_job(js, rj, i, **kw) for rj, kws in state.items() for i, kw in enumerate(kws)]
-    d = suspend.plan(js, jobs)
+    d = suspend.plan(js, job_views(jobs))
     assert [name for name, _ in d.patches] == patched
     assert all(p == RESUME for _, p in d.patches)
     assert (d.condition == suspend.RESUMED) is resumed
@@ -332,11 +334,11 @@ def test_resume_depends_on_waits_for_dependency() -> None:
         make_job(js, "init", 0, suspended=True),
         make_job(js, "train", 0, suspended=True),
     ]
-    d = suspend.plan(js, waiting)
+    d = suspend.plan(js, job_views(waiting))
     assert _names(list(d.patches)) == ["js-init-0"]
     assert d.condition == suspend.RESUMED  # upstream: no order to walk, resumed at once
     done = [make_job(js, "init", 0, complete=True), make_job(js, "train", 0, suspended=True)]
-    assert _names(suspend.suspend_patches(js, done)) == ["js-train-0"]
+    assert _names(suspend.suspend_patches(js, job_views(done))) == ["js-train-0"]
 
 
 @given(
@@ -353,7 +355,7 @@ def test_applying_patches_converges(
         make_job(js, "workers", i, suspended=s, active=int(a), complete=c)
         for i, (s, a, c) in enumerate(flags)
     ]
-    first = dict(suspend.suspend_patches(js, jobs))
+    first = dict(suspend.suspend_patches(js, job_views(jobs)))
     applied = []
     for job in jobs:
         job = copy.deepcopy(job)
@@ -361,7 +363,7 @@ def test_applying_patches_converges(
         if patch:
             _merge(job, patch)
         applied.append(job)
-    second = dict(suspend.suspend_patches(js, applied))
+    second = dict(suspend.suspend_patches(js, job_views(applied)))
     assert not set(first) & set(second)
     for job in applied:
         if not job["status"].get("conditions") and job["metadata"]["name"] in first:
@@ -406,5 +408,5 @@ def test_plan_with_the_counts_given_equals_plan_counting_itself(
         make_job(js, "workers", 0, suspended=True),
         make_job(js, "workers", 1, suspended=True),
     ]
-    counted = replicated_jobs_status(js, jobs)
-    assert suspend.plan(js, jobs, counted) == suspend.plan(js, jobs)
+    counted = replicated_jobs_status(js, job_views(jobs))
+    assert suspend.plan(js, job_views(jobs), counted) == suspend.plan(js, job_views(jobs))

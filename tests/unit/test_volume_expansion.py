@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, model, volumes
+from controller.jobset.children import views as job_views
 from controller.jobset.decide import decide
 from controller.jobset.model import JobSet
 from controller.jobset.volumes import StorageClasses
@@ -378,7 +379,7 @@ def test_a_pending_claim_waiting_to_grow_holds_nothing_back(
         for name, complete, suspended in jobs
     ]
     claims = volumes.views([_claim("Pending", "wffc-expandable")])
-    plan = decide(js, children, None, NOW, claims=claims, classes=CLASSES)
+    plan = decide(js, job_views(children), None, NOW, claims=claims, classes=CLASSES)
     assert [j["metadata"]["name"] for j in plan.create_jobs] == created
     for job in plan.create_jobs:
         volumes_of = job["spec"]["template"]["spec"]["volumes"]

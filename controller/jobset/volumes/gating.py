@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from controller.jobset import api, children, suspend
+from controller.jobset import children, suspend
+from controller.jobset.children import ChildJob
 from controller.jobset.construct import DesiredJob
 from controller.jobset.model import JobSet
 from controller.jobset.volumes import podscope
@@ -31,40 +32,42 @@ from controller.jobset.volumes.spec import VolumeModel
 from controller.runtime.store import Obj
 
 
-def claims_of(job: Obj, model: VolumeModel) -> list[str] | None:
-    """Every claim the Job's pods use (``JobClaims.needed``); None when the JobSet has no volume
-    policies (or the Job lacks the labels that place it)."""
-    if not model.policies:
+def claims_of(rjob: str | None, index: int | None, model: VolumeModel) -> list[str] | None:
+    """Every claim the pods of Job ``index`` of ``rjob`` use (``JobClaims.needed``); None when
+    the JobSet has no volume policies (or the Job is not placed: its labels are missing)."""
+    if not model.policies or rjob is None or index is None:
         return None
-    labels = job["metadata"].get("labels") or {}
-    rjob, index = labels.get(api.REPLICATED_JOB_NAME), labels.get(api.JOB_INDEX)
-    if not isinstance(rjob, str) or not isinstance(index, str) or not index.isdigit():
-        return None
-    return model.job_claims.needed(rjob, int(index))
+    return model.job_claims.needed(rjob, index)
 
 
-def claims_mounted(job: Obj) -> set[str]:
+def claims_mounted(job: ChildJob) -> set[str]:
     """The claims an existing Job's pods use, read from its pod template: a Pod-scope
     placeholder stands for the claim of each of the Job's completion indexes (as the admission
     policy resolves it for each pod)."""
-    spec = job.get("spec") or {}
+    spec = job.raw.get("spec") or {}
     pod_spec = (spec.get("template") or {}).get("spec") or {}
     names = {
         str(v["persistentVolumeClaim"].get("claimName"))
         for v in pod_spec.get("volumes") or []
         if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
     }
-    completions = spec.get("completions")
-    pods = completions if isinstance(completions, int) and completions > 0 else 1
+    completions = job.completions
+    pods = completions if completions is not None and completions > 0 else 1
     for name in [n for n in names if podscope.is_placeholder(n)]:
         names.update(podscope.resolved_claim_name(name, i) for i in range(pods))
     return names
 
 
-def may_run(job: Obj, model: VolumeModel, mountable: set[str]) -> bool:
-    """Whether every claim the Job's pods use is mountable (or it uses none)."""
-    needed = claims_of(job, model)
+def may_run(rjob: str | None, index: int | None, model: VolumeModel, mountable: set[str]) -> bool:
+    """Whether every claim the pods of Job ``index`` of ``rjob`` use is mountable (or they use
+    none)."""
+    needed = claims_of(rjob, index, model)
     return needed is None or all(map(mountable.__contains__, needed))
+
+
+def job_may_run(job: ChildJob, model: VolumeModel, mountable: set[str]) -> bool:
+    """``may_run`` for an existing Job."""
+    return may_run(job.replicated_job, job.job_index, model, mountable)
 
 
 def with_claims(job: DesiredJob, jobset: JobSet, model: VolumeModel) -> Obj:
@@ -79,7 +82,7 @@ def with_claims(job: DesiredJob, jobset: JobSet, model: VolumeModel) -> Obj:
 
 
 def must_suspend(
-    jobset: JobSet, jobs: Sequence[Obj], model: VolumeModel, vplan: VolumePlan
+    jobset: JobSet, jobs: Sequence[ChildJob], model: VolumeModel, vplan: VolumePlan
 ) -> list[tuple[str, Obj]]:
     """The patches that suspend the running Jobs which mount a Lost claim."""
     if not model.policies or jobset.suspend:
@@ -89,17 +92,17 @@ def must_suspend(
         return []
     patches = []
     for job in children.current_jobs(jobset, jobs):
-        if children.is_finished(job) or children.is_deleting(job) or children.is_suspended(job):
+        if job.is_finished or job.deleting or job.suspended:
             continue
-        needed = claims_of(job, model)
+        needed = claims_of(job.replicated_job, job.job_index, model)
         if needed is not None and lost.intersection(needed):
-            patches.append((children.name_of(job), {"spec": {"suspend": True}}))
+            patches.append((job.name, {"spec": {"suspend": True}}))
     return patches
 
 
 def withhold_resume(
     decision: suspend.SuspendDecision,
-    jobs: Sequence[Obj],
+    jobs: Sequence[ChildJob],
     model: VolumeModel,
     mountable: set[str],
     blocked: bool = False,
@@ -108,12 +111,12 @@ def withhold_resume(
     no Job is resumed (the Pod-scope admission policy is missing)."""
     if not model.policies:
         return decision
-    by_name = {children.name_of(job): job for job in jobs}
+    by_name = {job.name: job for job in jobs}
 
     def waits(name: str, patch: Obj) -> bool:
         if patch.get("spec", {}).get("suspend") is not False or name not in by_name:
             return False
-        return blocked or not may_run(by_name[name], model, mountable)
+        return blocked or not job_may_run(by_name[name], model, mountable)
 
     withheld = {name for name, patch in decision.patches if waits(name, patch)}
     if not withheld:

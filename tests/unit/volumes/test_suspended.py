@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
+from controller.jobset.children import views as job_views
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.volumes import FINALIZER, Slot, StorageClasses
@@ -381,22 +382,24 @@ def test_created_suspended_then_resumed_then_suspended_again() -> None:
     js = parse(js.raw)
     sidecar = make_job(js, "sidecar", 0, suspended=True)
     service = first.create_service
-    counted = decide(js, [sidecar], service, at(30))  # the sidecar's Job counted: progress only
+    counted = decide(
+        js, job_views([sidecar]), service, at(30)
+    )  # the sidecar's Job counted: progress only
     assert counted.writes == 1 and counted.status is not None and counted.events == []
     js = _stored(js, counted)
-    steady = decide(js, [sidecar], service, at(60))
+    steady = decide(js, job_views([sidecar]), service, at(60))
     assert steady.writes == 0, (steady.status, steady.create_jobs, steady.patch_jobs)
 
     # Resumed (Kueue admitted it): the claim is created, no Job mounts it yet.
     js = _with_spec(js, suspend=False)
-    resumed = decide(js, [sidecar], service, at(61))
+    resumed = decide(js, job_views([sidecar]), service, at(61))
     assert resumed.volume is not None
     assert [c.name for c in resumed.volume.create] == ["data-js"]
     assert resumed.create_jobs == []
     stored, claims = applied(js, resumed)
     js = parse(stored)
     # The next pass sees it recorded: the Jobs that mount it are created, running.
-    running = decide(js, [sidecar], service, at(62), claims=views(claims.values()))
+    running = decide(js, job_views([sidecar]), service, at(62), claims=views(claims.values()))
     assert running.volume is not None and running.volume.create == []
     assert _jobs_of(running) == [
         ("js-workers-0", False, ["data-js"]),
@@ -411,7 +414,7 @@ def test_created_suspended_then_resumed_then_suspended_again() -> None:
         make_job(js, "workers", 1, active=1),
         make_job(js, "sidecar", 0, active=1),
     ]
-    preempted = decide(js, jobs, service, at(63), claims=views(claims.values()))
+    preempted = decide(js, job_views(jobs), service, at(63), claims=views(claims.values()))
     assert sorted(name for name, patch in preempted.patch_jobs) == [
         "js-sidecar-0",
         "js-workers-0",
