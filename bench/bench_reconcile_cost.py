@@ -53,6 +53,8 @@ from controller.jobset import api, construct, failure, messagepatterns, volumes 
 from controller.jobset.children import views as job_views  # noqa: E402
 from controller.jobset.decide import decide  # noqa: E402
 from controller.jobset.model import InvalidJobSet, JobSet  # noqa: E402
+from controller.jobset.volumes import desired as volume_desired  # noqa: E402
+from controller.jobset.volumes import spec as volume_spec  # noqa: E402
 from controller.jobset.volumes.desired import desired_claims  # noqa: E402
 from controller.jobset.volumes.model import VolumePolicy  # noqa: E402
 from tests.unit.jobset_factories import at, make_job, make_jobset, rjob  # noqa: E402
@@ -97,10 +99,10 @@ def scenarios(runs: int) -> dict[str, Scenario]:
         replicated_jobs=[rjob("workers", 2000, pod_spec=_big_pod(volumeMounts=mounts))],
         spec=_claim_policy("data"),
     )
-    claimed_policies = volumes.policies(claimed)
+    claimed_policies = volume_spec.policies(claimed)
     workers = claimed.replicated_jobs[0]
     result["build-and-mount-2000-jobs-74kb"] = lambda: [
-        volumes.mount(
+        volume_desired.mount(
             construct.desired_job(claimed, workers, i), claimed, claimed_policies, workers.name, i
         )
         for i in range(2000)
@@ -110,7 +112,7 @@ def scenarios(runs: int) -> dict[str, Scenario]:
 
     def refuse() -> None:
         try:
-            volumes.policies(too_many)
+            volume_spec.policies(too_many)
         except InvalidJobSet:
             return
         raise AssertionError("160,000 claims were accepted")
@@ -119,29 +121,31 @@ def scenarios(runs: int) -> dict[str, Scenario]:
 
     expressions = [{"key": f"k{i}", "operator": "In", "values": ["a", "b"]} for i in range(10)]
     many_claims = _job_scope(1000, 10, selector={"matchExpressions": expressions})
-    many_claims_policies = volumes.policies(many_claims)
+    many_claims_policies = volume_spec.policies(many_claims)
     result["desired-claims-10000"] = lambda: desired_claims(many_claims, many_claims_policies)
 
     # A fresh parsed JobSet for each run (the mount names are cached on one), parsed beforehand.
     fresh = iter([_many_policies(1) for _ in range(runs)])
-    result["validate-50-policies-800-templates"] = lambda: volumes.policies(next(fresh))
+    result["validate-50-policies-800-templates"] = lambda: volume_spec.policies(next(fresh))
 
     wide = iter([_many_policies(1, replicated_jobs=100) for _ in range(runs)])
-    result["validate-50-policies-800-templates-100-rjobs"] = lambda: volumes.policies(next(wide))
+    result["validate-50-policies-800-templates-100-rjobs"] = lambda: volume_spec.policies(
+        next(wide)
+    )
 
     for rjobs in (32, 100):
         shared = _many_policies(100, replicated_jobs=rjobs)
         # A fresh model per run (it caches the desired claims), of the policies parsed beforehand.
         result[f"decide-{rjobs * 100}-jobs-800-shared-claims-pending"] = _decide_pending(
-            shared, volumes.policies(shared)
+            shared, volume_spec.policies(shared)
         )
 
     one = _many_policies(1)
-    one_policies = volumes.policies(one)
+    one_policies = volume_spec.policies(one)
     first = one.replicated_jobs[0]
     pod_job = construct.desired_job(one, first, 0)
     result["mount-800-claims-x100"] = lambda: [
-        volumes.mount(pod_job, one, one_policies, first.name, 0) for _ in range(100)
+        volume_desired.mount(pod_job, one, one_policies, first.name, 0) for _ in range(100)
     ]
 
     for label, pattern, message in [

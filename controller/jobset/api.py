@@ -148,3 +148,9 @@ TERMINAL_FAILED = "Failed"
 # (about 0.15 ms per Job with a Job-scope claim), so one reconcile of the largest JobSet stays
 # near a second of the event loop.
 MAX_CHILD_JOBS = 10_000
+
+# The volumes' condition (ours, not upstream's) and the reasons a refused claim write gives it:
+# here, beside the other conditions, for both the volumes package and writefailures to read.
+VOLUMES_READY: Final = "VolumesReady"
+REASON_CLAIMS_MISSING: Final = "ClaimsNotCreated"
+REASON_CLAIM_CREATION_FAILED: Final = "ClaimCreationFailed"

@@ -118,8 +118,8 @@ def desired_job(jobset: JobSet, rjob: ReplicatedJob, index: int, restart_job: bo
 
     Only the objects on the paths this function changes are copied; the rest (containers, volumes,
     ...) is shared with ``rjob.template`` and with the other Jobs built from it, so the Job is
-    read-only (``volumes.mount`` copies what it changes). Deep-copying a large template for each of
-    up to 10,000 Jobs cost seconds of event-loop time per reconcile.
+    read-only (``volumes.desired.mount`` copies what it changes). Deep-copying a large template
+    for each of up to 10,000 Jobs cost seconds of event-loop time per reconcile.
     """
     template = rjob.template
     ours = child_labels(jobset, rjob, index, restart_job)

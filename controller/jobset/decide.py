@@ -41,15 +41,8 @@ from controller.jobset import (
 )
 from controller.jobset.children import ChildJob
 from controller.jobset.model import JobSet
-from controller.jobset.status import Condition
-from controller.jobset.volumes import (
-    ClaimView,
-    StorageClasses,
-    VolumeModel,
-    VolumePlan,
-    deletion,
-    gating,
-)
+from controller.jobset.status import Condition, Event
+from controller.jobset.volumes import ClaimView, Storage, StorageClasses, VolumeModel, VolumePlan
 from controller.jobset.volumes.admission import Blocked
 from controller.jobset.writefailures import Failure
 from controller.runtime.store import Obj
@@ -57,13 +50,6 @@ from controller.runtime.store import Obj
 # How long a due TTL delete waits for claims to lose an ownerReference retention keeps them
 # without (their update events usually bring the next pass sooner).
 TTL_HOLD_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str  # Normal | Warning
-    reason: str
-    message: str
 
 
 @dataclass
@@ -167,8 +153,7 @@ def _beyond_replicas(jobset: JobSet, job: ChildJob) -> bool:
 def _mounted_jobs(
     jobset: JobSet,
     allowed: frozenset[str],
-    model: VolumeModel,
-    mountable: set[str],
+    store: Storage,
     existing: set[str],
     others: Mapping[str, Obj],
     restart_job: bool = False,
@@ -183,14 +168,14 @@ def _mounted_jobs(
         if job.name in others:
             held.append(job.name)
             continue
-        if not gating.may_run(job.replicated_job, job.index, model, mountable):
+        if not store.may_create(job):
             continue  # a claim it needs is not mountable yet
-        result.append(gating.with_claims(job, jobset, model))
+        result.append(store.mounted(job, jobset))
     return result, writefailures.held_jobs(held, others)
 
 
 def _resize(
-    jobset: JobSet, jobs: Sequence[ChildJob], model: VolumeModel, vplan: VolumePlan, gate: bool
+    jobset: JobSet, jobs: Sequence[ChildJob], store: Storage, gate: bool
 ) -> list[tuple[str, Obj]]:
     """ElasticJobSet: the patches that resize running Jobs to their template. A Job waits until
     every claim its pods use at the new size is mountable, as a Job not created yet does (Pod
@@ -198,9 +183,7 @@ def _resize(
     if not gate:
         return []
 
-    return elastic.resize_patches(
-        jobset, jobs, lambda job: gating.job_may_run(job, model, vplan.mountable)
-    )
+    return elastic.resize_patches(jobset, jobs, store.may_resize)
 
 
 def _resize_condition(built: _Status, jobset: JobSet, jobs: Sequence[ChildJob], gate: bool) -> None:
@@ -262,30 +245,16 @@ def _merged(patches: Sequence[tuple[str, Obj]]) -> list[tuple[str, Obj]]:
     return list(by_name.items())
 
 
-def _volume_status(
-    built: _Status,
-    model: VolumeModel,
-    vplan: VolumePlan,
-    failures: Sequence[Failure],
-    blocked: Blocked | None = None,
-) -> None:
-    if not model.policies:
+def _volume_status(built: _Status, store: Storage, failures: Sequence[Failure]) -> None:
+    report = store.report(failures)
+    if report is None:
         return
-    refused = writefailures.failed_claim_creates(failures)
-    if refused:
-        vplan = gating.not_created(vplan, refused)
-    built.value["volumes"] = volumes.volumes_status(model, vplan)
-    for found in volumes.conditions(model, vplan):
-        if found.type == volumes.VOLUMES_READY:
-            found = writefailures.volumes_ready(found, failures)
-            if blocked is not None:
-                found = Condition(
-                    volumes.VOLUMES_READY, "False", blocked.reason, blocked.message, "Warning"
-                )
-        # "Not ready yet" is news: VolumesReady is written False too.
-        built.condition(found, add_when_false=found.type == volumes.VOLUMES_READY)
-    for message in vplan.replaced.values():
-        built.events.append(Event("Warning", volumes.REASON_CLAIM_REPLACED, message))
+    built.value["volumes"] = report.status
+    # "Not ready yet" is news: VolumesReady is written False too.
+    built.condition(report.ready, add_when_false=True)
+    for found in report.others:
+        built.condition(found)
+    built.events.extend(report.events)
 
 
 def _close(plan: Plan, built: _Status, failures: Sequence[Failure]) -> Plan:
@@ -337,7 +306,6 @@ def decide(
         return plan
     if model is None:
         model = volumes.model(jobset)
-    blocked = pod_scope_blocked if model.pod_scope else None
     built = _Status(jobset, now)
     # Parsed and acted on: whatever made it SpecInvalid was fixed (no-op when never invalid).
     built.condition(
@@ -355,29 +323,25 @@ def decide(
     if jobset.finished:
         # Upstream: a finished JobSet's unfinished Jobs are deleted.
         plan.delete_jobs.extend(j.name for j in current if not j.is_finished)
-        plan.volume = gating.gate_pod_scope(
-            volumes.plan(
-                model,
-                claims,
-                classes,
-                terminal_state=jobset.status.terminal_state,
-                pods_in_use=in_use,
-            ),
-            blocked,
+        store = volumes.storage(
+            model,
+            claims,
+            classes,
+            terminal_state=jobset.status.terminal_state,
+            pods_in_use=in_use,
+            blocked=pod_scope_blocked,
         )
+        plan.volume = store.plan
         # Retention on completion/failure releases storage: the finished Jobs' pods still use
         # the claims (pvc-protection would keep them forever), so those Jobs go too. The JobSet
         # and its status stay.
-        released = volumes.released_claims(model)
-        plan.delete_jobs.extend(
-            j.name for j in current if j.is_finished and released & gating.claims_mounted(j)
-        )
-        _volume_status(built, model, plan.volume, known, blocked)
+        plan.delete_jobs.extend(store.released_jobs(current))
+        _volume_status(built, store, known)
         _close(plan, built, known)
         decision = ttl.ttl_decision(jobset, ttl.finished_at(jobset), now)
         plan.delete_jobset = decision.delete_now
         plan.requeue_after = decision.requeue_after
-        if decision.delete_now and deletion.kept_but_owned(jobset.raw, claims.values()):
+        if decision.delete_now and store.holds_deletion(jobset, claims.values()):
             # The delete is Foreground: the garbage collector would take these claims before
             # retention ran. This pass's claim patches drop the ownerReference; delete after.
             plan.delete_jobset = False
@@ -400,11 +364,16 @@ def decide(
         if completes
         else ""
     )
-    vplan = gating.gate_pod_scope(
-        volumes.plan(model, claims, classes, terminal_state=terminal, pods_in_use=in_use), blocked
+    store = volumes.storage(
+        model,
+        claims,
+        classes,
+        terminal_state=terminal,
+        pods_in_use=in_use,
+        blocked=pod_scope_blocked,
     )
-    plan.volume = vplan
-    _volume_status(built, model, vplan, known, blocked)
+    plan.volume = store.plan
+    _volume_status(built, store, known)
 
     if outcome is not None:
         if outcome.fails_jobset:
@@ -454,13 +423,11 @@ def decide(
             plan.requeue_after = float(jobset.ttl_seconds_after_finished)
         return plan
 
-    suspension = gating.withhold_resume(
-        suspend.plan(jobset, current, counted), current, model, vplan.mountable, blocked is not None
-    )
+    suspension = store.withhold_resume(suspend.plan(jobset, current, counted), current)
     plan.clear_start_time.extend(suspension.clear_start_time)
     plan.patch_jobs.extend(suspension.patches)
-    plan.patch_jobs.extend(gating.must_suspend(jobset, current, model, vplan))
-    plan.patch_jobs = _merged(plan.patch_jobs + _resize(jobset, current, model, vplan, resize))
+    plan.patch_jobs.extend(store.must_suspend(jobset, current))
+    plan.patch_jobs = _merged(plan.patch_jobs + _resize(jobset, current, store, resize))
     _resize_condition(built, jobset, current, resize)
     _kueue_condition(built, jobset)
     if suspension.condition is not None:
@@ -477,16 +444,10 @@ def decide(
         and jobset.failure_policy.restart_strategy == "BlockingRecreate"
         and bool(stale)
     )
-    if not blocking and blocked is None:
+    if not blocking and store.blocked is None:
         existing = {j.name for j in jobs}
         plan.create_jobs, held = _mounted_jobs(
-            jobset,
-            frozenset(gate.allowed),
-            model,
-            vplan.mountable,
-            existing,
-            others or {},
-            restart_job,
+            jobset, frozenset(gate.allowed), store, existing, others or {}, restart_job
         )
         known.extend(held)
     wanted_service = construct.desired_service(jobset)

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api
-from controller.jobset.decide import Event
-from controller.jobset.status import set_condition
+from controller.jobset.status import Event, set_condition
 from controller.runtime.store import Obj
 
 

@@ -28,8 +28,9 @@ from types import MappingProxyType
 from typing import Any
 
 from controller.jobset import expectations, pacing, preflight, volumes
-from controller.jobset.decide import Event, Plan
+from controller.jobset.decide import Plan
 from controller.jobset.model import JobSet
+from controller.jobset.status import Event
 from controller.jobset.writefailures import Failure
 from controller.runtime.controller import Result
 from controller.runtime.store import Obj

@@ -59,6 +59,15 @@ class Condition:
 # ----------------------------------------------------------------------------- time
 
 
+@dataclass(frozen=True)
+class Event:
+    """An Event to record about the JobSet once the status of the pass is stored."""
+
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
 @functools.lru_cache(maxsize=64)
 def format_time(moment: datetime.datetime) -> str:
     """RFC 3339 in UTC with second precision, as ``metav1.Time`` serialises.

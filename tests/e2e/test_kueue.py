@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from controller.jobset import api, volumes
+from controller.jobset import api
 from controller.jobset import kueue as kueue_policy
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.status import REASON_WAITING_FOR_RESUME
 from controller.runtime.client import CLAIMS, PODS, KubeClient
 from localcluster import kueue
@@ -237,11 +238,12 @@ async def test_queued_jobset_stays_suspended_until_admitted_then_completes(
     waiting_js = await wait_for(
         lambda: get_jobset(kclient, ns, name),
         lambda obj: (
-            (condition(obj, volumes.VOLUMES_READY) or {}).get("reason") == REASON_WAITING_FOR_RESUME
+            (condition(obj, volume_status.VOLUMES_READY) or {}).get("reason")
+            == REASON_WAITING_FOR_RESUME
         ),
         f"VolumesReady=False ({REASON_WAITING_FOR_RESUME}) on the queued {name}",
     )
-    assert (condition(waiting_js, volumes.VOLUMES_READY) or {}).get("status") == "False"
+    assert (condition(waiting_js, volume_status.VOLUMES_READY) or {}).get("status") == "False"
     assert await claims_of(kclient, ns, name) == {}
     assert await jobs_of(kclient, ns, name) == []
     assert await live_pods(kclient, ns, name) == []

@@ -18,6 +18,7 @@ import pytest
 
 from controller.jobset import api, volumes
 from controller.jobset.volumes import admission
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.admission import REASON_POLICY_MISSING
 from controller.jobset.volumes.lifecycle import REASON_CLAIM_DELETED
 from controller.jobset.volumes.model import (
@@ -229,7 +230,7 @@ async def test_each_pod_mounts_its_own_claim_and_a_restart_keeps_them(
     await assert_bound_where_used(client, bound, first_pods)
     uids = {r: c["metadata"]["uid"] for r, c in bound.items()}
     ready = await wait_status(client, ns, uids)
-    ready_condition = condition(ready, volumes.VOLUMES_READY) or {}
+    ready_condition = condition(ready, volume_status.VOLUMES_READY) or {}
     assert (ready_condition.get("status"), ready_condition.get("reason")) == (
         "True",
         REASON_CLAIMS_BOUND,
@@ -311,7 +312,8 @@ async def test_installing_the_policy_releases_a_held_jobset(
         await wait_for(
             lambda: get_jobset(client, ns, NAME),
             lambda obj: (
-                (condition(obj, volumes.VOLUMES_READY) or {}).get("reason") == REASON_POLICY_MISSING
+                (condition(obj, volume_status.VOLUMES_READY) or {}).get("reason")
+                == REASON_POLICY_MISSING
             ),
             f"VolumesReady to say {REASON_POLICY_MISSING}",
         )
@@ -364,12 +366,12 @@ async def test_pods_the_policy_did_not_rewrite_are_reported_and_recovered(
         held = await wait_for(
             lambda: get_jobset(client, ns, NAME),
             lambda obj: (
-                (condition(obj, volumes.VOLUMES_READY) or {}).get("reason")
+                (condition(obj, volume_status.VOLUMES_READY) or {}).get("reason")
                 == admission.REASON_PODS_UNRESOLVED
             ),
             f"VolumesReady to say {admission.REASON_PODS_UNRESOLVED}",
         )
-        message = (condition(held, volumes.VOLUMES_READY) or {})["message"]
+        message = (condition(held, volume_status.VOLUMES_READY) or {})["message"]
         stuck = await pods_of(client, ns, NAME)
         assert stuck, "no pod was made"
         for pod in stuck:
@@ -400,7 +402,7 @@ async def test_pods_the_policy_did_not_rewrite_are_reported_and_recovered(
         assert_each_pod_mounts_its_claim(pods)
         await bound_claims(client, ns, ALL_RANKS)
         done = await get_jobset(client, ns, NAME)
-        assert (condition(done, volumes.VOLUMES_READY) or {}).get("status") == "True", done
+        assert (condition(done, volume_status.VOLUMES_READY) or {}).get("status") == "True", done
         assert done["status"].get("restarts", 0) == 0
         controller.assert_clean()
     finally:
@@ -437,7 +439,7 @@ async def test_a_stray_pod_with_the_jobsets_labels_does_not_block_it(
         assert_each_pod_mounts_its_claim(pods)
         await bound_claims(client, ns, ALL_RANKS)
         held = await get_jobset(client, ns, NAME)
-        ready = condition(held, volumes.VOLUMES_READY) or {}
+        ready = condition(held, volume_status.VOLUMES_READY) or {}
         assert ready.get("reason") != admission.REASON_PODS_UNRESOLVED, ready
         assert (await client.get(PODS, "stray", ns))["spec"]["volumes"][0]["persistentVolumeClaim"][
             "claimName"

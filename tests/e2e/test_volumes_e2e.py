@@ -12,6 +12,8 @@ import copy
 from typing import Any
 
 from controller.jobset import api, volumes
+from controller.jobset.volumes import lifecycle as volume_lifecycle
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.lifecycle import (
     REASON_CLAIM_ADOPTED,
     REASON_CLAIM_CREATED,
@@ -133,7 +135,7 @@ async def test_seed_example_claim_binds_is_mounted_and_jobset_completes(
         lambda: get_jobset(client, ns, name),
         lambda obj: (
             template_status(obj, "pretrained-model").get("bound") == 1
-            and (condition(obj, volumes.VOLUMES_READY) or {}).get("status") == "True"
+            and (condition(obj, volume_status.VOLUMES_READY) or {}).get("status") == "True"
         ),
         "status.volumes to report the claim Bound and VolumesReady=True",
     )
@@ -142,7 +144,7 @@ async def test_seed_example_claim_binds_is_mounted_and_jobset_completes(
     assert entry["scope"] == "JobSet"
     assert (entry["desired"], entry["existing"], entry["bound"]) == (1, 1, 1)
     assert (entry["pending"], entry["lost"], entry["conflicts"]) == (0, 0, 0)
-    ready_condition = condition(ready, volumes.VOLUMES_READY)
+    ready_condition = condition(ready, volume_status.VOLUMES_READY)
     assert ready_condition is not None
     assert ready_condition["reason"] == REASON_CLAIMS_BOUND
     await wait_event(full_kube, ns, name, REASON_CLAIM_CREATED, contains=claim_name, seconds=10)
@@ -168,12 +170,12 @@ async def test_wait_for_first_consumer_claim_binds_once_a_pod_is_scheduled(
     waiting = await wait_for(
         lambda: get_jobset(client, ns, name),
         lambda obj: (
-            (condition(obj, volumes.VOLUMES_READY) or {}).get("reason")
+            (condition(obj, volume_status.VOLUMES_READY) or {}).get("reason")
             == REASON_WAITING_FOR_FIRST_CONSUMER
         ),
         "VolumesReady to say the claim waits for its first consumer",
     )
-    assert (condition(waiting, volumes.VOLUMES_READY) or {}).get("status") == "True"
+    assert (condition(waiting, volume_status.VOLUMES_READY) or {}).get("status") == "True"
     await settled_process(controller.replicas[-1], client, ns)
     claim = await client.get(CLAIMS, claim_name, ns)
     assert phase(claim) == "Pending", claim.get("status")
@@ -578,7 +580,7 @@ async def test_claim_creation_refused_by_quota_recovers_when_raised(
         full_kube,
         ns,
         name,
-        volumes.REASON_CLAIM_CREATION_FAILED,
+        volume_lifecycle.REASON_CLAIM_CREATION_FAILED,
         event_type="Warning",
         contains="exceeded quota",
     )
@@ -614,7 +616,7 @@ async def test_foreign_claim_is_a_conflict_until_it_is_deleted(
     conflicted = await wait_jobset(client, ns, name, VOLUME_CLAIM_CONFLICT)
     message = (condition(conflicted, VOLUME_CLAIM_CONFLICT) or {}).get("message", "")
     assert claim_name in message, message
-    ready = condition(conflicted, volumes.VOLUMES_READY) or {}
+    ready = condition(conflicted, volume_status.VOLUMES_READY) or {}
     assert ready.get("status") != "True", ready
     await wait_event(
         full_kube,

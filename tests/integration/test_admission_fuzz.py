@@ -54,6 +54,7 @@ from controller.api.validation import Contract
 from controller.jobset import api, volumes
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
+from controller.jobset.volumes import spec as volume_spec
 from controller.jobset.volumes.lifecycle import waits_for_resume
 from tests.helpers import Kube
 from tests.support.crd import CRD_FILE, install_crd
@@ -956,10 +957,10 @@ def check_plan(case: Case, stored: Obj) -> None:
     assert set(names) <= expected, f"{where}: Jobs {sorted(set(names) - expected)} not desired"
     gated = jobset.startup_in_order or any(r.depends_on for r in jobset.replicated_jobs)
     # Suspended with a policy that waits for the resume: the Jobs mounting its claims wait too.
-    waiting = any(waits_for_resume(jobset, p) for p in volumes.policies(jobset))
+    waiting = any(waits_for_resume(jobset, p) for p in volume_spec.policies(jobset))
     if not (gated or waiting):
         assert set(names) == expected, f"{where}: Jobs {sorted(expected - set(names))} not created"
-    templates = {t.name for p in volumes.policies(jobset) for t in p.templates}
+    templates = {t.name for p in volume_spec.policies(jobset) for t in p.templates}
     for job in jobs:
         pod = job["spec"]["template"]["spec"]
         volume_names = [v["name"] for v in pod.get("volumes") or []]

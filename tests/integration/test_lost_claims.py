@@ -11,7 +11,9 @@ from typing import Any
 
 import yaml
 
-from controller.jobset import api, volumes
+from controller.jobset import api
+from controller.jobset.volumes import lifecycle as volume_lifecycle
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION
 from controller.jobset.volumes.status import (
     ANNOTATIONS_REJECTED,
@@ -42,7 +44,7 @@ def example() -> Obj:
 
 
 def volumes_ready(obj: Obj) -> Obj:
-    return condition(obj, volumes.VOLUMES_READY) or {}
+    return condition(obj, volume_status.VOLUMES_READY) or {}
 
 
 async def wait_reason(client: KubeClient, namespace: str, reason: str) -> Obj:
@@ -143,7 +145,7 @@ async def test_a_claim_deleted_out_of_band_is_lost_not_recreated_empty(
     volumes_of = jobs[0]["spec"]["template"]["spec"]["volumes"]
     assert {"name": "ckpt", "persistentVolumeClaim": {"claimName": LOST}} in volumes_of
     await wait_for(
-        lambda: warnings(client, namespace, volumes.REASON_CLAIM_REPLACED),
+        lambda: warnings(client, namespace, volume_lifecycle.REASON_CLAIM_REPLACED),
         bool,
         "a Warning Event LostClaimReplaced",
     )

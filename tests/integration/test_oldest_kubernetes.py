@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator
 import pytest
 import yaml
 
-from controller.jobset import api, volumes
+from controller.jobset import api
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.admission import REASON_POLICY_MISSING
 from controller.runtime.client import KubeClient
 from localcluster.build import MIN_KUBERNETES, required_versions
@@ -197,13 +198,13 @@ async def test_pod_scope_says_it_needs_a_newer_release(
         await old_client.create(api.JOBSETS, job_scope, ns)
 
         def blocked(obj: Obj) -> bool:
-            ready = condition(obj, volumes.VOLUMES_READY) or {}
+            ready = condition(obj, volume_status.VOLUMES_READY) or {}
             return ready.get("status") == "False" and ready.get("reason") == REASON_POLICY_MISSING
 
         held = await wait_for(
             lambda: get_jobset(old_client, ns, "per-pod"), blocked, "Pod scope to be held"
         )
-        message = (condition(held, volumes.VOLUMES_READY) or {})["message"]
+        message = (condition(held, volume_status.VOLUMES_READY) or {})["message"]
         assert "does not serve admissionregistration.k8s.io/v1" in message, message
         assert "Kubernetes 1.36 or later" in message, message
         jobs = await wait_jobs(old_client, ns, "per-job", 2)

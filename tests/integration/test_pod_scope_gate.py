@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from controller.jobset import api, volumes
+from controller.jobset import api
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.admission import REASON_POLICY_MISSING
 from controller.jobset.volumes.podscope import POLICY_NAME
 from controller.runtime.client import (
@@ -113,7 +114,7 @@ async def claims_of(client: KubeClient, namespace: str, name: str) -> list[str]:
 
 
 def volumes_ready(obj: Obj) -> Obj:
-    return condition(obj, volumes.VOLUMES_READY) or {}
+    return condition(obj, volume_status.VOLUMES_READY) or {}
 
 
 async def wait_missing(client: KubeClient, namespace: str, name: str, *needles: str) -> Obj:

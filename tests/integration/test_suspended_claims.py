@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.jobset import api, volumes
+from controller.jobset import api
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.record import parse_record
 from controller.jobset.volumes.status import (
     REASON_CLAIMS_LOST,
@@ -71,7 +72,7 @@ async def claims(client: KubeClient, namespace: str) -> dict[str, Obj]:
 
 
 def volumes_ready(obj: Obj) -> Obj:
-    return condition(obj, volumes.VOLUMES_READY) or {}
+    return condition(obj, volume_status.VOLUMES_READY) or {}
 
 
 def mounted(job: Obj) -> list[str]:

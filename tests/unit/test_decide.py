@@ -20,6 +20,7 @@ import pytest
 from controller.jobset import api, children, model, pacing, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
+from controller.jobset.volumes import desired as volume_desired
 from controller.jobset.volumes.admission import Blocked
 from controller.jobset.volumes.record import parse_record
 from controller.runtime.store import Obj
@@ -1337,7 +1338,9 @@ def test_pod_scope_release_deletes_the_finished_jobs_using_the_claims() -> None:
     js = model.parse(raw)
     found = volumes.model(js)
     jobs = [
-        volumes.mount(make_job(js, "workers", j, complete=True), js, found.policies, "workers", j)
+        volume_desired.mount(
+            make_job(js, "workers", j, complete=True), js, found.policies, "workers", j
+        )
         for j in range(2)
     ]
     claims = volumes.views(_pod_claim(j, p) for j, p in POD_INDEXES)

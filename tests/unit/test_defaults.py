@@ -16,8 +16,8 @@ import yaml
 
 from controller.api import fielddocs
 from controller.api.validation import embedded_types
-from controller.jobset import volumes
 from controller.jobset.model import JobSet, parse
+from controller.jobset.volumes import spec as volume_spec
 from tests.support.crd import CRD_FILE
 
 Obj = dict[str, Any]
@@ -69,7 +69,7 @@ def _pvc(name: str) -> Obj:
 
 
 def _policy(index: int) -> Callable[[JobSet], Any]:
-    return lambda js: volumes.policies(js)[index]
+    return lambda js: volume_spec.policies(js)[index]
 
 
 def _retention(index: int, attribute: str) -> Callable[[JobSet], Any]:

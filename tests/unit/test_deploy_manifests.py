@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 import controller
-from controller.jobset import api, construct, volumes
+from controller.jobset import api, construct
 from controller.jobset.model import parse
+from controller.jobset.volumes import spec as volume_spec
 from controller.jobset.volumes.desired import desired_claims
 from controller.runtime.client import Resource
 from tests.support.examples import SUPPORTED
@@ -215,7 +216,7 @@ def _needed_by_the_code() -> dict[Grant, list[str]]:
         obj = yaml.safe_load(path.read_text())
         obj["metadata"].update(namespace="ns", uid="uid-1")
         jobset = parse(obj)
-        policies = volumes.policies(jobset)
+        policies = volume_spec.policies(jobset)
         children = [construct.desired_job(jobset, r, 0) for r in jobset.replicated_jobs]
         children.append(construct.desired_service(jobset) or {})
         children += [c.object for c in desired_claims(jobset, policies)]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import invalid
-from controller.jobset.decide import Event
+from controller.jobset.status import Event
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, at
 

@@ -13,10 +13,11 @@ import pytest
 
 from controller.jobset import api, volumes
 from controller.jobset import reconciler as reconcilermod
-from controller.jobset.decide import Event, Plan
+from controller.jobset.decide import Plan
 from controller.jobset.model import parse
 from controller.jobset.passes import WRITE_ORDER
 from controller.jobset.reconciler import JobSetReconciler
+from controller.jobset.status import Event
 from controller.jobset.volumes import VolumePlan
 from controller.jobset.volumes.lifecycle import ClaimPatch
 from controller.runtime.client import CLAIMS, JOBS, SERVICES, Resource

@@ -11,8 +11,9 @@ from dataclasses import dataclass, replace
 import pytest
 
 from controller.jobset import pacing, passes
-from controller.jobset.decide import Event, Plan
+from controller.jobset.decide import Plan
 from controller.jobset.passes import FRESH, Memory, Outcomes, Pace
+from controller.jobset.status import Event
 from controller.jobset.volumes import VolumePlan
 from controller.jobset.writefailures import Failure, Write
 from controller.runtime.controller import Result

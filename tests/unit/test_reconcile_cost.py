@@ -28,7 +28,9 @@ from controller.jobset.children import views as job_views
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet
 from controller.jobset.volumes import desired as desiredmod
+from controller.jobset.volumes import desired as volume_desired
 from controller.jobset.volumes import quantity as quantitymod
+from controller.jobset.volumes import spec as volume_spec
 from controller.jobset.volumes.desired import claims_for_job
 from controller.jobset.volumes.model import MAX_CLAIMS
 from controller.jobset.volumes.spec import claim_count
@@ -196,11 +198,11 @@ def test_mounting_claims_into_many_jobs_from_a_large_template(deepcopies: DeepCo
             ]
         },
     )
-    policies = volumes.policies(js)
+    policies = volume_spec.policies(js)
     rj = js.replicated_jobs[0]
     before = deepcopies.count
     built = [construct.desired_job(js, rj, i) for i in range(REPLICAS)]
-    jobs = [volumes.mount(job, js, policies, rj.name, i) for i, job in enumerate(built)]
+    jobs = [volume_desired.mount(job, js, policies, rj.name, i) for i, job in enumerate(built)]
     assert deepcopies.count == before
     template_pod = _pod_of(rj.template)
     assert all(_pod_of(j)["containers"] is template_pod["containers"] for j in jobs)
@@ -246,13 +248,13 @@ def test_claims_per_jobset_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     over a minute per reconcile. The parser refuses more claims than child Jobs allowed, and
     counts them before naming (and validating) a single claim."""
     largest = _job_scope(api.MAX_CHILD_JOBS, 1)
-    assert claim_count(largest, volumes.policies(largest)) == MAX_CLAIMS
+    assert claim_count(largest, volume_spec.policies(largest)) == MAX_CLAIMS
     too_many = _job_scope(api.MAX_CHILD_JOBS, 16)
     named = spy_on_claim_names(monkeypatch)
     with pytest.raises(InvalidJobSet, match="160000 claims; at most 10000"):
-        volumes.policies(too_many)
+        volume_spec.policies(too_many)
     assert named.count == 0
-    volumes.policies(_job_scope(3, 2))  # the spy sees the naming of claims that are allowed
+    volume_spec.policies(_job_scope(3, 2))  # the spy sees the naming of claims that are allowed
     assert named.count == 6
     with pytest.raises(InvalidJobSet, match="claims"):
         decide(_job_scope(5001, 2), [], None, NOW)
@@ -325,10 +327,10 @@ def test_many_policies_and_mounts_validate_with_one_read_of_each_container() -> 
     (template, replicated job) pair: 11.6 s. Now each container's mounts are read once."""
     js = _many_policies(1)
     reads = _count_mount_reads(js)
-    policies = volumes.policies(js)
+    policies = volume_spec.policies(js)
     assert len(policies) == 50
     assert reads == {r.name: 16 for r in js.replicated_jobs}  # 16 containers each, read once
-    volumes.policies(js)
+    volume_spec.policies(js)
     assert reads == {r.name: 16 for r in js.replicated_jobs}  # and not again
 
 
@@ -363,14 +365,14 @@ def test_mounting_hundreds_of_claims_is_linear() -> None:
     (100 pods of 800 claims took 74 s). Mounting 800 claims into a pod that has n other volumes
     reads each of their names a bounded number of times, not once per claim."""
     js = _many_policies(1)
-    policies = volumes.policies(js)
+    policies = volume_spec.policies(js)
     rj = js.replicated_jobs[0]
     wanted = claims_for_job(js, policies, rj.name, 0)
     assert len(wanted) == 800
     job = construct.desired_job(js, rj, 0)
-    mounted = volumes.mount(job, js, policies, rj.name, 0)
+    mounted = volume_desired.mount(job, js, policies, rj.name, 0)
     assert [v["name"] for v in _pod_of(mounted)["volumes"]] == list(wanted)
-    assert volumes.mount(mounted, js, policies, rj.name, 0) == mounted
+    assert volume_desired.mount(mounted, js, policies, rj.name, 0) == mounted
 
     def name_reads(n: int) -> int:
         """Reads of the names of the pod's n own volumes while the 800 claims are mounted."""
@@ -380,7 +382,7 @@ def test_mounting_hundreds_of_claims_is_linear() -> None:
         ]
         with_own = copy.deepcopy(job)
         _pod_of(with_own)["volumes"] = own
-        again = volumes.mount(with_own, js, policies, rj.name, 0)
+        again = volume_desired.mount(with_own, js, policies, rj.name, 0)
         got = [v["name"] for v in _pod_of(again)["volumes"]]
         assert got == [f"scratch-{i}" for i in range(n)] + list(wanted)
         return tally["own"]

@@ -17,7 +17,10 @@ from controller.jobset import api, model, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import decide
 from controller.jobset.model import JobSet
+from controller.jobset.status import Condition
 from controller.jobset.volumes import StorageClasses
+from controller.jobset.volumes import lifecycle as volume_lifecycle
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.lifecycle import ClaimState, growth, state_of
 from controller.jobset.volumes.model import (
     CLAIM_SCOPE_LABEL,
@@ -154,7 +157,9 @@ def test_growth(phase: str, storage_class: str | None, have: str, want: str, exp
 
 
 def _plan(js: JobSet, claim: Obj) -> volumes.VolumePlan:
-    return volumes.plan(volumes.model(js), volumes.views([claim]), CLASSES, terminal_state="")
+    return volume_lifecycle.plan(
+        volumes.model(js), volumes.views([claim]), CLASSES, terminal_state=""
+    )
 
 
 @pytest.mark.parametrize(
@@ -308,14 +313,14 @@ def test_adopted_first_then_expanded_once_owned_and_bound() -> None:
 # ----------------------------------------------------------------------------- conditions
 
 
-def _blocked_condition(*claims: tuple[str, str]) -> volumes.Condition:
+def _blocked_condition(*claims: tuple[str, str]) -> Condition:
     vplan = volumes.VolumePlan()
     for kind, name in claims:
         target = vplan.expansion_blocked if kind == "blocked" else vplan.expansion_deferred
         target[name] = f"{kind} {name}"
     found = [
         c
-        for c in volumes.conditions(volumes.model(_jobset()), vplan)
+        for c in volume_status.conditions(volumes.model(_jobset()), vplan)
         if c.type == "VolumeExpansionBlocked"
     ]
     assert len(found) == 1

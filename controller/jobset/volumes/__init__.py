@@ -24,51 +24,29 @@ imported from the module that defines it.
 
 from __future__ import annotations
 
-from controller.jobset.status import Condition
-from controller.jobset.volumes.desired import DesiredClaim, Slot, mount
-from controller.jobset.volumes.lifecycle import (
-    REASON_CLAIM_CREATION_FAILED,
-    REASON_CLAIM_REPLACED,
-    VolumePlan,
-    plan,
-)
+from controller.jobset.volumes.desired import DesiredClaim, Slot
+from controller.jobset.volumes.lifecycle import VolumePlan
 from controller.jobset.volumes.model import FINALIZER, POD_SCOPE_LABEL
 from controller.jobset.volumes.observed import ClaimView, StorageClasses, claim_changed, views
-from controller.jobset.volumes.spec import VolumeModel, has_pod_scope, model, policies
-from controller.jobset.volumes.status import (
-    REASON_CLAIMS_MISSING,
-    VOLUMES_READY,
-    conditions,
-    released_claims,
-    volumes_status,
-    waits_for_volumes,
-    with_created_claims,
-)
+from controller.jobset.volumes.spec import VolumeModel, has_pod_scope, model
+from controller.jobset.volumes.status import waits_for_volumes, with_created_claims
+from controller.jobset.volumes.storage import Storage, storage
 
 __all__ = [
     "FINALIZER",
     "POD_SCOPE_LABEL",
-    "REASON_CLAIMS_MISSING",
-    "REASON_CLAIM_CREATION_FAILED",
-    "REASON_CLAIM_REPLACED",
-    "VOLUMES_READY",
     "ClaimView",
-    "Condition",
     "DesiredClaim",
     "Slot",
+    "Storage",
     "StorageClasses",
     "VolumeModel",
     "VolumePlan",
     "claim_changed",
-    "conditions",
     "has_pod_scope",
     "model",
-    "mount",
-    "plan",
-    "policies",
-    "released_claims",
+    "storage",
     "views",
-    "volumes_status",
     "waits_for_volumes",
     "with_created_claims",
 ]

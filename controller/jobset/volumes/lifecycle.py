@@ -44,7 +44,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Final, Literal
 
 from controller.jobset import api
 from controller.jobset.model import JobSet
@@ -73,7 +73,7 @@ REASON_CLAIM_UPDATED = "ClaimUpdated"
 REASON_CLAIM_RETAINED = "ClaimRetained"
 REASON_CLAIM_DELETED = "ClaimDeleted"
 REASON_CLAIM_REPLACED = "LostClaimReplaced"
-REASON_CLAIM_CREATION_FAILED = "ClaimCreationFailed"
+REASON_CLAIM_CREATION_FAILED: Final = api.REASON_CLAIM_CREATION_FAILED
 REASON_EXPANSION_NOT_SUPPORTED = "VolumeExpansionNotSupported"
 
 

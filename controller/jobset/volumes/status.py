@@ -7,7 +7,9 @@ state, so it can say no more and no less than the controller knows.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Final
 
+from controller.jobset import api
 from controller.jobset.status import Condition
 from controller.jobset.volumes import ownership
 from controller.jobset.volumes.annotations import (
@@ -23,7 +25,7 @@ from controller.jobset.volumes.record import ClaimRecord, uid_prefix
 from controller.jobset.volumes.spec import VolumeModel
 from controller.runtime.store import Obj
 
-VOLUMES_READY = "VolumesReady"
+VOLUMES_READY: Final = api.VOLUMES_READY
 VOLUME_CLAIM_CONFLICT = "VolumeClaimConflict"
 EXPANSION_BLOCKED = "VolumeExpansionBlocked"
 # Entries of the adopt-claims or replace-lost-claims annotations that were not accepted.
@@ -34,7 +36,7 @@ REASON_NO_VOLUMES = "NoVolumeClaims"
 REASON_CLAIMS_BOUND = "ClaimsBound"
 REASON_WAITING_FOR_FIRST_CONSUMER = "WaitingForFirstConsumer"
 REASON_CLAIM_CONFLICT = "ClaimConflict"
-REASON_CLAIMS_MISSING = "ClaimsNotCreated"
+REASON_CLAIMS_MISSING: Final = api.REASON_CLAIMS_MISSING
 REASON_CLAIMS_LOST = "ClaimsLost"
 # A claim the JobSet had is being deleted by someone else: it will be Lost.
 REASON_CLAIMS_TERMINATING = "ClaimsTerminating"

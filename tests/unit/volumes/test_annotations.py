@@ -11,6 +11,8 @@ import pytest
 from controller.jobset import volumes
 from controller.jobset.model import parse as parse_jobset
 from controller.jobset.volumes import StorageClasses
+from controller.jobset.volumes import lifecycle as volume_lifecycle
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, of, parse, rejections
 from controller.jobset.volumes.lifecycle import REASON_CLAIM_ADOPTED, ClaimState
 from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION
@@ -77,7 +79,7 @@ def test_entry_names_a_uid_by_its_beginning() -> None:
 
 def _rejected(js: Any, found: list[Any]) -> dict[str, list[str]]:
     model = volumes.model(js)
-    vplan = volumes.plan(model, views(found), StorageClasses(), terminal_state="")
+    vplan = volume_lifecycle.plan(model, views(found), StorageClasses(), terminal_state="")
     return rejections(model, vplan.claims)
 
 
@@ -169,8 +171,8 @@ def test_replace_entry_for_a_lost_volume_says_delete_the_claim_first() -> None:
 def test_condition_and_event_name_the_annotation() -> None:
     js = make([{"templates": [tpl("data")]}], annotations={ADOPT_ANNOTATION: "bad"})
     model = volumes.model(js)
-    vplan = volumes.plan(model, {}, StorageClasses(), terminal_state="")
-    found = [c for c in volumes.conditions(model, vplan) if c.type == ANNOTATIONS_REJECTED]
+    vplan = volume_lifecycle.plan(model, {}, StorageClasses(), terminal_state="")
+    found = [c for c in volume_status.conditions(model, vplan) if c.type == ANNOTATIONS_REJECTED]
     assert [(c.status, c.reason, c.event_type) for c in found] == [
         ("True", "AdoptClaimsRejected", "Warning")
     ]
@@ -187,14 +189,16 @@ def test_a_claim_left_by_the_finalizer_escape_hatch_is_adopted_only_when_named()
     retain = [{"templates": [tpl("data")], "retentionPolicy": {"whenDeleted": "Retain"}}]
     js = make(retain)
     model = volumes.model(js)
-    vplan = volumes.plan(model, views([left]), StorageClasses(), terminal_state="")
-    conflict = next(c for c in volumes.conditions(model, vplan) if c.type == "VolumeClaimConflict")
+    vplan = volume_lifecycle.plan(model, views([left]), StorageClasses(), terminal_state="")
+    conflict = next(
+        c for c in volume_status.conditions(model, vplan) if c.type == "VolumeClaimConflict"
+    )
     assert conflict.status == "True"
     assert conflict.message.endswith(
         f"kubectl annotate jobset js -n default --overwrite {ADOPT_ANNOTATION}={entry}"
     )
     named = volumes.model(make(retain, annotations={ADOPT_ANNOTATION: entry}))
-    vplan = volumes.plan(named, views([left]), StorageClasses(), terminal_state="")
+    vplan = volume_lifecycle.plan(named, views([left]), StorageClasses(), terminal_state="")
     assert [p.reason for p in vplan.patch] == [REASON_CLAIM_ADOPTED]
     assert "as the annotation jobset.sigs.k8s.io/adopt-claims asks" in vplan.patch[0].message
     assert dict(vplan.record.uids) == {("data", None, None, None): prefix_of("data-js")}
@@ -211,7 +215,7 @@ def test_a_claim_restored_where_the_jobsets_own_was_lost() -> None:
     js = recorded(make([{"templates": [tpl("data")]}]), [claim("data-js")])
     named = make_obj_with(js, {ADOPT_ANNOTATION: entry})
     model = volumes.model(named)
-    vplan = volumes.plan(model, views([restored]), StorageClasses(), terminal_state="")
+    vplan = volume_lifecycle.plan(model, views([restored]), StorageClasses(), terminal_state="")
     assert [at.state for at in vplan.claims] == [ClaimState.LOST]
     assert (vplan.create, vplan.patch, vplan.delete) == ([], [], [])
     assert rejections(model, vplan.claims) == {
@@ -222,13 +226,13 @@ def test_a_claim_restored_where_the_jobsets_own_was_lost() -> None:
         ]
     }
     both = make_obj_with(js, {ADOPT_ANNOTATION: entry, REPLACE_LOST_ANNOTATION: f"data-js@{lost}"})
-    first = volumes.plan(
+    first = volume_lifecycle.plan(
         volumes.model(both), views([restored]), StorageClasses(), terminal_state=""
     )
     assert (first.create, first.patch, first.delete) == ([], [], [])
     assert dict(first.record.uids) == {}  # the lost claim forgotten
     after = make_obj_with(both, {}, record=first.record)
-    second = volumes.plan(
+    second = volume_lifecycle.plan(
         volumes.model(after), views([restored]), StorageClasses(), terminal_state=""
     )
     assert [p.reason for p in second.patch] == [REASON_CLAIM_ADOPTED]

@@ -8,6 +8,8 @@ import copy
 import pytest
 
 from controller.jobset import api, construct, volumes
+from controller.jobset.volumes import desired as volume_desired
+from controller.jobset.volumes import spec as volume_spec
 from controller.jobset.volumes.desired import (
     JobClaims,
     claims_for_job,
@@ -38,7 +40,7 @@ def test_targeted_explicit_in_spec_order_and_implicit() -> None:
         ],
         rjobs=rjobs,
     )
-    explicit, implicit = volumes.policies(js)
+    explicit, implicit = volume_spec.policies(js)
     assert targeted(explicit, js) == ("a", "c")
     assert targeted(implicit, js) == ("b", "c")
     stray = VolumePolicy((), Retention(), ("ghost", "b"), "JobSet")
@@ -142,23 +144,23 @@ def test_job_claims(rjob_name: str, index: int, expected: dict[str, str]) -> Non
 def test_mount_adds_volume_keeps_users_and_does_not_mutate() -> None:
     rjobs = [mounting("workers", 1, ("data", "scratch"), volumes_=("scratch",))]
     js = make([{"templates": [tpl("data")]}], rjobs=rjobs)
-    policies = volumes.policies(js)
+    policies = volume_spec.policies(js)
     job = construct.desired_job(js, js.replicated_jobs[0], 0)
     before = copy.deepcopy(job)
-    mounted = volumes.mount(job, js, policies, "workers", 0)
+    mounted = volume_desired.mount(job, js, policies, "workers", 0)
     assert job == before
     assert mounted["spec"]["template"]["spec"]["volumes"] == [
         {"name": "scratch", "emptyDir": {}},
         {"name": "data", "persistentVolumeClaim": {"claimName": "data-js"}},
     ]
-    assert volumes.mount(mounted, js, policies, "workers", 0) == mounted
+    assert volume_desired.mount(mounted, js, policies, "workers", 0) == mounted
 
 
 def test_mount_the_claims_given() -> None:
     js = make([{"templates": [tpl("data")]}])
     job = construct.desired_job(js, js.replicated_jobs[0], 1)
     wanted = {"data": "elsewhere"}
-    mounted = volumes.mount(job, js, volumes.policies(js), "workers", 1, wanted)
+    mounted = volume_desired.mount(job, js, volume_spec.policies(js), "workers", 1, wanted)
     assert mounted["spec"]["template"]["spec"]["volumes"] == [
         {"name": "data", "persistentVolumeClaim": {"claimName": "elsewhere"}}
     ]
@@ -167,7 +169,7 @@ def test_mount_the_claims_given() -> None:
 def test_mount_replaces_a_same_named_volume_in_place() -> None:
     js = make([{"templates": [tpl("data")]}])
     job = {"spec": {"template": {"spec": {"volumes": [{"name": "data", "emptyDir": {}}, "junk"]}}}}
-    mounted = volumes.mount(job, js, volumes.policies(js), "workers", 0)
+    mounted = volume_desired.mount(job, js, volume_spec.policies(js), "workers", 0)
     assert mounted["spec"]["template"]["spec"]["volumes"] == [
         {"name": "data", "persistentVolumeClaim": {"claimName": "data-js"}},
         "junk",
@@ -177,7 +179,7 @@ def test_mount_replaces_a_same_named_volume_in_place() -> None:
 @pytest.mark.parametrize("job", [{}, {"spec": None}, {"spec": {"template": []}}])
 def test_mount_partial_job(job: Obj) -> None:
     js = make([{"templates": [tpl("data")]}])
-    mounted = volumes.mount(job, js, volumes.policies(js), "workers", 0)
+    mounted = volume_desired.mount(job, js, volume_spec.policies(js), "workers", 0)
     assert mounted["spec"]["template"]["spec"]["volumes"] == [
         {"name": "data", "persistentVolumeClaim": {"claimName": "data-js"}}
     ]
@@ -187,7 +189,7 @@ def test_mount_untargeted_is_an_equal_copy() -> None:
     rjobs = [mounting("workers", 1, ("data",)), mounting("other", 1)]
     js = make([{"templates": [tpl("data")]}], rjobs=rjobs)
     job = construct.desired_job(js, js.replicated_jobs[1], 0)
-    mounted = volumes.mount(job, js, volumes.policies(js), "other", 0)
+    mounted = volume_desired.mount(job, js, volume_spec.policies(js), "other", 0)
     assert mounted == job
     assert mounted is not job
 
@@ -301,19 +303,19 @@ def test_mount_pod_scope_placeholder_and_label() -> None:
     job = construct.desired_job(js, js.replicated_jobs[0], 1)
     job["spec"]["template"]["metadata"] = {"labels": {"team": "a"}}
     before = copy.deepcopy(job)
-    mounted = volumes.mount(job, js, model.policies, "workers", 1)
+    mounted = volume_desired.mount(job, js, model.policies, "workers", 1)
     assert job == before
     template = mounted["spec"]["template"]
     assert template["spec"]["volumes"] == [
         {"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt-js-workers-1-POD-INDEX"}}
     ]
     assert template["metadata"]["labels"] == {"team": "a", volumes.POD_SCOPE_LABEL: "true"}
-    assert volumes.mount(mounted, js, model.policies, "workers", 1) == mounted
+    assert volume_desired.mount(mounted, js, model.policies, "workers", 1) == mounted
 
 
 def test_mount_without_a_placeholder_adds_no_label() -> None:
     js = make([{"templates": [tpl("data")]}])
     job = construct.desired_job(js, js.replicated_jobs[0], 0)
-    mounted = volumes.mount(job, js, volumes.policies(js), "workers", 0)
+    mounted = volume_desired.mount(job, js, volume_spec.policies(js), "workers", 0)
     labels = (mounted["spec"]["template"].get("metadata") or {}).get("labels") or {}
     assert volumes.POD_SCOPE_LABEL not in labels

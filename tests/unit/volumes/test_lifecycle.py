@@ -24,6 +24,8 @@ from controller.jobset.volumes import (
     StorageClasses,
     VolumePlan,
 )
+from controller.jobset.volumes import lifecycle as volume_lifecycle
+from controller.jobset.volumes import spec as volume_spec
 from controller.jobset.volumes.lifecycle import (
     ClaimLifecycle,
     ClaimState,
@@ -96,7 +98,7 @@ def states(js: JobSet, claims: list[Obj]) -> list[ClaimLifecycle]:
 
 def plan(js: JobSet, claims: list[Obj], terminal_state: str | None = None) -> VolumePlan:
     after = js.status.terminal_state if terminal_state is None else terminal_state
-    return volumes.plan(volumes.model(js), views(claims), CLASSES, terminal_state=after)
+    return volume_lifecycle.plan(volumes.model(js), views(claims), CLASSES, terminal_state=after)
 
 
 # ----------------------------------------------------------------------------- states
@@ -511,7 +513,7 @@ def test_expansion() -> None:
     js = jobset(grown, record=RECORDED)
     small = ours(spec={**tpl("data")["spec"], "storageClassName": "fast"})
     model = volumes.model(js)
-    allowed = volumes.plan(
+    allowed = volume_lifecycle.plan(
         model, views([small]), StorageClasses(expandable=frozenset({"fast"})), terminal_state=""
     )
     assert [(p.name, p.reason, p.patch) for p in allowed.patch] == [
@@ -519,7 +521,7 @@ def test_expansion() -> None:
     ]
     assert allowed.expansion_blocked == {}
     unowned = ours(spec=small["spec"], refs=[])
-    blocked = volumes.plan(model, views([unowned]), StorageClasses(), terminal_state="")
+    blocked = volume_lifecycle.plan(model, views([unowned]), StorageClasses(), terminal_state="")
     assert [(p.name, p.reason, p.patch) for p in blocked.patch] == [
         ("data-js", "ClaimUpdated", {"metadata": {"ownerReferences": [owner()]}})
     ]
@@ -574,7 +576,7 @@ def test_claims_to_delete(
     claims[3]["metadata"]["name"] = "foreign-2"
     result = claims_to_delete(
         js,
-        volumes.policies(js),
+        volume_spec.policies(js),
         [ClaimView.of(c) for c in claims],
         deleting=deleting,
         terminal_state=terminal,
@@ -595,7 +597,7 @@ def test_claims_to_delete_when_scaled(when_scaled: str, replicas: int, expected:
     js = retention_jobset({"whenScaled": when_scaled}, replicas)
     claims = views([ckpt(0), ckpt(1), ckpt(2)])
     result = claims_to_delete(
-        js, volumes.policies(js), claims.values(), deleting=False, terminal_state=""
+        js, volume_spec.policies(js), claims.values(), deleting=False, terminal_state=""
     )
     assert names(result) == expected
 
@@ -651,7 +653,7 @@ def test_a_scaled_away_claim_still_recorded_after_its_delete(
 
 def test_when_scaled_reads_labels_and_skips_odd_claims() -> None:
     js = retention_jobset({"whenScaled": "Delete"}, 1)
-    policies = volumes.policies(js)
+    policies = volume_spec.policies(js)
     gone_rjob = ckpt(0)
     gone_rjob["metadata"]["labels"][api.REPLICATED_JOB_NAME] = "removed"
     bad_index = ckpt(5)
@@ -668,7 +670,7 @@ def test_when_scaled_reads_labels_and_skips_odd_claims() -> None:
 def test_when_scaled_ignores_jobset_scope() -> None:
     js = jobset([{"templates": [tpl("data")], "retentionPolicy": {"whenScaled": "Delete"}}])
     existing = views([claim("data-js", rjob_name="workers", index=9, scope="JobSet")])
-    policies = volumes.policies(js)
+    policies = volume_spec.policies(js)
     assert (
         claims_to_delete(js, policies, existing.values(), deleting=False, terminal_state="") == []
     )
@@ -751,7 +753,7 @@ def test_pod_scope_scaled_away(
     existing = [pod_ckpt(j, p, refs=[owner()]) for j in range(2) for p in range(2)]
     js = recorded(pod_jobset({"whenScaled": when_scaled}, 1), existing)
     model = volumes.model(js)
-    vplan = volumes.plan(model, views(existing), CLASSES, terminal_state="")
+    vplan = volume_lifecycle.plan(model, views(existing), CLASSES, terminal_state="")
     assert vplan.delete == delete
     assert dict(vplan.record.uids) == {
         ("ckpt", "workers", j, p): prefix_of(f"ckpt-js-workers-{j}-{p}") for j, p in record
@@ -765,7 +767,7 @@ def test_pod_scope_lost_claim_is_not_recreated() -> None:
     existing = [pod_ckpt(0, 0, refs=[owner()]), pod_ckpt(0, 1, refs=[owner()])]
     js = recorded(pod_jobset({}, 1), existing)
     model = volumes.model(js)
-    vplan = volumes.plan(model, views(existing[:1]), CLASSES, terminal_state="")
+    vplan = volume_lifecycle.plan(model, views(existing[:1]), CLASSES, terminal_state="")
     assert vplan.create == []
     assert [(c.name, c.state) for c in vplan.claims] == [
         ("ckpt-js-workers-0-0", ClaimState.BOUND),

@@ -17,6 +17,10 @@ from hypothesis import strategies as st
 from controller.jobset import api, construct, volumes
 from controller.jobset.model import InvalidJobSet, parse
 from controller.jobset.volumes import POD_SCOPE_LABEL, StorageClasses, podscope
+from controller.jobset.volumes import desired as volume_desired
+from controller.jobset.volumes import lifecycle as volume_lifecycle
+from controller.jobset.volumes import spec as volume_spec
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.desired import claim_name as volume_claim_name
 from controller.jobset.volumes.desired import claims_for_job, pod_indexes, targeted
 from controller.jobset.volumes.lifecycle import ClaimState, claims_to_delete, lifecycle
@@ -122,7 +126,7 @@ def test_examples_give_the_expected_claims_and_mounts(file: str, spelling: int) 
     assert len(model.desired) == len(claims)
     for r in js.replicated_jobs:
         for index in range(r.replicas):
-            job = volumes.mount(
+            job = volume_desired.mount(
                 construct.desired_job(js, r, index), js, model.policies, r.name, index
             )
             pod_volumes = job["spec"]["template"]["spec"].get("volumes", [])
@@ -200,13 +204,13 @@ def test_example_03_job_scope_claims_retained_and_labelled() -> None:
 def test_no_policies() -> None:
     js = make_jobset()
     model = volumes.model(js)
-    assert volumes.policies(js) == () == model.policies
+    assert volume_spec.policies(js) == () == model.policies
     assert model.desired == []
     assert model.job_claims.for_job("workers", 0) == {}
 
 
 def test_defaults() -> None:
-    (policy,) = volumes.policies(make([{"templates": [tpl("data")]}]))
+    (policy,) = volume_spec.policies(make([{"templates": [tpl("data")]}]))
     assert policy.scope == "JobSet"
     assert policy.targets is None
     assert policy.retention == Retention("Delete", "Retain", "Retain", "Retain")
@@ -221,7 +225,7 @@ def test_all_retention_fields_and_empty_scope() -> None:
         "whenFailed": "Delete",
         "whenScaled": "Delete",
     }
-    (policy,) = volumes.policies(
+    (policy,) = volume_spec.policies(
         make([{"templates": [tpl("data")], "retentionPolicy": retention, "scope": ""}])
     )
     assert policy.retention == Retention("Retain", "Delete", "Delete", "Delete")
@@ -229,7 +233,7 @@ def test_all_retention_fields_and_empty_scope() -> None:
 
 
 def test_request_spelling_defaults() -> None:
-    (policy,) = volumes.policies(make(vp={"volumeClaimTemplates": [tpl("data")]}))
+    (policy,) = volume_spec.policies(make(vp={"volumeClaimTemplates": [tpl("data")]}))
     assert (policy.scope, policy.targets, policy.where) == ("JobSet", None, "spec.volumePolicy")
 
 
@@ -255,7 +259,7 @@ def test_template_spec_is_a_copy() -> None:
 
 def test_init_container_mount_counts() -> None:
     js = make([{"templates": [tpl("data")]}], rjobs=[mounting("w", 1, init_mounts=("data",))])
-    (policy,) = volumes.policies(js)
+    (policy,) = volume_spec.policies(js)
     assert targeted(policy, js) == ("w",)
 
 
@@ -496,7 +500,7 @@ LONG = "a" * 63
 def test_invalid_policies(vcp: Any, vp: Any, rjobs: list[Obj] | None, message: str) -> None:
     js = make(vcp, vp, rjobs)
     with pytest.raises(InvalidJobSet) as err:
-        volumes.policies(js)
+        volume_spec.policies(js)
     assert message in str(err.value)
     with pytest.raises(InvalidJobSet) as again:
         volumes.model(js)  # the model is built from the validated policies only
@@ -520,7 +524,7 @@ def test_untargeted_replicated_job_may_mount_its_own_volume_of_a_template_name()
 def test_claim_name_too_long() -> None:
     js = make([{"templates": [tpl(LONG)]}], rjobs=[mounting("w", 1, (LONG,))], name="j" * 190)
     with pytest.raises(InvalidJobSet, match="at most 253 characters"):
-        volumes.policies(js)
+        volume_spec.policies(js)
     ok = make([{"templates": [tpl(LONG)]}], rjobs=[mounting("w", 1, (LONG,))], name="j" * 189)
     assert len(only(ok).name) == 253
 
@@ -529,9 +533,9 @@ def test_job_scope_name_length_checks_last_index() -> None:
     spec = [{"templates": [tpl("d")], "scope": "Job"}]
     # d-<jobset>-w-9 is 253 characters; index 10 makes it 254.
     name = "j" * (253 - len("d--w-9"))
-    assert volumes.policies(make(spec, rjobs=[mounting("w", 10, ("d",))], name=name))
+    assert volume_spec.policies(make(spec, rjobs=[mounting("w", 10, ("d",))], name=name))
     with pytest.raises(InvalidJobSet, match=r"claim name .* must be a DNS-1123 subdomain"):
-        volumes.policies(make(spec, rjobs=[mounting("w", 11, ("d",))], name=name))
+        volume_spec.policies(make(spec, rjobs=[mounting("w", 11, ("d",))], name=name))
 
 
 def test_claim_count() -> None:
@@ -813,15 +817,15 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     assert [(s.name, s.state, s.mountable) for s in states] == [
         (n, in_use[phase], False) for n in names
     ]
-    first = volumes.plan(model, found, StorageClasses(), terminal_state="")
+    first = volume_lifecycle.plan(model, found, StorageClasses(), terminal_state="")
     assert (first.create, first.patch, first.delete, first.mountable) == ([], [], [], set())
     assert first.record.uids == {c.slot: uid_prefix(uid_of(c.name)) for c in desired}
     assert parse_record({"claimUIDs": first.record.render()}) == first.record
     # ... and once that record is stored, every one is mountable and the pass writes no claim.
     raw = copy.deepcopy(js.raw)
-    raw["status"]["volumes"] = volumes.volumes_status(model, first)
+    raw["status"]["volumes"] = volume_status.volumes_status(model, first)
     stored = volumes.model(parse(raw))
-    second = volumes.plan(stored, found, StorageClasses(), terminal_state="")
+    second = volume_lifecycle.plan(stored, found, StorageClasses(), terminal_state="")
     assert second.mountable == set(names)
     assert (second.create, second.patch, second.delete) == ([], [], [])
     assert second.record == stored.record
@@ -830,8 +834,8 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     for r in js.replicated_jobs:
         for index in range(r.replicas):
             job = construct.desired_job(js, r, index)
-            mounted = volumes.mount(job, js, policies, r.name, index)
-            assert volumes.mount(mounted, js, policies, r.name, index) == mounted
+            mounted = volume_desired.mount(job, js, policies, r.name, index)
+            assert volume_desired.mount(mounted, js, policies, r.name, index) == mounted
             pod_volumes = mounted["spec"]["template"]["spec"]["volumes"]
             volume_names = [v["name"] for v in pod_volumes]
             assert len(volume_names) == len(set(volume_names))
@@ -940,7 +944,7 @@ LONG_TEMPLATE = {"templates": [tpl(T63)], "scope": "Pod"}
 )  # fmt: skip
 def test_pod_scope_invalid(vcp: list[Obj], rjobs: list[Obj], message: str) -> None:
     with pytest.raises(InvalidJobSet, match=message):
-        volumes.policies(make(vcp, rjobs=rjobs, name=JS177))
+        volume_spec.policies(make(vcp, rjobs=rjobs, name=JS177))
 
 
 def test_pod_scope_longest_claim_name_that_fits() -> None:

@@ -12,12 +12,14 @@ import pytest
 
 from controller.jobset import api, volumes
 from controller.jobset.model import JobSet, parse
+from controller.jobset.status import Condition
 from controller.jobset.volumes import (
-    Condition,
     Slot,
     StorageClasses,
     VolumeModel,
 )
+from controller.jobset.volumes import lifecycle as volume_lifecycle
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.lifecycle import lifecycle
 from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, SELECTED_NODE_ANNOTATION
 from controller.jobset.volumes.status import template_counts, volumes_ready
@@ -153,14 +155,14 @@ def test_template_counts_released() -> None:
     found = lifecycle(model, views([]), CLASSES)
     ckpts = template_counts(model, found)[0]
     assert (ckpts["desired"], ckpts["existing"], ckpts["lost"]) == (4, 0, 0)
-    assert volumes.released_claims(model) == {f"ckpt-js-workers-{i}" for i in range(4)}
+    assert volume_status.released_claims(model) == {f"ckpt-js-workers-{i}" for i in range(4)}
 
 
 def test_counts_without_policies() -> None:
     model = volumes.model(make_jobset())
     assert template_counts(model, []) == []
-    assert volumes.conditions(model, volumes.VolumePlan()) == []
-    assert volumes.released_claims(model) == set()
+    assert volume_status.conditions(model, volumes.VolumePlan()) == []
+    assert volume_status.released_claims(model) == set()
 
 
 # ----------------------------------------------------------------------------- VolumesReady
@@ -358,10 +360,10 @@ def test_volumes_ready_without_claims() -> None:
 
 def conditions_of(js: JobSet, claims: list[Obj], classes: StorageClasses) -> list[Obj]:
     model = volumes.model(js)
-    vplan = volumes.plan(model, views(claims), classes, terminal_state="")
+    vplan = volume_lifecycle.plan(model, views(claims), classes, terminal_state="")
     return [
         {"type": c.type, "status": c.status, "reason": c.reason, "event": c.event_type}
-        for c in volumes.conditions(model, vplan)
+        for c in volume_status.conditions(model, vplan)
     ]
 
 
@@ -389,8 +391,8 @@ def test_conditions_conflict_and_blocked_expansion() -> None:
     js = make([{"templates": [tpl("data", "2Gi")]}])
     existing = [claim("data-js", jobset="other")]
     model = volumes.model(js)
-    vplan = volumes.plan(model, views(existing), StorageClasses(), terminal_state="")
-    (_, conflict, expansion, _) = volumes.conditions(model, vplan)
+    vplan = volume_lifecycle.plan(model, views(existing), StorageClasses(), terminal_state="")
+    (_, conflict, expansion, _) = volume_status.conditions(model, vplan)
     assert conflict == Condition(
         "VolumeClaimConflict",
         "True",
@@ -402,8 +404,8 @@ def test_conditions_conflict_and_blocked_expansion() -> None:
     assert expansion.status == "False"
     small = claim("data-js", spec={**tpl("data")["spec"], "storageClassName": "fixed"})
     grown = volumes.model(recorded(js, [small]))
-    vplan = volumes.plan(grown, views([small]), StorageClasses(), terminal_state="")
-    (_, conflict, expansion, _) = volumes.conditions(grown, vplan)
+    vplan = volume_lifecycle.plan(grown, views([small]), StorageClasses(), terminal_state="")
+    (_, conflict, expansion, _) = volume_status.conditions(grown, vplan)
     assert conflict.status == "False"
     assert (expansion.status, expansion.reason, expansion.event_type) == (
         "True",
@@ -421,8 +423,8 @@ def test_conditions_conflict_and_blocked_expansion() -> None:
 def test_volumes_status_carries_the_record() -> None:
     existing = [ckpt(0, phase="Pending")]
     model = volumes.model(status_jobset())
-    vplan = volumes.plan(model, views(existing), CLASSES, terminal_state="")
-    status = volumes.volumes_status(model, vplan)
+    vplan = volume_lifecycle.plan(model, views(existing), CLASSES, terminal_state="")
+    status = volume_status.volumes_status(model, vplan)
     assert status["claimUIDs"] == [
         {"template": "ckpt", "replicatedJob": "workers", "uids": prefix_of("ckpt-js-workers-0")}
     ]
@@ -432,8 +434,8 @@ def test_volumes_status_carries_the_record() -> None:
         ("data", 1, 1),
     ]
     # Nothing recorded, nothing written for it.
-    empty = volumes.plan(model, views([]), CLASSES, terminal_state=api.TERMINAL_COMPLETED)
-    assert "claimUIDs" not in volumes.volumes_status(model, empty)
+    empty = volume_lifecycle.plan(model, views([]), CLASSES, terminal_state=api.TERMINAL_COMPLETED)
+    assert "claimUIDs" not in volume_status.volumes_status(model, empty)
 
 
 def test_with_created_claims() -> None:
@@ -472,8 +474,8 @@ def test_pod_scope_status_stays_compact() -> None:
     made = [pod_ckpt(j, p, refs=[owner()]) for j in range(4) for p in range(5) if (j, p) != (3, 4)]
     js = recorded(js, made)
     model = volumes.model(js)
-    vplan = volumes.plan(model, views(made), CLASSES, terminal_state="")
-    status = volumes.volumes_status(model, vplan)
+    vplan = volume_lifecycle.plan(model, views(made), CLASSES, terminal_state="")
+    status = volume_status.volumes_status(model, vplan)
     assert status["templates"] == [
         {"name": "ckpt", "scope": "Pod", "desired": 20, "existing": 20, "bound": 19,
          "pending": 1, "lost": 0, "conflicts": 0}

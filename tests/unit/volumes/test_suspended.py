@@ -20,6 +20,8 @@ from controller.jobset.children import views as job_views
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.volumes import FINALIZER, Slot, StorageClasses
+from controller.jobset.volumes import lifecycle as volume_lifecycle
+from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION
 from controller.jobset.volumes.lifecycle import REASON_CLAIM_ADOPTED, ClaimState
 from controller.jobset.volumes.record import ClaimRecord, parse_record, uid_prefix
@@ -127,7 +129,7 @@ class Outcome:
 
 def _outcome(case: Case) -> Outcome:
     model = volumes.model(case.js)
-    vplan = volumes.plan(
+    vplan = volume_lifecycle.plan(
         model, views(case.claims), CLASSES, terminal_state=case.js.status.terminal_state
     )
     (at_,) = vplan.claims
@@ -215,12 +217,12 @@ CASES = [
     ),
     pytest.param(
         Case(jobset(suspend=False), [retained()]),
-        Outcome([], ["data-js"], ADOPTABLE, False, volumes.REASON_CLAIMS_MISSING, {DATA: P}),
+        Outcome([], ["data-js"], ADOPTABLE, False, volume_status.REASON_CLAIMS_MISSING, {DATA: P}),
         id="retained-claim-adopted-on-resume",
     ),
     pytest.param(
         Case(jobset([policy(CREATE)]), [retained()]),
-        Outcome([], ["data-js"], ADOPTABLE, False, volumes.REASON_CLAIMS_MISSING, {DATA: P}),
+        Outcome([], ["data-js"], ADOPTABLE, False, volume_status.REASON_CLAIMS_MISSING, {DATA: P}),
         id="retained-claim-adopted-while-suspended-with-opt-in",
     ),
     # Upstream JobSet's claim (its controller ownerReference names this JobSet): the JobSet's
@@ -228,7 +230,7 @@ CASES = [
     # its suspended Jobs can be resumed with it.
     pytest.param(
         Case(jobset(), [upstreams()]),
-        Outcome([], ["data-js"], ADOPTABLE, False, volumes.REASON_CLAIMS_MISSING, {DATA: P}),
+        Outcome([], ["data-js"], ADOPTABLE, False, volume_status.REASON_CLAIMS_MISSING, {DATA: P}),
         id="upstream-claim-adopted-while-suspended",
     ),
     # Named in adopt-claims: an explicit adoption waits for the resume like a retained claim.
@@ -239,7 +241,7 @@ CASES = [
     ),
     pytest.param(
         Case(jobset(suspend=False, annotations=adopting(f"data-js@{P}")), [hand_made()]),
-        Outcome([], ["data-js"], ADOPTABLE, False, volumes.REASON_CLAIMS_MISSING, {DATA: P}),
+        Outcome([], ["data-js"], ADOPTABLE, False, volume_status.REASON_CLAIMS_MISSING, {DATA: P}),
         id="named-claim-adopted-on-resume",
     ),
     # A claim of that name that is not the JobSet's: a conflict, suspended or not.
@@ -251,7 +253,7 @@ CASES = [
     # A finished JobSet creates nothing whatever its suspension, and says so as before.
     pytest.param(
         Case(jobset(terminal=api.TERMINAL_COMPLETED)),
-        Outcome([], [], MISSING, False, volumes.REASON_CLAIMS_MISSING),
+        Outcome([], [], MISSING, False, volume_status.REASON_CLAIMS_MISSING),
         id="finished-suspended-not-deferred",
     ),
 ]
@@ -272,7 +274,9 @@ def test_only_the_missing_claims_of_waiting_policies_are_deferred() -> None:
         record={("ckpt", "workers", 0, None): prefix_of("ckpt-js-workers-0")},
     )
     model = volumes.model(js)
-    vplan = volumes.plan(model, views([ckpt(0, refs=[owner()])]), CLASSES, terminal_state="")
+    vplan = volume_lifecycle.plan(
+        model, views([ckpt(0, refs=[owner()])]), CLASSES, terminal_state=""
+    )
     assert [c.name for c in vplan.create] == ["data-js"]
     assert {c.name: (c.state, c.deferred) for c in vplan.claims} == {
         "data-js": (PENDING, False),
@@ -294,10 +298,10 @@ def test_waiting_for_resume_is_not_waiting_for_the_cluster() -> None:
     """A quota or storage class event does not retry a JobSet whose claims wait for resume."""
     obj = make_obj([policy()], suspend=True)
     obj["status"]["conditions"] = [
-        {"type": volumes.VOLUMES_READY, "status": "False", "reason": WAIT, "message": "m"}
+        {"type": volume_status.VOLUMES_READY, "status": "False", "reason": WAIT, "message": "m"}
     ]
     assert not volumes.waits_for_volumes(obj)
-    obj["status"]["conditions"][0]["reason"] = volumes.REASON_CLAIMS_MISSING
+    obj["status"]["conditions"][0]["reason"] = volume_status.REASON_CLAIMS_MISSING
     assert volumes.waits_for_volumes(obj)
 
 
@@ -368,7 +372,7 @@ def test_created_suspended_then_resumed_then_suspended_again() -> None:
     # The replicated job without volumes gets its Job, suspended (as upstream's would).
     assert _jobs_of(first) == [("js-sidecar-0", True, [])]
     assert first.status is not None
-    ready = next(c for c in first.status["conditions"] if c["type"] == volumes.VOLUMES_READY)
+    ready = next(c for c in first.status["conditions"] if c["type"] == volume_status.VOLUMES_READY)
     assert (ready["status"], ready["reason"]) == ("False", WAIT)
     assert "1 of 1 claims are created when the JobSet is resumed: data-js" in ready["message"]
     assert first.status["volumes"]["templates"] == [

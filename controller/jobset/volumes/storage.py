@@ -1,0 +1,135 @@
+"""What a JobSet's volumes decide in one pass, behind one object: ``storage(...)`` → ``Storage``.
+
+``decide`` asks the volumes a few questions about the Jobs (may this one be created? resumed?
+resized? must that one be suspended, or deleted because retention released its claims?), gets the
+claim writes (``Storage.plan``) and what the status says of the volumes (``Storage.report``).
+How the answers are reached (claim lifecycle, ownership, storage classes, the Pod-scope admission
+policy) stays inside the package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from controller.jobset import api, writefailures
+from controller.jobset.children import ChildJob
+from controller.jobset.construct import DesiredJob
+from controller.jobset.model import JobSet
+from controller.jobset.status import Condition, Event
+from controller.jobset.suspend import SuspendDecision
+from controller.jobset.volumes import deletion, gating
+from controller.jobset.volumes.admission import Blocked
+from controller.jobset.volumes.lifecycle import REASON_CLAIM_REPLACED, VolumePlan, plan
+from controller.jobset.volumes.observed import ClaimView, StorageClasses
+from controller.jobset.volumes.spec import VolumeModel
+from controller.jobset.volumes.status import conditions, released_claims, volumes_status
+from controller.jobset.writefailures import Failure
+from controller.runtime.store import Obj
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the JobSet's status says of its volumes after a pass."""
+
+    status: Obj  # status.volumes
+    ready: Condition  # VolumesReady: written also while False ("not ready yet" is news)
+    others: tuple[Condition, ...]  # the other volume conditions
+    events: tuple[Event, ...]
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The volumes of one JobSet in one pass: the claim writes to make and the answers about
+    its Jobs. ``blocked``: why Pod-scope pods cannot get their claims now, if so."""
+
+    model: VolumeModel
+    plan: VolumePlan
+    blocked: Blocked | None = None
+
+    def may_create(self, job: DesiredJob) -> bool:
+        """Every claim the Job's pods use is mountable (Pod scope: the claims of all its
+        completion indexes, although its template mounts one placeholder)."""
+        return gating.may_run(job.replicated_job, job.index, self.model, self.plan.mountable)
+
+    def mounted(self, job: DesiredJob, jobset: JobSet) -> Obj:
+        """The desired Job's object with its claims mounted."""
+        return gating.with_claims(job, jobset, self.model)
+
+    def may_resize(self, job: ChildJob) -> bool:
+        """Every claim the running Job's pods use at its new size is mountable."""
+        return gating.job_may_run(job, self.model, self.plan.mountable)
+
+    def must_suspend(self, jobset: JobSet, jobs: Sequence[ChildJob]) -> list[tuple[str, Obj]]:
+        """Patches suspending the running Jobs that mount a Lost claim."""
+        return gating.must_suspend(jobset, jobs, self.model, self.plan)
+
+    def withhold_resume(
+        self, decision: SuspendDecision, jobs: Sequence[ChildJob]
+    ) -> SuspendDecision:
+        """``decision`` without the resumes of Jobs whose claims are not all mountable (none
+        while Pod scope is blocked)."""
+        return gating.withhold_resume(
+            decision, jobs, self.model, self.plan.mountable, self.blocked is not None
+        )
+
+    def released_jobs(self, jobs: Iterable[ChildJob]) -> list[str]:
+        """Finished Jobs whose pods mount a claim retention released: they go, or
+        pvc-protection would keep the claim forever."""
+        released = released_claims(self.model)
+        if not released:
+            return []
+        return [j.name for j in jobs if j.is_finished and released & gating.claims_mounted(j)]
+
+    @staticmethod
+    def holds_deletion(jobset: JobSet, claims: Iterable[ClaimView]) -> bool:
+        """A Foreground delete of the JobSet now would let the garbage collector take claims
+        that retention keeps (they still carry its ownerReference)."""
+        return bool(deletion.kept_but_owned(jobset.raw, claims))
+
+    def report(self, failures: Sequence[Failure]) -> Report | None:
+        """The volumes' status, conditions and Events, the pass's refused writes known; None
+        for a JobSet without volume policies."""
+        if not self.model.policies:
+            return None
+        vplan = self.plan
+        refused = writefailures.failed_claim_creates(failures)
+        if refused:
+            vplan = gating.not_created(vplan, refused)
+        ready, others = None, []
+        for found in conditions(self.model, vplan):
+            if found.type != api.VOLUMES_READY:
+                others.append(found)
+                continue
+            ready = writefailures.volumes_ready(found, failures)
+            if self.blocked is not None:
+                ready = Condition(
+                    api.VOLUMES_READY,
+                    "False",
+                    self.blocked.reason,
+                    self.blocked.message,
+                    "Warning",
+                )
+        assert ready is not None  # conditions() always says VolumesReady
+        events = tuple(
+            Event("Warning", REASON_CLAIM_REPLACED, message) for message in vplan.replaced.values()
+        )
+        return Report(volumes_status(self.model, vplan), ready, tuple(others), events)
+
+
+def storage(
+    model: VolumeModel,
+    claims: Mapping[str, ClaimView],
+    classes: StorageClasses,
+    *,
+    terminal_state: str,
+    pods_in_use: Mapping[str, int] | None,
+    blocked: Blocked | None,
+) -> Storage:
+    """The volumes' decisions of this pass. ``terminal_state``: the JobSet's, as this pass
+    leaves it (retention on completion or failure); ``pods_in_use``: the largest completions per
+    replicated job of the Jobs that exist (Pod scope); ``blocked``: read for Pod scope only.
+    While Pod scope is blocked no claim is created and nothing is mountable."""
+    blocked = blocked if model.pod_scope else None
+    vplan = plan(model, claims, classes, terminal_state=terminal_state, pods_in_use=pods_in_use)
+    return Storage(model, gating.gate_pod_scope(vplan, blocked), blocked)
