@@ -8,6 +8,7 @@ import pytest
 
 from controller.jobset import invalid
 from controller.jobset.status import Event
+from controller.jobset.volumes.status import waits_for_volumes
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, at
 
@@ -91,7 +92,7 @@ def test_the_clock_is_the_callers() -> None:
 def test_a_status_with_fields_of_the_wrong_type_is_read_as_empty(junk: Any) -> None:
     """Anyone allowed to write the status subresource can put anything there; found by the bad
     input fuzz (``conditions: true`` made parse raise TypeError; ``restarts: true`` counted 1)."""
-    from controller.jobset import model, volumes
+    from controller.jobset import model
     from tests.unit.jobset_factories import make_jobset_obj
 
     raw = make_jobset_obj()
@@ -105,7 +106,7 @@ def test_a_status_with_fields_of_the_wrong_type_is_read_as_empty(junk: Any) -> N
     parsed = model.parse(raw)
     assert (parsed.status.restarts, parsed.status.restarts_count_towards_max) == (0, 0)
     assert parsed.status.conditions == () and parsed.status.replicated_jobs_status == ()
-    assert volumes.waits_for_volumes(raw)
+    assert waits_for_volumes(raw)
     found = invalid.report(_obj(status={"conditions": junk}), MESSAGE, NOW)
     assert found is not None
     assert [c["reason"] for c in found.status["conditions"]] == ["InvalidSpec"]

@@ -27,9 +27,9 @@ from __future__ import annotations
 from controller.jobset.volumes.desired import DesiredClaim, Slot
 from controller.jobset.volumes.lifecycle import VolumePlan
 from controller.jobset.volumes.model import FINALIZER, POD_SCOPE_LABEL
-from controller.jobset.volumes.observed import ClaimView, StorageClasses, claim_changed, views
-from controller.jobset.volumes.spec import VolumeModel, has_pod_scope, model
-from controller.jobset.volumes.status import waits_for_volumes, with_created_claims
+from controller.jobset.volumes.observed import ClaimView, StorageClasses, views
+from controller.jobset.volumes.spec import VolumeModel, model
+from controller.jobset.volumes.status import with_created_claims
 from controller.jobset.volumes.storage import Storage, storage
 
 __all__ = [
@@ -42,11 +42,8 @@ __all__ = [
     "StorageClasses",
     "VolumeModel",
     "VolumePlan",
-    "claim_changed",
-    "has_pod_scope",
     "model",
     "storage",
     "views",
-    "waits_for_volumes",
     "with_created_claims",
 ]

@@ -12,16 +12,12 @@ from typing import Final
 from controller.jobset import api
 from controller.jobset.status import Condition
 from controller.jobset.volumes import ownership
-from controller.jobset.volumes.annotations import (
-    ADOPT_ANNOTATION,
-    adopt_command,
-    entry_for,
-    rejections,
-)
+from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, adopt_command, entry_for
 from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.lifecycle import ClaimLifecycle, ClaimState, VolumePlan, released_by
 from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, as_dict, as_list, listing
 from controller.jobset.volumes.record import ClaimRecord, uid_prefix
+from controller.jobset.volumes.rejections import rejections
 from controller.jobset.volumes.spec import VolumeModel
 from controller.runtime.store import Obj
 

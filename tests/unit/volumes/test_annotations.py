@@ -13,9 +13,10 @@ from controller.jobset.model import parse as parse_jobset
 from controller.jobset.volumes import StorageClasses
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import status as volume_status
-from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, of, parse, rejections
+from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, of, parse
 from controller.jobset.volumes.lifecycle import REASON_CLAIM_ADOPTED, ClaimState
 from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION
+from controller.jobset.volumes.rejections import rejections
 from controller.jobset.volumes.status import ANNOTATIONS_REJECTED
 from tests.unit.volumes.factories import (
     ckpt,

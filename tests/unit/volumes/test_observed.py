@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from controller.jobset.volumes import ClaimView, claim_changed
+from controller.jobset.volumes import ClaimView
+from controller.jobset.volumes.observed import claim_changed
 
 Obj = dict[str, Any]
 

@@ -32,6 +32,7 @@ from controller.jobset.volumes.status import (
     REASON_CLAIMS_PENDING,
     REASON_WAITING_FOR_RESUME,
     volumes_ready,
+    waits_for_volumes,
 )
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, at, make_job, rjob
@@ -300,9 +301,9 @@ def test_waiting_for_resume_is_not_waiting_for_the_cluster() -> None:
     obj["status"]["conditions"] = [
         {"type": volume_status.VOLUMES_READY, "status": "False", "reason": WAIT, "message": "m"}
     ]
-    assert not volumes.waits_for_volumes(obj)
+    assert not waits_for_volumes(obj)
     obj["status"]["conditions"][0]["reason"] = volume_status.REASON_CLAIMS_MISSING
-    assert volumes.waits_for_volumes(obj)
+    assert waits_for_volumes(obj)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from controller.jobset import volumes
 from controller.jobset.volumes import StorageClasses
 from controller.jobset.volumes.lifecycle import lifecycle
-from controller.jobset.volumes.status import volumes_ready
+from controller.jobset.volumes.status import volumes_ready, waits_for_volumes
 from tests.unit.jobset_factories import condition, make_jobset_obj
 from tests.unit.volumes.factories import claim, make, mounting, tpl
 
@@ -201,4 +201,4 @@ WAITING_CASES: list[tuple[str, Obj, bool]] = [
     ids=[case[0] for case in WAITING_CASES],
 )
 def test_waits_for_volumes(jobset: Obj, waits: bool) -> None:
-    assert volumes.waits_for_volumes(jobset) is waits
+    assert waits_for_volumes(jobset) is waits
