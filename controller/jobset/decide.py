@@ -133,10 +133,9 @@ class _Status:
                 self.events.append(Event(condition.event_type, condition.reason, condition.message))
 
     def changed(self) -> Obj | None:
-        def normal(obj: Obj) -> Obj:
-            return {k: v for k, v in obj.items() if v not in (None, "", [], 0) or k == "restarts"}
-
-        if normal(self.value) == normal(self.original):
+        """The status to write, or None when it says what is stored (``status.change``: the
+        one rule of what a status write changes, pacing's too)."""
+        if status.change(self.original, self.value) == "none":
             return None
         result = dict(self.value)
         if not result.get("terminalState"):

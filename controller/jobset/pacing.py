@@ -52,25 +52,19 @@ Pure: time is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.jobset import api
-from controller.jobset.status import status_equal
+from controller.jobset.status import change
 
-PROGRESS_FIELDS = frozenset({"replicatedJobsStatus", "volumes"})
 # Each progress-only write in a row multiplies the next hold by this many.
 HOLD_GROWTH = 4
 # The longest hold of progress counters, in periods (640 s at the default 10 s period).
 MAX_HOLD_PERIODS = 64
 # ... for a JobSet that is or was suspended (80 s at the default period).
 QUEUED_MAX_HOLD_PERIODS = 8
-
-
-def _count(entry: Mapping[str, Any], key: str) -> int:
-    value = entry.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def queued(suspend: bool, stored: Mapping[str, Any]) -> bool:
@@ -83,60 +77,14 @@ def queued(suspend: bool, stored: Mapping[str, Any]) -> bool:
     )
 
 
-def _kueue_facts(
-    replicated: Iterable[Mapping[str, Any]], replicas: Mapping[str, int] | None
-) -> dict[str, Any]:
-    """What Kueue reads off ``replicatedJobsStatus`` of a JobSet with these ``replicas`` (None:
-    not queued, nothing): any Jobs active (``IsActive``), every Job ready or succeeded
-    (``PodsReady``) and the replicated jobs whose Jobs all succeeded (``ReclaimablePods``)."""
-    if replicas is None:
-        return {}
-    entries = [r for r in replicated if isinstance(r, Mapping)]
-    facts: dict[str, Any] = {"active": any(_count(r, "active") > 0 for r in entries)}
-    started = sum(_count(r, "ready") + _count(r, "succeeded") for r in entries)
-    facts["podsReady"] = started == sum(replicas.values())
-    succeeded = {str(r.get("name")): _count(r, "succeeded") for r in entries}
-    facts["succeeded"] = sorted(
-        name for name, count in replicas.items() if count > 0 and succeeded.get(name, 0) >= count
-    )
-    return facts
-
-
-def _milestones(
-    status: Mapping[str, Any], replicas: Mapping[str, int] | None = None
-) -> dict[str, Any]:
-    """The milestone part of a status. A condition is its type, status and reason: a message
-    that only updates counts ("2 of 3 claims are waiting ...") is progress."""
-    result = {k: v for k, v in status.items() if k not in PROGRESS_FIELDS}
-    volumes = status.get("volumes")
-    result["volumes.claimUIDs"] = volumes.get("claimUIDs") if isinstance(volumes, Mapping) else None
-    # A Job's individual restart (RestartJob) is a decision, not a count: it is what makes the
-    # failed Job stale, and it must be stored before that Job is replaced.
-    replicated = status.get("replicatedJobsStatus")
-    entries = replicated if isinstance(replicated, list) else []
-    result["replicatedJobsStatus.jobRestarts"] = {
-        str(r.get("name")): [r.get("jobRestarts"), r.get("jobRestartsCountTowardsMax")]
-        for r in entries
-        if isinstance(r, Mapping) and (r.get("jobRestarts") or r.get("jobRestartsCountTowardsMax"))
-    }
-    result["replicatedJobsStatus.kueue"] = _kueue_facts(entries, replicas)
-    conditions = result.get("conditions")
-    if isinstance(conditions, list):
-        result["conditions"] = [
-            {k: c.get(k) for k in ("type", "status", "reason")} if isinstance(c, dict) else c
-            for c in conditions
-        ]
-    return result
-
-
 def is_milestone(
     stored: Mapping[str, Any],
     desired: Mapping[str, Any],
     replicas: Mapping[str, int] | None = None,
 ) -> bool:
-    """Whether ``desired`` differs from ``stored`` in anything but progress. ``replicas``: the
-    spec's, per replicated job, for a ``queued`` JobSet (the facts Kueue reads, see above)."""
-    return not status_equal(_milestones(stored, replicas), _milestones(desired, replicas))
+    """Whether ``desired`` differs from ``stored`` in anything but progress
+    (``status.change``)."""
+    return change(stored, desired, replicas) == "milestone"
 
 
 def write_cause(

@@ -21,7 +21,7 @@ import datetime
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from controller.jobset import api, children
 from controller.jobset.children import ChildJob
@@ -278,3 +278,78 @@ def status_equal(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bo
     conditions are compared by type and replicated job statuses by name, regardless of order.
     """
     return _comparable(a) == _comparable(b)
+
+
+# ----------------------------------------------------------------------------- what changed
+
+# One status write changes nothing, progress only, or a milestone. Pacing holds progress
+# (``pacing``); a milestone is written at once.
+StatusChange = Literal["none", "progress", "milestone"]
+# Fields that are progress: counts of Jobs and claims.
+PROGRESS_FIELDS = frozenset({"replicatedJobsStatus", "volumes"})
+
+
+def _count(entry: Mapping[str, Any], key: str) -> int:
+    value = entry.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _kueue_facts(
+    replicated: Iterable[Mapping[str, Any]], replicas: Mapping[str, int] | None
+) -> dict[str, Any]:
+    """What Kueue reads off ``replicatedJobsStatus`` of a JobSet with these ``replicas`` (None:
+    not queued, nothing): any Jobs active (``IsActive``), every Job ready or succeeded
+    (``PodsReady``) and the replicated jobs whose Jobs all succeeded (``ReclaimablePods``)."""
+    if replicas is None:
+        return {}
+    entries = [r for r in replicated if isinstance(r, Mapping)]
+    facts: dict[str, Any] = {"active": any(_count(r, "active") > 0 for r in entries)}
+    started = sum(_count(r, "ready") + _count(r, "succeeded") for r in entries)
+    facts["podsReady"] = started == sum(replicas.values())
+    succeeded = {str(r.get("name")): _count(r, "succeeded") for r in entries}
+    facts["succeeded"] = sorted(
+        name for name, count in replicas.items() if count > 0 and succeeded.get(name, 0) >= count
+    )
+    return facts
+
+
+def _milestones(
+    status: Mapping[str, Any], replicas: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """The milestone part of a status. A condition is its type, status and reason: a message
+    that only updates counts ("2 of 3 claims are waiting ...") is progress."""
+    result = {k: v for k, v in status.items() if k not in PROGRESS_FIELDS}
+    volumes = status.get("volumes")
+    result["volumes.claimUIDs"] = volumes.get("claimUIDs") if isinstance(volumes, Mapping) else None
+    # A Job's individual restart (RestartJob) is a decision, not a count: it is what makes the
+    # failed Job stale, and it must be stored before that Job is replaced.
+    replicated = status.get("replicatedJobsStatus")
+    entries = replicated if isinstance(replicated, list) else []
+    result["replicatedJobsStatus.jobRestarts"] = {
+        str(r.get("name")): [r.get("jobRestarts"), r.get("jobRestartsCountTowardsMax")]
+        for r in entries
+        if isinstance(r, Mapping) and (r.get("jobRestarts") or r.get("jobRestartsCountTowardsMax"))
+    }
+    result["replicatedJobsStatus.kueue"] = _kueue_facts(entries, replicas)
+    conditions = result.get("conditions")
+    if isinstance(conditions, list):
+        result["conditions"] = [
+            {k: c.get(k) for k in ("type", "status", "reason")} if isinstance(c, dict) else c
+            for c in conditions
+        ]
+    return result
+
+
+def change(
+    stored: Mapping[str, Any] | None,
+    desired: Mapping[str, Any] | None,
+    replicas: Mapping[str, int] | None = None,
+) -> StatusChange:
+    """What writing ``desired`` over ``stored`` changes: nothing (``status_equal``), progress
+    only (counters, a condition message that only updates counts), or a milestone (anything
+    else). ``replicas``: the spec's, per replicated job, for a JobSet a queue may manage
+    (``pacing.queued``): the facts Kueue reads off the counters are milestones."""
+    if status_equal(stored, desired):
+        return "none"
+    before, after = _milestones(stored or {}, replicas), _milestones(desired or {}, replicas)
+    return "progress" if status_equal(before, after) else "milestone"

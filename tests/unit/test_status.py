@@ -13,6 +13,7 @@ from controller.jobset import api
 from controller.jobset.children import views as job_views
 from controller.jobset.status import (
     Condition,
+    change,
     counter,
     find_condition,
     format_time,
@@ -501,3 +502,58 @@ def test_round_trip_status_is_equal() -> None:
     }
     assert status_equal(ours, stored)
     assert condition("X")["lastTransitionTime"] == S_T0
+
+
+# ----------------------------------------------------------------------------- what changed
+
+_READY = {"type": "VolumesReady", "status": "False", "reason": "ClaimsPending", "message": "1 of 2"}
+_RJ = {"name": "w", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}
+
+
+@pytest.mark.parametrize(
+    ("stored", "desired", "expected"),
+    [
+        pytest.param({}, {}, "none", id="nothing"),
+        pytest.param({"restarts": 0}, {}, "none", id="zero-is-absent"),
+        pytest.param(
+            {"conditions": [_READY, {"type": "Suspended", "status": "False"}]},
+            {"conditions": [{"type": "Suspended", "status": "False"}, _READY]},
+            "none",
+            id="conditions-reordered",
+        ),
+        pytest.param(
+            {"replicatedJobsStatus": [_RJ]},
+            {"replicatedJobsStatus": [{**_RJ, "ready": 2}]},
+            "progress",
+            id="counter",
+        ),
+        pytest.param(
+            {"conditions": [_READY]},
+            {"conditions": [{**_READY, "message": "2 of 2"}]},
+            "progress",
+            id="message-only",
+        ),
+        pytest.param(
+            {"conditions": [_READY]},
+            {"conditions": [{**_READY, "status": "True", "reason": "ClaimsBound"}]},
+            "milestone",
+            id="condition-status",
+        ),
+        pytest.param({"restarts": 1}, {"restarts": 2}, "milestone", id="restart"),
+        pytest.param(
+            {"volumes": {"claimUIDs": {}}},
+            {"volumes": {"claimUIDs": {"data-js": "u1"}}},
+            "milestone",
+            id="claim-uid-recorded",
+        ),
+    ],
+)
+def test_change(stored: dict[str, Any], desired: dict[str, Any], expected: str) -> None:
+    assert change(stored, desired) == expected
+
+
+def test_change_counts_what_kueue_reads_as_milestones_of_a_queued_jobset() -> None:
+    stored = {"replicatedJobsStatus": [{**_RJ, "ready": 1, "active": 1}]}
+    all_ready = {"replicatedJobsStatus": [{**_RJ, "ready": 2, "active": 1}]}
+    assert change(stored, all_ready) == "progress"
+    assert change(stored, all_ready, {"w": 2}) == "milestone"  # PodsReady for Kueue
