@@ -21,9 +21,7 @@ from typing import Any
 
 from controller.jobset import api
 from controller.jobset.model import JobSet, ReplicatedJob
-from controller.runtime.informer import EventHandler
-from controller.runtime.manager import Cache
-from controller.runtime.store import Obj, object_key
+from controller.runtime.store import Obj
 
 JOB_COMPLETE = "Complete"
 JOB_FAILED = "Failed"
@@ -201,31 +199,6 @@ def view(job: Obj) -> ChildJob:
 
 def views(jobs: Iterable[Obj]) -> list[ChildJob]:
     return [view(job) for job in jobs]
-
-
-class JobViews:
-    """The views of a Job cache's objects, each made once, when the informer stores the object
-    (an event handler of the cache): a pass reads them instead of parsing every Job again."""
-
-    def __init__(self, cache: Cache) -> None:
-        self._cache = cache
-        self._views: dict[str, ChildJob] = {}
-        cache.add_handler(EventHandler(self._store, lambda _, new: self._store(new), self._drop))
-
-    def _store(self, job: Obj) -> None:
-        self._views[object_key(job)] = view(job)
-
-    def _drop(self, job: Obj) -> None:
-        self._views.pop(object_key(job), None)
-
-    def by_index(self, index: str, value: str) -> list[ChildJob]:
-        """``cache.by_index``, as views. An object the handler has not seen yet (the cache
-        changes before its handlers run) is viewed here."""
-        found = []
-        for job in self._cache.by_index(index, value):
-            known = self._views.get(object_key(job))
-            found.append(known if known is not None and known.raw is job else view(job))
-        return found
 
 
 def _controller_uid(meta: Mapping[str, Any]) -> str | None:

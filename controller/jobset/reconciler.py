@@ -28,6 +28,7 @@ from controller import features
 from controller.features import FeatureGates
 from controller.jobset import (
     api,
+    children,
     failure,
     finalizers,
     invalid,
@@ -36,7 +37,7 @@ from controller.jobset import (
     volumes,
     writefailures,
 )
-from controller.jobset.children import ChildJob, JobViews
+from controller.jobset.children import ChildJob
 from controller.jobset.decide import Plan, decide
 from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import InvalidJobSet, JobSet, parse, with_new_status
@@ -54,6 +55,7 @@ from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
 from controller.runtime.manager import Cache
 from controller.runtime.store import Obj, namespace_of, split_key
+from controller.runtime.views import Views
 
 log = structlog.get_logger("jobset")
 
@@ -93,7 +95,7 @@ class JobSetReconciler:
         self.jobsets = jobsets
         self.jobs = jobs
         # Typed views of the cached Jobs, made once per object the cache stores.
-        self.job_views = JobViews(jobs)
+        self.job_views: Views[ChildJob] = Views(jobs, children.view)
         self.services = services
         self.metrics = metrics or JobSetMetrics(None)
         # The volumes' cache reads (claims, storage classes, Pod-scope admission) and claim

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from controller.jobset import api, children, model
 from controller.jobset.decide import decide
-from controller.runtime.informer import EventHandler
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, condition, make_job, make_jobset, make_jobset_obj, rjob
 
@@ -349,62 +348,3 @@ def test_a_service_view_is_all_the_reconciler_needs() -> None:
     assert with_view.create_service is None
     assert decide(jobset, [], whole, T0).create_service is None
     assert decide(jobset, [], None, T0).create_service is not None
-
-
-# ----------------------------------------------------------------------------- views of a cache
-
-
-class _Jobs:
-    """A Job cache as the reconciler reads it: its handlers and one index."""
-
-    def __init__(self) -> None:
-        self.handlers: list[EventHandler] = []
-        self.objects: dict[str, Obj] = {}
-
-    def add_handler(self, handler: EventHandler) -> None:
-        self.handlers.append(handler)
-
-    def by_index(self, index: str, value: str) -> list[Obj]:
-        return [
-            o for o in self.objects.values() if o["metadata"]["labels"][api.JOBSET_NAME] == value
-        ]
-
-    def put(self, job: Obj) -> None:
-        old = self.objects.get(job["metadata"]["name"])
-        self.objects[job["metadata"]["name"]] = job
-        for handler in self.handlers:
-            if old is None and handler.on_add:
-                handler.on_add(job)
-            elif old is not None and handler.on_update:
-                handler.on_update(old, job)
-
-    def delete(self, name: str) -> None:
-        job = self.objects.pop(name)
-        for handler in self.handlers:
-            if handler.on_delete:
-                handler.on_delete(job)
-
-
-def test_job_views_are_made_once_per_stored_object() -> None:
-    cache = _Jobs()
-    views = children.JobViews(cast(Any, cache))
-    job = make_job(JS, "w", 0, active=1)
-    cache.put(job)
-    [first] = views.by_index("jobset", "js")
-    assert first.raw is job and first.is_active
-    assert views.by_index("jobset", "js")[0] is first  # not viewed again
-    done = make_job(JS, "w", 0, complete=True)
-    cache.put(done)
-    [second] = views.by_index("jobset", "js")
-    assert second.raw is done and second.is_complete
-    cache.delete(second.name)
-    assert views.by_index("jobset", "js") == []
-
-
-def test_an_object_the_handler_has_not_seen_is_viewed_on_read() -> None:
-    cache = _Jobs()
-    views = children.JobViews(cast(Any, cache))
-    job = make_job(JS, "w", 1)
-    cache.objects[job["metadata"]["name"]] = job  # stored, its handlers not run yet
-    [found] = views.by_index("jobset", "js")
-    assert found.raw is job and found.job_index == 1

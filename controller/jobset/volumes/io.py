@@ -23,12 +23,14 @@ from controller.jobset.volumes.lifecycle import (
     REASON_CLAIM_DELETED,
     ClaimPatch,
 )
-from controller.jobset.volumes.observed import ClaimView, StorageClasses, storage_classes, views
+from controller.jobset.volumes.observed import ClaimView, StorageClasses
+from controller.jobset.volumes.observed import storage_classes as storage_classes_of
 from controller.jobset.volumes.spec import VolumeModel
 from controller.jobset.wanted import WantedClaims
 from controller.runtime.client import CLAIMS, ApiError, KubeClient
 from controller.runtime.manager import Cache
 from controller.runtime.store import Obj, namespace_of
+from controller.runtime.views import Summary, Views
 
 # (the JobSet object, Event type, reason, message)
 EventSink = Callable[[Obj, str, str, str], None]
@@ -56,7 +58,12 @@ class VolumeIO:
         # The caches' index of objects by the JobSet name label.
         self.index = index
         self.claims = claims
-        self.storage_classes = storage_classes
+        # Claims as views (each made once per stored object), the storage classes as one view
+        # (made again only after one changed).
+        self.claim_views = Views(claims, ClaimView.of) if claims is not None else None
+        self.class_view = (
+            Summary(storage_classes, storage_classes_of) if storage_classes is not None else None
+        )
         # MutatingAdmissionPolicies and their bindings: Pod scope works only with ours installed.
         self.admission_policies = admission_policies
         self.admission_bindings = admission_bindings
@@ -75,23 +82,21 @@ class VolumeIO:
         # Recorded in the same step as the cache is read (no await between): an event of a
         # claim is either in what this pass reads, or enqueues the key again.
         self.wanted.want(key, (d.name for d in model.desired))
-        if self.claims is None or not model.policies:
+        if self.claim_views is None or not model.policies:
             return {}
-        found = {c["metadata"]["name"]: c for c in self.claims.by_index(self.index, key)}
+        found = {c.name: c for c in self.claim_views.by_index(self.index, key)}
         for desired in model.desired:
-            claim = self.claims.get(jobset.namespace, desired.name)
+            claim = self.claim_views.get(jobset.namespace, desired.name)
             if claim is not None:
                 found[desired.name] = claim
-        return views(found.values())
+        return found
 
     def labelled_claims(self, key: str) -> list[Obj]:
         """The claims labelled with the JobSet's name (what its deletion retains or deletes)."""
         return self.claims.by_index(self.index, key) if self.claims is not None else []
 
     def classes(self) -> StorageClasses:
-        if self.storage_classes is None:
-            return StorageClasses()
-        return storage_classes(self.storage_classes.items())
+        return StorageClasses() if self.class_view is None else self.class_view.get()
 
     def pod_scope_blocked(
         self, key: str, jobset: JobSet, job_uids: Collection[str], now: float
