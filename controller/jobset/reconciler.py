@@ -18,8 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence, Set
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import structlog
@@ -40,11 +39,11 @@ from controller.jobset import (
 from controller.jobset.children import ChildJob
 from controller.jobset.decide import Plan, decide
 from controller.jobset.metrics import JobSetMetrics
-from controller.jobset.model import InvalidJobSet, JobSet, parse, with_new_status
+from controller.jobset.model import InvalidJobSet, JobSet
+from controller.jobset.parses import Parses
 from controller.jobset.passes import Memory, Outcomes, Settled
 from controller.jobset.volumes import (
     DesiredClaim,
-    VolumeModel,
     VolumePlan,
     deletion,
 )
@@ -62,10 +61,6 @@ log = structlog.get_logger("jobset")
 JOBSET_INDEX = "jobset"
 # Upstream creates and deletes child Jobs with at most this many requests in flight.
 MAX_PARALLELISM = 50
-# The parses kept (JobSetReconciler._parse): about 11 KiB each for a small JobSet, so 22 MiB at
-# most. Fewer than the JobSets moving at once thrash (1,000 JobSets run at once in the scale
-# benchmark: with 512 kept, most passes re-parsed).
-PARSED_KEPT = 2048
 
 
 class JobSetReconciler:
@@ -129,16 +124,8 @@ class JobSetReconciler:
         self.managed_by = managed_by
         # Upstream's alpha features this controller runs (--feature-gates; the CRD must match).
         self.feature_gates = feature_gates
-        # Per JobSet, the cached object last parsed and its parse, and the volume model of that
-        # parse: a JobSet is re-read only when the cache holds a new object for it (a watch
-        # event), not on every pass its children's events cause. Both are pure functions of the
-        # object, which the cache replaces, never changes. The PARSED_KEPT JobSets reconciled
-        # last only (a parse with its model is about the size of the object itself).
-        self._parsed: OrderedDict[str, tuple[Obj, JobSet]] = OrderedDict()
-        self._models: dict[str, tuple[JobSet, VolumeModel]] = {}
-        # A parse made from the one before (``with_new_status``) and the model of that one, whose
-        # policies its own model takes (same spec), until ``_model`` reads it.
-        self._same_spec: dict[str, tuple[JobSet, VolumeModel]] = {}
+        # The JobSets' parses and volume models, made again only for a new object.
+        self.parses = Parses()
 
     # ---------------------------------------------------------------- memory
 
@@ -146,10 +133,6 @@ class JobSetReconciler:
         """What this process remembers of the JobSet ``key``; None: nothing (never reconciled,
         or forgotten once deleted)."""
         return self._memory.get(key)
-
-    def kept_parses(self) -> tuple[Set[str], Set[str]]:
-        """The JobSets whose parse, and whose volume model, are kept (read-only views)."""
-        return self._parsed.keys(), self._models.keys()
 
     def _recall(self, key: str) -> Memory:
         found = self._memory.get(key)
@@ -168,50 +151,11 @@ class JobSetReconciler:
                 others[job.name] = job.raw
         return owned, others
 
-    def _parse(self, key: str, obj: Obj) -> JobSet:
-        """``parse(obj)``, once per cached object (raises ``InvalidJobSet`` as it does). A new
-        object that only changes the status of the one parsed before (the echo of a status
-        write: most new objects) is not parsed again (``model.with_new_status``), and its volume
-        model keeps the policies read before."""
-        cached = self._parsed.get(key)
-        if cached is not None and cached[0] is obj:
-            self._parsed.move_to_end(key)
-            return cached[1]
-        self._parsed.pop(key, None)
-        self._same_spec.pop(key, None)
-        before = self._models.pop(key, None)
-        jobset = None
-        if cached is not None:
-            jobset = with_new_status(cached[1], obj)
-            if jobset is not None and before is not None and before[0] is cached[1]:
-                self._same_spec[key] = (jobset, before[1])
-        if jobset is None:
-            jobset = parse(obj)
-        self._parsed[key] = (obj, jobset)
-        while len(self._parsed) > PARSED_KEPT:
-            oldest, _ = self._parsed.popitem(last=False)
-            self._models.pop(oldest, None)
-            self._same_spec.pop(oldest, None)
-        return jobset
-
-    def _model(self, key: str, jobset: JobSet) -> VolumeModel:
-        """``volumes.model(jobset)``, once per parse (raises ``InvalidJobSet`` as it does)."""
-        cached = self._models.get(key)
-        if cached is not None and cached[0] is jobset:
-            return cached[1]
-        same = self._same_spec.pop(key, None)
-        model = volumes.model(jobset, same[1] if same is not None and same[0] is jobset else None)
-        if key in self._parsed:  # only beside its parse (bounded with it)
-            self._models[key] = (jobset, model)
-        return model
-
     def _forget(self, key: str) -> None:
         gone = self._memory.pop(key, None)
         if gone is not None:
             self._pace = self._pace.without(gone)
-        self._parsed.pop(key, None)
-        self._models.pop(key, None)
-        self._same_spec.pop(key, None)
+        self.parses.forget(key)
         self.wanted.drop(key)
 
     # -------------------------------------------------------------- reconcile
@@ -232,7 +176,7 @@ class JobSetReconciler:
             return await self._finalise(key, obj)
         jobs: list[ChildJob] = []
         try:
-            jobset = self._parse(key, obj)
+            jobset = self.parses.parse(key, obj)
             refusal = failure.gate_refusal(jobset, self.feature_gates.restart_job)
             if refusal is not None:
                 raise InvalidJobSet(refusal)
@@ -240,7 +184,7 @@ class JobSetReconciler:
             # A tenant's failure-message patterns can take long on many messages: off the loop.
             matches = await failure.match_messages_in_thread(jobset, jobs)
             service = self.services.get(namespace, jobset.subdomain)
-            model = self._model(key, jobset)
+            model = self.parses.model(key, jobset)
             claims = self.volume_io.claims_of(key, jobset, model)
             classes, wall = self.volume_io.classes(), self._wall()
             blocked, look_again = (

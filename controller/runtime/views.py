@@ -1,10 +1,12 @@
-"""Typed views of a cache's objects, each made once, when the informer stores the object.
+"""Typed views of a cache's objects, each made at most once per stored object.
 
 A reconcile pass reads the same cached objects again and again (a JobSet's Jobs on every event
-of any of them); parsing each into a frozen view once per object version, in the cache's event
-handler, instead of on every read, keeps passes cheap and the decisions typed. A read returns
-the view of exactly the object the cache holds: an object whose handler has not run yet (the
-store changes before its handlers are called) is viewed on the spot.
+of any of them); parsing each into a frozen view once per object version instead of on every
+read keeps passes cheap and the decisions typed. A view is made when it is first read, not when
+the object arrives: most versions of a Job or a claim (each status step of each) are replaced
+before any pass reads them, and a view made for each would cost more than it saves. The cache's
+event handler drops the view of an object that changed or went. A read returns the view of
+exactly the object the cache holds (the store changes before its handlers are called).
 """
 
 from __future__ import annotations
@@ -26,18 +28,20 @@ class Views(Generic[T]):
         self._cache = cache
         self._view = view
         self._views: dict[str, tuple[Obj, T]] = {}
-        cache.add_handler(EventHandler(self._store, lambda _, new: self._store(new), self._drop))
-
-    def _store(self, obj: Obj) -> None:
-        self._views[object_key(obj)] = (obj, self._view(obj))
+        cache.add_handler(EventHandler(None, lambda _, new: self._drop(new), self._drop))
 
     def _drop(self, obj: Obj) -> None:
         self._views.pop(object_key(obj), None)
 
     def of(self, obj: Obj) -> T:
-        """The view of ``obj``, an object of the cache."""
-        known = self._views.get(object_key(obj))
-        return known[1] if known is not None and known[0] is obj else self._view(obj)
+        """The view of ``obj``, an object of the cache: made on the first read of it."""
+        key = object_key(obj)
+        known = self._views.get(key)
+        if known is not None and known[0] is obj:
+            return known[1]
+        made = self._view(obj)
+        self._views[key] = (obj, made)
+        return made
 
     def by_index(self, index: str, value: str) -> list[T]:
         """``cache.by_index``, as views."""

@@ -58,7 +58,7 @@ def _counting_view() -> tuple[list[Obj], Any]:
     return viewed, view
 
 
-def test_a_view_is_made_once_per_stored_object() -> None:
+def test_a_view_is_made_once_per_stored_object_and_only_when_read() -> None:
     cache, (viewed, view) = _Cache(), _counting_view()
     views = Views(cast(Any, cache), view)
     job = make_job(JS, "w", 0, active=1)
@@ -67,10 +67,13 @@ def test_a_view_is_made_once_per_stored_object() -> None:
     assert first.raw is job and first.is_active
     assert views.by_index(api.JOBSET_NAME, "js")[0] is first
     assert views.get("default", "js-w-0") is first
-    assert viewed == [job]  # made once, by the handler
+    assert viewed == [job]  # made once, on the first read
+    running = make_job(JS, "w", 0, active=2)
+    cache.put(running)  # replaced before any read: never viewed
     done = make_job(JS, "w", 0, complete=True)
     cache.put(done)
     [second] = views.by_index(api.JOBSET_NAME, "js")
+    assert viewed == [job, done]
     assert second.raw is done and second.is_complete
     cache.delete(second.name)
     assert views.by_index(api.JOBSET_NAME, "js") == []

@@ -67,8 +67,9 @@ class VolumeIO:
         # MutatingAdmissionPolicies and their bindings: Pod scope works only with ours installed.
         self.admission_policies = admission_policies
         self.admission_bindings = admission_bindings
-        # Pods of Pod-scope replicated jobs, reduced to their placeholders (podscope.pod_view).
-        self.pods = pods
+        # Pods of Pod-scope replicated jobs (the cache keeps their placeholders:
+        # podscope.pod_view), as views.
+        self.pod_views = Views(pods, podscope.pod) if pods is not None else None
         # The policy and binding versions first seen installed, and when (monotonic).
         self.admission_seen: admission.Seen | None = None
         # Per JobSet, the claim names it wants: a claim event goes to the JobSets wanting it.
@@ -119,7 +120,7 @@ class VolumeIO:
             policy,
             binding,
             lambda: podscope.unresolved_pods(
-                self.pods.by_index(self.index, key) if self.pods else [], job_uids
+                self.pod_views.by_index(self.index, key) if self.pod_views else [], job_uids
             ),
             namespace=jobset.namespace,
             jobset=jobset.name,

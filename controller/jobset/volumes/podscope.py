@@ -20,6 +20,7 @@ label of Pod scope (``pod_view``): one of the JobSet's own Jobs still mounting a
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 # What the policy replaces; capitals make the placeholder an impossible claim name.
@@ -104,25 +105,43 @@ def pod_view(pod: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": kept, "spec": {"volumes": claims}}
 
 
-def unresolved_pods(
-    pods: Iterable[Mapping[str, Any]], jobs: Collection[str]
-) -> dict[str, list[str]]:
+@dataclass(frozen=True)
+class PodScopePod:
+    """A Pod-scope pod as the controller reads it (``pod``): its name, the uid of the Job that
+    controls it, and the placeholders it still mounts."""
+
+    name: str
+    job_uid: str | None
+    placeholders: tuple[str, ...]
+
+
+def pod(obj: Mapping[str, Any]) -> PodScopePod:
+    """The typed view of a cached Pod-scope pod (whole, or as ``pod_view`` keeps it)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    refs = meta.get("ownerReferences")
+    job = next(
+        (
+            r.get("uid")
+            for r in (refs if isinstance(refs, list) else [])
+            if isinstance(r, Mapping) and r.get("controller") is True and r.get("kind") == "Job"
+        ),
+        None,
+    )
+    return PodScopePod(
+        name=str(meta.get("name")),
+        job_uid=job if isinstance(job, str) else None,
+        placeholders=tuple(placeholders(obj)),
+    )
+
+
+def unresolved_pods(pods: Iterable[PodScopePod], jobs: Collection[str]) -> dict[str, list[str]]:
     """Pod name → the placeholders it still mounts, for pods whose controller is one of
     ``jobs`` (uids of the JobSet's own Jobs). A pod that only carries the JobSet's labels (made
     by hand, or by another controller) is not the JobSet's: suspending and resuming it would
     not clear it, so it must not block the JobSet."""
-    found: dict[str, list[str]] = {}
-    for pod in pods:
-        meta = pod.get("metadata")
-        meta = meta if isinstance(meta, Mapping) else {}
-        refs = meta.get("ownerReferences")
-        owned = any(
-            isinstance(r, Mapping)
-            and r.get("controller") is True
-            and r.get("kind") == "Job"
-            and r.get("uid") in jobs
-            for r in (refs if isinstance(refs, list) else [])
-        )
-        if owned and (stuck := placeholders(pod)):
-            found[str(meta.get("name"))] = stuck
-    return found
+    return {
+        p.name: list(p.placeholders)
+        for p in pods
+        if p.placeholders and p.job_uid is not None and p.job_uid in jobs
+    }

@@ -173,5 +173,7 @@ def test_unresolved_pods_are_only_those_of_the_jobsets_jobs(
     meta = {} if refs is None else {"ownerReferences": refs}
     stuck = podscope.pod_view(_pod("ckpt-js-w-0-POD-INDEX", **meta))
     resolved = podscope.pod_view(_pod("ckpt-js-w-0-1", ownerReferences=[JOB_REF]))
-    found = podscope.unresolved_pods([stuck, resolved], {"job-1"})
+    found = podscope.unresolved_pods([podscope.pod(stuck), podscope.pod(resolved)], {"job-1"})
     assert found == ({"p": ["ckpt-js-w-0-POD-INDEX"]} if counted else {})
+    whole = _pod("ckpt-js-w-0-POD-INDEX", **meta)  # the view reads a whole pod the same way
+    assert podscope.pod(whole) == podscope.pod(stuck)
