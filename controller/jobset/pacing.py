@@ -56,8 +56,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from controller.jobset import api
-from controller.jobset.status import change
+from controller.jobset import api, status
 
 # Each progress-only write in a row multiplies the next hold by this many.
 HOLD_GROWTH = 4
@@ -84,7 +83,7 @@ def is_milestone(
 ) -> bool:
     """Whether ``desired`` differs from ``stored`` in anything but progress
     (``status.change``)."""
-    return change(stored, desired, replicas) == "milestone"
+    return status.is_milestone(stored, desired, replicas)
 
 
 def write_cause(
