@@ -8,10 +8,12 @@ process's own temporary directory):
 - ``real-node``: ``tests/node`` (one real node per host: its lock) and the end-to-end tests with
   Kueue's manager (``KUEUE_E2E``: it writes its metrics certificate to a fixed path, and the node
   tier starts Kueue too), one after the other;
-- ``group-<i>``: the rest, ``tests/integration`` and ``tests/e2e`` (whose control planes have
-  KWOK's fake nodes, no real one), cut into ``--groups`` parts of about the same duration (the
-  durations of the last run, kept in the user cache; the number of tests in a file the first
-  time), the unit tier with the first.
+- ``group-<i>``: ``--groups`` more, the unit tier in the first;
+
+and the files of ``tests/integration`` and ``tests/e2e`` (whose control planes have KWOK's fake
+nodes, no real one) spread over all of them, each group's own tier counted, so that the groups
+end about together (the durations of the last run, kept in the user cache, over the committed
+ones; the number of tests in a file the first time).
 
 Each process writes its log to ``--log-dir`` (default ``.test-logs``). While they run, a line
 every ``--progress`` seconds says where each one is; at the end, each group's result, the counts
@@ -101,17 +103,23 @@ def _weights(files: Sequence[str]) -> dict[str, float]:
     return {f: float(recorded[f]) if f in known else counts[f] * per_test for f in files}
 
 
-def split(files: Sequence[str], parts: int, weights: dict[str, float]) -> list[list[str]]:
+def split(
+    files: Sequence[str],
+    parts: int,
+    weights: dict[str, float],
+    start: Sequence[float] = (),
+) -> list[list[str]]:
     """``files`` in ``parts`` lists of about equal weight (longest first into the lightest),
-    each in the files' own order."""
+    each in the files' own order. ``start``: the weight each list already has (what its process
+    runs besides); with it, every list is returned, empty or not, in its place."""
     bins: list[list[str]] = [[] for _ in range(max(1, parts))]
-    load = [0.0] * len(bins)
+    load = [*start, *[0.0] * (len(bins) - len(start))][: len(bins)]
     for f in sorted(files, key=lambda f: -weights[f]):
         lightest = load.index(min(load))
         bins[lightest].append(f)
         load[lightest] += weights[f]
     order = {f: i for i, f in enumerate(files)}
-    return [sorted(b, key=order.__getitem__) for b in bins if b]
+    return [sorted(b, key=order.__getitem__) for b in bins if b or start]
 
 
 # End-to-end tests that start Kueue's manager: never beside the node tier's (a fixed path).
@@ -119,9 +127,18 @@ KUEUE_E2E = ("tests/e2e/test_kueue.py",)
 
 
 def groups(parts: int) -> list[Group]:
+    """The real node's group (the node tier and Kueue's end-to-end tests) and ``parts`` more, the
+    unit tier in the first; the other files are spread over all of them, each group's own tier
+    counted, so that they end about together."""
     shared = _files("integration") + [f for f in _files("e2e") if f not in KUEUE_E2E]
-    found = [Group("real-node", ["tests/node", *KUEUE_E2E])]
-    for i, part in enumerate(split(shared, parts, _weights(shared))):
+    recorded = _recorded()
+    own = [
+        sum(recorded.get(f, 0.0) for f in [*_files("node"), *KUEUE_E2E]),
+        sum(recorded.get(f, 0.0) for f in _files("unit")),
+    ]
+    cut = split(shared, parts + 1, _weights(shared), start=own)
+    found = [Group("real-node", ["tests/node", *KUEUE_E2E, *cut[0]])]
+    for i, part in enumerate(cut[1:]):
         paths = (["tests/unit"] if i == 0 else []) + part
         found.append(Group(f"group-{i + 1}", paths))
     return found
