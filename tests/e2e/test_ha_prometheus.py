@@ -88,23 +88,32 @@ async def test_ha_failover_and_prometheus_scraping(
         assert len(job_names) == 4 * len(names), sorted(job_names)
         for job in jobs:
             assert len(job["metadata"]["ownerReferences"]) == 1
-        # No duplicate writes: every Job and claim was created by exactly one successful request,
-        # across both replicas and the failover (from the API server's own audit log).
-        created: dict[str, int] = {}
+        # No duplicate writes: every Job and claim was created by one request of ours, across
+        # both replicas and the failover (from the API server's own audit log). A create in
+        # flight when the leader was killed may have stored its object and still be answered
+        # with an error (504: its client was gone); then no other create of it succeeded (the
+        # standby found it, its own create answered 409).
+        answers: dict[str, list[int]] = {}
         for raw in full_kube.cluster.audit_log.read_text().splitlines():
             entry = json.loads(raw)
             ref = entry.get("objectRef") or {}
             if (
                 entry.get("verb") == "create"
+                and entry.get("stage") == "ResponseComplete"
                 and ref.get("namespace") == full_namespace
                 and ref.get("resource") in ("jobs", "persistentvolumeclaims")
                 and str(entry.get("userAgent", "")).startswith("stateful-jobset/")
-                and (entry.get("responseStatus") or {}).get("code") == 201
             ):
                 key = f"{ref['resource']}/{ref.get('name')}"
-                created[key] = created.get(key, 0) + 1
-        assert len(created) == 5 * len(names), sorted(created)
-        assert {count for count in created.values()} == {1}, created
+                code = (entry.get("responseStatus") or {}).get("code")
+                answers.setdefault(key, []).append(code if isinstance(code, int) else 0)
+        assert len(answers) == 5 * len(names), sorted(answers)
+        for key, codes in answers.items():
+            assert codes.count(201) <= 1, (key, codes)  # never created twice
+            lost = [c for c in codes if c >= 500]
+            # Created by a request answered 201, or by the one lost at the kill.
+            assert codes.count(201) == 1 or len(lost) == 1, (key, codes)
+        assert sum(1 for codes in answers.values() if 201 not in codes) <= 1, answers
 
         # Prometheus scrapes the survivor (the killed replica's target is down).
         def series(expression: str) -> list[dict[str, Any]]:
