@@ -21,7 +21,7 @@ from typing import Any
 
 from controller.jobset import api
 from controller.jobset.model import JobSet, ReplicatedJob
-from controller.runtime.store import Obj
+from controller.runtime.store import Obj, by_controller_uid
 
 JOB_COMPLETE = "Complete"
 JOB_FAILED = "Failed"
@@ -182,7 +182,7 @@ def view(job: Obj) -> ChildJob:
         job_index=_label_int(labels, api.JOB_INDEX),
         restart_attempt=_label_int(labels, api.RESTART_ATTEMPT),
         job_restart_attempt=_label_int(labels, api.JOB_RESTART_ATTEMPT) or 0,
-        controller_uid=_controller_uid(meta),
+        controller_uid=next(iter(by_controller_uid(job)), None),
         deleting=bool(meta.get("deletionTimestamp")),
         suspended=spec.get("suspend") is True,
         parallelism=_int(spec.get("parallelism")),
@@ -199,14 +199,6 @@ def view(job: Obj) -> ChildJob:
 
 def views(jobs: Iterable[Obj]) -> list[ChildJob]:
     return [view(job) for job in jobs]
-
-
-def _controller_uid(meta: Mapping[str, Any]) -> str | None:
-    refs = meta.get("ownerReferences")
-    for ref in refs if isinstance(refs, list) else ():
-        if isinstance(ref, dict) and ref.get("controller") and isinstance(ref.get("uid"), str):
-            return str(ref["uid"])
-    return None
 
 
 # ----------------------------------------------------------------------------- attempts

@@ -53,7 +53,7 @@ from controller.runtime.client import JOBS, SERVICES, ApiError, KubeClient
 from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
 from controller.runtime.manager import Cache
-from controller.runtime.store import Obj, namespace_of, split_key
+from controller.runtime.store import Obj, by_controller_uid, namespace_of, split_key
 from controller.runtime.views import Views
 
 log = structlog.get_logger("jobset")
@@ -88,7 +88,6 @@ class JobSetReconciler:
         self.client = client
         self.recorder = recorder
         self.jobsets = jobsets
-        self.jobs = jobs
         # Typed views of the cached Jobs, made once per object the cache stores.
         self.job_views: Views[ChildJob] = Views(jobs, children.view)
         self.services = services
@@ -501,7 +500,7 @@ class JobSetReconciler:
                 if gone.not_found:
                     raise err from gone  # deleted meanwhile: retried (with backoff), created
                 raise
-            if _controlled_by(found, jobset.uid):
+            if by_controller_uid(found) == [jobset.uid]:
                 return None  # ours: a lost response or a stale cache
             return Failure(Write.HELD_JOB, name, writefailures.owner_of(found))
         self._memory[key] = passes.job_created(self._recall(key), name, self._clock())
@@ -569,8 +568,3 @@ class JobSetReconciler:
 def _names(jobs: Iterable[ChildJob]) -> Iterable[str]:
     """The names of ``jobs`` (cached Jobs)."""
     return (job.name for job in jobs)
-
-
-def _controlled_by(obj: Obj, uid: str) -> bool:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(isinstance(r, dict) and r.get("uid") == uid and r.get("controller") for r in refs)

@@ -51,8 +51,10 @@ def by_namespace(obj: Obj) -> list[str]:
 
 
 def by_controller_uid(obj: Obj) -> list[str]:
-    """The uid of the object's controller ownerReference, if any."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+    """The uid of the object's controller ownerReference, if any (none of a malformed one)."""
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, dict) and ref.get("controller") and ref.get("uid"):
             return [str(ref["uid"])]
     return []
