@@ -70,7 +70,7 @@ async def test_ha_failover_and_prometheus_scraping(
             body["metadata"]["name"] = f"ha-{i}"
             names.append(body["metadata"]["name"])
             await admin.create(api.JOBSETS, body, full_namespace)
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the leader is creating their Jobs and claims meanwhile
         replicas[leader].process.kill()  # in the middle of the work
         standby = next(n for n in replicas if n != leader)
         await wait_for(holder, lambda h: h == standby, "the standby to take over", seconds=60)

@@ -355,7 +355,7 @@ async def test_deletion_converges_after_the_controller_is_killed(
 
     await client.delete(api.JOBSETS, name, ns)
     controller.kill()  # kill -9 right after the delete request
-    await asyncio.sleep(1)
+    await asyncio.sleep(1)  # no replica runs for a while
     controller.start()  # a new replica: it takes the lease over once the old one expired
 
     await wait_gone(client, api.JOBSETS, name, ns)

@@ -77,7 +77,7 @@ async def _kill_after_progress(
     try:
         before = await observe()
         await wait_for(observe, before.__ne__, "the controller to make progress")
-        await asyncio.sleep(pause)
+        await asyncio.sleep(pause)  # a kill at a random moment of the work
     finally:
         replica.process.kill()
 

@@ -140,7 +140,7 @@ async def restart_apiserver(
     record.stopping_at = time.time()
     await asyncio.to_thread(process.stop)
     record.stopped_at = time.time()
-    await asyncio.sleep(down_seconds)
+    await asyncio.sleep(down_seconds)  # the outage's length
     process.start()
     record.started_at = time.time()
     pki = cluster.pki

@@ -224,7 +224,7 @@ class Driver:
             await asyncio.sleep(0.5)
 
     async def pause(self, low: float, high: float) -> None:
-        await asyncio.sleep(self.rng.uniform(low, high))
+        await asyncio.sleep(self.rng.uniform(low, high))  # the scenario's random think time
 
     # ------------------------------------------------------------- scenarios
 

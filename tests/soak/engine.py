@@ -232,7 +232,7 @@ class Engine:
                 await asyncio.sleep(1.0)  # no live leader yet (failover, or API server away)
 
     async def _restart_apiserver(self, after: float) -> None:
-        await asyncio.sleep(after)
+        await asyncio.sleep(after)  # the outage comes this long into the run
         down = self.options.apiserver_down
         self.say(f"[{self.elapsed():5.0f}s] stopping kube-apiserver for {down:.0f}s")
         await restart_apiserver(self.cluster, self.options.apiserver_down, self.restart)
