@@ -118,7 +118,9 @@ class Controller:
         self._active = self.metrics.active.labels(controller=name)
         self._time = self.metrics.time.labels(controller=name)
 
-    async def _process(self, key: str) -> None:
+    async def process(self, key: str) -> None:
+        """Reconcile one key now and account for the result (metrics, requeue, backoff), as a
+        worker does with each key it takes off the queue (and then marks done)."""
         namespace, name = split_key(key)
         # Bound for this reconcile and reset from the tokens afterwards: the worker's context is
         # its own task's, and resetting restores exactly what was there (structlog's
@@ -179,7 +181,7 @@ class Controller:
             except ShutDown:
                 return
             try:
-                await self._process(key)
+                await self.process(key)
             finally:
                 self.queue.done(key)
 

@@ -192,8 +192,8 @@ class Informer:
         if old is not None:
             self._emit_delete(obj)
 
-    def _replace(self, items: list[Obj]) -> None:
-        """Make the cache equal to a fresh list, emitting only real differences."""
+    def replace(self, items: list[Obj]) -> None:
+        """Make the cache equal to a fresh list (a relist), emitting only real differences."""
         fresh = {object_key(o): o for o in items}
         for key in self.store.keys():  # noqa: SIM118 (a copy: the loop removes keys)
             if key not in fresh:
@@ -229,7 +229,7 @@ class Informer:
             if not token:
                 self.resource_version = str(page["metadata"]["resourceVersion"])
                 break
-        self._replace(items)
+        self.replace(items)
         self.relists += 1
         if self.unavailable is not None:
             self._log.info("resource is readable now")
@@ -244,11 +244,13 @@ class Informer:
                 retry_in=self.unavailable_retry,
             )
         self.unavailable = status
-        self._replace([])  # what was cached is no longer known
+        self.replace([])  # what was cached is no longer known
         self.resource_version = ""
         self.synced.set()
 
-    def _handle_line(self, line: bytes) -> None:
+    def handle_line(self, line: bytes) -> None:
+        """Apply one line of the watch stream (a JSON watch event) to the cache: the stream
+        reader calls this for each line; tests feed it recorded ones."""
         try:
             event = decode(line)
         except ValueError:
@@ -300,7 +302,7 @@ class Informer:
         ) as lines:
             self.backoff.reset()
             async for line in lines:
-                self._handle_line(line)
+                self.handle_line(line)
 
     async def _resync_loop(self, period: float) -> None:
         while True:

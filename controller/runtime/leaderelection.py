@@ -231,11 +231,18 @@ class LeaderElector:
     def _jittered(self) -> float:
         return self.config.retry_period * (1 + 0.2 * random.random())
 
+    async def try_lead(self) -> bool:
+        """One attempt to acquire (or renew) the lease; on success this replica leads (and
+        ``is_leader`` holds until the renew deadline passes without a renewal)."""
+        if not await self.try_acquire_or_renew():
+            return False
+        self._set_leading(True)
+        return True
+
     async def _acquire(self) -> None:
         self._log.info("waiting to acquire the lease")
-        while not await self.try_acquire_or_renew():  # noqa: ASYNC110 (polling the API)
+        while not await self.try_lead():  # noqa: ASYNC110 (polling the API)
             await asyncio.sleep(self._jittered())
-        self._set_leading(True)
         self._log.info("acquired the lease; leading")
 
     async def _keep_renewing(self) -> None:

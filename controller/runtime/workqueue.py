@@ -323,6 +323,10 @@ class WorkQueue(Generic[K]):
         """Keys queued and ready to be handed out (not processing, not delayed)."""
         return len(self._queue)
 
+    def ready(self) -> list[K]:
+        """Keys queued and ready to be handed out, in order (``len`` counts them)."""
+        return list(self._queue)
+
     def delayed(self) -> list[K]:
         """Keys waiting for a delayed add (``add_after``: requeue-after or backoff)."""
         return list(self._waiting)

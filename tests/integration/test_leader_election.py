@@ -167,8 +167,7 @@ async def test_the_leader_renews_with_an_update_and_no_read(
     leader_client = KubeClient(kube.api, metrics=ClientMetrics(registry))
     config = LeaderElectionConfig(lease_name, namespace, "leader", 15, 10, 2)
     leader = LeaderElector(leader_client, config, registry=registry)
-    assert await leader.try_acquire_or_renew()
-    leader._set_leading(True)
+    assert await leader.try_lead()
     gets, puts = _requests(registry, "GET"), _requests(registry, "PUT")
     for _ in range(5):
         assert await leader.try_acquire_or_renew()

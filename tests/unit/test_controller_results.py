@@ -48,7 +48,7 @@ async def _pass(controller: Controller, queue: WorkQueue[str]) -> None:
     """One pass of the queued key, as a worker runs it."""
     key = await queue.get()
     try:
-        await controller._process(key)
+        await controller.process(key)
     finally:
         queue.done(key)
 
@@ -134,7 +134,7 @@ async def test_events_during_a_pass_still_make_the_next_pass() -> None:
     queue.add(KEY)  # an event
     key = await queue.get()
     queue.add_batched(KEY, 0.25)  # an event while the pass runs
-    await controller._process(key)
+    await controller.process(key)
     queue.done(key)
     assert queue.batched() == [KEY] and queue.delayed() == []
     clock.advance(0.25)

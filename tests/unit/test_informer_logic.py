@@ -52,24 +52,24 @@ def recorder(informer: Informer) -> Recorder:
 
 
 def test_watch_events_update_the_cache_and_notify(informer: Informer, recorder: Recorder) -> None:
-    informer._handle_line(line("ADDED", cm("a", "5")))
-    informer._handle_line(line("MODIFIED", cm("a", "6")))
-    informer._handle_line(line("DELETED", cm("a", "7")))
+    informer.handle_line(line("ADDED", cm("a", "5")))
+    informer.handle_line(line("MODIFIED", cm("a", "6")))
+    informer.handle_line(line("DELETED", cm("a", "7")))
     assert recorder.events == [("add", "a", "5"), ("update", "a", "6"), ("delete", "a", "7")]
     assert len(informer.store) == 0
     assert informer.resource_version == "7"
 
 
 def test_cache_never_goes_backwards(informer: Informer, recorder: Recorder) -> None:
-    informer._handle_line(line("ADDED", cm("a", "10")))
-    informer._handle_line(line("MODIFIED", cm("a", "9")))
+    informer.handle_line(line("ADDED", cm("a", "10")))
+    informer.handle_line(line("MODIFIED", cm("a", "9")))
     assert informer.store.get("ns/a")["metadata"]["resourceVersion"] == "10"  # type: ignore[index]
     assert recorder.events == [("add", "a", "10")]
     assert informer.resource_version == "10"
 
 
 def test_bookmark_moves_the_resource_version_only(informer: Informer, recorder: Recorder) -> None:
-    informer._handle_line(line("BOOKMARK", {"metadata": {"resourceVersion": "42"}}))
+    informer.handle_line(line("BOOKMARK", {"metadata": {"resourceVersion": "42"}}))
     assert informer.resource_version == "42"
     assert recorder.events == []
 
@@ -89,20 +89,20 @@ def test_bookmark_moves_the_resource_version_only(informer: Informer, recorder: 
 def test_malformed_events_are_skipped_and_counted(
     informer: Informer, recorder: Recorder, raw: bytes
 ) -> None:
-    informer._handle_line(raw)
-    informer._handle_line(line("ADDED", cm("ok", "3")))
+    informer.handle_line(raw)
+    informer.handle_line(line("ADDED", cm("ok", "3")))
     assert informer.malformed_events == 1
     assert recorder.events == [("add", "ok", "3")]
 
 
 def test_error_410_means_relist(informer: Informer) -> None:
     with pytest.raises(_Gone):
-        informer._handle_line(line("ERROR", {"kind": "Status", "code": 410, "message": "too old"}))
+        informer.handle_line(line("ERROR", {"kind": "Status", "code": 410, "message": "too old"}))
 
 
 def test_other_errors_are_api_errors(informer: Informer) -> None:
     with pytest.raises(ApiError) as raised:
-        informer._handle_line(
+        informer.handle_line(
             line("ERROR", {"kind": "Status", "code": 500, "reason": "InternalError"})
         )
     assert raised.value.status == 500
@@ -110,9 +110,9 @@ def test_other_errors_are_api_errors(informer: Informer) -> None:
 
 def test_replace_emits_exactly_the_difference(informer: Informer, recorder: Recorder) -> None:
     for obj in (cm("same", "1"), cm("changed", "1"), cm("gone", "1")):
-        informer._handle_line(line("ADDED", obj))
+        informer.handle_line(line("ADDED", obj))
     recorder.events.clear()
-    informer._replace([cm("same", "1"), cm("changed", "2"), cm("new", "3")])
+    informer.replace([cm("same", "1"), cm("changed", "2"), cm("new", "3")])
     assert sorted(recorder.events) == [
         ("add", "new", "3"),
         ("delete", "gone", "1"),
@@ -125,19 +125,19 @@ def test_handler_exceptions_do_not_stop_delivery(informer: Informer, recorder: R
         raise RuntimeError("handler bug")
 
     informer.add_handler(EventHandler(on_add=boom))
-    informer._handle_line(line("ADDED", cm("a", "1")))
+    informer.handle_line(line("ADDED", cm("a", "1")))
     assert recorder.events == [("add", "a", "1")]
 
 
 def test_late_handlers_get_the_cache_replayed(informer: Informer) -> None:
-    informer._handle_line(line("ADDED", cm("a", "1")))
+    informer.handle_line(line("ADDED", cm("a", "1")))
     late = Recorder()
     informer.add_handler(late.handler())
     assert late.events == [("add", "a", "1")]
 
 
 def test_managed_fields_are_stripped(informer: Informer) -> None:
-    informer._handle_line(line("ADDED", cm("a", "1", managedFields=[{"manager": "x"}])))
+    informer.handle_line(line("ADDED", cm("a", "1", managedFields=[{"manager": "x"}])))
     assert "managedFields" not in informer.store.get("ns/a")["metadata"]  # type: ignore[index]
 
 

@@ -102,8 +102,7 @@ async def test_fence_closes_renew_deadline_after_the_last_renewal() -> None:
     table, clock = LeaseTable(), Clock()
     a = elector(table, "a", clock)
     assert not a.is_leader()
-    assert await a.try_acquire_or_renew()
-    a._set_leading(True)
+    assert await a.try_lead()
     assert a.is_leader()
     clock.now += 9.9
     assert a.is_leader()
@@ -114,8 +113,7 @@ async def test_fence_closes_renew_deadline_after_the_last_renewal() -> None:
 async def test_release_lets_a_standby_take_over_at_once() -> None:
     table, clock_a, clock_b = LeaseTable(), Clock(), Clock()
     a, b = elector(table, "a", clock_a), elector(table, "b", clock_b)
-    assert await a.try_acquire_or_renew()
-    a._set_leading(True)
+    assert await a.try_lead()
     assert not await b.try_acquire_or_renew()
     await a.release()
     assert not a.is_leader()
@@ -143,8 +141,7 @@ async def test_the_leader_renews_without_reading_the_lease() -> None:
     # client-go's optimistic renewal: one PUT per renewal, no GET before it.
     table, clock = LeaseTable(), Clock()
     a = elector(table, "a", clock)
-    assert await a.try_acquire_or_renew()
-    a._set_leading(True)
+    assert await a.try_lead()
     gets = table.gets
     for _ in range(10):
         clock.now += 2
@@ -158,8 +155,7 @@ async def test_the_leader_renews_without_reading_the_lease() -> None:
 async def test_an_edited_lease_makes_the_leader_read_it_and_renew() -> None:
     table, clock = LeaseTable(), Clock()
     a = elector(table, "a", clock)
-    assert await a.try_acquire_or_renew()
-    a._set_leading(True)
+    assert await a.try_lead()
     assert table.lease is not None
     table.version += 1  # an operator's edit: the leader's copy is stale now
     table.lease["metadata"]["resourceVersion"] = str(table.version)
@@ -175,8 +171,7 @@ async def test_an_edited_lease_makes_the_leader_read_it_and_renew() -> None:
 async def test_a_leader_whose_lease_was_taken_does_not_renew_it() -> None:
     table, clock_a, clock_b = LeaseTable(), Clock(), Clock()
     a, b = elector(table, "a", clock_a), elector(table, "b", clock_b)
-    assert await a.try_acquire_or_renew()
-    a._set_leading(True)
+    assert await a.try_lead()
     clock_b.now += 16  # a was frozen; b has waited out the lease and takes it
     assert not await b.try_acquire_or_renew()
     clock_b.now += 16

@@ -54,7 +54,7 @@ async def test_a_reconcile_looks_up_no_metric_series_and_copies_no_context(
     structlog.contextvars.bind_contextvars(controller="outer")
     try:
         for i in range(PASSES):
-            await controller._process(f"ns/js-{i}")
+            await controller.process(f"ns/js-{i}")
         after = dict(structlog.contextvars.get_contextvars())
     finally:
         structlog.contextvars.unbind_contextvars("controller")
@@ -146,13 +146,13 @@ def test_watch_events_are_decoded_without_json(monkeypatch: pytest.MonkeyPatch) 
     surrogate = _job_event(0, message="X").replace(b'"X"', b'"\\ud800"')
     loads = CallCounter(monkeypatch, json, "loads")
     for line in lines:
-        informer._handle_line(line)
+        informer.handle_line(line)
     assert loads.count == 0
     assert len(informer.store) == PASSES
     for obj in expected:
         obj["metadata"].pop("managedFields")
         assert informer.store.get(f"ns/{obj['metadata']['name']}") == obj
-    informer._handle_line(surrogate)
+    informer.handle_line(surrogate)
     assert loads.count == 1
     stored = informer.store.get("ns/js-0-w-0")
     assert stored is not None and stored["status"]["message"] == "\ud800"
@@ -169,13 +169,13 @@ def test_an_update_event_reads_each_resource_version_once(monkeypatch: pytest.Mo
         EventHandler(on_update=lambda old, new: updates.append(new["metadata"]["name"]))
     )
     for i in range(PASSES):
-        informer._handle_line(_job_event(i))
+        informer.handle_line(_job_event(i))
     versions = CallCounter(monkeypatch, informermod, "_version")
     for i in range(PASSES):
-        informer._handle_line(_job_event(i, 900, ready=1))
+        informer.handle_line(_job_event(i, 900, ready=1))
     assert len(updates) == PASSES
     assert versions.count == 3 * PASSES
     stale = _job_event(0, 100, ready=0)  # resourceVersion 100 < 900: dropped, no event
-    informer._handle_line(stale)
+    informer.handle_line(stale)
     assert len(updates) == PASSES
     assert informer.store.get("ns/js-0-w-0")["status"]["ready"] == 1  # type: ignore[index]

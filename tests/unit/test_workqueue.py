@@ -548,7 +548,7 @@ def test_every_batched_add_is_followed_by_a_pass_that_starts_after_it(
             for key, since in unseen.items():
                 # Nothing holds it back but the period: queued by now, or still in its batch.
                 if key not in held and clock.monotonic() >= since + 0.25:
-                    assert key in queue._queue, f"{key} waits past its batch"
+                    assert key in queue.ready(), f"{key} waits past its batch"
         while held:
             queue.done(held.pop(0))
         clock.advance(0.25)
