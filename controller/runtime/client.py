@@ -80,6 +80,9 @@ JOBS = Resource("batch", "v1", "jobs", "Job")
 PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+# The snapshots of retention Snapshot, and what restorePolicy restores from (the CRDs of the
+# external-snapshotter project, installed in the cluster with a snapshot controller).
+VOLUME_SNAPSHOTS = Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots", "VolumeSnapshot")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 STORAGE_CLASSES = Resource(
