@@ -36,6 +36,8 @@ EXTENSIONS = frozenset(
         "spec.volumeClaimPolicies[].retentionPolicy.whenFailed",
         "spec.volumeClaimPolicies[].retentionPolicy.whenScaled",
         "spec.volumeClaimPolicies[].creationPolicy",
+        "spec.volumeClaimPolicies[].snapshotPolicy",
+        "spec.volumeClaimPolicies[].restorePolicy",
         "spec.volumeClaimPolicies[].targetReplicatedJobs",
         "spec.volumeClaimPolicies[].scope",
     }

@@ -296,34 +296,43 @@ VOLUME_SCOPE: Final = Field(
     default=api.DEFAULT_VOLUME_SCOPE,
     enum=("JobSet", "Job", "Pod"),
 )
-KEEP_CHOICES: Final = ("Retain", "Delete")
+KEEP_CHOICES: Final = ("Retain", "Delete", "Snapshot")
+# What Snapshot means, in each retention field's description.
+_SNAPSHOT = (
+    "Snapshot (an extension): each claim is deleted only once a VolumeSnapshot of it "
+    "(snapshotPolicy) is readyToUse; a snapshot that fails or never becomes ready keeps the "
+    "claim, and a condition and an Event say why."
+)
 WHEN_DELETED: Final = Field(
     "retentionPolicy.whenDeleted",
     str,
-    "When the JobSet is deleted: Delete the claims (default), or Retain them for a later JobSet "
-    "of the same name to adopt.",
+    "When the JobSet is deleted: Delete the claims (default), Retain them for a later JobSet "
+    "of the same name to adopt, or Snapshot them. " + _SNAPSHOT,
     default=api.DEFAULT_WHEN_DELETED,
     enum=KEEP_CHOICES,
 )
 WHEN_COMPLETED: Final = Field(
     "retentionPolicy.whenCompleted",
     str,
-    "When the JobSet has completed: Retain the claims (default) or Delete them.",
+    "When the JobSet has completed: Retain the claims (default), Delete them, or Snapshot "
+    "them. " + _SNAPSHOT,
     default=api.DEFAULT_WHEN_COMPLETED,
     enum=KEEP_CHOICES,
 )
 WHEN_FAILED: Final = Field(
     "retentionPolicy.whenFailed",
     str,
-    "When the JobSet has failed: Retain the claims (default) or Delete them.",
+    "When the JobSet has failed: Retain the claims (default), Delete them, or Snapshot them. "
+    + _SNAPSHOT,
     default=api.DEFAULT_WHEN_FAILED,
     enum=KEEP_CHOICES,
 )
 WHEN_SCALED: Final = Field(
     "retentionPolicy.whenScaled",
     str,
-    "Job scope: the claims of child Jobs that no longer exist after replicas went down are "
-    "Retained (default) or Deleted.",
+    "Job and Pod scope: what happens to the claims of child Jobs (Pod scope: and completion "
+    "indexes) that no longer exist after replicas (or, ElasticJobSet, completions) went down: "
+    "Retain them (default), Delete them, or Snapshot them. " + _SNAPSHOT,
     default=api.DEFAULT_WHEN_SCALED,
     enum=KEEP_CHOICES,
 )
@@ -336,6 +345,57 @@ WHEN_SUSPENDED: Final = Field(
     "are kept either way.",
     implied="WaitForResume",
     enum=("WaitForResume", "Create"),
+)
+
+SNAPSHOT_CLASS_NAME: Final = Field(
+    "snapshotPolicy.volumeSnapshotClassName",
+    str,
+    "The VolumeSnapshotClass of the snapshots the controller takes (retention Snapshot), a "
+    "DNS subdomain. Left out: the cluster's default VolumeSnapshotClass for the claim's CSI "
+    "driver.",
+    max_length=MAX_OBJECT_NAME,
+)
+MAX_SNAPSHOT_HISTORY: Final = 100
+SNAPSHOT_HISTORY_LIMIT: Final = Field(
+    "snapshotPolicy.historyLimit",
+    int,
+    "Per claim, how many ready snapshots the controller took are kept: the newest historyLimit; "
+    "the controller deletes older ones. Defaults to 1.",
+    implied=1,
+    minimum=1,
+    maximum=MAX_SNAPSHOT_HISTORY,
+)
+RESTORE_SOURCE: Final = Field(
+    "restorePolicy.source",
+    str,
+    "Where each claim the controller creates gets its data. NewestSnapshot: the newest ready "
+    "snapshot the controller took of a claim of the same name (claim names are deterministic, "
+    "so a JobSet applied again finds its own). VolumeSnapshot: every claim of the policy's "
+    "templates starts from the VolumeSnapshot named in volumeSnapshotName. Required when "
+    "restorePolicy is given.",
+    enum=("NewestSnapshot", "VolumeSnapshot"),
+)
+RESTORE_SNAPSHOT_NAME: Final = Field(
+    "restorePolicy.volumeSnapshotName",
+    str,
+    "The VolumeSnapshot, in the JobSet's namespace, that every claim of the policy's templates "
+    "starts from. Required with source VolumeSnapshot, and only then.",
+    max_length=MAX_OBJECT_NAME,
+)
+RESTORE_WHEN_MISSING: Final = Field(
+    "restorePolicy.whenMissing",
+    str,
+    "When there is no snapshot to restore a claim from: Wait (default) does not create the "
+    "claim, and the Jobs that mount it wait, with a condition saying so; CreateEmpty creates "
+    "it empty. A snapshot that exists but is not ready yet is always waited for.",
+    implied="Wait",
+    enum=("Wait", "CreateEmpty"),
+)
+# The rule across restorePolicy's fields (schema.py's restore-snapshot-name), in the words the
+# admission policy and the parser both use.
+RESTORE_SNAPSHOT_NAME_RULE: Final = (
+    "restorePolicy.volumeSnapshotName is required when restorePolicy.source is VolumeSnapshot, "
+    "and must be left out otherwise"
 )
 
 ALL: Final[tuple[Field[Any], ...]] = (
@@ -364,4 +424,9 @@ ALL: Final[tuple[Field[Any], ...]] = (
     WHEN_FAILED,
     WHEN_SCALED,
     WHEN_SUSPENDED,
+    SNAPSHOT_CLASS_NAME,
+    SNAPSHOT_HISTORY_LIMIT,
+    RESTORE_SOURCE,
+    RESTORE_SNAPSHOT_NAME,
+    RESTORE_WHEN_MISSING,
 )

@@ -458,6 +458,18 @@ def template_names_unique(spec: Node) -> Verdict:
     return first(n for n in names if names.count(n) != 1)
 
 
+def snapshot_named(restore: Node) -> bool:
+    """A restorePolicy names a VolumeSnapshot exactly when its source is VolumeSnapshot (an
+    empty name is no name)."""
+    return (restore.get("source") == "VolumeSnapshot") == bool(restore.get("volumeSnapshotName"))
+
+
+def restore_snapshot_name(spec: Node) -> Verdict:
+    restores = [p.get("restorePolicy") for p in items(spec, "volumeClaimPolicies")]
+    restores.append(get(spec, "volumePolicy", "restorePolicy"))
+    return None if all(snapshot_named(r) for r in restores if r is not None) else Broken()
+
+
 def volume_targets(spec: Node) -> Verdict:
     names = _rjob_names(spec)
     if names is None:

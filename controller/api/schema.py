@@ -283,6 +283,15 @@ def digits(n: str) -> str:
     return f"({expr})"
 
 
+def snapshot_named(restore: str) -> str:
+    """CEL: the restorePolicy ``restore`` names a VolumeSnapshot exactly when its source is
+    VolumeSnapshot (an empty name is no name)."""
+    return (
+        f"(({restore}.source == 'VolumeSnapshot') == "
+        f"(has({restore}.volumeSnapshotName) && {restore}.volumeSnapshotName != ''))"
+    )
+
+
 def rjob_exists(name: str) -> str:
     return f"({HAS_RJ} && {RJ}.exists(r, r.name == {name}))"
 
@@ -689,6 +698,33 @@ class Builder:
             },
         )
 
+    @staticmethod
+    def snapshot_policy() -> Schema:
+        return obj(
+            "How the snapshots of retention Snapshot are taken and how many are kept (the "
+            "VolumeSnapshot CRDs and a snapshot controller must be installed). Left out, every "
+            "field has its default. May be changed at any time.",
+            {
+                **_nodes(fields.SNAPSHOT_CLASS_NAME, fields.SNAPSHOT_HISTORY_LIMIT),
+            },
+        )
+
+    @staticmethod
+    def restore_policy() -> Schema:
+        return obj(
+            "Where the data of the claims the controller creates comes from: a VolumeSnapshot "
+            "(the claim's dataSourceRef). Left out: new claims start empty. May be changed at "
+            "any time: it applies to the claims created from then on.",
+            {
+                **_nodes(
+                    fields.RESTORE_SOURCE,
+                    fields.RESTORE_SNAPSHOT_NAME,
+                    fields.RESTORE_WHEN_MISSING,
+                ),
+            },
+            required=["source"],
+        )
+
     def claim_template(self) -> Schema:
         template = copy.deepcopy(self.claim_raw)
         template["description"] = (
@@ -895,6 +931,8 @@ class Builder:
                 ),
                 "retentionPolicy": self.retention_policy(),
                 "creationPolicy": self.creation_policy(),
+                "snapshotPolicy": self.snapshot_policy(),
+                "restorePolicy": self.restore_policy(),
                 "targetReplicatedJobs": array(
                     "The replicated jobs whose pods get the volumes. Left out: every replicated "
                     "job with a volumeMount of a template's name.",
@@ -934,6 +972,8 @@ class Builder:
                 ),
                 "retentionPolicy": self.retention_policy(),
                 "creationPolicy": self.creation_policy(),
+                "snapshotPolicy": self.snapshot_policy(),
+                "restorePolicy": self.restore_policy(),
             },
         )
         return self.attach(
@@ -1338,6 +1378,22 @@ class Builder:
                 "pod volume of the same name",
                 detail=with_sets_value(f"{RJ}.map(r, !{volumes_ok}, r.name)[0]"),
                 protects="two pod volumes with one name (the pod would be rejected)",
+            ),
+            Rule(
+                id="restore-snapshot-name",
+                check=predicates.restore_snapshot_name,
+                where="spec",
+                rule=guarded_all(
+                    "self",
+                    "volumeClaimPolicies",
+                    "p",
+                    f"!has(p.restorePolicy) || {snapshot_named('p.restorePolicy')}",
+                )
+                + f" && (!{present('self', 'volumePolicy.restorePolicy')} || "
+                f"{snapshot_named('self.volumePolicy.restorePolicy')})",
+                message=fields.RESTORE_SNAPSHOT_NAME_RULE,
+                protects="a restore with no snapshot to restore from, or a snapshot name that "
+                "would be ignored",
             ),
         ]
 

@@ -11,7 +11,7 @@ updates that leave the spec as it was (a finalizer added or removed, a label cha
 rules run on creates and spec changes only.
 
 Which rules move: every rule of the generated CRD on a node reached from the root through object
-properties only (the root, ``spec``, ``spec.volumeClaimPolicies`` as a whole, ...): 39 of 69, the
+properties only (the root, ``spec``, ``spec.volumeClaimPolicies`` as a whole, ...): 40 of 70, the
 cross-field checks and the transition (immutability) rules, about 70 % of the CEL time. Rules on
 list items and map values (``spec.replicatedJobs[]``, a claim template's labels) stay in the CRD:
 they are per-field, cheap, and the CRD reports all their errors at once with their field paths.

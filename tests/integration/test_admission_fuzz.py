@@ -235,6 +235,36 @@ def mount(rjob: Obj, name: str) -> None:
         mounts.append({"name": name, "mountPath": f"/mnt/{name}"})
 
 
+KEEPS = ("Retain", "Delete", "Snapshot")
+RESTORE_SNAPSHOT_NAME = (
+    "restorePolicy.volumeSnapshotName is required when restorePolicy.source is VolumeSnapshot, "
+    "and must be left out otherwise"
+)
+
+
+@st.composite
+def snapshot_and_restore(draw: st.DrawFn) -> Obj:
+    """A volume policy's snapshotPolicy and restorePolicy, each there one time in three."""
+    found: Obj = {}
+    if draw(st.integers(0, 2)) == 0:
+        snapshots: Obj = {}
+        if draw(st.booleans()):
+            classes = ["csi-snapclass", "fast.example.com", ""]
+            snapshots["volumeSnapshotClassName"] = draw(st.sampled_from(classes))
+        if draw(st.booleans()):
+            snapshots["historyLimit"] = draw(st.sampled_from([1, 3, 100]))
+        found["snapshotPolicy"] = snapshots
+    if draw(st.integers(0, 2)) == 0:
+        source = draw(st.sampled_from(["NewestSnapshot", "VolumeSnapshot"]))
+        restore: Obj = {"source": source}
+        if source == "VolumeSnapshot":
+            restore["volumeSnapshotName"] = draw(st.sampled_from(["ckpt-7", "run-1.step-100"]))
+        if draw(st.booleans()):
+            restore["whenMissing"] = draw(st.sampled_from(["Wait", "CreateEmpty"]))
+        found["restorePolicy"] = restore
+    return found
+
+
 @st.composite
 def valid_jobsets(draw: st.DrawFn, name: str | None = None) -> Obj:
     """A JobSet every rule accepts, using a random selection of the features."""
@@ -358,8 +388,9 @@ def valid_jobsets(draw: st.DrawFn, name: str | None = None) -> Obj:
         if draw(st.booleans()):
             keys = ("whenDeleted", "whenCompleted", "whenFailed", "whenScaled")
             policy["retentionPolicy"] = {
-                k: draw(st.sampled_from(["Retain", "Delete"])) for k in keys if draw(st.booleans())
+                k: draw(st.sampled_from(KEEPS)) for k in keys if draw(st.booleans())
             }
+        policy.update(draw(snapshot_and_restore()))
         policies.append(policy)
     if policies:
         spec["volumeClaimPolicies"] = policies
@@ -372,6 +403,7 @@ def valid_jobsets(draw: st.DrawFn, name: str | None = None) -> Obj:
         request: Obj = {"volumeClaimTemplates": [template]}
         if draw(st.booleans()):
             request["replicatedJobs"] = [{"name": u} for u in users]
+        request.update(draw(snapshot_and_restore()))
         spec["volumePolicy"] = request
     return {
         "apiVersion": api.API_VERSION,
@@ -394,10 +426,7 @@ def _policies(js: Obj) -> list[Obj]:
     """The volume claim policies, adding one (mounted by the first replicated job) if none."""
     spec = js["spec"]
     if not spec.get("volumeClaimPolicies"):
-        used = {
-            t["metadata"]["name"]
-            for t in (spec.get("volumePolicy") or {}).get("volumeClaimTemplates", [])
-        }
+        used = {_name(t) for t in (spec.get("volumePolicy") or {}).get("volumeClaimTemplates", [])}
         name = next(n for n in TEMPLATE_NAMES if n not in used)
         spec["volumeClaimPolicies"] = [{"templates": [pvc(name, "1Gi")]}]
         mount(_rjobs(js)[0], name)
@@ -405,15 +434,16 @@ def _policies(js: Obj) -> list[Obj]:
     return result
 
 
+def _name(template: Obj) -> str:
+    """A template's name; "" once template_without_name took it away."""
+    name: str = template["metadata"].get("name", "")
+    return name
+
+
 def _templates(js: Obj) -> list[str]:
     spec = js["spec"]
-    found = [
-        t["metadata"]["name"] for p in spec.get("volumeClaimPolicies") or [] for t in p["templates"]
-    ]
-    found += [
-        t["metadata"]["name"]
-        for t in (spec.get("volumePolicy") or {}).get("volumeClaimTemplates", [])
-    ]
+    found = [_name(t) for p in spec.get("volumeClaimPolicies") or [] for t in p["templates"]]
+    found += [_name(t) for t in (spec.get("volumePolicy") or {}).get("volumeClaimTemplates", [])]
     return found
 
 
@@ -643,12 +673,14 @@ def duplicate_template(draw: st.DrawFn, js: Obj) -> str | None:
 
 def template_volume_collision(draw: st.DrawFn, js: Obj) -> str | None:
     policy = draw(st.sampled_from(_policies(js)))
-    name = policy["templates"][0]["metadata"]["name"]
+    name = _name(policy["templates"][0])
     users = [
         r
         for r in _rjobs(js)
         if any(m["name"] == name for m in container(r).get("volumeMounts", []))
     ]
+    if not users:  # an earlier mutation took the template's name away
+        return None
     pod_spec(draw(st.sampled_from(users))).setdefault("volumes", []).append(
         {"name": name, "emptyDir": {}}
     )
@@ -664,6 +696,43 @@ def bad_retention(draw: st.DrawFn, js: Obj) -> str | None:
         key: draw(st.sampled_from(["Keep", "delete", ""]))
     }
     return "Unsupported value"
+
+
+def bad_restore(draw: st.DrawFn, js: Obj) -> str | None:
+    """A restorePolicy without the snapshot name its source needs, or with one it must not have
+    (restore-snapshot-name), in either spelling."""
+    targets = _policies(js)
+    if js["spec"].get("volumePolicy"):
+        targets = [*targets, js["spec"]["volumePolicy"]]
+    draw(st.sampled_from(targets))["restorePolicy"] = draw(
+        st.sampled_from(
+            [
+                {"source": "VolumeSnapshot"},
+                {"source": "VolumeSnapshot", "volumeSnapshotName": "", "whenMissing": "Wait"},
+                {"source": "NewestSnapshot", "volumeSnapshotName": "ckpt-7"},
+            ]
+        )
+    )
+    return RESTORE_SNAPSHOT_NAME
+
+
+def bad_snapshot_fields(draw: st.DrawFn, js: Obj) -> str | None:
+    """snapshotPolicy and restorePolicy values outside the schema."""
+    policy = draw(st.sampled_from(_policies(js)))
+    cases: list[tuple[Obj, str]] = [
+        ({"snapshotPolicy": {"historyLimit": 0}}, "greater than or equal to 1"),
+        ({"snapshotPolicy": {"historyLimit": 101}}, "less than or equal to 100"),
+        ({"snapshotPolicy": {"volumeSnapshotClassName": "c" * 254}}, "Too long"),
+        ({"restorePolicy": {"whenMissing": "Wait"}}, "Required value"),
+        ({"restorePolicy": {"source": "Newest"}}, "Unsupported value"),
+        (
+            {"restorePolicy": {"source": "NewestSnapshot", "whenMissing": "Skip"}},
+            "Unsupported value",
+        ),
+    ]
+    broken, expected = draw(st.sampled_from(cases))
+    policy.update(broken)
+    return expected
 
 
 def bad_template_name(draw: st.DrawFn, js: Obj) -> str | None:
@@ -691,7 +760,7 @@ def _untargeted(draw: st.DrawFn, js: Obj) -> tuple[Obj, str]:
     """A replicated job that a policy does not target (one is added when all are), mounting the
     policy's first template by name; and that name."""
     policy = draw(st.sampled_from(_policies(js)))
-    name = policy["templates"][0]["metadata"]["name"]
+    name = _name(policy["templates"][0]) or "unnamed"
     rjobs = _rjobs(js)
     if "targetReplicatedJobs" not in policy:
         policy["targetReplicatedJobs"] = [
@@ -816,6 +885,8 @@ CREATE_MUTATIONS: tuple[Mutation, ...] = (
     duplicate_template,
     template_volume_collision,
     bad_retention,
+    bad_restore,
+    bad_snapshot_fields,
     bad_template_name,
     template_namespace,
     unmounted_template,
@@ -956,8 +1027,12 @@ def check_plan(case: Case, stored: Obj) -> None:
     }
     assert set(names) <= expected, f"{where}: Jobs {sorted(set(names) - expected)} not desired"
     gated = jobset.startup_in_order or any(r.depends_on for r in jobset.replicated_jobs)
-    # Suspended with a policy that waits for the resume: the Jobs mounting its claims wait too.
-    waiting = any(waits_for_resume(jobset, p) for p in volume_spec.policies(jobset))
+    # Suspended with a policy that waits for the resume, or a restore that waits for a snapshot
+    # (none exists here): the Jobs mounting its claims wait too.
+    waiting = any(
+        waits_for_resume(jobset, p) or (p.restore is not None and p.restore.when_missing == "Wait")
+        for p in volume_spec.policies(jobset)
+    )
     if not (gated or waiting):
         assert set(names) == expected, f"{where}: Jobs {sorted(expected - set(names))} not created"
     templates = {t.name for p in volume_spec.policies(jobset) for t in p.templates}
@@ -1245,11 +1320,16 @@ def _a_template(draw: st.DrawFn, js: Obj) -> tuple[str, Obj, Obj] | None:
 def _volume_allowed_change(draw: st.DrawFn, js: Obj) -> str | None:
     found = _a_template(draw, js)
     if found is not None:
-        template = found[2]
-        if draw(st.booleans()):
+        policy, template = found[1], found[2]
+        change = draw(st.sampled_from(["labels", "storage", "snapshot-and-restore"]))
+        if change == "labels":
             template["metadata"]["labels"] = {"changed": "yes"}
-        else:
+        elif change == "storage":
             template["spec"]["resources"]["requests"]["storage"] = "2Ti"
+        else:  # like creationPolicy, these may change at any time
+            policy.pop("snapshotPolicy", None)
+            policy.pop("restorePolicy", None)
+            policy.update(draw(snapshot_and_restore()))
     return None
 
 

@@ -63,6 +63,12 @@ def rjob(name: str, replicas: int = 1, completions: int = 1, mounts: tuple[str, 
     }
 
 
+RESTORE_SNAPSHOT_NAME = (
+    "restorePolicy.volumeSnapshotName is required when restorePolicy.source is VolumeSnapshot, "
+    "and must be left out otherwise"
+)
+
+
 def base() -> Obj:
     """A valid JobSet that uses most features, so a mutation breaks exactly one rule."""
     workers = rjob("workers", replicas=2, completions=2, mounts=("data", "ckpt"))
@@ -1015,6 +1021,73 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         "job it targets",
     ),
     (
+        "restore-snapshot-name",
+        _set(lambda js: policy(js, 1), "restorePolicy", {"source": "VolumeSnapshot"}),
+        f"spec: {RESTORE_SNAPSHOT_NAME}",
+    ),
+    (
+        "restore-snapshot-name-forbidden",
+        _set(
+            lambda js: policy(js, 1),
+            "restorePolicy",
+            {"source": "NewestSnapshot", "volumeSnapshotName": "ckpt-7"},
+        ),
+        f"spec: {RESTORE_SNAPSHOT_NAME}",
+    ),
+    (
+        "restore-snapshot-name-volume-policy",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"].update(
+                restorePolicy={"source": "VolumeSnapshot", "volumeSnapshotName": ""}
+            ),
+        ),
+        f"spec: {RESTORE_SNAPSHOT_NAME}",
+    ),
+    (
+        "restore-snapshot-name-accepted",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"].update(
+                restorePolicy={"source": "VolumeSnapshot", "volumeSnapshotName": "ckpt-7"},
+                snapshotPolicy={"volumeSnapshotClassName": "csi-snapclass", "historyLimit": 5},
+                retentionPolicy={"whenDeleted": "Snapshot", "whenCompleted": "Snapshot"},
+            ),
+            _set(
+                lambda js: policy(js, 0),
+                "restorePolicy",
+                {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
+            ),
+            _set(
+                lambda js: policy(js, 0),
+                "retentionPolicy",
+                {"whenFailed": "Snapshot", "whenScaled": "Snapshot"},
+            ),
+        ),
+        "",
+    ),
+    (
+        "restore-source-required",
+        _set(lambda js: policy(js, 1), "restorePolicy", {"whenMissing": "Wait"}),
+        "spec.volumeClaimPolicies[1].restorePolicy.source: Required value",
+    ),
+    (
+        "restore-source-enum",
+        _set(lambda js: policy(js, 1), "restorePolicy", {"source": "Latest"}),
+        'spec.volumeClaimPolicies[1].restorePolicy.source: Unsupported value: "Latest"',
+    ),
+    (
+        "snapshot-history-limit-bounds",
+        _set(lambda js: policy(js, 1), "snapshotPolicy", {"historyLimit": 0}),
+        "spec.volumeClaimPolicies[1].snapshotPolicy.historyLimit in body should be greater than "
+        "or equal to 1",
+    ),
+    (
+        "retention-snapshot-enum",
+        _set(lambda js: policy(js, 1), "retentionPolicy", {"whenCompleted": "snapshot"}),
+        'spec.volumeClaimPolicies[1].retentionPolicy.whenCompleted: Unsupported value: "snapshot"',
+    ),
+    (
         "scope-enum",
         _set(lambda js: policy(js, 1), "scope", "Node"),
         'spec.volumeClaimPolicies[1].scope: Unsupported value: "Node"',
@@ -1391,6 +1464,45 @@ UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
         _noop,
         _set(lambda js: policy(js, 1), "retentionPolicy", {"whenDeleted": "Retain"}),
         "spec.volumeClaimPolicies is immutable",
+    ),
+    (
+        "volume-claim-policies-immutable-retention-snapshot",
+        _noop,
+        _set(lambda js: policy(js, 1), "retentionPolicy", {"whenCompleted": "Snapshot"}),
+        "spec.volumeClaimPolicies is immutable",
+    ),
+    (
+        # like creationPolicy, snapshotPolicy and restorePolicy may change at any time
+        "volume-claim-policies-snapshot-and-restore-changed",
+        _all(
+            _set(lambda js: policy(js, 0), "snapshotPolicy", {"historyLimit": 2}),
+            _set(lambda js: policy(js, 1), "restorePolicy", {"source": "NewestSnapshot"}),
+        ),
+        _all(
+            _set(lambda js: policy(js, 0), "snapshotPolicy", {"volumeSnapshotClassName": "b"}),
+            _set(
+                lambda js: policy(js, 1),
+                "restorePolicy",
+                {"source": "VolumeSnapshot", "volumeSnapshotName": "ckpt-7"},
+            ),
+            _set(lambda js: policy(js, 0), "restorePolicy", {"source": "NewestSnapshot"}),
+        ),
+        "",
+    ),
+    (
+        "volume-policy-snapshot-and-restore-changed",
+        _volume_policy,
+        lambda js: spec(js)["volumePolicy"].update(
+            snapshotPolicy={"historyLimit": 100},
+            restorePolicy={"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
+        ),
+        "",
+    ),
+    (
+        "restore-snapshot-name-on-update",
+        _noop,
+        _set(lambda js: policy(js, 1), "restorePolicy", {"source": "VolumeSnapshot"}),
+        f"spec: {RESTORE_SNAPSHOT_NAME}",
     ),
     (
         "volume-claim-policies-immutable-other-request",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.api import fielddocs, fields, schema, specpolicy
+from controller.api import fielddocs, fields, predicates, schema, specpolicy
 from controller.api.fields import Field, FieldInvalid
 from controller.api.validation import Contract, embedded_types
 from controller.jobset.model import InvalidJobSet, JobSet, parse
@@ -22,8 +22,10 @@ from tests.support.crd import CRD_FILE, REPO
 
 Schema = dict[str, Any]
 DOCS = REPO / "docs" / "api.md"
-# Where the retention and creation policies sit (both spellings of a volume policy).
+# Where the retention, creation, snapshot and restore policies sit (both spellings of a volume
+# policy).
 POLICY_SITES = ("spec.volumeClaimPolicies[]", "spec.volumePolicy")
+POLICY_OBJECTS = ("retentionPolicy.", "creationPolicy.", "snapshotPolicy.", "restorePolicy.")
 # The Kubernetes types the JobSet embeds: their fields are Kubernetes', not ours.
 EMBEDDED = (
     "spec.replicatedJobs[].template",
@@ -48,7 +50,7 @@ def _built() -> Schema:
 
 
 def _paths(declared: Field[Any]) -> list[str]:
-    if declared.path.startswith(("retentionPolicy.", "creationPolicy.")):
+    if declared.path.startswith(POLICY_OBJECTS):
         return [f"{site}.{declared.path}" for site in POLICY_SITES]
     return [declared.path]
 
@@ -192,3 +194,138 @@ def test_a_changed_allowed_value_or_default_changes_the_crd_and_the_parser(
     body["spec"]["volumeClaimPolicies"][0]["scope"] = "Pod"
     with pytest.raises(InvalidJobSet, match=r"scope must be JobSet or Job, got 'Pod'"):
         policies(_parsed(body))
+
+
+# ------------------------------------------------------------- snapshot retention and restore
+
+
+@pytest.mark.parametrize(
+    ("declared", "value", "read"),
+    [
+        (fields.WHEN_DELETED, "Snapshot", "Snapshot"),
+        (fields.WHEN_COMPLETED, "Snapshot", "Snapshot"),
+        (fields.WHEN_FAILED, "Snapshot", "Snapshot"),
+        (fields.WHEN_SCALED, "Snapshot", "Snapshot"),
+        (fields.WHEN_DELETED, None, "Delete"),  # the defaults are unchanged
+        (fields.WHEN_COMPLETED, None, "Retain"),
+        (fields.SNAPSHOT_CLASS_NAME, None, None),  # the cluster's default class
+        (fields.SNAPSHOT_CLASS_NAME, "csi-snapclass", "csi-snapclass"),
+        (fields.SNAPSHOT_HISTORY_LIMIT, None, 1),
+        (fields.SNAPSHOT_HISTORY_LIMIT, 100, 100),
+        (fields.RESTORE_SOURCE, None, None),  # required: the schema says so, the parser too
+        (fields.RESTORE_SOURCE, "NewestSnapshot", "NewestSnapshot"),
+        (fields.RESTORE_SOURCE, "VolumeSnapshot", "VolumeSnapshot"),
+        (fields.RESTORE_SNAPSHOT_NAME, None, None),
+        (fields.RESTORE_SNAPSHOT_NAME, "s" * 253, "s" * 253),
+        (fields.RESTORE_WHEN_MISSING, None, "Wait"),
+        (fields.RESTORE_WHEN_MISSING, "", "Wait"),
+        (fields.RESTORE_WHEN_MISSING, "CreateEmpty", "CreateEmpty"),
+    ],
+)
+def test_snapshot_and_restore_fields_read(
+    declared: Field[Any], value: object, read: object
+) -> None:
+    assert declared.read(value, "spec.f") == read
+
+
+@pytest.mark.parametrize(
+    ("declared", "value", "message"),
+    [
+        (
+            fields.WHEN_FAILED,
+            "Snapshots",
+            "spec.f must be Retain, Delete or Snapshot, got 'Snapshots'",
+        ),
+        (fields.SNAPSHOT_CLASS_NAME, "c" * 254, "spec.f must be at most 253 characters, got 254"),
+        (fields.SNAPSHOT_HISTORY_LIMIT, 0, "spec.f must be at least 1, got 0"),
+        (fields.SNAPSHOT_HISTORY_LIMIT, 101, "spec.f must be at most 100, got 101"),
+        (
+            fields.RESTORE_SOURCE,
+            "Newest",
+            "spec.f must be NewestSnapshot or VolumeSnapshot, got 'Newest'",
+        ),
+        (fields.RESTORE_SNAPSHOT_NAME, "s" * 254, "spec.f must be at most 253 characters, got 254"),
+        (fields.RESTORE_WHEN_MISSING, "Skip", "spec.f must be Wait or CreateEmpty, got 'Skip'"),
+    ],
+)
+def test_snapshot_and_restore_fields_refuse_what_the_schema_refuses(
+    declared: Field[Any], value: object, message: str
+) -> None:
+    with pytest.raises(FieldInvalid) as refused:
+        declared.read(value, "spec.f")
+    assert str(refused.value) == message
+
+
+def test_snapshot_and_restore_policies_are_in_both_spellings_and_not_immutable() -> None:
+    """snapshotPolicy and restorePolicy sit beside creationPolicy in both spellings, and, like it,
+    may change at any time: the immutability rules do not compare them."""
+    root = _root(_installed())
+    for site in POLICY_SITES:
+        restore = fielddocs.node_at(root, f"{site}.restorePolicy")
+        assert restore["required"] == ["source"]
+        assert "default" not in restore  # left out: new claims start empty
+        assert "default" not in fielddocs.node_at(root, f"{site}.snapshotPolicy")
+    body = base()
+    body["spec"]["volumeClaimPolicies"][0]["retentionPolicy"] = {"whenCompleted": "Snapshot"}
+    contract = Contract.from_crd(_installed())
+    stored = contract.defaulted(body)
+    changed = copy.deepcopy(stored)
+    changed["spec"]["volumeClaimPolicies"][0].update(
+        snapshotPolicy={"historyLimit": 3},
+        restorePolicy={"source": "VolumeSnapshot", "volumeSnapshotName": "ckpt-7"},
+    )
+    assert contract.refusal(stored) is None
+    assert contract.refusal(changed, stored) is None
+    # retentionPolicy, Snapshot included, stays immutable
+    changed["spec"]["volumeClaimPolicies"][0]["retentionPolicy"]["whenCompleted"] = "Delete"
+    refusal = contract.refusal(changed, stored)
+    assert refusal is not None and "spec.volumeClaimPolicies is immutable" in refusal.message
+
+
+@pytest.mark.parametrize(
+    "restore",
+    [
+        {"source": "VolumeSnapshot"},
+        {"source": "VolumeSnapshot", "volumeSnapshotName": ""},
+        {"source": "NewestSnapshot", "volumeSnapshotName": "ckpt-7"},
+    ],
+)
+@pytest.mark.parametrize("spelling", ["volumeClaimPolicies", "volumePolicy"])
+def test_restore_snapshot_name_rule_admission_predicate_and_parser_say_the_same(
+    spelling: str, restore: Schema
+) -> None:
+    """restore-snapshot-name (volumeSnapshotName with source VolumeSnapshot, and only then): the
+    admission policy, the rule's predicate and the parser refuse the same specs with the same
+    message."""
+    body = base()
+    if spelling == "volumeClaimPolicies":
+        body["spec"]["volumeClaimPolicies"][0]["restorePolicy"] = restore
+        where = "spec.volumeClaimPolicies[0]"
+    else:  # the first policy (template data, for init and workers) in the other spelling
+        first = body["spec"]["volumeClaimPolicies"].pop(0)
+        body["spec"]["volumePolicy"] = {
+            "volumeClaimTemplates": first["templates"],
+            "replicatedJobs": [{"name": n} for n in first["targetReplicatedJobs"]],
+            "restorePolicy": restore,
+        }
+        where = "spec.volumePolicy"
+    rules = schema.rules(*embedded_types(_installed()))
+    (rule,) = [r for r in rules if r.check is predicates.restore_snapshot_name]
+    assert rule.id == "restore-snapshot-name" and rule.message == fields.RESTORE_SNAPSHOT_NAME_RULE
+    contract = Contract.from_crd(_installed())
+    assert predicates.restore_snapshot_name(contract.defaulted(body)["spec"]) is not None
+    refusal = contract.refusal(body)
+    assert refusal is not None
+    assert refusal.errors == (f"spec: {fields.RESTORE_SNAPSHOT_NAME_RULE}",)
+    with pytest.raises(InvalidJobSet) as refused:
+        policies(_parsed(body))
+    assert str(refused.value) == f"{where}: {fields.RESTORE_SNAPSHOT_NAME_RULE}"
+    # and with the name where it belongs, all three accept it
+    fixed = {"source": "VolumeSnapshot", "volumeSnapshotName": "ckpt-7"}
+    if spelling == "volumeClaimPolicies":
+        body["spec"]["volumeClaimPolicies"][0]["restorePolicy"] = fixed
+    else:
+        body["spec"]["volumePolicy"]["restorePolicy"] = fixed
+    assert predicates.restore_snapshot_name(contract.defaulted(body)["spec"]) is None
+    assert contract.refusal(body) is None
+    assert policies(_parsed(body))

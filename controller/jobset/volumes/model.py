@@ -15,7 +15,15 @@ from controller.jobset import api
 from controller.runtime.store import Obj
 
 Scope = Literal["JobSet", "Job", "Pod"]
-Keep = Literal["Retain", "Delete"]
+# Retain: keep the claim. Delete: delete it. Snapshot: take a VolumeSnapshot of it, and delete
+# the claim only once that snapshot is readyToUse (snapshots.py).
+Keep = Literal["Retain", "Delete", "Snapshot"]
+# restorePolicy.source: each new claim starts from the newest ready snapshot of its name, or from
+# one named VolumeSnapshot.
+RestoreSource = Literal["NewestSnapshot", "VolumeSnapshot"]
+# restorePolicy.whenMissing: no snapshot to start from (a snapshot that exists but is not ready
+# yet is always waited for).
+WhenMissing = Literal["Wait", "CreateEmpty"]
 # creationPolicy.whenSuspended: a suspended JobSet (queued by Kueue, say) creates and adopts its
 # missing claims only once resumed (WaitForResume), or at once (Create).
 WhenSuspended = Literal["WaitForResume", "Create"]
@@ -40,6 +48,11 @@ RETAINED_FROM_ANNOTATION = "jobset.sigs.k8s.io/retained-from-uid"
 # ``<claim name>@<uid prefix of the lost claim>`` separated by commas (lifecycle.py).
 REPLACE_LOST_ANNOTATION = "jobset.sigs.k8s.io/replace-lost-claims"
 FINALIZER = "jobset.x-k8s.io/volume-retention"
+# On the VolumeSnapshots the controller takes (retention Snapshot): the uid of the claim it was
+# taken of (the proof that it is ours to restore from and to prune), and, when it fits in a
+# label value, the claim's name (the JobSet name and template are labelled too).
+SNAPSHOT_OF_UID_ANNOTATION = "jobset.sigs.k8s.io/snapshot-of-claim-uid"
+SNAPSHOT_CLAIM_LABEL = "jobset.sigs.k8s.io/volume-claim"
 # Set by the scheduler on a WaitForFirstConsumer claim once a pod using it was placed.
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 
@@ -54,6 +67,35 @@ class Retention:
     when_completed: Keep = api.DEFAULT_WHEN_COMPLETED
     when_failed: Keep = api.DEFAULT_WHEN_FAILED
     when_scaled: Keep = api.DEFAULT_WHEN_SCALED
+
+    @property
+    def snapshots(self) -> bool:
+        """Some case lets claims go through a snapshot."""
+        return "Snapshot" in (
+            self.when_deleted,
+            self.when_completed,
+            self.when_failed,
+            self.when_scaled,
+        )
+
+
+@dataclass(frozen=True)
+class SnapshotPolicy:
+    """How retention's snapshots are taken and how many are kept (``snapshotPolicy``)."""
+
+    # None: the cluster's default VolumeSnapshotClass for the claim's driver.
+    class_name: str | None = None
+    # Per claim name, the newest ``history_limit`` ready snapshots are kept; older ones go.
+    history_limit: int = 1
+
+
+@dataclass(frozen=True)
+class RestorePolicy:
+    """Where a new claim's data comes from (``restorePolicy``)."""
+
+    source: RestoreSource
+    snapshot_name: str = ""  # with source VolumeSnapshot
+    when_missing: WhenMissing = "Wait"
 
 
 @dataclass(frozen=True)
@@ -72,6 +114,8 @@ class VolumePolicy:
     scope: Scope
     where: str = ""  # the field it came from, for messages: spec.volumeClaimPolicies[0], ...
     when_suspended: WhenSuspended = "WaitForResume"
+    snapshots: SnapshotPolicy = SnapshotPolicy()
+    restore: RestorePolicy | None = None  # None: new claims start empty
 
 
 def as_dict(value: Any) -> Obj:

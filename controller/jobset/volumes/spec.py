@@ -3,10 +3,11 @@
 Both spellings of a policy normalise to ``VolumePolicy``:
 
 - ``spec.volumeClaimPolicies[]`` (upstream, plus our ``targetReplicatedJobs``, ``scope``,
-  ``creationPolicy`` and the extra ``retentionPolicy`` fields), and
+  ``creationPolicy``, ``snapshotPolicy``, ``restorePolicy``, the extra ``retentionPolicy``
+  fields and its ``Snapshot`` value), and
 - ``spec.volumePolicy`` (the original request: ``replicatedJobs: [{name}]``,
-  ``volumeClaimTemplates``, ``retentionPolicy``, and our ``creationPolicy``), always JobSet
-  scope.
+  ``volumeClaimTemplates``, ``retentionPolicy``, and our ``creationPolicy``,
+  ``snapshotPolicy`` and ``restorePolicy``), always JobSet scope.
 
 Invalid policies raise ``InvalidJobSet`` naming the field; nothing else is raised for bad input.
 
@@ -26,7 +27,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from controller.api import fields
 from controller.api.fields import Field
@@ -51,8 +52,10 @@ from controller.jobset.volumes.model import (
     REPLACE_LOST_ANNOTATION,
     ClaimTemplate,
     Keep,
+    RestorePolicy,
     Retention,
     Scope,
+    SnapshotPolicy,
     VolumePolicy,
     WhenSuspended,
     as_dict,
@@ -65,6 +68,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _MAX_LABEL = 63
 _MAX_SUBDOMAIN = 253
+T = TypeVar("T", str, int, bool)
 
 
 def _str_map(value: Any, where: str) -> dict[str, str]:
@@ -125,19 +129,34 @@ def _templates(raw: Any, where: str) -> tuple[ClaimTemplate, ...]:
     return tuple(_template(t, f"{where}[{i}]") for i, t in enumerate(raw))
 
 
-def _choice(declared: Field[str], raw: Obj, where: str) -> str:
+def _read(declared: Field[T], raw: Obj, where: str) -> T | None:
     """The field ``declared`` of ``raw``, as its one definition (``controller.api.fields``)
-    reads it: one of its allowed values, or what leaving it out means."""
+    reads it: a value the schema admits, or what leaving it out means (None: nothing)."""
     try:
-        value = declared.read(raw.get(declared.name), f"{where}.{declared.name}")
+        return declared.read(raw.get(declared.name), f"{where}.{declared.name}")
     except fields.FieldInvalid as err:
         raise InvalidJobSet(str(err)) from None
+
+
+def _choice(declared: Field[str], raw: Obj, where: str) -> str:
+    """Like ``_read``, for a field that has a meaning when left out."""
+    value = _read(declared, raw, where)
     assert value is not None  # every field read here has a meaning when left out
     return value
 
 
+def _object(raw: Any, where: str) -> Obj:
+    """An optional object of the spec; left out, empty."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
+    return raw
+
+
 def _keep(declared: Field[str], raw: Obj, where: str) -> Keep:
-    return "Delete" if _choice(declared, raw, where) == "Delete" else "Retain"
+    value = _choice(declared, raw, where)
+    return "Delete" if value == "Delete" else "Snapshot" if value == "Snapshot" else "Retain"
 
 
 def _retention(raw: Any, where: str) -> Retention:
@@ -161,6 +180,40 @@ def _when_suspended(raw: Any, where: str) -> WhenSuspended:
         raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
     value = _choice(fields.WHEN_SUSPENDED, raw, where)
     return "Create" if value == "Create" else "WaitForResume"
+
+
+def _snapshots(raw: Any, where: str) -> SnapshotPolicy:
+    """``snapshotPolicy``; left out, the default class and one snapshot kept per claim."""
+    found = _object(raw, where)
+    limit = _read(fields.SNAPSHOT_HISTORY_LIMIT, found, where)
+    assert limit is not None  # it has a meaning when left out
+    return SnapshotPolicy(
+        class_name=_read(fields.SNAPSHOT_CLASS_NAME, found, where) or None,
+        history_limit=limit,
+    )
+
+
+def _restore(raw: Any, policy_where: str) -> RestorePolicy | None:
+    """``restorePolicy``; left out, None (new claims start empty)."""
+    if raw is None:
+        return None
+    where = f"{policy_where}.restorePolicy"
+    found = _object(raw, where)
+    source = _read(fields.RESTORE_SOURCE, found, where)
+    if source is None:
+        raise InvalidJobSet(
+            f"{where}.source is required: {' or '.join(fields.RESTORE_SOURCE.enum)}"
+        )
+    name = _read(fields.RESTORE_SNAPSHOT_NAME, found, where) or ""
+    # The admission rule restore-snapshot-name (schema.py), for an object stored without it.
+    if (source == "VolumeSnapshot") != bool(name):
+        raise InvalidJobSet(f"{policy_where}: {fields.RESTORE_SNAPSHOT_NAME_RULE}")
+    missing = _choice(fields.RESTORE_WHEN_MISSING, found, where)
+    return RestorePolicy(
+        source="VolumeSnapshot" if source == "VolumeSnapshot" else "NewestSnapshot",
+        snapshot_name=name,
+        when_missing="CreateEmpty" if missing == "CreateEmpty" else "Wait",
+    )
 
 
 def _target_names(raw: Any, where: str) -> tuple[str, ...] | None:
@@ -188,6 +241,8 @@ def _upstream_policy(raw: Any, where: str) -> VolumePolicy:
         scope=chosen,
         where=where,
         when_suspended=_when_suspended(raw.get("creationPolicy"), f"{where}.creationPolicy"),
+        snapshots=_snapshots(raw.get("snapshotPolicy"), f"{where}.snapshotPolicy"),
+        restore=_restore(raw.get("restorePolicy"), where),
     )
 
 
@@ -215,6 +270,8 @@ def _request_policy(raw: Any, where: str) -> VolumePolicy:
         scope="JobSet",
         where=where,
         when_suspended=_when_suspended(raw.get("creationPolicy"), f"{where}.creationPolicy"),
+        snapshots=_snapshots(raw.get("snapshotPolicy"), f"{where}.snapshotPolicy"),
+        restore=_restore(raw.get("restorePolicy"), where),
     )
 
 

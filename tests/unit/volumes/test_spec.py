@@ -30,7 +30,9 @@ from controller.jobset.volumes.model import (
     OWNER_UID_ANNOTATION,
     REPLACE_LOST_ANNOTATION,
     ClaimTemplate,
+    RestorePolicy,
     Retention,
+    SnapshotPolicy,
 )
 from controller.jobset.volumes.ownership import classify, compatible, update_patch
 from controller.jobset.volumes.quantity import parse_quantity
@@ -216,6 +218,8 @@ def test_defaults() -> None:
     assert policy.retention == Retention("Delete", "Retain", "Retain", "Retain")
     assert policy.where == "spec.volumeClaimPolicies[0]"
     assert policy.templates == (ClaimTemplate("data", {}, {}, tpl("data")["spec"]),)
+    assert policy.snapshots == SnapshotPolicy(class_name=None, history_limit=1)
+    assert policy.restore is None
 
 
 def test_all_retention_fields_and_empty_scope() -> None:
@@ -230,6 +234,112 @@ def test_all_retention_fields_and_empty_scope() -> None:
     )
     assert policy.retention == Retention("Retain", "Delete", "Delete", "Delete")
     assert policy.scope == "JobSet"
+
+
+@pytest.mark.parametrize("key", ["whenDeleted", "whenCompleted", "whenFailed", "whenScaled"])
+def test_snapshot_is_a_retention_value_of_every_retention_field(key: str) -> None:
+    retention = {key: "Snapshot"}
+    (upstream,) = volume_spec.policies(
+        make([{"templates": [tpl("data")], "retentionPolicy": retention}])
+    )
+    (request,) = volume_spec.policies(
+        make(vp={"volumeClaimTemplates": [tpl("data")], "retentionPolicy": retention})
+    )
+    field = {
+        "whenDeleted": "when_deleted",
+        "whenCompleted": "when_completed",
+        "whenFailed": "when_failed",
+        "whenScaled": "when_scaled",
+    }[key]
+    assert getattr(upstream.retention, field) == "Snapshot"
+    assert upstream.retention == request.retention
+    # the other fields keep their defaults
+    others = {f: v for f, v in vars(upstream.retention).items() if f != field}
+    assert others == {f: v for f, v in vars(Retention()).items() if f != field}
+
+
+# snapshotPolicy and restorePolicy, as written in a policy (either spelling), and what they parse
+# to: (snapshotPolicy, restorePolicy) written, (SnapshotPolicy, RestorePolicy | None) parsed.
+SNAPSHOT_AND_RESTORE = [
+    pytest.param(None, None, SnapshotPolicy(), None, id="left-out"),
+    pytest.param({}, None, SnapshotPolicy(None, 1), None, id="empty-snapshot-policy"),
+    pytest.param(
+        {"volumeSnapshotClassName": "csi-snapclass", "historyLimit": 3},
+        None,
+        SnapshotPolicy("csi-snapclass", 3),
+        None,
+        id="class-and-history",
+    ),
+    pytest.param(
+        {"volumeSnapshotClassName": ""}, None, SnapshotPolicy(None, 1), None, id="empty-class"
+    ),
+    pytest.param({"historyLimit": 1}, None, SnapshotPolicy(None, 1), None, id="history-min"),
+    pytest.param({"historyLimit": 100}, None, SnapshotPolicy(None, 100), None, id="history-max"),
+    pytest.param(
+        {"volumeSnapshotClassName": "c" * 253},
+        None,
+        SnapshotPolicy("c" * 253, 1),
+        None,
+        id="class-253",
+    ),
+    pytest.param(
+        None,
+        {"source": "NewestSnapshot"},
+        SnapshotPolicy(),
+        RestorePolicy("NewestSnapshot", "", "Wait"),
+        id="newest-defaults",
+    ),
+    pytest.param(
+        None,
+        {"source": "NewestSnapshot", "volumeSnapshotName": "", "whenMissing": "CreateEmpty"},
+        SnapshotPolicy(),
+        RestorePolicy("NewestSnapshot", "", "CreateEmpty"),
+        id="newest-empty-name-create-empty",
+    ),
+    pytest.param(
+        None,
+        {"source": "VolumeSnapshot", "volumeSnapshotName": "ckpt-7"},
+        SnapshotPolicy(),
+        RestorePolicy("VolumeSnapshot", "ckpt-7", "Wait"),
+        id="named",
+    ),
+    pytest.param(
+        {"historyLimit": 5},
+        {"source": "VolumeSnapshot", "volumeSnapshotName": "s" * 253, "whenMissing": "Wait"},
+        SnapshotPolicy(None, 5),
+        RestorePolicy("VolumeSnapshot", "s" * 253, "Wait"),
+        id="both",
+    ),
+    pytest.param(
+        None,
+        {"source": "NewestSnapshot", "whenMissing": ""},
+        SnapshotPolicy(),
+        RestorePolicy("NewestSnapshot", "", "Wait"),
+        id="empty-when-missing-is-wait",
+    ),
+]
+
+
+@pytest.mark.parametrize(("snapshots", "restore", "parsed", "restored"), SNAPSHOT_AND_RESTORE)
+@pytest.mark.parametrize("spelling", ["volumeClaimPolicies", "volumePolicy"])
+def test_snapshot_and_restore_policies(
+    spelling: str,
+    snapshots: Obj | None,
+    restore: Obj | None,
+    parsed: SnapshotPolicy,
+    restored: RestorePolicy | None,
+) -> None:
+    written: Obj = {}
+    if snapshots is not None:
+        written["snapshotPolicy"] = snapshots
+    if restore is not None:
+        written["restorePolicy"] = restore
+    if spelling == "volumeClaimPolicies":
+        js = make([{"templates": [tpl("data")], **written}])
+    else:
+        js = make(vp={"volumeClaimTemplates": [tpl("data")], **written})
+    (policy,) = volume_spec.policies(js)
+    assert (policy.snapshots, policy.restore) == (parsed, restored)
 
 
 def test_request_spelling_defaults() -> None:
@@ -300,6 +410,78 @@ def test_policy_without_templates_is_harmless() -> None:
 
 
 LONG = "a" * 63
+
+# snapshotPolicy and restorePolicy values the schema refuses, with the parser's message (for an
+# object stored under an older CRD): in volumeClaimPolicies[0] ...
+P = "spec.volumeClaimPolicies[0]"
+BAD_SNAPSHOT_OR_RESTORE: list[tuple[Obj, str]] = [
+    ({"snapshotPolicy": "x"}, f"{P}.snapshotPolicy must be an object, got str"),
+    (
+        {"snapshotPolicy": {"historyLimit": 0}},
+        f"{P}.snapshotPolicy.historyLimit must be at least 1, got 0",
+    ),
+    (
+        {"snapshotPolicy": {"historyLimit": 101}},
+        f"{P}.snapshotPolicy.historyLimit must be at most 100, got 101",
+    ),
+    (
+        {"snapshotPolicy": {"historyLimit": "2"}},
+        f"{P}.snapshotPolicy.historyLimit must be an integer, got '2'",
+    ),
+    (
+        {"snapshotPolicy": {"historyLimit": True}},
+        f"{P}.snapshotPolicy.historyLimit must be an integer, got True",
+    ),
+    (
+        {"snapshotPolicy": {"volumeSnapshotClassName": 7}},
+        f"{P}.snapshotPolicy.volumeSnapshotClassName must be a string, got 7",
+    ),
+    (
+        {"snapshotPolicy": {"volumeSnapshotClassName": "c" * 254}},
+        f"{P}.snapshotPolicy.volumeSnapshotClassName must be at most 253 characters, got 254",
+    ),
+    ({"restorePolicy": []}, f"{P}.restorePolicy must be an object, got list"),
+    (
+        {"restorePolicy": {}},
+        f"{P}.restorePolicy.source is required: NewestSnapshot or VolumeSnapshot",
+    ),
+    (
+        {"restorePolicy": {"source": ""}},
+        f"{P}.restorePolicy.source must be NewestSnapshot or VolumeSnapshot, got ''",
+    ),
+    (
+        {"restorePolicy": {"source": "Latest"}},
+        f"{P}.restorePolicy.source must be NewestSnapshot or VolumeSnapshot, got 'Latest'",
+    ),
+    (
+        {"restorePolicy": {"source": "NewestSnapshot", "whenMissing": "Skip"}},
+        f"{P}.restorePolicy.whenMissing must be Wait or CreateEmpty, got 'Skip'",
+    ),
+    (
+        {"restorePolicy": {"source": "VolumeSnapshot", "volumeSnapshotName": "s" * 254}},
+        f"{P}.restorePolicy.volumeSnapshotName must be at most 253 characters, got 254",
+    ),
+    # restore-snapshot-name (schema.py), the rule across the fields:
+    (
+        {"restorePolicy": {"source": "VolumeSnapshot"}},
+        f"{P}: restorePolicy.volumeSnapshotName is required when restorePolicy.source is "
+        "VolumeSnapshot, and must be left out otherwise",
+    ),
+    (
+        {"restorePolicy": {"source": "VolumeSnapshot", "volumeSnapshotName": ""}},
+        f"{P}: restorePolicy.volumeSnapshotName is required when",
+    ),
+    (
+        {"restorePolicy": {"source": "NewestSnapshot", "volumeSnapshotName": "ckpt-7"}},
+        f"{P}: restorePolicy.volumeSnapshotName is required when restorePolicy.source is "
+        "VolumeSnapshot, and must be left out otherwise",
+    ),
+]
+# ... and the same in volumePolicy.
+BAD_SNAPSHOT_OR_RESTORE_REQUEST = [
+    (written, message.replace(P, "spec.volumePolicy"))
+    for written, message in BAD_SNAPSHOT_OR_RESTORE
+]
 
 
 @pytest.mark.parametrize(
@@ -373,13 +555,13 @@ LONG = "a" * 63
             [{"templates": [tpl("data")], "retentionPolicy": {"whenDeleted": "Keep"}}],
             None,
             None,
-            "retentionPolicy.whenDeleted must be Retain or Delete, got 'Keep'",
+            "retentionPolicy.whenDeleted must be Retain, Delete or Snapshot, got 'Keep'",
         ),
         (
             [{"templates": [tpl("data")], "retentionPolicy": {"whenScaled": "Never"}}],
             None,
             None,
-            "retentionPolicy.whenScaled must be Retain or Delete",
+            "retentionPolicy.whenScaled must be Retain, Delete or Snapshot",
         ),
         (
             [{"templates": [tpl("data")], "targetReplicatedJobs": "workers"}],
@@ -392,6 +574,14 @@ LONG = "a" * 63
             None,
             None,
             "spec.volumeClaimPolicies[0].targetReplicatedJobs[0] must be a replicated job name",
+        ),
+        *(
+            ([{"templates": [tpl("data")], **written}], None, None, message)
+            for written, message in BAD_SNAPSHOT_OR_RESTORE
+        ),
+        *(
+            (None, {"volumeClaimTemplates": [tpl("data")], **written}, None, message)
+            for written, message in BAD_SNAPSHOT_OR_RESTORE_REQUEST
         ),
         (
             [{"templates": [tpl("data")], "scope": "Node"}],
