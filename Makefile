@@ -22,7 +22,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries kueue oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation upstream-jobset soak test test-serial test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
+.PHONY: help venv binaries kueue csi oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation upstream-jobset soak test test-serial test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run image release
 
 help: ## list the targets
@@ -55,7 +55,7 @@ demo: binaries node-tools demo-node-binaries ## a JobSet on the local control pl
 # KWOK's nodes and needs none of them: no 20-minute build for nothing).
 demo-node-binaries: venv
 	@if $(PY) -c 'import sys; from localcluster.node import host_checks; sys.exit(bool(host_checks()))'; then \
-		$(MAKE) --no-print-directory node-binaries; fi
+		$(MAKE) --no-print-directory node-binaries csi; fi
 
 smoke: binaries ## the control plane alone: a claim binds, an Indexed Job completes
 	$(PY) -m localcluster smoke --state-dir $(STATE_DIR)
@@ -88,6 +88,10 @@ node-binaries: venv ## build containerd, the kubelet and CoreDNS for the real no
 	@echo "==> real-node binaries (first build takes a while; cached afterwards)"
 	$(PY) -m localcluster build --node
 
+csi: venv ## build the real node's CSI stack: csi-provisioner, csi-resizer, csi-snapshotter, snapshot-controller, our driver (cached)
+	@echo "==> the real node's CSI stack (first build takes a few minutes; cached afterwards)"
+	$(PY) -m localcluster build --csi
+
 # helm, for the chart's tests and for installing from charts/stateful-jobset (cached like the rest).
 ENSURE_HELM := $(PY) -c 'from localcluster.build import ensure_helm; print(ensure_helm())'
 helm: venv ## build helm from the Go module proxy (cached) and print its path
@@ -98,10 +102,10 @@ helm-lint: venv ## helm lint the chart (charts/stateful-jobset), every optional 
 		--set podScope.enabled=true --set metrics.secure.enabled=true \
 		--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
 
-test: binaries oldest-apiserver node-binaries tools helm kueue upstream-jobset ## run every tier (unit, integration, end-to-end, real node) in 4 pytest processes side by side (tests/run.py)
+test: binaries oldest-apiserver node-binaries csi tools helm kueue upstream-jobset ## run every tier (unit, integration, end-to-end, real node) in 4 pytest processes side by side (tests/run.py)
 	$(PY) -m tests.run -- $(PYTEST_ARGS)
 
-test-serial: binaries oldest-apiserver node-binaries tools helm kueue upstream-jobset ## every tier in one pytest process, one test after another (twice as long; for a quiet machine's timings)
+test-serial: binaries oldest-apiserver node-binaries csi tools helm kueue upstream-jobset ## every tier in one pytest process, one test after another (twice as long; for a quiet machine's timings)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## unit tier only (no cluster, no Debian tools)
@@ -113,7 +117,7 @@ test-integration: binaries oldest-apiserver helm upstream-jobset tools ## integr
 test-e2e: binaries tools kueue ## end-to-end tier only (the whole local control plane, Prometheus, promtool)
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
-test-node: binaries node-binaries tools ## real-node tier only (containers run, volumes hold data)
+test-node: binaries node-binaries csi tools ## real-node tier only (containers run, volumes hold data)
 	$(PY) -m pytest tests/node $(PYTEST_ARGS)
 
 cluster-up: binaries ## start the local control plane in the background (PROFILE=kueue: with Kueue)

@@ -5,7 +5,8 @@ python -m localcluster build [--node]     build (or find cached) binaries, print
                                           CoreDNS, the pause image's binary); --min-apiserver:
                                           also the oldest supported release's kube-apiserver;
                                           --kueue: also Kueue's manager and the kube-apiserver
-                                          of the kueue profile
+                                          of the kueue profile; --csi: also the real node's CSI
+                                          stack (the sidecars, snapshot-controller, our driver)
 python -m localcluster run                start in the foreground; Ctrl-C stops everything;
                                           --profile apiserver --min-apiserver: with the oldest
                                           supported Kubernetes release's kube-apiserver
@@ -39,6 +40,7 @@ from localcluster.build import (
     BuildError,
     describe,
     ensure_binaries,
+    ensure_csi,
     ensure_kueue,
     ensure_min_apiserver,
     ensure_node_binaries,
@@ -65,6 +67,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 
         directories.update(ensure_node_binaries(report=_say))
         directories["pause"] = build_pause().parent
+    if args.csi:
+        for binary, path in ensure_csi(_say).items():
+            directories[binary] = path.parent
     if args.kueue:
         directories[KUEUE.name] = ensure_kueue(_say).parent
         directories[VERSIONED_APISERVER.name] = ensure_versioned_apiserver(_say).parent
@@ -134,6 +139,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.profile == "kueue":
         ensure_kueue(_say)
         ensure_versioned_apiserver(_say)
+    if args.profile == "node":
+        ensure_csi(_say)
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "launcher.log"
     (state_dir / "cluster.json").unlink(missing_ok=True)
@@ -296,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         if name == "build":
             command.add_argument("--node", action="store_true", help="the real node's too")
             command.add_argument("--kueue", action="store_true", help="Kueue's (kueue profile) too")
+            command.add_argument(
+                "--csi", action="store_true", help="the real node's CSI stack (issue 37) too"
+            )
         if name in ("build", "run", "up"):
             command.add_argument(
                 "--min-apiserver",

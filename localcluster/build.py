@@ -38,6 +38,9 @@ class Component:
     # the same module), and linker flags beyond _LDFLAGS (part of the cache key when set).
     module: str = ""
     extra_ldflags: str = ""
+    # A module of this repository (not a wrapper of a released module): its own Go sources are
+    # part of the cache key, so an edit rebuilds it.
+    local_source: bool = False
 
     @property
     def module_dir(self) -> Path:
@@ -138,6 +141,41 @@ UPSTREAM_JOBSET = Component(
     extra_ldflags=(
         f"-X {JOBSET_MODULE}/pkg/version.GitVersion={_UPSTREAM_JOBSET_VERSION} "
         f"-X {JOBSET_MODULE}/pkg/version.GitCommit={UPSTREAM_JOBSET_COMMIT}"
+    ),
+)
+
+
+# The real node's CSI stack (issue 37): the Kubernetes CSI sidecars and snapshot-controller from
+# the Go module proxy, each from a wrapper module of its own (the releases pin different k8s.io
+# versions, which one module could not hold), and the project's own CSI driver
+# (localcluster/csidriver, a module of this repository). Built on demand (``ensure_csi``, `make
+# csi`), never by ensure_binaries. Each release's version is linked in as its own build does
+# (``-X main.version``), so the sidecars log it at start.
+_CSI_SIDECARS = "github.com/kubernetes-csi"
+_SNAPSHOTTER = f"{_CSI_SIDECARS}/external-snapshotter/v8"
+CSI_SOURCE = Path(__file__).parent / "csidriver"
+CSI_DRIVER_MODULE = "stateful-jobset/localcluster/csidriver"
+
+
+def _sidecar(name: str, module: str, commands: tuple[str, ...]) -> Component:
+    version = _pinned(GOMOD_DIR / name, module)
+    return Component(
+        name,
+        tuple((f"{module}/cmd/{command}", command) for command in commands),
+        extra_ldflags=f"-X main.version={version}",
+    )
+
+
+CSI_COMPONENTS: tuple[Component, ...] = (
+    _sidecar("csi-provisioner", f"{_CSI_SIDECARS}/external-provisioner/v5", ("csi-provisioner",)),
+    _sidecar("csi-resizer", f"{_CSI_SIDECARS}/external-resizer", ("csi-resizer",)),
+    _sidecar("csi-snapshotter", _SNAPSHOTTER, ("csi-snapshotter", "snapshot-controller")),
+    Component(
+        "csi-driver",
+        ((CSI_DRIVER_MODULE, "sjs-csi-driver"),),
+        root=CSI_SOURCE.parent,
+        module=CSI_SOURCE.name,
+        local_source=True,
     ),
 )
 
@@ -263,6 +301,12 @@ def cache_key(component: Component, goversion: str) -> str:
     digest.update(repr(component.targets).encode())
     if component.extra_ldflags:
         digest.update(component.extra_ldflags.encode())
+    if component.local_source:
+        # Its Go sources, not its tests (an edited test builds the same binary).
+        sources = component.module_dir.rglob("*.go")
+        for source in sorted(s for s in sources if not s.name.endswith("_test.go")):
+            digest.update(str(source.relative_to(component.module_dir)).encode())
+            digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -421,6 +465,18 @@ def ensure_node_binaries(
     goversion = go_version()
     wanted = [c for c in NODE_COMPONENTS if names is None or c.name in names]
     return {c.name: build_component(c, goversion, say) for c in wanted}
+
+
+def ensure_csi(report: Callable[[str], None] | None = None) -> dict[str, Path]:
+    """Build (or find cached) the CSI sidecars, snapshot-controller and the project's CSI driver;
+    returns binary name -> path."""
+    say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    goversion = go_version()
+    paths: dict[str, Path] = {}
+    for component in CSI_COMPONENTS:
+        directory = build_component(component, goversion, say)
+        paths.update({binary: directory / binary for binary in component.binaries})
+    return paths
 
 
 def ensure_helm(report: Callable[[str], None] | None = None) -> Path:

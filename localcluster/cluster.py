@@ -7,7 +7,10 @@ Profiles:
 - ``node``: the control plane and the test provisioner with one real node instead of the KWOK
   nodes: containerd 2.x + runc + a kubelet, a local image registry and CoreDNS
   (``localcluster/node``). Containers really run and volumes are real directories on this
-  host, so every pod, from unchanged manifests, runs there (the node tier and the demo).
+  host, so every pod, from unchanged manifests, runs there (the node tier and the demo). Beside
+  the test provisioner's classes, the CSI stack (``localcluster/csi.py``: our CSI driver, the
+  external-provisioner, -resizer, -snapshotter and the snapshot-controller) serves the classes
+  ``csi-immediate`` and ``csi-wffc`` and VolumeSnapshots.
 - ``apiserver``: etcd and kube-apiserver only; nothing but the test changes object status, as in
   upstream's integration tests (the integration tier).
 - ``kueue``: ``full`` plus Kueue's manager with its JobSet integration, its webhooks and CRDs,
@@ -29,8 +32,9 @@ from typing import Literal
 import yaml
 
 from localcluster import pki as pkimod
-from localcluster.build import Binaries, ensure_binaries, ensure_versioned_apiserver
+from localcluster.build import Binaries, ensure_binaries, ensure_csi, ensure_versioned_apiserver
 from localcluster.controlplane import Ports
+from localcluster.csi import CsiStack
 from localcluster.jobsetapi import FILES as JOBSET_API
 from localcluster.kueue import Kueue
 from localcluster.node import RealNode, node_binaries, require_host
@@ -147,8 +151,9 @@ class LocalCluster:
     # The ``kueue`` profile sets it itself (build.ensure_versioned_apiserver).
     kube_apiserver: Path | None = None
     processes: list[ManagedProcess] = field(default_factory=list)
-    # The real node of the ``node`` profile.
+    # The real node of the ``node`` profile, and its CSI stack.
     node: RealNode | None = None
+    csi: CsiStack | None = None
     # Kueue on the ``node`` profile too (the ``kueue`` profile is ``full`` with it): the
     # real-node tier's preemption test.
     with_kueue: bool = False
@@ -384,10 +389,12 @@ class LocalCluster:
         if self.runs_kueue and self.kube_apiserver is None:
             # Kueue needs a server version that parses (build.ensure_versioned_apiserver).
             self.kube_apiserver = ensure_versioned_apiserver(self.report)
+        csi_binaries: dict[str, Path] = {}
         if self.profile == "node":
             # Before the state directory is deleted: if a killed launcher's guardian was killed
             # too, containers may still run with their root filesystems mounted in it.
             self._new_node().recover()
+            csi_binaries = ensure_csi(self.report)
         self._clean_state_dir()
         self.ports = Ports.allocate(self.apiserver_port)
         pki = pkimod.generate(self.pki.directory, self.server)
@@ -410,7 +417,12 @@ class LocalCluster:
         if self.profile == "node":
             self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(_storage_classes()))
             self.node = self._new_node()
+            self.csi = CsiStack(
+                self, self.node.name, self.node.directory, self.node.kubelet_root, self.report
+            )
+            self.csi.install_api()
             self.node.start()
+            self.csi.start(csi_binaries)
             self._wait_usable(0)
             if self.runs_kueue:
                 # A small default quota (the host runs the control plane beside the pods);
@@ -494,6 +506,7 @@ class LocalCluster:
         if self.node is not None:
             self.node.stop()
             self.node = None
+        self.csi = None
         stop_all(self.processes)
         self.processes.clear()
         state = self.state_dir / "cluster.json"

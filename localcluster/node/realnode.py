@@ -129,6 +129,11 @@ class RealNode:
     def socket(self) -> Path:
         return self.directory / "containerd" / "run" / "containerd.sock"
 
+    @property
+    def kubelet_root(self) -> Path:
+        """The kubelet's --root-dir (pods' volumes; plugins register in its plugins_registry)."""
+        return self.directory / "kubelet" / "root"
+
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         # containerd finds containerd-shim-runc-v2 on PATH; ours must win over Debian's 1.6 one.
@@ -272,7 +277,7 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
                 str(self.binaries.kubelet),
                 f"--config={path}",
                 f"--kubeconfig={kubeconfig}",
-                f"--root-dir={self.directory / 'kubelet' / 'root'}",
+                f"--root-dir={self.kubelet_root}",
                 f"--cert-dir={self.directory / 'kubelet' / 'pki'}",
                 f"--hostname-override={self.name}",
                 f"--node-ip={host_ip()}",
