@@ -34,7 +34,7 @@ from controller.api.validation import Contract, ContractMismatch
 from controller.jobset import api, children, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
-from controller.jobset.volumes import podscope
+from controller.jobset.volumes import podscope, snapshots
 
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
 # The CRD of a clone of the repository (the package sits beside manifests/).
@@ -136,6 +136,9 @@ def fresh_reconcile(obj: dict[str, Any], now: datetime.datetime) -> list[dict[st
             cluster.service,
             now,
             claims=volumes.views(cluster.claims.values()),
+            # A cluster that serves VolumeSnapshots and has none yet (restorePolicy waits for
+            # one, or starts empty, as its whenMissing says).
+            snapshots=snapshots.snapshots(()),
         )
         created = _apply(cluster, jobset, plan)
         made.extend(created)

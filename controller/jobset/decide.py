@@ -42,7 +42,14 @@ from controller.jobset import (
 from controller.jobset.children import ChildJob
 from controller.jobset.model import JobSet
 from controller.jobset.status import Condition, Event
-from controller.jobset.volumes import ClaimView, Storage, StorageClasses, VolumeModel, VolumePlan
+from controller.jobset.volumes import (
+    ClaimView,
+    Snapshots,
+    Storage,
+    StorageClasses,
+    VolumeModel,
+    VolumePlan,
+)
 from controller.jobset.volumes.admission import Blocked
 from controller.jobset.writefailures import Failure
 from controller.runtime.store import Obj
@@ -275,6 +282,7 @@ def decide(
     claims: Mapping[str, ClaimView] | None = None,
     classes: StorageClasses | None = None,
     model: VolumeModel | None = None,
+    snapshots: Snapshots | None = None,
     message_matches: failure.MessageMatches | None = None,
     others: Mapping[str, Obj] | None = None,
     failures: Sequence[Failure] = (),
@@ -330,6 +338,7 @@ def decide(
             terminal_state=jobset.status.terminal_state,
             pods_in_use=in_use,
             blocked=pod_scope_blocked,
+            found=snapshots,
         )
         plan.volume = store.plan
         # Retention on completion/failure releases storage: the finished Jobs' pods still use
@@ -371,6 +380,7 @@ def decide(
         terminal_state=terminal,
         pods_in_use=in_use,
         blocked=pod_scope_blocked,
+        found=snapshots,
     )
     plan.volume = store.plan
     _volume_status(built, store, known)

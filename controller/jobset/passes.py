@@ -43,6 +43,9 @@ WRITE_ORDER: tuple[str, ...] = (
     "add finalizer",
     "create claims",
     "patch claims",
+    # Retention Snapshot: a claim is deleted in a later pass than its snapshot is taken.
+    "create snapshots",
+    "delete snapshots",
     "delete claims",
     "create service",
     "create jobs",

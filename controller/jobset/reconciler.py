@@ -82,6 +82,7 @@ class JobSetReconciler:
         admission_policies: Cache | None = None,
         admission_bindings: Cache | None = None,
         pods: Cache | None = None,
+        volume_snapshots: Cache | None = None,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -104,6 +105,7 @@ class JobSetReconciler:
             admission_policies=admission_policies,
             admission_bindings=admission_bindings,
             pods=pods,
+            volume_snapshots=volume_snapshots,
         )
         self.wanted = self.volume_io.wanted
         self._wall = wall_clock
@@ -185,6 +187,7 @@ class JobSetReconciler:
             service = self.services.get(namespace, jobset.subdomain)
             model = self.parses.model(key, jobset)
             claims = self.volume_io.claims_of(key, jobset, model)
+            found = self.volume_io.snapshots_of(key, jobset.namespace, model)
             classes, wall = self.volume_io.classes(), self._wall()
             blocked, look_again = (
                 self.volume_io.pod_scope_blocked(key, jobset, {j.uid for j in jobs}, self._clock())
@@ -196,6 +199,7 @@ class JobSetReconciler:
                 # The same snapshot of the caches both times: the writes await, the caches move.
                 return decide(
                     jobset, jobs, service, wall, claims=claims, classes=classes, model=model,
+                    snapshots=found,
                     message_matches=matches, others=others, failures=failures,
                     pod_scope_blocked=blocked, restart_job=self.feature_gates.restart_job,
                     resize=self.feature_gates.elastic_jobset,
@@ -372,7 +376,7 @@ class JobSetReconciler:
         created: dict[volumes.Slot, str] = {}
 
         async def create(claim: DesiredClaim) -> None:
-            uid = await self.volume_io.create_claim(jobset, claim)
+            uid = await self.volume_io.create_claim(jobset, claim, vplan.restore.get(claim.name))
             if uid:
                 created[claim.slot] = uid
 
@@ -395,6 +399,7 @@ class JobSetReconciler:
                 for change in vplan.patch
             ]
         )  # fmt: skip
+        failures += await self._snapshot_writes(jobset.raw, vplan)
         failures += await self._parallel(
             [
                 self._refusal(
@@ -406,6 +411,25 @@ class JobSetReconciler:
         if vplan.conflicts:
             self.metrics.claim_conflicts.inc(len(vplan.conflicts))
         return updated, created, failures
+
+    async def _snapshot_writes(self, obj: Obj, vplan: VolumePlan) -> list[Failure]:
+        """Retention's VolumeSnapshots: those to take, then those historyLimit prunes."""
+        failures = await self._parallel(
+            [
+                self._refusal(Write.CREATE_SNAPSHOT, str(body["metadata"]["name"]),
+                              self.volume_io.create_snapshot(obj, body))
+                for body in vplan.create_snapshots
+            ]
+        )  # fmt: skip
+        failures += await self._parallel(
+            [
+                self._refusal(
+                    Write.DELETE_SNAPSHOT, name, self.volume_io.delete_snapshot(obj, name)
+                )
+                for name in vplan.delete_snapshots
+            ]
+        )
+        return failures
 
     async def _write_created(
         self,
@@ -440,7 +464,8 @@ class JobSetReconciler:
         """Retention for a JobSet being deleted (``volumes.deletion``: from the stored object,
         whatever its spec), then the finalizer goes."""
         labelled = self.volume_io.labelled_claims(key)
-        vplan = deletion.plan(obj, volumes.views(labelled).values())
+        taken = self.volume_io.snapshots_of(key, namespace_of(obj) or "", None)
+        vplan = deletion.plan(obj, volumes.views(labelled).values(), taken)
         failures = await self._parallel(
             [
                 self._refusal(Write.PATCH_CLAIM, change.name,
@@ -449,12 +474,17 @@ class JobSetReconciler:
                 for change in vplan.patch
             ]
         )  # fmt: skip
+        failures += await self._snapshot_writes(obj, vplan)
         failures += await self._parallel(
             [
                 self._refusal(Write.DELETE_CLAIM, name, self.volume_io.delete_claim(obj, name))
                 for name in vplan.delete
             ]
         )
+        for name, step in sorted(vplan.snapshotting.items()):
+            if step.step == "failed":  # no status to say it while the JobSet goes: an Event
+                text = f"claim {name} is kept: its snapshot {step.snapshot} failed: {step.why}"
+                self._event(obj, "Warning", "SnapshotFailed", text)
         if failures:
             # No status to carry them while the JobSet goes: each one is an Event, and the key
             # goes back to the queue with backoff.

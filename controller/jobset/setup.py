@@ -104,9 +104,16 @@ def setup(manager: Manager[Config]) -> JobSetReconciler:
         admission_policies=volume_caches.admission_policies,
         admission_bindings=volume_caches.admission_bindings,
         pods=volume_caches.pods,
+        volume_snapshots=volume_caches.volume_snapshots,
     )
     volume_watches.watch(
-        volume_caches, jobsets, queue, enqueue_parent, reconciler.wanted, batch_period
+        volume_caches,
+        jobsets,
+        queue,
+        enqueue_parent,
+        reconciler.wanted,
+        batch_period,
+        reconciler.volume_io.wanted_snapshots,
     )
 
     manager.controller(CONTROLLER, queue, reconciler.reconcile, object_label="jobset")

@@ -50,6 +50,8 @@ class Write(enum.StrEnum):
     CREATE_CLAIM = "create claim"
     PATCH_CLAIM = "update claim"
     DELETE_CLAIM = "delete claim"
+    CREATE_SNAPSHOT = "create VolumeSnapshot"
+    DELETE_SNAPSHOT = "delete VolumeSnapshot"
     CREATE_JOB = "create Job"
     HELD_JOB = "Job name held"  # not a write: the name belongs to a Job that is not ours
     UPDATE_JOB = "update Job"
@@ -58,7 +60,14 @@ class Write(enum.StrEnum):
 
 
 _CLAIMS = frozenset(
-    {Write.ADD_FINALIZER, Write.CREATE_CLAIM, Write.PATCH_CLAIM, Write.DELETE_CLAIM}
+    {
+        Write.ADD_FINALIZER,
+        Write.CREATE_CLAIM,
+        Write.PATCH_CLAIM,
+        Write.DELETE_CLAIM,
+        Write.CREATE_SNAPSHOT,
+        Write.DELETE_SNAPSHOT,
+    }
 )
 _JOB_CREATES = frozenset({Write.CREATE_JOB, Write.HELD_JOB})
 
@@ -135,6 +144,10 @@ def _claim_reason(failure: Failure) -> str:
         return REASON_RETENTION_FINALIZER_FAILED
     if failure.write is Write.CREATE_CLAIM:
         return REASON_CLAIM_CREATION_FAILED
+    if failure.write is Write.CREATE_SNAPSHOT:
+        return "SnapshotCreationFailed"
+    if failure.write is Write.DELETE_SNAPSHOT:
+        return "SnapshotDeletionFailed"
     return REASON_CLAIM_DELETION_FAILED if failure.write is Write.DELETE_CLAIM else "ClaimFailed"
 
 
@@ -150,7 +163,14 @@ def volumes_ready(decided: Condition, failures: Sequence[Failure]) -> Condition:
     claims = [f for f in failures if f.write in _CLAIMS]
     if not claims or decided.type != VOLUMES_READY:
         return decided
-    order = (Write.ADD_FINALIZER, Write.CREATE_CLAIM, Write.PATCH_CLAIM, Write.DELETE_CLAIM)
+    order = (
+        Write.ADD_FINALIZER,
+        Write.CREATE_CLAIM,
+        Write.PATCH_CLAIM,
+        Write.CREATE_SNAPSHOT,
+        Write.DELETE_SNAPSHOT,
+        Write.DELETE_CLAIM,
+    )
     first = min(claims, key=lambda f: (order.index(f.write), f.name))
     message = _message(claims)
     if decided.status == "False" and decided.reason != REASON_CLAIMS_MISSING:

@@ -92,6 +92,21 @@ async def install_crd_only(kube: Kube, path: Path) -> None:
     await _install_crd(kube, path)
 
 
+async def install_other_crds(kube: Kube, paths: list[Path]) -> None:
+    """Apply other projects' CRDs as they are (say, the VolumeSnapshot CRDs of
+    external-snapshotter's client module) and wait until each is Established."""
+    for path in paths:
+        crd = yaml.safe_load(path.read_text())
+        url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+        await _apply_retrying(kube, crd, url, path)
+        await wait_for(
+            lambda url=url: kube.raw("GET", url),  # type: ignore[misc]
+            _established,
+            f"CRD {crd['metadata']['name']} to be Established",
+            seconds=30,
+        )
+
+
 async def wait_policy_gone(kube: Kube) -> None:
     """Wait until the API server no longer enforces this project's rules on JobSets (its
     admission policy's binding deleted, or upstream's CRD in place of ours): it drops them

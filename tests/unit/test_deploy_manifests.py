@@ -50,13 +50,6 @@ CLIENT_VERBS = {
 # the manager.cache(...) calls, which grant list and watch.
 GENERIC = {CONTROLLER / "runtime" / "informer.py", CONTROLLER / "runtime" / "client.py"}
 Grant = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
-# Granted ahead of the code that will use them (issue 37: retention Snapshot and restorePolicy,
-# being written): not "granted but never used" until then. Remove this once the code's calls and
-# informer are there (the derivation then requires every one of them).
-PENDING: frozenset[Grant] = frozenset(
-    ("snapshot.storage.k8s.io", "volumesnapshots", verb)
-    for verb in ("get", "list", "watch", "create", "delete")
-)
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -376,7 +369,7 @@ def test_cluster_role_grants_exactly_what_the_controller_uses() -> None:
     grants = _grants(role)
     duplicates = sorted(k for k, n in grants.items() if n > 1)
     assert not duplicates, duplicates
-    extra = sorted(set(grants) - wanted - PENDING)
+    extra = sorted(set(grants) - wanted)
     missing = {g: needed[g] for g in sorted(wanted - set(grants))}
     assert not extra and not missing, (
         f"granted but never used: {extra}; used (at) but not granted: {missing}"

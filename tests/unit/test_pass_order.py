@@ -20,7 +20,7 @@ from controller.jobset.reconciler import JobSetReconciler
 from controller.jobset.status import Event
 from controller.jobset.volumes import VolumePlan
 from controller.jobset.volumes.lifecycle import ClaimPatch
-from controller.runtime.client import CLAIMS, JOBS, SERVICES, Resource
+from controller.runtime.client import CLAIMS, JOBS, SERVICES, VOLUME_SNAPSHOTS, Resource
 from controller.runtime.store import Obj
 from tests.unit.volumes.factories import make_obj, tpl
 
@@ -31,6 +31,8 @@ KINDS = {
     ("patch", api.JOBSETS, ""): "add finalizer",
     ("create", CLAIMS, ""): "create claims",
     ("patch", CLAIMS, ""): "patch claims",
+    ("create", VOLUME_SNAPSHOTS, ""): "create snapshots",
+    ("delete", VOLUME_SNAPSHOTS, ""): "delete snapshots",
     ("delete", CLAIMS, ""): "delete claims",
     ("create", SERVICES, ""): "create service",
     ("create", JOBS, ""): "create jobs",
@@ -106,6 +108,13 @@ class Recorder:
         pass
 
 
+def _snapshot(claim: str) -> Obj:
+    return {
+        "metadata": {"name": f"{claim}-0123abcd"},
+        "spec": {"source": {"persistentVolumeClaimName": claim}},
+    }
+
+
 def _plan_of_every_kind(obj: Obj) -> Plan:
     """Two writes of each kind that can have several (one finalizer, service, status, delete)."""
     jobset = parse(obj)
@@ -119,6 +128,8 @@ def _plan_of_every_kind(obj: Obj) -> Plan:
             patch=[patch, ClaimPatch("kept-2", patch.patch, "ClaimAdopted", "adopted")],
             delete=["gone", "gone-2"],
             add_finalizer=True,
+            create_snapshots=[_snapshot("kept-3"), _snapshot("kept-4")],
+            delete_snapshots=["old-snapshot", "old-snapshot-2"],
         ),
         create_service={"metadata": {"name": "js"}},
         create_jobs=[job, {**job, "metadata": {"name": "js-workers-1"}}],
@@ -140,8 +151,9 @@ def test_a_pass_writes_in_the_write_order(monkeypatch: pytest.MonkeyPatch) -> No
     cache = cast(Any, OneJobSet(obj))
     reconciler = JobSetReconciler(cast(Any, client), cast(Any, Recorder()), cache, cache, cache)
     result = asyncio.run(reconciler.reconcile(KEY))
-    several = {"create claims", "patch claims", "delete claims", "create jobs", "delete jobs",
-               "clear startTime", "patch jobs"}  # fmt: skip
+    several = {"create claims", "patch claims", "create snapshots", "delete snapshots",
+               "delete claims", "create jobs", "delete jobs", "clear startTime",
+               "patch jobs"}  # fmt: skip
     assert client.kinds == [k for k in WRITE_ORDER for _ in range(2 if k in several else 1)]
     assert result.requeue is False
     # What the pass leaves in memory: its last write (the status), the Jobs it created.

@@ -13,6 +13,7 @@ One module per concern, all pure (the reconciler performs the writes):
 - ``record``: the uids of the claims the JobSet had, kept in its status;
 - ``lifecycle``: each desired claim's state and the writes of this pass, retention included;
 - ``gating``: what the claims allow the Jobs: to be created, resumed, resized, or kept running;
+- ``snapshots``: retention to a VolumeSnapshot, pruning to historyLimit, restore from one;
 - ``deletion``: retention when the JobSet is deleted, read from the stored object whatever its
   spec (deletion must not depend on parsing it);
 - ``status``: what the status and conditions say about the claims;
@@ -28,6 +29,7 @@ from controller.jobset.volumes.desired import DesiredClaim, Slot
 from controller.jobset.volumes.lifecycle import VolumePlan
 from controller.jobset.volumes.model import FINALIZER, POD_SCOPE_LABEL
 from controller.jobset.volumes.observed import ClaimView, StorageClasses, views
+from controller.jobset.volumes.snapshots import Snapshots
 from controller.jobset.volumes.spec import VolumeModel, model
 from controller.jobset.volumes.status import with_created_claims
 from controller.jobset.volumes.storage import Storage, storage
@@ -38,6 +40,7 @@ __all__ = [
     "ClaimView",
     "DesiredClaim",
     "Slot",
+    "Snapshots",
     "Storage",
     "StorageClasses",
     "VolumeModel",

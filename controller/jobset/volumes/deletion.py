@@ -9,7 +9,9 @@ replicated jobs' ``replicas``. Each claim needs its own justification:
 - only claims the JobSet **owns** are touched (its name label and its uid in our annotation);
 - a claim is **deleted** only when the policy that made it (found by the claim's template label)
   is readable and says Delete: ``whenDeleted``, ``whenCompleted``/``whenFailed`` for the stored
-  terminal state, or ``whenScaled`` for a Job beyond ``replicas``;
+  terminal state, or ``whenScaled`` for a Job beyond ``replicas``; or says Snapshot, and a ready
+  VolumeSnapshot of the claim exists (the snapshot is taken first, and waited for: the JobSet
+  stays until it is ready, or for good while it fails);
 - it is **kept** otherwise, the way ``whenDeleted: Retain`` keeps one (``retain_patch``: our
   ownerReference removed, else the garbage collector deletes it with the JobSet; the JobSet's uid
   recorded, so a JobSet of the same name can adopt it): when the policy says Retain, when the
@@ -32,8 +34,10 @@ from controller.jobset.volumes import ownership
 from controller.jobset.volumes.lifecycle import (
     REASON_CLAIM_RETAINED,
     ClaimPatch,
+    Release,
     VolumePlan,
-    deleted_by,
+    action,
+    release,
     scaled_away,
 )
 from controller.jobset.volumes.model import (
@@ -44,6 +48,7 @@ from controller.jobset.volumes.model import (
     as_list,
 )
 from controller.jobset.volumes.observed import ClaimView
+from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, Snapshots
 from controller.jobset.volumes.spec import readable_policies
 from controller.runtime.store import Obj
 
@@ -57,6 +62,7 @@ class Deleted:
     """What retention needs of a JobSet being deleted, each part read on its own."""
 
     name: str
+    namespace: str
     uid: str
     finalizers: tuple[str, ...]
     terminal_state: str
@@ -100,6 +106,7 @@ def read(obj: Obj) -> Deleted:
     state = as_dict(obj.get("status")).get("terminalState")
     return Deleted(
         name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
         uid=str(meta.get("uid") or ""),
         finalizers=_strings(meta.get("finalizers")),
         terminal_state=state if isinstance(state, str) else "",
@@ -131,8 +138,8 @@ def _keep(claim: ClaimView, jobset: Deleted, why: str, event_type: str = "Normal
     )
 
 
-def _one(claim: ClaimView, jobset: Deleted) -> str | ClaimPatch | None:
-    """For one owned claim: its name to delete it, the patch that keeps it, or None (done)."""
+def _one(claim: ClaimView, jobset: Deleted) -> Release | ClaimPatch | None:
+    """For one owned claim: how retention lets it go, the patch that keeps it, or None (done)."""
     policy = jobset.policies.get(claim.labels.get(CLAIM_TEMPLATE_LABEL) or "")
     if policy is None:
         if ownership.retained(claim, jobset.uid):
@@ -148,33 +155,38 @@ def _one(claim: ClaimView, jobset: Deleted) -> str | ClaimPatch | None:
     # that the template (an elastic JobSet resized down) no longer has; its claim follows
     # whenDeleted.
     scaled = scaled_away(claim, policy, jobset.replicas_of)
-    if deleted_by(retention, deleting=True, terminal_state=jobset.terminal_state, scaled=scaled):
-        return None if claim.terminating else claim.name
+    how = action(retention, deleting=True, terminal_state=jobset.terminal_state, scaled=scaled)
+    if how is not None:
+        return None if claim.terminating else Release(claim, policy, how)
     if retention.when_deleted != "Retain" or ownership.retained(claim, jobset.uid):
         return None
     return _keep(claim, jobset, why)
 
 
-def plan(obj: Obj, claims: Iterable[ClaimView]) -> VolumePlan:
+def plan(obj: Obj, claims: Iterable[ClaimView], found: Snapshots = NO_SNAPSHOTS) -> VolumePlan:
     """The claim writes for a JobSet being deleted, and whether its finalizer can go.
 
-    ``claims``: the claims labelled with the JobSet's name (those it does not own are ignored).
+    ``claims``: the claims labelled with the JobSet's name (those it does not own are ignored);
+    ``found``: the controller's VolumeSnapshots of them (retention Snapshot).
     """
     result = VolumePlan()
     jobset = read(obj)
     if FINALIZER not in jobset.finalizers:
         return result
+    released = []
     for claim in claims:
         if not ownership.owned_by(claim, jobset.name, jobset.uid):
             continue
         todo = _one(claim, jobset)
-        if isinstance(todo, str):
-            result.delete.append(todo)
+        if isinstance(todo, Release):
+            released.append(todo)
         elif todo is not None:
             result.patch.append(todo)
-    # Deletes accepted (pvc-protection may keep a claim until its pods are gone) and retention
-    # recorded: the finalizer can go. Otherwise the next pass checks again.
-    result.remove_finalizer = not result.delete and not result.patch
+    deleted = release(result, released, found, jobset.name, jobset.namespace)
+    result.delete = [c.name for c in deleted]
+    # Deletes accepted (pvc-protection may keep a claim until its pods are gone), snapshots
+    # ready and retention recorded: the finalizer can go. Otherwise the next pass checks again.
+    result.remove_finalizer = not result.delete and not result.patch and not result.snapshotting
     return result
 
 
@@ -194,5 +206,10 @@ def kept_but_owned(obj: Obj, claims: Iterable[ClaimView]) -> list[str]:
         for claim in claims
         if ownership.owned_by(claim, jobset.name, jobset.uid)
         and any(r.get("uid") == jobset.uid for r in claim.owner_references)
-        and isinstance(_one(claim, jobset), ClaimPatch)
+        and _kept(_one(claim, jobset))
     ]
+
+
+def _kept(todo: Release | ClaimPatch | None) -> bool:
+    """Retention keeps the claim, or keeps it until a snapshot of it is ready."""
+    return isinstance(todo, ClaimPatch) or (isinstance(todo, Release) and todo.action == "Snapshot")

@@ -4,7 +4,8 @@ The reconciler holds one :class:`VolumeIO` and asks it, per JobSet, for the clai
 labelled with the JobSet's name and any claim of a name it wants, which it remembers in
 ``wanted`` to route claim events), the storage classes, and whether Pod-scope pods can get their
 claims now (``admission.readiness``, whose first sighting of the policy it keeps); and it
-creates, patches and deletes claims through it, each write with its metric and Event. Deciding
+creates, patches and deletes claims (and VolumeSnapshots: retention Snapshot, pruning) through
+it, each write with its metric and Event. Deciding
 stays pure (``volumes.plan``, ``gating``); orchestration (which writes, in what order, what a
 refusal means) stays in the reconciler.
 """
@@ -23,11 +24,18 @@ from controller.jobset.volumes.lifecycle import (
     REASON_CLAIM_DELETED,
     ClaimPatch,
 )
-from controller.jobset.volumes.observed import ClaimView, StorageClasses
+from controller.jobset.volumes.observed import ClaimView, SnapshotView, StorageClasses
 from controller.jobset.volumes.observed import storage_classes as storage_classes_of
+from controller.jobset.volumes.snapshots import (
+    REASON_SNAPSHOT_CREATED,
+    REASON_SNAPSHOT_DELETED,
+    Snapshots,
+    restored,
+    snapshots,
+)
 from controller.jobset.volumes.spec import VolumeModel
 from controller.jobset.wanted import WantedClaims
-from controller.runtime.client import CLAIMS, ApiError, KubeClient
+from controller.runtime.client import CLAIMS, VOLUME_SNAPSHOTS, ApiError, KubeClient
 from controller.runtime.manager import Cache
 from controller.runtime.store import Obj, namespace_of
 from controller.runtime.views import Summary, Views
@@ -51,6 +59,7 @@ class VolumeIO:
         admission_policies: Cache | None = None,
         admission_bindings: Cache | None = None,
         pods: Cache | None = None,
+        volume_snapshots: Cache | None = None,
     ) -> None:
         self.client = client
         self.metrics = metrics
@@ -74,6 +83,13 @@ class VolumeIO:
         self.admission_seen: admission.Seen | None = None
         # Per JobSet, the claim names it wants: a claim event goes to the JobSets wanting it.
         self.wanted = WantedClaims()
+        # VolumeSnapshots (optional: the CRD may not be installed), as views; and per JobSet,
+        # the snapshot a restorePolicy names (not labelled for it: routed by name, as claims).
+        self.volume_snapshots = volume_snapshots
+        self.snapshot_views = (
+            Views(volume_snapshots, SnapshotView.of) if volume_snapshots is not None else None
+        )
+        self.wanted_snapshots = WantedClaims()
 
     # --------------------------------------------------------------- reads
 
@@ -91,6 +107,23 @@ class VolumeIO:
             if claim is not None:
                 found[desired.name] = claim
         return found
+
+    def snapshots_of(self, key: str, namespace: str, model: VolumeModel | None) -> Snapshots:
+        """The VolumeSnapshots labelled with the JobSet's name, and a lookup by name in its
+        namespace (a restorePolicy's named snapshot, which it then wants: ``model``)."""
+        if model is not None:
+            self.wanted_snapshots.want(
+                key,
+                (
+                    p.restore.snapshot_name
+                    for p in model.policies
+                    if p.restore is not None and p.restore.source == "VolumeSnapshot"
+                ),
+            )
+        cache, views = self.volume_snapshots, self.snapshot_views
+        if cache is None or views is None or cache.unavailable() is not None:
+            return snapshots((), served=False)
+        return snapshots(views.by_index(self.index, key), lambda name: views.get(namespace, name))
 
     def labelled_claims(self, key: str) -> list[Obj]:
         """The claims labelled with the JobSet's name (what its deletion retains or deletes)."""
@@ -132,16 +165,23 @@ class VolumeIO:
 
     # --------------------------------------------------------------- writes
 
-    async def create_claim(self, jobset: JobSet, claim: DesiredClaim) -> str | None:
-        """Creates the claim; returns its uid (None when it existed already)."""
+    async def create_claim(
+        self, jobset: JobSet, claim: DesiredClaim, source: str | None = None
+    ) -> str | None:
+        """Creates the claim (from the VolumeSnapshot ``source``, if given); returns its uid
+        (None when it existed already)."""
+        body = claim.object if source is None else restored(claim, source)
         try:
-            created = await self.client.create(CLAIMS, claim.object, jobset.namespace)
+            created = await self.client.create(CLAIMS, body, jobset.namespace)
         except ApiError as err:
             if err.already_exists:
                 return None  # the next pass classifies it (ours from a lost response, or not)
             raise  # a refusal is reported by the status (writefailures)
         self.metrics.claims_created.inc()
-        self.event(jobset.raw, "Normal", REASON_CLAIM_CREATED, f"created claim {claim.name}")
+        origin = "" if source is None else f" from VolumeSnapshot {source}"
+        self.event(
+            jobset.raw, "Normal", REASON_CLAIM_CREATED, f"created claim {claim.name}{origin}"
+        )
         uid = (created.get("metadata") or {}).get("uid") if isinstance(created, dict) else None
         return uid if isinstance(uid, str) else None
 
@@ -167,3 +207,37 @@ class VolumeIO:
             raise
         self.metrics.claims_deleted.inc()
         self.event(obj, "Normal", REASON_CLAIM_DELETED, f"deleted claim {name}")
+
+    async def create_snapshot(self, obj: Obj, body: Obj) -> None:
+        """Creates a VolumeSnapshot of one of the JobSet ``obj``'s claims (retention Snapshot)."""
+        name = str(body["metadata"]["name"])
+        try:
+            await self.client.create(VOLUME_SNAPSHOTS, body, namespace_of(obj))
+        except ApiError as err:
+            if err.already_exists:
+                return  # ours, from a pass whose answer was lost: the next pass reads it
+            raise
+        claim = body["spec"]["source"]["persistentVolumeClaimName"]
+        self.event(
+            obj,
+            "Normal",
+            REASON_SNAPSHOT_CREATED,
+            f"created VolumeSnapshot {name} of claim {claim}; the claim is deleted once it is "
+            "ready to use",
+        )
+
+    async def delete_snapshot(self, obj: Obj, name: str) -> None:
+        """Deletes one of the controller's older snapshots (snapshotPolicy.historyLimit)."""
+        try:
+            await self.client.delete(VOLUME_SNAPSHOTS, name, namespace_of(obj))
+        except ApiError as err:
+            if err.not_found:
+                return
+            raise
+        self.event(
+            obj,
+            "Normal",
+            REASON_SNAPSHOT_DELETED,
+            f"deleted VolumeSnapshot {name}: older than the newest ones snapshotPolicy."
+            "historyLimit keeps",
+        )

@@ -22,7 +22,12 @@ Every desired claim is in one state, each reached only with a stated justificati
   it wait, and a Warning says so, until the user accepts an empty replacement with the JobSet's
   annotation ``jobset.sigs.k8s.io/replace-lost-claims: <claim>@<uid prefix>`` (one-shot: the
   uid prefix names that loss only).
-- ``Released``: the JobSet finished and ``whenCompleted``/``whenFailed: Delete`` deleted it.
+- ``Released``: the JobSet finished and ``whenCompleted``/``whenFailed`` (``Delete``, or
+  ``Snapshot`` once the claim's snapshot was ready) deleted it.
+
+A ``Missing`` claim with a ``restorePolicy`` is created from a snapshot (``snapshots.restore``),
+or not yet: it stays ``Missing`` while the snapshot it starts from is not ready (or does not
+exist, unless ``whenMissing: CreateEmpty``), and the Jobs that mount it wait.
 
 While the JobSet is suspended (queued by Kueue, say, possibly for hours), a ``Missing`` claim is
 not created and an ``Adoptable`` one not adopted, unless its policy's
@@ -36,7 +41,8 @@ ever ran would delete another run's data. Not so a claim whose controller ownerR
 the JobSet (upstream's, after a migration): it is the JobSet's already, adopted at once.
 
 Retention (``whenDeleted``, ``whenCompleted``, ``whenFailed``, ``whenScaled``) deletes only claims
-the JobSet owns; the retention finalizer is removed last.
+the JobSet owns; ``Snapshot`` deletes one only once a ready VolumeSnapshot of it exists
+(``snapshots.py``); the retention finalizer is removed last.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from typing import Final, Literal
 
 from controller.jobset import api
 from controller.jobset.model import JobSet
-from controller.jobset.volumes import ownership
+from controller.jobset.volumes import ownership, snapshots
 from controller.jobset.volumes.desired import DesiredClaim, Slot, pod_indexes
 from controller.jobset.volumes.model import (
     CLAIM_POD_INDEX_LABEL,
@@ -56,6 +62,7 @@ from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     FINALIZER,
     REPLACE_LOST_ANNOTATION,
+    Keep,
     Retention,
     VolumePolicy,
     storage_of,
@@ -63,6 +70,7 @@ from controller.jobset.volumes.model import (
 from controller.jobset.volumes.observed import ClaimView, StorageClasses
 from controller.jobset.volumes.quantity import quantity
 from controller.jobset.volumes.record import ClaimRecord, uid_prefix
+from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, Snapshots, SnapshotStep
 from controller.jobset.volumes.spec import VolumeModel
 from controller.runtime.store import Obj
 
@@ -152,10 +160,32 @@ def waits_for_resume(jobset: JobSet, policy: VolumePolicy) -> bool:
     return jobset.suspend and policy.when_suspended == "WaitForResume"
 
 
+def action(
+    retention: Retention, *, deleting: bool, terminal_state: str, scaled: bool
+) -> Keep | None:
+    """What ``retention`` does with a claim now (None: keeps it): the JobSet is being deleted
+    (whenDeleted), it reached ``terminal_state`` (whenCompleted, whenFailed), or the claim's Job
+    was ``scaled`` away (whenScaled). Of several that apply, ``Snapshot`` wins over ``Delete``
+    (the data a policy asked to keep is kept), and either over ``Retain``."""
+    applying = []
+    if deleting:
+        applying.append(retention.when_deleted)
+    if terminal_state == api.TERMINAL_COMPLETED:
+        applying.append(retention.when_completed)
+    elif terminal_state == api.TERMINAL_FAILED:
+        applying.append(retention.when_failed)
+    if scaled:
+        applying.append(retention.when_scaled)
+    if "Snapshot" in applying:
+        return "Snapshot"
+    return "Delete" if "Delete" in applying else None
+
+
 def released_by(retention: Retention, terminal_state: str) -> bool:
-    """Whether ``retention`` deletes claims once the JobSet reached ``terminal_state``."""
-    return (terminal_state == api.TERMINAL_COMPLETED and retention.when_completed == "Delete") or (
-        terminal_state == api.TERMINAL_FAILED and retention.when_failed == "Delete"
+    """Whether ``retention`` lets claims go (deleted, or snapshotted and then deleted) once the
+    JobSet reached ``terminal_state``."""
+    return (
+        action(retention, deleting=False, terminal_state=terminal_state, scaled=False) is not None
     )
 
 
@@ -300,14 +330,49 @@ def sizes_of(
 
 
 def deleted_by(retention: Retention, *, deleting: bool, terminal_state: str, scaled: bool) -> bool:
-    """Whether ``retention`` deletes a claim now: the JobSet is being deleted (whenDeleted), it
-    reached ``terminal_state`` (whenCompleted, whenFailed), or the claim's Job was ``scaled``
-    away (whenScaled)."""
+    """Whether ``retention`` lets a claim go now (``action``: Delete, or Snapshot first)."""
     return (
-        (deleting and retention.when_deleted == "Delete")
-        or released_by(retention, terminal_state)
-        or (scaled and retention.when_scaled == "Delete")
+        action(retention, deleting=deleting, terminal_state=terminal_state, scaled=scaled)
+        is not None
     )
+
+
+@dataclass(frozen=True)
+class Release:
+    """An owned claim retention lets go now, the policy that made it, and how."""
+
+    claim: ClaimView
+    policy: VolumePolicy
+    action: Keep
+
+
+def claims_to_release(
+    jobset: JobSet,
+    policies: Iterable[VolumePolicy],
+    claims: Iterable[ClaimView],
+    *,
+    deleting: bool,
+    terminal_state: str,
+    pods_in_use: Mapping[str, int] | None = None,
+) -> list[Release]:
+    """Owned claims whose retention says Delete or Snapshot now (claims already being deleted
+    are left out). ``pods_in_use``: see ``sizes_of``."""
+    found = tuple(policies)
+    replicas, pods = sizes_of(jobset, pods_in_use)
+    result = []
+    for claim in claims:
+        if claim.terminating or not ownership.owned(claim, jobset):
+            continue
+        policy = _policy_of(claim, found)
+        if policy is None:
+            continue
+        scaled = scaled_away(claim, policy, replicas, pods)
+        how = action(
+            policy.retention, deleting=deleting, terminal_state=terminal_state, scaled=scaled
+        )
+        if how is not None:
+            result.append(Release(claim, policy, how))
+    return result
 
 
 def claims_to_delete(
@@ -319,23 +384,18 @@ def claims_to_delete(
     terminal_state: str,
     pods_in_use: Mapping[str, int] | None = None,
 ) -> list[ClaimView]:
-    """Owned claims whose retention says Delete now (claims already being deleted are left out).
-    ``pods_in_use``: see ``sizes_of``."""
-    found = tuple(policies)
-    replicas, pods = sizes_of(jobset, pods_in_use)
-    result = []
-    for claim in claims:
-        if claim.terminating or not ownership.owned(claim, jobset):
-            continue
-        policy = _policy_of(claim, found)
-        if policy is None:
-            continue
-        scaled = scaled_away(claim, policy, replicas, pods)
-        if deleted_by(
-            policy.retention, deleting=deleting, terminal_state=terminal_state, scaled=scaled
-        ):
-            result.append(claim)
-    return result
+    """The claims of ``claims_to_release``, however they go."""
+    return [
+        r.claim
+        for r in claims_to_release(
+            jobset,
+            policies,
+            claims,
+            deleting=deleting,
+            terminal_state=terminal_state,
+            pods_in_use=pods_in_use,
+        )
+    ]
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -368,6 +428,15 @@ class VolumePlan:
     record: ClaimRecord = field(default_factory=ClaimRecord)
     # Lost claims replaced by an empty one, as the JobSet's annotation accepted: claim → message.
     replaced: dict[str, str] = field(default_factory=dict)
+    # restorePolicy: claim created in this pass → the VolumeSnapshot it starts from.
+    restore: dict[str, str] = field(default_factory=dict)
+    # restorePolicy: claim not created yet → why (its snapshot is not ready, or missing).
+    restore_waiting: dict[str, str] = field(default_factory=dict)
+    # Retention Snapshot: the VolumeSnapshots to create, those to prune (historyLimit), and the
+    # claims kept until theirs is ready (claim → step: take, wait or failed).
+    create_snapshots: list[Obj] = field(default_factory=list)
+    delete_snapshots: list[str] = field(default_factory=list)
+    snapshotting: dict[str, SnapshotStep] = field(default_factory=dict)
 
     @property
     def writes(self) -> int:
@@ -375,6 +444,8 @@ class VolumePlan:
             len(self.create)
             + len(self.patch)
             + len(self.delete)
+            + len(self.create_snapshots)
+            + len(self.delete_snapshots)
             + int(self.add_finalizer)
             + int(self.remove_finalizer)
         )
@@ -447,6 +518,29 @@ def _scaled_away_slots(model: VolumeModel, pods_in_use: Mapping[str, int]) -> li
     ]
 
 
+def release(
+    result: VolumePlan, released: Iterable[Release], found: Snapshots, jobset: str, namespace: str
+) -> list[ClaimView]:
+    """The claims to delete now of those retention lets go; a ``Snapshot`` one only once its
+    snapshot is ready (until then its snapshot is created, or waited for, in ``result``)."""
+    deleted = []
+    for one in released:
+        claim = one.claim
+        if one.action == "Delete":
+            deleted.append(claim)
+            continue
+        step = snapshots.retention_step(claim, found)
+        if step.step == "delete":
+            deleted.append(claim)
+            continue
+        if step.step == "take":
+            result.create_snapshots.append(
+                snapshots.snapshot_object(claim, one.policy, jobset, namespace)
+            )
+        result.snapshotting[claim.name] = step
+    return deleted
+
+
 def plan(
     model: VolumeModel,
     claims: Mapping[str, ClaimView],
@@ -454,11 +548,13 @@ def plan(
     *,
     terminal_state: str,
     pods_in_use: Mapping[str, int] | None = None,
+    found: Snapshots = NO_SNAPSHOTS,
 ) -> VolumePlan:
     """The volume writes for this pass. ``terminal_state`` is the state after this pass (no claim
     is created for a JobSet that is finishing); deletions follow the stored terminal state.
     ``pods_in_use``: the largest completions of each replicated job's existing Jobs (an elastic
-    JobSet's Pod-scope claims are scaled away only once no Job has their index)."""
+    JobSet's Pod-scope claims are scaled away only once no Job has their index). ``found``: the
+    controller's VolumeSnapshots of the JobSet's claims (retention Snapshot, restorePolicy)."""
     jobset = model.jobset
     if not model.policies or jobset.deleting:
         # A JobSet being deleted is finalised by ``deletion.plan``, from the stored object
@@ -500,8 +596,15 @@ def plan(
         ):
             at = replace(at, deferred=True)
         elif at.state is ClaimState.MISSING and not finished:
-            result.create.append(desired)
-            at = replace(at, state=ClaimState.PENDING)
+            source = snapshots.restore(desired, found)
+            if source.wait:
+                result.restore_waiting[at.name] = source.wait
+                at = replace(at, why=source.wait)
+            else:
+                result.create.append(desired)
+                if source.source is not None:
+                    result.restore[at.name] = source.source
+                at = replace(at, state=ClaimState.PENDING)
         elif at.state is ClaimState.CONFLICT:
             result.conflicts[at.name] = at.why
         elif at.state is ClaimState.ADOPTABLE and claim is not None:
@@ -525,7 +628,7 @@ def plan(
     # Retention acts on a terminal state only once it is stored, one pass later: a leader that
     # dies between deleting claims and writing the status must not have deleted them for a
     # completion (or failure) nobody recorded. Found by the chaos soak.
-    deleted = claims_to_delete(
+    released = claims_to_release(
         jobset,
         model.policies,
         claims.values(),
@@ -533,7 +636,9 @@ def plan(
         terminal_state=jobset.status.terminal_state,
         pods_in_use=pods_in_use,
     )
+    deleted = release(result, released, found, jobset.name, jobset.namespace)
     result.delete = [c.name for c in deleted]
+    result.delete_snapshots = snapshots.prune(model.policies, found)
     forget.extend(s for s in map(slot_of, deleted) if s is not None)
     forget.extend(_scaled_away_slots(model, pods_in_use or {}))
     result.record = model.record.changed(record, forget)

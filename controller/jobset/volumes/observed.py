@@ -1,4 +1,5 @@
-"""Typed, frozen views of what exists: claims and storage classes, read once per reconcile."""
+"""Typed, frozen views of what exists: claims, storage classes and the VolumeSnapshots the
+controller took, each read once per object version."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from typing import Any
 
 from controller.jobset import api
 from controller.jobset.volumes.model import (
+    CLAIM_TEMPLATE_LABEL,
     OWNER_UID_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
+    SNAPSHOT_OF_UID_ANNOTATION,
     as_dict,
     as_list,
     storage_of,
@@ -81,6 +84,15 @@ class ClaimView:
     @property
     def node_selected(self) -> bool:
         return SELECTED_NODE_ANNOTATION in self.annotations
+
+    @property
+    def restored_from(self) -> str | None:
+        """The VolumeSnapshot the claim's data came from (``spec.dataSourceRef``), if any."""
+        ref = as_dict(self.spec.get("dataSourceRef")) or as_dict(self.spec.get("dataSource"))
+        if ref.get("kind") != "VolumeSnapshot" or ref.get("apiGroup") != SNAPSHOT_GROUP:
+            return None
+        name = ref.get("name")
+        return name if isinstance(name, str) and name else None
 
 
 # Written on a claim by Kubernetes' volume controllers as they provision and bind it; no decision
@@ -162,3 +174,50 @@ def storage_classes(objects: Iterable[Obj]) -> StorageClasses:
         if sc.get("allowVolumeExpansion") is True:
             expandable.add(name)
     return StorageClasses(frozenset(wffc), frozenset(expandable), frozenset(names))
+
+
+SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """A VolumeSnapshot as the volume logic sees it (the controller watches those labelled with
+    a JobSet's name). ``of_claim_uid``: our annotation, the uid of the claim it was taken of:
+    without it the snapshot is not the controller's (never restored from, never pruned)."""
+
+    name: str
+    labels: Mapping[str, str] = field(hash=False)
+    source_claim: str  # spec.source.persistentVolumeClaimName ("" for a pre-provisioned one)
+    of_claim_uid: str | None
+    ready: bool  # status.readyToUse
+    error: str  # status.error.message, "" when none
+    # status.creationTime (RFC 3339, comparable as text) or, before it is set, the object's
+    created: str
+    deleting: bool
+
+    @classmethod
+    def of(cls, obj: Obj) -> SnapshotView:
+        meta = as_dict(obj.get("metadata"))
+        status = as_dict(obj.get("status"))
+        source = as_dict(as_dict(obj.get("spec")).get("source"))
+        claim = source.get("persistentVolumeClaimName")
+        error = as_dict(status.get("error")).get("message")
+        created = status.get("creationTime") or meta.get("creationTimestamp")
+        return cls(
+            name=str(meta.get("name") or ""),
+            labels=_strings(meta.get("labels")),
+            source_claim=claim if isinstance(claim, str) else "",
+            of_claim_uid=_strings(meta.get("annotations")).get(SNAPSHOT_OF_UID_ANNOTATION),
+            ready=status.get("readyToUse") is True,
+            error=error if isinstance(error, str) else "",
+            created=created if isinstance(created, str) else "",
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+    @property
+    def ours(self) -> bool:
+        return bool(self.of_claim_uid) and bool(self.source_claim)
+
+    @property
+    def template(self) -> str | None:
+        return self.labels.get(CLAIM_TEMPLATE_LABEL)

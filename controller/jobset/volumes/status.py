@@ -23,6 +23,9 @@ from controller.runtime.store import Obj
 
 VOLUMES_READY: Final = api.VOLUMES_READY
 VOLUME_CLAIM_CONFLICT = "VolumeClaimConflict"
+# Retention Snapshot: whether the snapshots the claims wait for are ready (written only for a
+# JobSet with a Snapshot retention policy).
+VOLUME_SNAPSHOTS_READY = "VolumeSnapshotsReady"
 EXPANSION_BLOCKED = "VolumeExpansionBlocked"
 # Entries of the adopt-claims or replace-lost-claims annotations that were not accepted.
 ANNOTATIONS_REJECTED = "VolumeAnnotationsRejected"
@@ -39,6 +42,8 @@ REASON_CLAIMS_TERMINATING = "ClaimsTerminating"
 # The JobSet finished and its retention (whenCompleted/whenFailed: Delete) released the claims.
 REASON_CLAIMS_RELEASED = "ClaimsReleased"
 REASON_CLAIMS_PENDING = "ClaimsPending"
+# restorePolicy: claims not created until the snapshot they start from is ready (or exists).
+REASON_WAITING_FOR_SNAPSHOT = "WaitingForSnapshot"
 # The JobSet is suspended: its missing claims are created (adopted) once it is resumed.
 REASON_WAITING_FOR_RESUME = "WaitingForResume"
 # Pending claims whose storageClassName names no StorageClass: nothing will provision them.
@@ -53,6 +58,10 @@ REASON_CLAIM_NOT_BOUND = "ClaimNotBound"
 REASON_ADOPT_CLAIMS_REJECTED = "AdoptClaimsRejected"
 REASON_REPLACE_LOST_CLAIMS_REJECTED = "ReplaceLostClaimsRejected"
 REASON_ANNOTATIONS_ACCEPTED = "VolumeAnnotationsAccepted"
+# VolumeSnapshotsReady reasons.
+REASON_NO_SNAPSHOT_PENDING = "NoSnapshotPending"
+REASON_SNAPSHOTS_PENDING = "SnapshotsPending"
+REASON_SNAPSHOT_FAILED = "SnapshotFailed"
 
 # Lost claims listed in the command that accepts their replacement; beyond it the message says
 # where to find the rest (status.volumes.claimUIDs).
@@ -88,6 +97,8 @@ def template_counts(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> lis
             }
             if policy.scope == "JobSet":
                 entry["claimName"] = model.slot_name((template.name, None, None, None))
+            if policy.restore is not None:
+                entry["restored"] = 0
             entries[template.name] = entry
     for at in claims:
         entry = entries[at.desired.template.name]
@@ -101,6 +112,11 @@ def template_counts(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> lis
             entry["existing"] += int(at.volume_lost)
         elif state in _OURS:
             entry["existing"] += 1
+            source = at.claim.restored_from if at.claim is not None else None
+            if source and "restored" in entry:
+                entry["restored"] += 1
+                if "claimName" in entry:
+                    entry["restoredFrom"] = source
             if state is ClaimState.BOUND:
                 entry["bound"] += 1
             elif state in (ClaimState.PENDING, ClaimState.WAITING):
@@ -214,6 +230,7 @@ def volumes_ready(model: VolumeModel, claims: list[ClaimLifecycle]) -> Condition
             "Warning",
         )
     missing = names(ClaimState.MISSING, ClaimState.ADOPTABLE, ClaimState.DELETING)
+    restoring = [at for at in by.get(ClaimState.MISSING, []) if at.why]
     if (released := names(ClaimState.RELEASED)) and not missing:
         return not_ready(
             REASON_CLAIMS_RELEASED,
@@ -223,6 +240,16 @@ def volumes_ready(model: VolumeModel, claims: list[ClaimLifecycle]) -> Condition
     taken = [at for state in _TAKEN for at in by.get(state, [])]
     if missing and not by.get(ClaimState.DELETING) and all(at.deferred for at in taken):
         return not_ready(REASON_WAITING_FOR_RESUME, _resume_message(missing, total))
+    if restoring and len(restoring) == len(missing):
+        first = restoring[0].why
+        more = (
+            f" ({len(restoring) - 1} more claims wait for a snapshot)" if len(restoring) > 1 else ""
+        )
+        return not_ready(
+            REASON_WAITING_FOR_SNAPSHOT,
+            f"{len(restoring)} of {total} claims wait for the snapshot they start from: "
+            f"{first}{more}",
+        )
     if missing:
         return not_ready(
             REASON_CLAIMS_MISSING,
@@ -291,7 +318,44 @@ def conditions(model: VolumeModel, vplan: VolumePlan) -> list[Condition]:
             )
         )
     result.append(_annotations_rejected(model, vplan))
+    if any(p.retention.snapshots for p in model.policies):
+        result.append(snapshots_ready(vplan))
     return result
+
+
+def snapshots_ready(vplan: VolumePlan) -> Condition:
+    """VolumeSnapshotsReady: the claims retention keeps until their snapshot is ready. A failed
+    snapshot is a Warning: the claim stays (and costs) until it is dealt with."""
+    failed = {n: s for n, s in vplan.snapshotting.items() if s.step == "failed"}
+    if failed:
+        text = "; ".join(
+            f"claim {name}: snapshot {s.snapshot} failed: {s.why}"
+            for name, s in sorted(failed.items())
+        )
+        return Condition(
+            VOLUME_SNAPSHOTS_READY,
+            "False",
+            REASON_SNAPSHOT_FAILED,
+            f"{len(failed)} claims are kept because their snapshot failed ({text}); delete the "
+            "failed VolumeSnapshot to have it taken again",
+            "Warning",
+        )
+    if vplan.snapshotting:
+        waiting = [f"{name} ({s.snapshot})" for name, s in sorted(vplan.snapshotting.items())]
+        return Condition(
+            VOLUME_SNAPSHOTS_READY,
+            "False",
+            REASON_SNAPSHOTS_PENDING,
+            f"{len(waiting)} claims are deleted once their snapshot is ready: {listing(waiting)}",
+            None,
+        )
+    return Condition(
+        VOLUME_SNAPSHOTS_READY,
+        "True",
+        REASON_NO_SNAPSHOT_PENDING,
+        "no claim waits for a snapshot",
+        None,
+    )
 
 
 def _adopt_hint(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> str:

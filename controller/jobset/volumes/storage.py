@@ -22,6 +22,7 @@ from controller.jobset.volumes import deletion, gating
 from controller.jobset.volumes.admission import Blocked
 from controller.jobset.volumes.lifecycle import REASON_CLAIM_REPLACED, VolumePlan, plan
 from controller.jobset.volumes.observed import ClaimView, StorageClasses
+from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, Snapshots
 from controller.jobset.volumes.spec import VolumeModel
 from controller.jobset.volumes.status import conditions, released_claims, volumes_status
 from controller.jobset.writefailures import Failure
@@ -125,11 +126,20 @@ def storage(
     terminal_state: str,
     pods_in_use: Mapping[str, int] | None,
     blocked: Blocked | None,
+    found: Snapshots | None = None,
 ) -> Storage:
     """The volumes' decisions of this pass. ``terminal_state``: the JobSet's, as this pass
     leaves it (retention on completion or failure); ``pods_in_use``: the largest completions per
-    replicated job of the Jobs that exist (Pod scope); ``blocked``: read for Pod scope only.
+    replicated job of the Jobs that exist (Pod scope); ``blocked``: read for Pod scope only;
+    ``found``: the controller's VolumeSnapshots of the JobSet's claims.
     While Pod scope is blocked no claim is created and nothing is mountable."""
     blocked = blocked if model.pod_scope else None
-    vplan = plan(model, claims, classes, terminal_state=terminal_state, pods_in_use=pods_in_use)
+    vplan = plan(
+        model,
+        claims,
+        classes,
+        terminal_state=terminal_state,
+        pods_in_use=pods_in_use,
+        found=NO_SNAPSHOTS if found is None else found,
+    )
     return Storage(model, gating.gate_pod_scope(vplan, blocked), blocked)

@@ -26,6 +26,7 @@ from controller.runtime.client import (
     PODS,
     RESOURCE_QUOTAS,
     STORAGE_CLASSES,
+    VOLUME_SNAPSHOTS,
 )
 from controller.runtime.informer import EventHandler
 from controller.runtime.manager import Cache, Manager
@@ -42,6 +43,7 @@ class VolumeCaches:
     admission_policies: Cache
     admission_bindings: Cache
     pods: Cache
+    volume_snapshots: Cache
 
 
 def caches(manager: Manager[Any], index: str) -> VolumeCaches:
@@ -69,6 +71,12 @@ def caches(manager: Manager[Any], index: str) -> VolumeCaches:
             indexers={index: by_label(api.JOBSET_NAME)},
             transform=podscope.pod_view,
         ),
+        # Retention Snapshot and restorePolicy. Optional: a cluster without the snapshot CRDs
+        # (404) or an old ClusterRole (403) has none, and only JobSets that ask for snapshots
+        # wait, saying why. All of them, not only ours: a restorePolicy may name any snapshot.
+        volume_snapshots=manager.cache(
+            VOLUME_SNAPSHOTS, optional=True, indexers={index: by_label(api.JOBSET_NAME)}
+        ),
     )
 
 
@@ -85,6 +93,7 @@ def watch(
     enqueue_parent: Callable[[Obj], None],
     wanted: WantedClaims,
     batch_period: float,
+    wanted_snapshots: WantedClaims | None = None,
 ) -> None:
     """The event handlers: a claim's event brings back the JobSet it is labelled for and the
     JobSets that want its name; a quota or storage class change the JobSets waiting for their
@@ -169,5 +178,22 @@ def watch(
     found.claims.add_handler(
         EventHandler(
             on_add=enqueue_for_claim, on_update=on_claim_update, on_delete=enqueue_for_claim
+        )
+    )
+
+    def enqueue_for_snapshot(obj: Obj) -> None:
+        # The JobSet it was taken for (labelled), and those whose restorePolicy names it.
+        enqueue_parent(obj)
+        meta = obj.get("metadata") or {}
+        namespace, name = meta.get("namespace"), meta.get("name")
+        if wanted_snapshots is not None and isinstance(namespace, str) and isinstance(name, str):
+            for key in wanted_snapshots.wanting(namespace, name):
+                queue.add_batched(key, batch_period)
+
+    found.volume_snapshots.add_handler(
+        EventHandler(
+            on_add=enqueue_for_snapshot,
+            on_update=lambda old, new: enqueue_for_snapshot(new) if _changed(old, new) else None,
+            on_delete=enqueue_for_snapshot,
         )
     )

@@ -1,0 +1,258 @@
+"""Checkpoints as VolumeSnapshots: retention to a snapshot, pruning, and restore (pure).
+
+Retention ``Snapshot`` (``whenCompleted``, ``whenFailed``, ``whenScaled``, ``whenDeleted``) lets a
+claim go only through a ready snapshot of it:
+
+1. the claim is Bound (it may hold data): the controller creates a VolumeSnapshot of it, named
+   after the claim and its uid (``snapshot_name``), so a pass that lost the create's answer finds
+   its own snapshot, and a claim made again later gets a snapshot of its own;
+2. the snapshot is ``readyToUse``: the claim is deleted, as ``Delete`` would have;
+3. until then, or for good when the snapshot reports an error, the claim is kept, and the status
+   says which claims wait for which snapshot (a failure with a Warning Event).
+
+A claim that is not Bound holds no data (never provisioned, or its volume lost): it goes as with
+``Delete``. ``snapshotPolicy.historyLimit`` keeps the newest N ready snapshots the controller
+took of each claim name (``prune``); snapshots without the controller's annotation are never
+touched.
+
+``restorePolicy`` gives each claim the controller creates a data source: the newest ready
+snapshot the controller took of a claim of the same name (a re-applied JobSet has the same claim
+names), or one named VolumeSnapshot. A snapshot that exists but is not ready yet is waited for;
+none at all is waited for too, unless ``whenMissing: CreateEmpty``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from controller.jobset import api
+from controller.jobset.volumes.desired import DesiredClaim
+from controller.jobset.volumes.model import (
+    CLAIM_TEMPLATE_LABEL,
+    SNAPSHOT_CLAIM_LABEL,
+    SNAPSHOT_OF_UID_ANNOTATION,
+    VolumePolicy,
+)
+from controller.jobset.volumes.observed import SNAPSHOT_GROUP, ClaimView, SnapshotView
+from controller.runtime.store import Obj
+
+REASON_SNAPSHOT_CREATED = "SnapshotCreated"
+REASON_SNAPSHOT_DELETED = "SnapshotDeleted"
+REASON_SNAPSHOT_FAILED = "SnapshotFailed"
+
+_MAX_NAME = 253  # a VolumeSnapshot's name is a DNS subdomain
+_MAX_LABEL_VALUE = 63
+_UID_PART = 8
+
+
+def snapshot_name(claim: ClaimView) -> str:
+    """``<claim>-<first 8 hex of its uid>``: one snapshot per claim object, found again by name.
+    A name too long for a DNS subdomain keeps its start and a hash of the rest."""
+    suffix = "-" + claim.uid.replace("-", "")[:_UID_PART]
+    base = claim.name
+    if len(base) + len(suffix) > _MAX_NAME:
+        digest = hashlib.sha256(base.encode()).hexdigest()[:10]
+        base = base[: _MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-.") + "-" + digest
+    return base + suffix
+
+
+def snapshot_object(claim: ClaimView, policy: VolumePolicy, jobset: str, namespace: str) -> Obj:
+    """The VolumeSnapshot to create of ``claim``, a claim of the JobSet named ``jobset``. It has
+    no ownerReference: it outlives the JobSet on purpose (the next run restores from it)."""
+    labels = {api.JOBSET_NAME: jobset}
+    template = claim.labels.get(CLAIM_TEMPLATE_LABEL)
+    if template:
+        labels[CLAIM_TEMPLATE_LABEL] = template
+    if len(claim.name) <= _MAX_LABEL_VALUE:
+        labels[SNAPSHOT_CLAIM_LABEL] = claim.name
+    spec: Obj = {"source": {"persistentVolumeClaimName": claim.name}}
+    if policy.snapshots.class_name:
+        spec["volumeSnapshotClassName"] = policy.snapshots.class_name
+    return {
+        "apiVersion": f"{SNAPSHOT_GROUP}/v1",
+        "kind": "VolumeSnapshot",
+        "metadata": {
+            "name": snapshot_name(claim),
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {SNAPSHOT_OF_UID_ANNOTATION: claim.uid},
+        },
+        "spec": spec,
+    }
+
+
+@dataclass(frozen=True)
+class Snapshots:
+    """The controller's snapshots of a JobSet's claims (labelled with its name), by claim name,
+    newest first; and a way to find any snapshot of the namespace by name (restore from a
+    named one). ``served``: the VolumeSnapshot API is there (its CRD installed)."""
+
+    by_claim: Mapping[str, tuple[SnapshotView, ...]]
+    named: Callable[[str], SnapshotView | None]
+    served: bool = True
+
+    def taken_of(self, claim: ClaimView) -> SnapshotView | None:
+        """The snapshot the controller took (or is taking) of exactly this claim object."""
+        name = snapshot_name(claim)
+        for found in self.by_claim.get(claim.name, ()):
+            if found.name == name and found.of_claim_uid == claim.uid:
+                return found
+        return None
+
+    def newest_ready(self, claim: str) -> SnapshotView | None:
+        return next((s for s in self.by_claim.get(claim, ()) if s.ready and not s.deleting), None)
+
+    def in_flight(self, claim: str) -> SnapshotView | None:
+        """A snapshot of the claim name newer than every ready one, neither ready nor failed."""
+        for found in self.by_claim.get(claim, ()):
+            if found.ready:
+                return None
+            if not found.error and not found.deleting:
+                return found
+        return None
+
+
+def snapshots(
+    views: Iterable[SnapshotView],
+    named: Callable[[str], SnapshotView | None] = lambda _: None,
+    *,
+    served: bool = True,
+) -> Snapshots:
+    """``Snapshots`` of the views the cache holds for one JobSet (only the controller's own
+    count: the annotation with the claim's uid, and a claim as the source)."""
+    by_claim: dict[str, list[SnapshotView]] = {}
+    for found in views:
+        if found.ours:
+            by_claim.setdefault(found.source_claim, []).append(found)
+    ordered = {
+        claim: tuple(sorted(found, key=lambda s: (s.created, s.name), reverse=True))
+        for claim, found in by_claim.items()
+    }
+    return Snapshots(ordered, named, served)
+
+
+NO_SNAPSHOTS = Snapshots({}, lambda _: None, served=False)
+
+
+# ----------------------------------------------------------------------------- retention
+
+Step = Literal["delete", "take", "wait", "failed"]
+
+
+@dataclass(frozen=True)
+class SnapshotStep:
+    """What retention ``Snapshot`` does with one claim in this pass."""
+
+    step: Step
+    snapshot: str = ""  # the snapshot's name (take, wait, failed)
+    why: str = ""  # failed: the snapshot's error
+
+
+def retention_step(claim: ClaimView, found: Snapshots) -> SnapshotStep:
+    """``delete`` the claim (its snapshot is ready, or it holds no data: not Bound), ``take`` a
+    snapshot of it, ``wait`` for the snapshot, or keep it because the snapshot ``failed``."""
+    if claim.phase != "Bound":
+        return SnapshotStep("delete")
+    name = snapshot_name(claim)
+    if not found.served:
+        return SnapshotStep(
+            "failed",
+            name,
+            "this cluster does not serve VolumeSnapshots (install the snapshot "
+            "CRDs and controller)",
+        )
+    taken = found.taken_of(claim)
+    if taken is None:
+        return SnapshotStep("take", name)
+    if taken.ready:
+        return SnapshotStep("delete", name)
+    if taken.error:
+        return SnapshotStep("failed", name, taken.error)
+    return SnapshotStep("wait", name)
+
+
+def prune(policies: Iterable[VolumePolicy], found: Snapshots) -> list[str]:
+    """The controller's ready snapshots beyond each claim name's ``historyLimit`` (newest kept),
+    for the templates of ``policies``; a snapshot of a template no policy names is kept (its
+    limit is unknown)."""
+    limits = {t.name: p.snapshots.history_limit for p in policies for t in p.templates}
+    result: list[str] = []
+    for taken in found.by_claim.values():
+        ready = [s for s in taken if s.ready and not s.deleting]
+        template = ready[0].template if ready else None
+        limit = limits.get(template or "")
+        if limit is None:
+            continue
+        result.extend(s.name for s in ready[limit:])
+    return sorted(result)
+
+
+# ----------------------------------------------------------------------------- restore
+
+
+@dataclass(frozen=True)
+class Restore:
+    """Where a new claim's data comes from: ``source`` (a VolumeSnapshot's name), or nothing
+    (an empty claim); ``wait``: why it is not created yet ("" when it may be)."""
+
+    source: str | None = None
+    wait: str = ""
+
+
+EMPTY = Restore()
+
+
+def restore(desired: DesiredClaim, found: Snapshots) -> Restore:
+    """The data source of ``desired``, about to be created, under its policy's restorePolicy."""
+    policy = desired.policy.restore
+    if policy is None:
+        return EMPTY
+    if not found.served:
+        return Restore(
+            wait=f"claim {desired.name} is restored from a snapshot, but this cluster does not "
+            "serve VolumeSnapshots (install the snapshot CRDs and controller)"
+        )
+    if policy.source == "VolumeSnapshot":
+        named = found.named(policy.snapshot_name)
+        if named is not None and named.ready and not named.deleting:
+            return Restore(named.name)
+        if named is not None and not named.deleting:
+            state = f"failed: {named.error}" if named.error else "not ready yet"
+            return Restore(
+                wait=f"claim {desired.name} starts from VolumeSnapshot {named.name}, which is "
+                f"{state}"
+            )
+        missing = f"VolumeSnapshot {policy.snapshot_name} does not exist"
+    else:
+        pending = found.in_flight(desired.name)
+        if pending is not None:
+            return Restore(
+                wait=f"claim {desired.name} starts from its newest snapshot, {pending.name}, "
+                "which is not ready yet"
+            )
+        newest = found.newest_ready(desired.name)
+        if newest is not None:
+            return Restore(newest.name)
+        missing = f"no ready snapshot of claim {desired.name} exists"
+    if policy.when_missing == "CreateEmpty":
+        return EMPTY
+    return Restore(
+        wait=f"{missing}; the claim is not created (restorePolicy.whenMissing: CreateEmpty "
+        "would start it empty)"
+    )
+
+
+def restored(desired: DesiredClaim, source: str) -> Obj:
+    """The claim object of ``desired`` with ``source`` as its data source."""
+    claim = desired.object
+    spec = dict(claim["spec"])
+    spec["dataSourceRef"] = {"apiGroup": SNAPSHOT_GROUP, "kind": "VolumeSnapshot", "name": source}
+    return {**claim, "spec": spec}
+
+
+def sources(claims: Mapping[str, ClaimView]) -> dict[str, str]:
+    """Claim name → the VolumeSnapshot it was restored from, for the claims that were."""
+    return {name: c.restored_from for name, c in claims.items() if c.restored_from}

@@ -1,0 +1,275 @@
+"""Retention to a VolumeSnapshot and restore from one (issue 37), against a real API server with
+the VolumeSnapshot CRDs of external-snapshotter's client module installed.
+
+The integration tier runs no volume controllers: the tests play them. They mark a claim Bound
+(its status, as the PV controller would), a VolumeSnapshot ready or failed (its status, as the
+snapshot-controller would), and take a deleted claim's pvc-protection finalizer off (as
+kube-controller-manager would). What the data looks like after a restore is proven on the real
+node with the real CSI sidecars (tests/node); here, what the controller decides and writes.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from controller.jobset import api
+from controller.jobset.volumes.model import (
+    CLAIM_TEMPLATE_LABEL,
+    SNAPSHOT_CLAIM_LABEL,
+    SNAPSHOT_OF_UID_ANNOTATION,
+)
+from controller.runtime.client import (
+    CLAIMS,
+    EVENTS,
+    JOBS,
+    VOLUME_SNAPSHOTS,
+    ApiError,
+    KubeClient,
+)
+from localcluster import csi
+from tests.helpers import Kube, wait_for
+from tests.support.crd import install_other_crds
+from tests.support.jobsets import (
+    RunningController,
+    complete_job,
+    condition,
+    get_jobset,
+    jobset,
+    replicated_job,
+    running_controller,
+    settled,
+    wait_jobs,
+    with_mounts,
+)
+
+Obj = dict[str, Any]
+
+CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+
+
+@pytest.fixture
+async def snapshotting(
+    kube: Kube, namespace: str, client: KubeClient
+) -> AsyncIterator[RunningController]:
+    """The controller, started once the cluster serves VolumeSnapshots."""
+    await install_other_crds(kube, csi.snapshot_crds())
+    async with running_controller(kube, namespace) as running:
+        yield running
+
+
+def checkpointed(name: str, **policy: Any) -> Obj:
+    return jobset(
+        name,
+        with_mounts(replicated_job("w", 1), "data"),
+        volumeClaimPolicies=[
+            {"templates": [{"metadata": {"name": "data"}, "spec": CLAIM_SPEC}], **policy}
+        ],
+    )
+
+
+async def bind(client: KubeClient, namespace: str, name: str) -> Obj:
+    claim = await wait_for(
+        lambda: client.get(CLAIMS, name, namespace), lambda c: bool(c), f"claim {name}"
+    )
+    await client.patch(
+        CLAIMS, name, {"status": {"phase": "Bound"}}, namespace, subresource="status"
+    )
+    return claim
+
+
+async def snapshots_of(client: KubeClient, namespace: str, claim: str) -> list[Obj]:
+    listed = (await client.list(VOLUME_SNAPSHOTS, namespace))["items"]
+    return [s for s in listed if s["spec"]["source"].get("persistentVolumeClaimName") == claim]
+
+
+async def set_snapshot_status(client: KubeClient, namespace: str, name: str, status: Obj) -> None:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {"status": {"creationTime": now, **status}}
+    await client.patch(VOLUME_SNAPSHOTS, name, body, namespace, subresource="status")
+
+
+async def events(client: KubeClient, namespace: str, name: str, reason: str) -> list[str]:
+    listed = (await client.list(EVENTS, namespace))["items"]
+    return [
+        str(e.get("message"))
+        for e in listed
+        if e["involvedObject"].get("name") == name and e.get("reason") == reason
+    ]
+
+
+async def release(client: KubeClient, namespace: str, claim: str) -> None:
+    """What kube-controller-manager's pvc-protection does once no pod uses the claim."""
+    try:
+        await client.patch(CLAIMS, claim, {"metadata": {"finalizers": None}}, namespace)
+    except ApiError as err:
+        if not err.not_found:
+            raise
+
+
+async def complete(client: KubeClient, namespace: str, name: str) -> None:
+    (job,) = await wait_jobs(client, namespace, name, 1)
+    await complete_job(client, namespace, job)
+
+
+async def test_a_completed_jobsets_claim_goes_only_through_a_ready_snapshot_and_comes_back_from_it(
+    snapshotting: RunningController, client: KubeClient, namespace: str
+) -> None:
+    name, claim_name = "ckpt", "data-ckpt"
+    body = checkpointed(
+        name,
+        retentionPolicy={"whenCompleted": "Snapshot"},
+        restorePolicy={"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
+    )
+    await client.create(api.JOBSETS, body, namespace)
+    first = await bind(client, namespace, claim_name)
+    assert "dataSourceRef" not in first["spec"]  # no snapshot yet: CreateEmpty
+    await complete(client, namespace, name)
+
+    (taken,) = await wait_for(
+        lambda: snapshots_of(client, namespace, claim_name), lambda s: len(s) == 1, "a snapshot"
+    )
+    meta = taken["metadata"]
+    assert meta["name"] == f"{claim_name}-{first['metadata']['uid'].replace('-', '')[:8]}"
+    assert meta["labels"] == {
+        api.JOBSET_NAME: name,
+        CLAIM_TEMPLATE_LABEL: "data",
+        SNAPSHOT_CLAIM_LABEL: claim_name,
+    }
+    assert meta["annotations"][SNAPSHOT_OF_UID_ANNOTATION] == first["metadata"]["uid"]
+    assert not meta.get("ownerReferences")  # it outlives the JobSet
+    pending = await wait_for(
+        lambda: get_jobset(client, namespace, name),
+        lambda obj: (
+            (condition(obj, "VolumeSnapshotsReady") or {}).get("reason") == "SnapshotsPending"
+        ),
+        "VolumeSnapshotsReady to say the claim waits for its snapshot",
+    )
+    assert meta["name"] in condition(pending, "VolumeSnapshotsReady")["message"]  # type: ignore[index]
+    # Not ready: the claim stays, however long the snapshot takes.
+    await settled(snapshotting, client)
+    kept = await client.get(CLAIMS, claim_name, namespace)
+    assert not kept["metadata"].get("deletionTimestamp")
+
+    await set_snapshot_status(client, namespace, meta["name"], {"readyToUse": True})
+    await wait_for(
+        lambda: client.get(CLAIMS, claim_name, namespace),
+        lambda c: bool(c["metadata"].get("deletionTimestamp")),
+        "the claim to be deleted once its snapshot is ready",
+    )
+    await wait_for(
+        lambda: get_jobset(client, namespace, name),
+        lambda obj: (
+            (condition(obj, "VolumeSnapshotsReady") or {}).get("status") == "True"
+            and (condition(obj, "VolumesReady") or {}).get("reason") == "ClaimsReleased"
+        ),
+        "VolumeSnapshotsReady True, and VolumesReady to say the claim was released",
+    )
+    assert await events(client, namespace, name, "SnapshotCreated")
+    await release(client, namespace, claim_name)
+
+    # The same manifest again: a new JobSet, its claim made from the newest snapshot.
+    await client.delete(api.JOBSETS, name, namespace)
+    await wait_for(
+        lambda: client.list(api.JOBSETS, namespace),
+        lambda listed: not listed["items"],
+        "the first JobSet to go",
+    )
+    await wait_for(
+        lambda: client.list(CLAIMS, namespace),
+        lambda listed: not listed["items"],
+        "the first claim to go",
+    )
+    await client.create(api.JOBSETS, body, namespace)
+    second = await wait_for(
+        lambda: client.get(CLAIMS, claim_name, namespace), lambda c: bool(c), "the new claim"
+    )
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert second["spec"]["dataSourceRef"] == {
+        "apiGroup": "snapshot.storage.k8s.io",
+        "kind": "VolumeSnapshot",
+        "name": meta["name"],
+    }
+    created = await wait_for(
+        lambda: events(client, namespace, name, "ClaimCreated"),
+        lambda found: any(meta["name"] in m for m in found),
+        "the ClaimCreated Event to name the snapshot",
+    )
+    assert created
+
+
+async def test_a_failed_snapshot_keeps_the_claim_and_says_why(
+    snapshotting: RunningController, client: KubeClient, namespace: str
+) -> None:
+    name, claim_name = "failing", "data-failing"
+    await client.create(
+        api.JOBSETS, checkpointed(name, retentionPolicy={"whenCompleted": "Snapshot"}), namespace
+    )
+    await bind(client, namespace, claim_name)
+    await complete(client, namespace, name)
+    (taken,) = await wait_for(
+        lambda: snapshots_of(client, namespace, claim_name), lambda s: len(s) == 1, "a snapshot"
+    )
+    await set_snapshot_status(
+        client,
+        namespace,
+        taken["metadata"]["name"],
+        {"readyToUse": False, "error": {"message": "out of snapshot quota"}},
+    )
+    failed = await wait_for(
+        lambda: get_jobset(client, namespace, name),
+        lambda obj: (
+            (condition(obj, "VolumeSnapshotsReady") or {}).get("reason") == "SnapshotFailed"
+        ),
+        "VolumeSnapshotsReady to report the failure",
+    )
+    assert "out of snapshot quota" in condition(failed, "VolumeSnapshotsReady")["message"]  # type: ignore[index]
+    await wait_for(
+        lambda: events(client, namespace, name, "SnapshotFailed"),
+        lambda found: any(claim_name in m for m in found),
+        "a Warning Event naming the claim",
+    )
+    await settled(snapshotting, client)
+    kept = await client.get(CLAIMS, claim_name, namespace)
+    assert not kept["metadata"].get("deletionTimestamp"), "a failed snapshot let the claim go"
+
+
+async def test_a_claim_that_starts_from_a_snapshot_waits_for_one(
+    snapshotting: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """restorePolicy NewestSnapshot, whenMissing left out (Wait): no claim and no Job until a
+    ready snapshot of the claim exists; then the claim is made from it."""
+    name, claim_name = "waits", "data-waits"
+    await client.create(
+        api.JOBSETS, checkpointed(name, restorePolicy={"source": "NewestSnapshot"}), namespace
+    )
+    waiting = await wait_for(
+        lambda: get_jobset(client, namespace, name),
+        lambda obj: (condition(obj, "VolumesReady") or {}).get("reason") == "WaitingForSnapshot",
+        "VolumesReady to say the claim waits for a snapshot",
+    )
+    assert claim_name in condition(waiting, "VolumesReady")["message"]  # type: ignore[index]
+    await settled(snapshotting, client)
+    assert (await client.list(CLAIMS, namespace))["items"] == []
+    assert (await client.list(JOBS, namespace))["items"] == []
+
+    # A snapshot of an earlier claim of that name, as this controller takes them.
+    snapshot = {
+        "apiVersion": "snapshot.storage.k8s.io/v1",
+        "kind": "VolumeSnapshot",
+        "metadata": {
+            "name": f"{claim_name}-0123abcd",
+            "labels": {api.JOBSET_NAME: name, CLAIM_TEMPLATE_LABEL: "data"},
+            "annotations": {SNAPSHOT_OF_UID_ANNOTATION: "0123abcd-0000-0000-0000-000000000000"},
+        },
+        "spec": {"source": {"persistentVolumeClaimName": claim_name}},
+    }
+    await client.create(VOLUME_SNAPSHOTS, snapshot, namespace)
+    await set_snapshot_status(client, namespace, f"{claim_name}-0123abcd", {"readyToUse": True})
+    made = await wait_for(
+        lambda: client.get(CLAIMS, claim_name, namespace), lambda c: bool(c), "the claim"
+    )
+    assert made["spec"]["dataSourceRef"]["name"] == f"{claim_name}-0123abcd"

@@ -1,0 +1,385 @@
+"""snapshots: retention to a VolumeSnapshot, pruning to historyLimit, restore from one.
+
+Rows: the JobSet js (policies, terminal state), the claims and the VolumeSnapshots that exist;
+out: the snapshots created and deleted, the claims deleted or kept, the data source of the
+claims created, and what the status says.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.jobset import api
+from controller.jobset.volumes import StorageClasses, deletion, model, views
+from controller.jobset.volumes import lifecycle as volume_lifecycle
+from controller.jobset.volumes import status as volume_status
+from controller.jobset.volumes.lifecycle import VolumePlan
+from controller.jobset.volumes.model import (
+    CLAIM_TEMPLATE_LABEL,
+    FINALIZER,
+    SNAPSHOT_CLAIM_LABEL,
+    SNAPSHOT_OF_UID_ANNOTATION,
+)
+from controller.jobset.volumes.observed import ClaimView, SnapshotView
+from controller.jobset.volumes.snapshots import (
+    NO_SNAPSHOTS,
+    Snapshots,
+    prune,
+    restore,
+    retention_step,
+    snapshot_name,
+    snapshot_object,
+    snapshots,
+)
+from controller.runtime.store import Obj
+from tests.unit.volumes.factories import (
+    ckpt,
+    claim,
+    make,
+    make_obj,
+    mounting,
+    recorded,
+    tpl,
+    uid_of,
+)
+
+SNAPSHOT_ON_COMPLETION = {"whenCompleted": "Snapshot"}
+
+
+def snap(
+    of: str,
+    *,
+    uid: str | None = None,
+    name: str | None = None,
+    ready: bool = True,
+    error: str = "",
+    created: str = "2026-12-01T10:00:00Z",
+    ours: bool = True,
+    template: str = "data",
+    deleting: bool = False,
+) -> Obj:
+    """A VolumeSnapshot of the claim ``of`` (the controller's unless ``ours=False``)."""
+    claim_uid = uid or uid_of(of)
+    meta: Obj = {
+        "name": name or f"{of}-{claim_uid.replace('-', '')[:8]}",
+        "namespace": "default",
+        "labels": {api.JOBSET_NAME: "js", CLAIM_TEMPLATE_LABEL: template},
+        "creationTimestamp": created,
+    }
+    if ours:
+        meta["annotations"] = {SNAPSHOT_OF_UID_ANNOTATION: claim_uid}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-02T00:00:00Z"
+    status: Obj = {"readyToUse": ready, "creationTime": created}
+    if error:
+        status["error"] = {"message": error}
+    return {
+        "apiVersion": "snapshot.storage.k8s.io/v1",
+        "kind": "VolumeSnapshot",
+        "metadata": meta,
+        "spec": {"source": {"persistentVolumeClaimName": of}},
+        "status": status,
+    }
+
+
+def found(*objs: Obj, served: bool = True) -> Snapshots:
+    all_views = [SnapshotView.of(o) for o in objs]
+    return snapshots(
+        all_views, lambda name: next((v for v in all_views if v.name == name), None), served=served
+    )
+
+
+def view(obj: Obj) -> ClaimView:
+    return ClaimView.of(obj)
+
+
+# ----------------------------------------------------------------------------- names
+
+
+def test_a_snapshot_is_named_after_its_claim_and_the_claims_uid() -> None:
+    data = view(claim("data-js", uid="0123abcd-0000-0000-0000-000000000000"))
+    assert snapshot_name(data) == "data-js-0123abcd"
+    long = view(claim("x" * 250, uid="0123abcd-0000-0000-0000-000000000000"))
+    name = snapshot_name(long)
+    assert len(name) <= 253 and name.endswith("-0123abcd")
+    assert snapshot_name(long) == name  # deterministic: a lost create's answer is found again
+
+
+def test_the_snapshot_object_is_labelled_and_annotated_as_the_controllers_own() -> None:
+    data = view(claim("data-js"))
+    js = make([{"templates": [tpl("data")], "snapshotPolicy": {"volumeSnapshotClassName": "fast"}}])
+    (policy,) = model(js).policies
+    body = snapshot_object(data, policy, "js", "default")
+    assert body["metadata"]["labels"] == {
+        api.JOBSET_NAME: "js",
+        CLAIM_TEMPLATE_LABEL: "data",
+        SNAPSHOT_CLAIM_LABEL: "data-js",
+    }
+    assert body["metadata"]["annotations"] == {SNAPSHOT_OF_UID_ANNOTATION: data.uid}
+    assert "ownerReferences" not in body["metadata"]  # it outlives the JobSet
+    assert body["spec"] == {
+        "source": {"persistentVolumeClaimName": "data-js"},
+        "volumeSnapshotClassName": "fast",
+    }
+    # A claim name too long for a label value is not labelled (its uid annotation still is).
+    long = view(claim("d" * 70))
+    assert (
+        SNAPSHOT_CLAIM_LABEL
+        not in snapshot_object(long, policy, "js", "default")["metadata"]["labels"]
+    )
+
+
+# ----------------------------------------------------------------------------- retention
+
+
+@pytest.mark.parametrize(
+    ("phase", "existing", "served", "step"),
+    [
+        pytest.param("Bound", [], True, "take", id="bound-no-snapshot-take-one"),
+        pytest.param("Bound", [snap("data-js", ready=False)], True, "wait", id="not-ready-wait"),
+        pytest.param("Bound", [snap("data-js")], True, "delete", id="ready-delete-the-claim"),
+        pytest.param("Bound", [snap("data-js", ready=False, error="no space")], True, "failed",
+                     id="failed-keep-the-claim"),
+        # A snapshot of an earlier claim of the same name is not this claim's.
+        pytest.param("Bound", [snap("data-js", uid="11111111-0000-0000-0000-000000000000")],
+                     True, "take", id="another-claims-snapshot-does-not-count"),
+        # A user's snapshot of the claim (no uid annotation) is not the controller's proof.
+        pytest.param("Bound", [snap("data-js", ours=False)], True, "take", id="not-ours"),
+        pytest.param("Bound", [], False, "failed", id="snapshots-not-served-keep-the-claim"),
+        pytest.param("Pending", [], True, "delete", id="never-bound-holds-no-data"),
+    ],
+)  # fmt: skip
+def test_retention_step(phase: str, existing: list[Obj], served: bool, step: str) -> None:
+    data = view(claim("data-js", phase=phase))
+    assert retention_step(data, found(*existing, served=served)).step == step
+
+
+def completed(retention: dict[str, str], claims: list[Obj], **kw: Any) -> Any:
+    js = make(
+        [{"templates": [tpl("data")], "retentionPolicy": retention, **kw}],
+        terminal_state=api.TERMINAL_COMPLETED,
+    )
+    return recorded(js, claims)
+
+
+@pytest.mark.parametrize(
+    ("existing", "deleted", "taken", "condition"),
+    [
+        pytest.param([], [], ["data-js-"], ("False", "SnapshotsPending"), id="take"),
+        pytest.param([snap("data-js", ready=False)], [], [], ("False", "SnapshotsPending"),
+                     id="wait"),
+        pytest.param([snap("data-js")], ["data-js"], [], ("True", "NoSnapshotPending"),
+                     id="ready-then-deleted"),
+        pytest.param([snap("data-js", ready=False, error="quota")], [], [],
+                     ("False", "SnapshotFailed"), id="failed-kept"),
+    ],
+)  # fmt: skip
+def test_when_completed_snapshot_deletes_the_claim_only_through_a_ready_snapshot(
+    existing: list[Obj], deleted: list[str], taken: list[str], condition: tuple[str, str]
+) -> None:
+    data = claim("data-js")
+    js = completed(SNAPSHOT_ON_COMPLETION, [data])
+    vm = model(js)
+    vplan = volume_lifecycle.plan(
+        vm, views([data]), StorageClasses(), terminal_state=api.TERMINAL_COMPLETED,
+        found=found(*existing),
+    )  # fmt: skip
+    assert vplan.delete == deleted
+    names = [b["metadata"]["name"] for b in vplan.create_snapshots]
+    assert len(names) == len(taken)
+    assert all(n.startswith(t) for n, t in zip(names, taken, strict=True))
+    (ready,) = [c for c in volume_status.conditions(vm, vplan) if c.type == "VolumeSnapshotsReady"]
+    assert (ready.status, ready.reason) == condition
+    if condition[1] == "SnapshotFailed":
+        assert ready.event_type == "Warning" and "quota" in ready.message
+
+
+def test_delete_and_retain_policies_write_no_snapshot_condition() -> None:
+    data = claim("data-js")
+    js = completed({"whenCompleted": "Delete"}, [data])
+    vm = model(js)
+    vplan = volume_lifecycle.plan(
+        vm, views([data]), StorageClasses(), terminal_state=api.TERMINAL_COMPLETED
+    )
+    assert vplan.delete == ["data-js"] and vplan.create_snapshots == []
+    assert "VolumeSnapshotsReady" not in {c.type for c in volume_status.conditions(vm, vplan)}
+
+
+def test_when_scaled_snapshot_keeps_a_scaled_away_claim_until_its_snapshot_is_ready() -> None:
+    existing = [ckpt(0), ckpt(1)]
+    obj = make_obj(
+        [{"templates": [tpl("ckpt")], "scope": "Job",
+          "retentionPolicy": {"whenScaled": "Snapshot"}}],
+        rjobs=[mounting("workers", 1, ("ckpt",))],
+    )  # fmt: skip
+    from controller.jobset.model import parse
+
+    js = recorded(parse(obj), existing)
+    vm = model(js)
+    first = volume_lifecycle.plan(vm, views(existing), StorageClasses(), terminal_state="",
+                                  found=found())  # fmt: skip
+    assert first.delete == []
+    assert [b["spec"]["source"]["persistentVolumeClaimName"] for b in first.create_snapshots] == [
+        "ckpt-js-workers-1"
+    ]
+    ready = snap("ckpt-js-workers-1", template="ckpt")
+    second = volume_lifecycle.plan(vm, views(existing), StorageClasses(), terminal_state="",
+                                   found=found(ready))  # fmt: skip
+    assert second.delete == ["ckpt-js-workers-1"]
+
+
+# ----------------------------------------------------------------------------- pruning
+
+
+def test_prune_keeps_the_newest_ready_snapshots_of_each_claim() -> None:
+    js = make([{"templates": [tpl("data")], "snapshotPolicy": {"historyLimit": 2}}])
+    existing = [
+        snap("data-js", uid=f"{i}0000000-0000-0000-0000-000000000000",
+             created=f"2026-12-0{i}T00:00:00Z")
+        for i in range(1, 5)
+    ]  # fmt: skip
+    existing.append(snap("data-js", uid="90000000-0000-0000-0000-000000000000", ready=False,
+                         created="2026-11-01T00:00:00Z"))  # fmt: skip
+    existing.append(snap("data-js", uid="80000000-0000-0000-0000-000000000000", ours=False,
+                         created="2026-10-01T00:00:00Z"))  # fmt: skip
+    existing.append(snap("other-js", template="other", created="2026-01-01T00:00:00Z"))
+    assert prune(model(js).policies, found(*existing)) == ["data-js-10000000", "data-js-20000000"]
+    one = make([{"templates": [tpl("data")]}])  # historyLimit left out: 1
+    assert len(prune(model(one).policies, found(*existing))) == 3
+
+
+# ----------------------------------------------------------------------------- restore
+
+
+def restoring(**policy: Any) -> Any:
+    js = make([{"templates": [tpl("data")], "restorePolicy": policy}])
+    (desired,) = model(js).desired
+    return desired
+
+
+@pytest.mark.parametrize(
+    ("policy", "existing", "served", "source", "waits"),
+    [
+        pytest.param({"source": "NewestSnapshot"},
+                     [snap("data-js", uid="10000000-0000-0000-0000-000000000000",
+                           created="2026-12-01T00:00:00Z"),
+                      snap("data-js", uid="20000000-0000-0000-0000-000000000000",
+                           created="2026-12-02T00:00:00Z")],
+                     True, "data-js-20000000", "", id="newest-ready"),
+        pytest.param({"source": "NewestSnapshot"},
+                     [snap("data-js", uid="10000000-0000-0000-0000-000000000000",
+                           created="2026-12-01T00:00:00Z"),
+                      snap("data-js", uid="20000000-0000-0000-0000-000000000000",
+                           created="2026-12-02T00:00:00Z", ready=False)],
+                     True, None, "not ready yet", id="a-newer-one-in-flight-is-waited-for"),
+        pytest.param({"source": "NewestSnapshot"},
+                     [snap("data-js", uid="10000000-0000-0000-0000-000000000000",
+                           created="2026-12-01T00:00:00Z"),
+                      snap("data-js", uid="20000000-0000-0000-0000-000000000000",
+                           created="2026-12-02T00:00:00Z", ready=False, error="boom")],
+                     True, "data-js-10000000", "", id="a-failed-newer-one-is-passed-over"),
+        pytest.param({"source": "NewestSnapshot"}, [], True, None, "no ready snapshot",
+                     id="none-wait"),
+        pytest.param({"source": "NewestSnapshot", "whenMissing": "CreateEmpty"}, [], True, None,
+                     "", id="none-create-empty"),
+        pytest.param({"source": "NewestSnapshot"}, [snap("data-js", ours=False)], True, None,
+                     "no ready snapshot", id="only-the-controllers-snapshots-count"),
+        pytest.param({"source": "VolumeSnapshot", "volumeSnapshotName": "golden"},
+                     [snap("seed", name="golden", ours=False)], True, "golden", "",
+                     id="named-ready"),
+        pytest.param({"source": "VolumeSnapshot", "volumeSnapshotName": "golden"},
+                     [snap("seed", name="golden", ready=False)], True, None, "not ready yet",
+                     id="named-not-ready"),
+        pytest.param({"source": "VolumeSnapshot", "volumeSnapshotName": "golden"}, [], True,
+                     None, "does not exist", id="named-missing"),
+        pytest.param({"source": "VolumeSnapshot", "volumeSnapshotName": "golden",
+                      "whenMissing": "CreateEmpty"}, [], True, None, "",
+                     id="named-missing-create-empty"),
+        pytest.param({"source": "NewestSnapshot", "whenMissing": "CreateEmpty"}, [], False,
+                     None, "does not serve VolumeSnapshots", id="not-served-always-waits"),
+    ],
+)  # fmt: skip
+def test_restore(
+    policy: Obj, existing: list[Obj], served: bool, source: str | None, waits: str
+) -> None:
+    chosen = restore(restoring(**policy), found(*existing, served=served))
+    assert chosen.source == source
+    assert (waits in chosen.wait) if waits else chosen.wait == ""
+
+
+def test_a_restored_claim_is_created_from_its_snapshot_and_the_status_says_so() -> None:
+    js = make([{"templates": [tpl("data")], "restorePolicy": {"source": "NewestSnapshot"}}])
+    vm = model(js)
+    vplan = volume_lifecycle.plan(vm, {}, StorageClasses(), terminal_state="",
+                                  found=found(snap("data-js")))  # fmt: skip
+    assert [d.name for d in vplan.create] == ["data-js"]
+    assert vplan.restore == {"data-js": snapshot_name(view(claim("data-js")))}
+    # Once it exists, the status counts it and names its snapshot (JobSet scope).
+    made = claim("data-js", uid=uid_of("data-js", 1), phase="Pending")
+    made["spec"]["dataSourceRef"] = {
+        "apiGroup": "snapshot.storage.k8s.io",
+        "kind": "VolumeSnapshot",
+        "name": vplan.restore["data-js"],
+    }
+    after = volume_lifecycle.plan(vm, views([made]), StorageClasses(), terminal_state="")
+    (entry,) = volume_status.volumes_status(vm, after)["templates"]
+    assert entry["restored"] == 1 and entry["restoredFrom"] == vplan.restore["data-js"]
+
+
+def test_a_claim_waiting_for_its_snapshot_is_not_created_and_volumes_are_not_ready() -> None:
+    js = make([{"templates": [tpl("data")], "restorePolicy": {"source": "NewestSnapshot"}}])
+    vm = model(js)
+    vplan = volume_lifecycle.plan(vm, {}, StorageClasses(), terminal_state="",
+                                  found=found(snap("data-js", ready=False)))  # fmt: skip
+    assert vplan.create == [] and "data-js" in vplan.restore_waiting
+    assert vplan.mountable == set()
+    ready = volume_status.volumes_ready(vm, vplan.claims)
+    assert (ready.status, ready.reason) == ("False", "WaitingForSnapshot")
+    assert "not ready yet" in ready.message
+
+
+# ----------------------------------------------------------------------------- deletion
+
+
+def test_when_deleted_snapshot_holds_the_finalizer_until_the_snapshot_is_ready() -> None:
+    obj = make_obj([{"templates": [tpl("data")], "retentionPolicy": {"whenDeleted": "Snapshot"}}],
+                   deleting=True)  # fmt: skip
+    obj["metadata"]["finalizers"] = [FINALIZER]
+    data = claim("data-js")
+    first = deletion.plan(obj, views([data]).values(), found())
+    assert (first.delete, first.remove_finalizer) == ([], False)
+    assert [b["metadata"]["name"] for b in first.create_snapshots] == [snapshot_name(view(data))]
+    waiting = deletion.plan(obj, views([data]).values(), found(snap("data-js", ready=False)))
+    assert (waiting.delete, waiting.create_snapshots, waiting.remove_finalizer) == ([], [], False)
+    failed = deletion.plan(obj, views([data]).values(), found(snap("data-js", ready=False,
+                                                                    error="quota")))  # fmt: skip
+    assert (failed.delete, failed.remove_finalizer) == ([], False)
+    assert failed.snapshotting["data-js"].step == "failed"
+    ready = deletion.plan(obj, views([data]).values(), found(snap("data-js")))
+    assert (ready.delete, ready.remove_finalizer) == (["data-js"], False)
+    gone = deletion.plan(obj, [], found(snap("data-js")))
+    assert gone.remove_finalizer
+    # Without the snapshot API the claim is never let go.
+    unserved = deletion.plan(obj, views([data]).values(), NO_SNAPSHOTS)
+    assert (unserved.delete, unserved.remove_finalizer) == ([], False)
+
+
+def test_a_snapshot_retention_claim_holds_a_foreground_ttl_delete() -> None:
+    obj = make_obj([{"templates": [tpl("data")], "retentionPolicy": SNAPSHOT_ON_COMPLETION}],
+                   terminal_state=api.TERMINAL_COMPLETED)  # fmt: skip
+    obj["metadata"]["finalizers"] = [FINALIZER]
+    owned = claim("data-js", refs=[{"uid": "uid-js", "kind": "JobSet", "name": "js",
+                                    "controller": True}])  # fmt: skip
+    assert deletion.kept_but_owned(obj, views([owned]).values()) == ["data-js"]
+
+
+def test_nothing_is_planned_for_snapshots_without_a_snapshot_policy() -> None:
+    data = claim("data-js")
+    js = recorded(make([{"templates": [tpl("data")]}]), [data])
+    vplan = volume_lifecycle.plan(model(js), views([data]), StorageClasses(), terminal_state="",
+                                  found=found(snap("data-js")))  # fmt: skip
+    assert isinstance(vplan, VolumePlan)
+    # historyLimit 1 and one ready snapshot: nothing pruned; nothing taken or restored.
+    assert (vplan.create_snapshots, vplan.delete_snapshots, vplan.restore) == ([], [], {})
