@@ -383,3 +383,20 @@ def test_nothing_is_planned_for_snapshots_without_a_snapshot_policy() -> None:
     assert isinstance(vplan, VolumePlan)
     # historyLimit 1 and one ready snapshot: nothing pruned; nothing taken or restored.
     assert (vplan.create_snapshots, vplan.delete_snapshots, vplan.restore) == ([], [], {})
+
+
+def test_a_preempted_jobset_takes_no_snapshot_and_keeps_its_claims() -> None:
+    """Kueue preempts by suspending: no retention case, so nothing is snapshotted or deleted,
+    whatever the policy says for completion, failure, deletion or scale-down."""
+    data = claim("data-js")
+    every = {"whenCompleted": "Snapshot", "whenFailed": "Snapshot", "whenDeleted": "Snapshot"}
+    js = recorded(
+        make([{"templates": [tpl("data")], "retentionPolicy": every}], suspend=True), [data]
+    )
+    vm = model(js)
+    vplan = volume_lifecycle.plan(
+        vm, views([data]), StorageClasses(), terminal_state="", found=found()
+    )
+    assert (vplan.create_snapshots, vplan.delete, vplan.snapshotting) == ([], [], {})
+    (ready,) = [c for c in volume_status.conditions(vm, vplan) if c.type == "VolumeSnapshotsReady"]
+    assert (ready.status, ready.reason) == ("True", "NoSnapshotPending")
