@@ -355,6 +355,16 @@ SNAPSHOT_CLASS_NAME: Final = Field(
     "driver.",
     max_length=MAX_OBJECT_NAME,
 )
+GROUP_SNAPSHOT_CLASS_NAME: Final = Field(
+    "snapshotPolicy.volumeGroupSnapshotClassName",
+    str,
+    "A VolumeGroupSnapshotClass: the claims of this policy that one retention case lets go at "
+    "once (the JobSet completed, failed or deleted; not a scale-down) are snapshotted together, "
+    "in one VolumeGroupSnapshot, so that every rank's checkpoint is from the same moment; a new "
+    "claim restored from the newest snapshot takes it from the newest such group. Left out: a "
+    "VolumeSnapshot per claim.",
+    max_length=MAX_OBJECT_NAME,
+)
 MAX_SNAPSHOT_HISTORY: Final = 100
 SNAPSHOT_HISTORY_LIMIT: Final = Field(
     "snapshotPolicy.historyLimit",
@@ -425,6 +435,7 @@ ALL: Final[tuple[Field[Any], ...]] = (
     WHEN_SCALED,
     WHEN_SUSPENDED,
     SNAPSHOT_CLASS_NAME,
+    GROUP_SNAPSHOT_CLASS_NAME,
     SNAPSHOT_HISTORY_LIMIT,
     RESTORE_SOURCE,
     RESTORE_SNAPSHOT_NAME,

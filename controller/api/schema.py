@@ -705,7 +705,11 @@ class Builder:
             "VolumeSnapshot CRDs and a snapshot controller must be installed). Left out, every "
             "field has its default. May be changed at any time.",
             {
-                **_nodes(fields.SNAPSHOT_CLASS_NAME, fields.SNAPSHOT_HISTORY_LIMIT),
+                **_nodes(
+                    fields.SNAPSHOT_CLASS_NAME,
+                    fields.GROUP_SNAPSHOT_CLASS_NAME,
+                    fields.SNAPSHOT_HISTORY_LIMIT,
+                ),
             },
         )
 

@@ -83,6 +83,7 @@ class JobSetReconciler:
         admission_bindings: Cache | None = None,
         pods: Cache | None = None,
         volume_snapshots: Cache | None = None,
+        volume_group_snapshots: Cache | None = None,
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -106,6 +107,7 @@ class JobSetReconciler:
             admission_bindings=admission_bindings,
             pods=pods,
             volume_snapshots=volume_snapshots,
+            volume_group_snapshots=volume_group_snapshots,
         )
         self.wanted = self.volume_io.wanted
         self._wall = wall_clock
@@ -413,23 +415,29 @@ class JobSetReconciler:
         return updated, created, failures
 
     async def _snapshot_writes(self, obj: Obj, vplan: VolumePlan) -> list[Failure]:
-        """Retention's VolumeSnapshots: those to take, then those historyLimit prunes."""
-        failures = await self._parallel(
-            [
-                self._refusal(Write.CREATE_SNAPSHOT, str(body["metadata"]["name"]),
-                              self.volume_io.create_snapshot(obj, body))
-                for body in vplan.create_snapshots
-            ]
-        )  # fmt: skip
-        failures += await self._parallel(
-            [
-                self._refusal(
-                    Write.DELETE_SNAPSHOT, name, self.volume_io.delete_snapshot(obj, name)
-                )
-                for name in vplan.delete_snapshots
-            ]
-        )
-        return failures
+        """Retention's VolumeSnapshots and VolumeGroupSnapshots: those to take, then those
+        historyLimit prunes."""
+        io = self.volume_io
+        takes: list[Awaitable[Failure | None]] = [
+            self._refusal(Write.CREATE_SNAPSHOT, str(body["metadata"]["name"]),
+                          io.create_snapshot(obj, body))
+            for body in vplan.create_snapshots
+        ]  # fmt: skip
+        takes += [
+            self._refusal(Write.CREATE_SNAPSHOT, str(body["metadata"]["name"]),
+                          io.create_group_snapshot(obj, body))
+            for body in vplan.create_groups
+        ]  # fmt: skip
+        failures = await self._parallel(takes)
+        prunes: list[Awaitable[Failure | None]] = [
+            self._refusal(Write.DELETE_SNAPSHOT, name, io.delete_snapshot(obj, name))
+            for name in vplan.delete_snapshots
+        ]
+        prunes += [
+            self._refusal(Write.DELETE_SNAPSHOT, name, io.delete_group_snapshot(obj, name))
+            for name in vplan.delete_groups
+        ]
+        return failures + await self._parallel(prunes)
 
     async def _write_created(
         self,

@@ -105,6 +105,7 @@ def setup(manager: Manager[Config]) -> JobSetReconciler:
         admission_bindings=volume_caches.admission_bindings,
         pods=volume_caches.pods,
         volume_snapshots=volume_caches.volume_snapshots,
+        volume_group_snapshots=volume_caches.volume_group_snapshots,
     )
     volume_watches.watch(
         volume_caches,

@@ -83,6 +83,9 @@ CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 # The snapshots of retention Snapshot, and what restorePolicy restores from (the CRDs of the
 # external-snapshotter project, installed in the cluster with a snapshot controller).
 VOLUME_SNAPSHOTS = Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots", "VolumeSnapshot")
+VOLUME_GROUP_SNAPSHOTS = Resource(
+    "groupsnapshot.storage.k8s.io", "v1", "volumegroupsnapshots", "VolumeGroupSnapshot"
+)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 STORAGE_CLASSES = Resource(

@@ -26,6 +26,7 @@ from controller.runtime.client import (
     CLAIMS,
     EVENTS,
     JOBS,
+    VOLUME_GROUP_SNAPSHOTS,
     VOLUME_SNAPSHOTS,
     ApiError,
     KubeClient,
@@ -273,3 +274,97 @@ async def test_a_claim_that_starts_from_a_snapshot_waits_for_one(
         lambda: client.get(CLAIMS, claim_name, namespace), lambda c: bool(c), "the claim"
     )
     assert made["spec"]["dataSourceRef"]["name"] == f"{claim_name}-0123abcd"
+
+
+async def test_the_ranks_are_snapshotted_together_and_each_restored_from_the_same_group(
+    snapshotting: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """snapshotPolicy.volumeGroupSnapshotClassName, Job scope, two ranks: one
+    VolumeGroupSnapshot selects both claims; each claim goes once the group and its member are
+    ready; the re-applied JobSet's ranks are each made from their member of that group. The
+    test plays the snapshot controller (it makes the members, owned by the group)."""
+    name = "ranks"
+    ranks = [f"ckpt-{name}-w-{i}" for i in range(2)]
+    body = jobset(
+        name,
+        with_mounts(replicated_job("w", 2), "ckpt"),
+        volumeClaimPolicies=[
+            {
+                "scope": "Job",
+                "templates": [{"metadata": {"name": "ckpt"}, "spec": CLAIM_SPEC}],
+                "retentionPolicy": {"whenCompleted": "Snapshot"},
+                "snapshotPolicy": {"volumeGroupSnapshotClassName": "csi-group-snapshot"},
+                "restorePolicy": {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
+            }
+        ],
+    )
+    await client.create(api.JOBSETS, body, namespace)
+    uids = {r: (await bind(client, namespace, r))["metadata"]["uid"] for r in ranks}
+    for job in await wait_jobs(client, namespace, name, 2):
+        await complete_job(client, namespace, job)
+
+    (group,) = await wait_for(
+        lambda: groups_of(client, namespace), lambda found: len(found) == 1, "a group snapshot"
+    )
+    selector = group["spec"]["source"]["selector"]
+    assert selector["matchLabels"] == {api.JOBSET_NAME: name}
+    assert group["spec"]["volumeGroupSnapshotClassName"] == "csi-group-snapshot"
+    assert await snapshots_of(client, namespace, ranks[0]) == []  # not one by one
+    # The snapshot controller's part: a member per claim, owned by the group; then ready.
+    owner = {
+        "apiVersion": "groupsnapshot.storage.k8s.io/v1",
+        "kind": "VolumeGroupSnapshot",
+        "name": group["metadata"]["name"],
+        "uid": group["metadata"]["uid"],
+    }
+    for rank in ranks:
+        member = {
+            "apiVersion": "snapshot.storage.k8s.io/v1",
+            "kind": "VolumeSnapshot",
+            "metadata": {"name": f"member-{rank}", "ownerReferences": [owner]},
+            "spec": {"source": {"persistentVolumeClaimName": rank}},
+        }
+        await client.create(VOLUME_SNAPSHOTS, member, namespace)
+        await set_snapshot_status(client, namespace, f"member-{rank}", {"readyToUse": True})
+    await settled(snapshotting, client)
+    for rank in ranks:  # the group itself is not ready yet: every claim stays
+        kept = await client.get(CLAIMS, rank, namespace)
+        assert not kept["metadata"].get("deletionTimestamp"), rank
+    await client.patch(
+        VOLUME_GROUP_SNAPSHOTS,
+        group["metadata"]["name"],
+        {"status": {"readyToUse": True, "creationTime": "2026-12-04T00:00:00Z"}},
+        namespace,
+        subresource="status",
+    )
+    for rank in ranks:
+        await wait_for(
+            lambda rank=rank: client.get(CLAIMS, rank, namespace),  # type: ignore[misc]
+            lambda c: bool(c["metadata"].get("deletionTimestamp")),
+            f"{rank} to be deleted once the group is ready",
+        )
+        await release(client, namespace, rank)
+
+    await client.delete(api.JOBSETS, name, namespace)
+    await wait_for(
+        lambda: client.list(CLAIMS, namespace), lambda listed: not listed["items"], "claims gone"
+    )
+    await wait_for(
+        lambda: client.list(api.JOBSETS, namespace),
+        lambda listed: not listed["items"],
+        "the first JobSet to go",
+    )
+    await client.create(api.JOBSETS, body, namespace)
+    for rank in ranks:
+        made = await wait_for(
+            lambda rank=rank: client.get(CLAIMS, rank, namespace),  # type: ignore[misc]
+            lambda c: bool(c),
+            f"{rank} again",
+        )
+        assert made["metadata"]["uid"] != uids[rank]
+        assert made["spec"]["dataSourceRef"]["name"] == f"member-{rank}"
+
+
+async def groups_of(client: KubeClient, namespace: str) -> list[Obj]:
+    listed: list[Obj] = (await client.list(VOLUME_GROUP_SNAPSHOTS, namespace))["items"]
+    return listed

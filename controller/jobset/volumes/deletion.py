@@ -39,6 +39,7 @@ from controller.jobset.volumes.lifecycle import (
     action,
     release,
     scaled_away,
+    together,
 )
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
@@ -157,7 +158,8 @@ def _one(claim: ClaimView, jobset: Deleted) -> Release | ClaimPatch | None:
     scaled = scaled_away(claim, policy, jobset.replicas_of)
     how = action(retention, deleting=True, terminal_state=jobset.terminal_state, scaled=scaled)
     if how is not None:
-        return None if claim.terminating else Release(claim, policy, how)
+        both = together(retention, True, jobset.terminal_state)
+        return None if claim.terminating else Release(claim, policy, how, both)
     if retention.when_deleted != "Retain" or ownership.retained(claim, jobset.uid):
         return None
     return _keep(claim, jobset, why)
@@ -182,7 +184,7 @@ def plan(obj: Obj, claims: Iterable[ClaimView], found: Snapshots = NO_SNAPSHOTS)
             released.append(todo)
         elif todo is not None:
             result.patch.append(todo)
-    deleted = release(result, released, found, jobset.name, jobset.namespace)
+    deleted = release(result, released, found, jobset.name, jobset.namespace, jobset.uid)
     result.delete = [c.name for c in deleted]
     # Deletes accepted (pvc-protection may keep a claim until its pods are gone), snapshots
     # ready and retention recorded: the finalizer can go. Otherwise the next pass checks again.

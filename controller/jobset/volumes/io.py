@@ -24,7 +24,14 @@ from controller.jobset.volumes.lifecycle import (
     REASON_CLAIM_DELETED,
     ClaimPatch,
 )
-from controller.jobset.volumes.observed import ClaimView, SnapshotView, StorageClasses
+from controller.jobset.volumes.model import CLAIM_TEMPLATE_LABEL
+from controller.jobset.volumes.observed import (
+    GROUP_INDEX,
+    ClaimView,
+    GroupView,
+    SnapshotView,
+    StorageClasses,
+)
 from controller.jobset.volumes.observed import storage_classes as storage_classes_of
 from controller.jobset.volumes.snapshots import (
     REASON_SNAPSHOT_CREATED,
@@ -35,7 +42,13 @@ from controller.jobset.volumes.snapshots import (
 )
 from controller.jobset.volumes.spec import VolumeModel
 from controller.jobset.wanted import WantedClaims
-from controller.runtime.client import CLAIMS, VOLUME_SNAPSHOTS, ApiError, KubeClient
+from controller.runtime.client import (
+    CLAIMS,
+    VOLUME_GROUP_SNAPSHOTS,
+    VOLUME_SNAPSHOTS,
+    ApiError,
+    KubeClient,
+)
 from controller.runtime.manager import Cache
 from controller.runtime.store import Obj, namespace_of
 from controller.runtime.views import Summary, Views
@@ -60,6 +73,7 @@ class VolumeIO:
         admission_bindings: Cache | None = None,
         pods: Cache | None = None,
         volume_snapshots: Cache | None = None,
+        volume_group_snapshots: Cache | None = None,
     ) -> None:
         self.client = client
         self.metrics = metrics
@@ -90,6 +104,12 @@ class VolumeIO:
             Views(volume_snapshots, SnapshotView.of) if volume_snapshots is not None else None
         )
         self.wanted_snapshots = WantedClaims()
+        self.volume_group_snapshots = volume_group_snapshots
+        self.group_views = (
+            Views(volume_group_snapshots, GroupView.of)
+            if volume_group_snapshots is not None
+            else None
+        )
 
     # --------------------------------------------------------------- reads
 
@@ -123,7 +143,14 @@ class VolumeIO:
         cache, views = self.volume_snapshots, self.snapshot_views
         if cache is None or views is None or cache.unavailable() is not None:
             return snapshots((), served=False)
-        return snapshots(views.by_index(self.index, key), lambda name: views.get(namespace, name))
+        groups, group_cache = self.group_views, self.volume_group_snapshots
+        served_groups = group_cache is not None and group_cache.unavailable() is None
+        return snapshots(
+            views.by_index(self.index, key),
+            lambda name: views.get(namespace, name),
+            groups=groups.by_index(self.index, key) if groups and served_groups else (),
+            members=lambda group: views.by_index(GROUP_INDEX, group.uid),
+        )
 
     def labelled_claims(self, key: str) -> list[Obj]:
         """The claims labelled with the JobSet's name (what its deletion retains or deletes)."""
@@ -240,4 +267,38 @@ class VolumeIO:
             REASON_SNAPSHOT_DELETED,
             f"deleted VolumeSnapshot {name}: older than the newest ones snapshotPolicy."
             "historyLimit keeps",
+        )
+
+    async def create_group_snapshot(self, obj: Obj, body: Obj) -> None:
+        """Creates the VolumeGroupSnapshot of a policy's claims (retention Snapshot, together)."""
+        name = str(body["metadata"]["name"])
+        try:
+            await self.client.create(VOLUME_GROUP_SNAPSHOTS, body, namespace_of(obj))
+        except ApiError as err:
+            if err.already_exists:
+                return
+            raise
+        template = body["metadata"]["labels"][CLAIM_TEMPLATE_LABEL]
+        self.event(
+            obj,
+            "Normal",
+            REASON_SNAPSHOT_CREATED,
+            f"created VolumeGroupSnapshot {name} of the claims of template {template}'s policy; "
+            "each claim is deleted once the group and its snapshot are ready to use",
+        )
+
+    async def delete_group_snapshot(self, obj: Obj, name: str) -> None:
+        """Deletes one of the controller's older groups (their members go with them)."""
+        try:
+            await self.client.delete(VOLUME_GROUP_SNAPSHOTS, name, namespace_of(obj))
+        except ApiError as err:
+            if err.not_found:
+                return
+            raise
+        self.event(
+            obj,
+            "Normal",
+            REASON_SNAPSHOT_DELETED,
+            f"deleted VolumeGroupSnapshot {name}: older than the newest ones "
+            "snapshotPolicy.historyLimit keeps",
         )

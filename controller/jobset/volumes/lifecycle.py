@@ -344,6 +344,15 @@ class Release:
     claim: ClaimView
     policy: VolumePolicy
     action: Keep
+    # A Snapshot of a case that lets the policy's claims go at once (completion, failure,
+    # deletion), not only a scale-down: it may be a group snapshot.
+    together: bool = False
+
+
+def together(retention: Retention, deleting: bool, terminal_state: str) -> bool:
+    """Whether the JobSet's completion, failure or deletion snapshots the policy's claims."""
+    found = action(retention, deleting=deleting, terminal_state=terminal_state, scaled=False)
+    return found == "Snapshot"
 
 
 def claims_to_release(
@@ -371,7 +380,9 @@ def claims_to_release(
             policy.retention, deleting=deleting, terminal_state=terminal_state, scaled=scaled
         )
         if how is not None:
-            result.append(Release(claim, policy, how))
+            result.append(
+                Release(claim, policy, how, together(policy.retention, deleting, terminal_state))
+            )
     return result
 
 
@@ -436,6 +447,9 @@ class VolumePlan:
     # claims kept until theirs is ready (claim → step: take, wait or failed).
     create_snapshots: list[Obj] = field(default_factory=list)
     delete_snapshots: list[str] = field(default_factory=list)
+    # snapshotPolicy.volumeGroupSnapshotClassName: the VolumeGroupSnapshots to create and prune.
+    create_groups: list[Obj] = field(default_factory=list)
+    delete_groups: list[str] = field(default_factory=list)
     snapshotting: dict[str, SnapshotStep] = field(default_factory=dict)
 
     @property
@@ -446,6 +460,8 @@ class VolumePlan:
             + len(self.delete)
             + len(self.create_snapshots)
             + len(self.delete_snapshots)
+            + len(self.create_groups)
+            + len(self.delete_groups)
             + int(self.add_finalizer)
             + int(self.remove_finalizer)
         )
@@ -518,22 +534,58 @@ def _scaled_away_slots(model: VolumeModel, pods_in_use: Mapping[str, int]) -> li
     ]
 
 
+def _grouped(released: Iterable[Release]) -> dict[str, list[Release]]:
+    """The Snapshot releases taken as one group per policy: the policy asks for groups, the case
+    lets its claims go together, and every one of them is Bound (a group cannot take a claim
+    without a volume; such a policy's claims go one by one)."""
+    found: dict[str, list[Release]] = {}
+    for one in released:
+        if one.action == "Snapshot" and one.together and one.policy.snapshots.group_class_name:
+            found.setdefault(snapshots.group_key(one.policy), []).append(one)
+    return {k: ones for k, ones in found.items() if all(o.claim.phase == "Bound" for o in ones)}
+
+
 def release(
-    result: VolumePlan, released: Iterable[Release], found: Snapshots, jobset: str, namespace: str
+    result: VolumePlan,
+    released: Iterable[Release],
+    found: Snapshots,
+    jobset: str,
+    namespace: str,
+    jobset_uid: str = "",
 ) -> list[ClaimView]:
     """The claims to delete now of those retention lets go; a ``Snapshot`` one only once its
-    snapshot is ready (until then its snapshot is created, or waited for, in ``result``)."""
+    snapshot (or its group's, and its member) is ready: until then the snapshot is created, or
+    waited for, in ``result``."""
+    released = list(released)
+    groups = _grouped(released) if jobset_uid else {}
+    steps: dict[str, SnapshotStep] = {}
+    taken_together: dict[str, str] = {}  # claim → the group it is snapshotted in
+    for key, ones in groups.items():
+        name = snapshots.group_name(jobset, jobset_uid, key)
+        group = found.group(key, name)
+        if group is None and found.served:
+            result.create_groups.append(
+                snapshots.group_object(ones[0].policy, jobset, jobset_uid, namespace)
+            )
+        claims = [o.claim for o in ones]
+        taken_together.update((c.name, name) for c in claims)
+        if not found.served:
+            steps.update({c.name: snapshots.retention_step(c, found) for c in claims})
+        else:
+            steps.update(snapshots.group_steps(claims, group, found, name))
     deleted = []
     for one in released:
         claim = one.claim
         if one.action == "Delete":
             deleted.append(claim)
             continue
-        step = snapshots.retention_step(claim, found)
+        step = steps.get(claim.name) or snapshots.retention_step(claim, found)
+        # A claim the group did not take (or the API not served) is snapshotted on its own.
+        alone = step.snapshot != taken_together.get(claim.name)
         if step.step == "delete":
             deleted.append(claim)
             continue
-        if step.step == "take":
+        if step.step == "take" and alone:
             result.create_snapshots.append(
                 snapshots.snapshot_object(claim, one.policy, jobset, namespace)
             )
@@ -636,9 +688,10 @@ def plan(
         terminal_state=jobset.status.terminal_state,
         pods_in_use=pods_in_use,
     )
-    deleted = release(result, released, found, jobset.name, jobset.namespace)
+    deleted = release(result, released, found, jobset.name, jobset.namespace, jobset.uid)
     result.delete = [c.name for c in deleted]
     result.delete_snapshots = snapshots.prune(model.policies, found)
+    result.delete_groups = snapshots.prune_groups(model.policies, found)
     forget.extend(s for s in map(slot_of, deleted) if s is not None)
     forget.extend(_scaled_away_slots(model, pods_in_use or {}))
     result.record = model.record.changed(record, forget)

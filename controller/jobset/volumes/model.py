@@ -53,6 +53,9 @@ FINALIZER = "jobset.x-k8s.io/volume-retention"
 # label value, the claim's name (the JobSet name and template are labelled too).
 SNAPSHOT_OF_UID_ANNOTATION = "jobset.sigs.k8s.io/snapshot-of-claim-uid"
 SNAPSHOT_CLAIM_LABEL = "jobset.sigs.k8s.io/volume-claim"
+# On the VolumeGroupSnapshots it takes (snapshotPolicy.volumeGroupSnapshotClassName): the uid of
+# the JobSet whose claims it holds (labelled with its name and the policy's first template).
+GROUP_OF_JOBSET_ANNOTATION = "jobset.sigs.k8s.io/group-snapshot-of-jobset-uid"
 # Set by the scheduler on a WaitForFirstConsumer claim once a pod using it was placed.
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 
@@ -85,8 +88,11 @@ class SnapshotPolicy:
 
     # None: the cluster's default VolumeSnapshotClass for the claim's driver.
     class_name: str | None = None
-    # Per claim name, the newest ``history_limit`` ready snapshots are kept; older ones go.
+    # Per claim name, the newest ``history_limit`` ready snapshots are kept; older ones go (with
+    # groups: per policy, the newest groups).
     history_limit: int = 1
+    # Set: the claims one case lets go at once are snapshotted together, in a VolumeGroupSnapshot.
+    group_class_name: str | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Any
 from controller.jobset import api
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
+    GROUP_OF_JOBSET_ANNOTATION,
     OWNER_UID_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
@@ -194,6 +195,9 @@ class SnapshotView:
     # status.creationTime (RFC 3339, comparable as text) or, before it is set, the object's
     created: str
     deleting: bool
+    # A member of a VolumeGroupSnapshot (the snapshot controller makes one per claim of the
+    # group, owned by it): the group's uid.
+    group_uid: str | None = None
 
     @classmethod
     def of(cls, obj: Obj) -> SnapshotView:
@@ -212,11 +216,65 @@ class SnapshotView:
             error=error if isinstance(error, str) else "",
             created=created if isinstance(created, str) else "",
             deleting=bool(meta.get("deletionTimestamp")),
+            group_uid=group_of(obj),
         )
 
     @property
     def ours(self) -> bool:
         return bool(self.of_claim_uid) and bool(self.source_claim)
+
+    @property
+    def template(self) -> str | None:
+        return self.labels.get(CLAIM_TEMPLATE_LABEL)
+
+
+def group_of(obj: Obj) -> str | None:
+    """The uid of the VolumeGroupSnapshot owning a member VolumeSnapshot, if any."""
+    for ref in as_list(as_dict(obj.get("metadata")).get("ownerReferences")):
+        if isinstance(ref, dict) and ref.get("kind") == "VolumeGroupSnapshot" and ref.get("uid"):
+            return str(ref["uid"])
+    return None
+
+
+GROUP_INDEX = "volume-group-snapshot"
+
+
+def by_group(obj: Obj) -> list[str]:
+    """Cache indexer: a member VolumeSnapshot by its group's uid."""
+    found = group_of(obj)
+    return [found] if found else []
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A VolumeGroupSnapshot the controller took (labelled with a JobSet's name and a policy's
+    first template, annotated with the JobSet's uid)."""
+
+    name: str
+    uid: str
+    labels: Mapping[str, str] = field(hash=False)
+    of_jobset_uid: str | None
+    ready: bool
+    error: str
+    created: str
+    deleting: bool
+
+    @classmethod
+    def of(cls, obj: Obj) -> GroupView:
+        meta = as_dict(obj.get("metadata"))
+        status = as_dict(obj.get("status"))
+        error = as_dict(status.get("error")).get("message")
+        created = status.get("creationTime") or meta.get("creationTimestamp")
+        return cls(
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            labels=_strings(meta.get("labels")),
+            of_jobset_uid=_strings(meta.get("annotations")).get(GROUP_OF_JOBSET_ANNOTATION),
+            ready=status.get("readyToUse") is True,
+            error=error if isinstance(error, str) else "",
+            created=created if isinstance(created, str) else "",
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
 
     @property
     def template(self) -> str | None:

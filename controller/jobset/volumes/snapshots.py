@@ -19,24 +19,34 @@ touched.
 snapshot the controller took of a claim of the same name (a re-applied JobSet has the same claim
 names), or one named VolumeSnapshot. A snapshot that exists but is not ready yet is waited for;
 none at all is waited for too, unless ``whenMissing: CreateEmpty``.
+
+``snapshotPolicy.volumeGroupSnapshotClassName`` snapshots the claims of a policy that one case
+lets go at once (completion, failure, deletion; not a scale-down) together: one
+VolumeGroupSnapshot per JobSet and policy (``group_name``) selecting them by label, whose member
+VolumeSnapshots (one per claim, made and owned by the snapshot controller) are all from the same
+moment. Each claim goes once the group and its member are ready; a claim the group did not take
+is snapshotted on its own. A restore from the newest snapshot then takes every claim of the
+policy from the newest ready group (a claim it does not hold is missing), so the ranks of a run
+resume from the same step. ``historyLimit`` counts groups per policy.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from controller.jobset import api
 from controller.jobset.volumes.desired import DesiredClaim
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
+    GROUP_OF_JOBSET_ANNOTATION,
     SNAPSHOT_CLAIM_LABEL,
     SNAPSHOT_OF_UID_ANNOTATION,
     VolumePolicy,
 )
-from controller.jobset.volumes.observed import SNAPSHOT_GROUP, ClaimView, SnapshotView
+from controller.jobset.volumes.observed import SNAPSHOT_GROUP, ClaimView, GroupView, SnapshotView
 from controller.runtime.store import Obj
 
 REASON_SNAPSHOT_CREATED = "SnapshotCreated"
@@ -84,6 +94,53 @@ def snapshot_object(claim: ClaimView, policy: VolumePolicy, jobset: str, namespa
     }
 
 
+def group_name(jobset: str, jobset_uid: str, template: str) -> str:
+    """``<jobSet>-<policy's first template>-<first 8 hex of the JobSet's uid>``: one group per
+    JobSet instance and policy, found again by name."""
+    suffix = "-" + jobset_uid.replace("-", "")[:_UID_PART]
+    base = f"{jobset}-{template}"
+    if len(base) + len(suffix) > _MAX_NAME:
+        digest = hashlib.sha256(base.encode()).hexdigest()[:10]
+        base = base[: _MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-.") + "-" + digest
+    return base + suffix
+
+
+def group_key(policy: VolumePolicy) -> str:
+    """The template a policy's groups are labelled with (its first)."""
+    return policy.templates[0].name
+
+
+def group_object(policy: VolumePolicy, jobset: str, jobset_uid: str, namespace: str) -> Obj:
+    """The VolumeGroupSnapshot of the policy's claims of this JobSet (selected by label: the
+    JobSet's name and the policy's templates). No ownerReference: it outlives the JobSet."""
+    key = group_key(policy)
+    return {
+        "apiVersion": "groupsnapshot.storage.k8s.io/v1",
+        "kind": "VolumeGroupSnapshot",
+        "metadata": {
+            "name": group_name(jobset, jobset_uid, key),
+            "namespace": namespace,
+            "labels": {api.JOBSET_NAME: jobset, CLAIM_TEMPLATE_LABEL: key},
+            "annotations": {GROUP_OF_JOBSET_ANNOTATION: jobset_uid},
+        },
+        "spec": {
+            "volumeGroupSnapshotClassName": policy.snapshots.group_class_name,
+            "source": {
+                "selector": {
+                    "matchLabels": {api.JOBSET_NAME: jobset},
+                    "matchExpressions": [
+                        {
+                            "key": CLAIM_TEMPLATE_LABEL,
+                            "operator": "In",
+                            "values": sorted(t.name for t in policy.templates),
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
 @dataclass(frozen=True)
 class Snapshots:
     """The controller's snapshots of a JobSet's claims (labelled with its name), by claim name,
@@ -93,6 +150,16 @@ class Snapshots:
     by_claim: Mapping[str, tuple[SnapshotView, ...]]
     named: Callable[[str], SnapshotView | None]
     served: bool = True
+    # The controller's VolumeGroupSnapshots by the policy's first template, newest first, and
+    # their members: group uid → claim name → member VolumeSnapshot.
+    groups: Mapping[str, tuple[GroupView, ...]] = field(default_factory=dict)
+    members: Mapping[str, Mapping[str, SnapshotView]] = field(default_factory=dict)
+
+    def group(self, template: str, name: str) -> GroupView | None:
+        return next((g for g in self.groups.get(template, ()) if g.name == name), None)
+
+    def member(self, group: GroupView, claim: str) -> SnapshotView | None:
+        return self.members.get(group.uid, {}).get(claim)
 
     def taken_of(self, claim: ClaimView) -> SnapshotView | None:
         """The snapshot the controller took (or is taking) of exactly this claim object."""
@@ -120,9 +187,12 @@ def snapshots(
     named: Callable[[str], SnapshotView | None] = lambda _: None,
     *,
     served: bool = True,
+    groups: Iterable[GroupView] = (),
+    members: Callable[[GroupView], Iterable[SnapshotView]] = lambda _: (),
 ) -> Snapshots:
     """``Snapshots`` of the views the cache holds for one JobSet (only the controller's own
-    count: the annotation with the claim's uid, and a claim as the source)."""
+    count: the annotation with the claim's uid, and a claim as the source; for groups, the
+    annotation with a JobSet's uid). ``members``: the member snapshots of a group."""
     by_claim: dict[str, list[SnapshotView]] = {}
     for found in views:
         if found.ours:
@@ -131,7 +201,20 @@ def snapshots(
         claim: tuple(sorted(found, key=lambda s: (s.created, s.name), reverse=True))
         for claim, found in by_claim.items()
     }
-    return Snapshots(ordered, named, served)
+    by_template: dict[str, list[GroupView]] = {}
+    for group in groups:
+        if group.of_jobset_uid and group.template:
+            by_template.setdefault(group.template, []).append(group)
+    newest_first = {
+        template: tuple(sorted(found, key=lambda g: (g.created, g.name), reverse=True))
+        for template, found in by_template.items()
+    }
+    held = {
+        group.uid: {m.source_claim: m for m in members(group) if m.source_claim}
+        for found in newest_first.values()
+        for group in found
+    }
+    return Snapshots(ordered, named, served, newest_first, held)
 
 
 NO_SNAPSHOTS = Snapshots({}, lambda _: None, served=False)
@@ -172,6 +255,46 @@ def retention_step(claim: ClaimView, found: Snapshots) -> SnapshotStep:
     if taken.error:
         return SnapshotStep("failed", name, taken.error)
     return SnapshotStep("wait", name)
+
+
+def group_steps(
+    claims: Iterable[ClaimView], group: GroupView | None, found: Snapshots, name: str
+) -> dict[str, SnapshotStep]:
+    """What retention does with each claim of one group snapshot in this pass: ``take`` the
+    group (none yet), ``wait`` for it, ``failed`` (its error), or once it is ready each claim
+    ``delete`` (its member is ready), ``wait`` (its member is not yet), or on its own (the group
+    did not take it: ``retention_step``)."""
+    result = {}
+    for claim in claims:
+        if group is None:
+            result[claim.name] = SnapshotStep("take", name)
+        elif group.error:
+            result[claim.name] = SnapshotStep("failed", name, group.error)
+        elif not group.ready:
+            result[claim.name] = SnapshotStep("wait", name)
+        else:
+            member = found.member(group, claim.name)
+            if member is None:
+                result[claim.name] = retention_step(claim, found)
+            elif member.ready:
+                result[claim.name] = SnapshotStep("delete", member.name)
+            elif member.error:
+                result[claim.name] = SnapshotStep("failed", member.name, member.error)
+            else:
+                result[claim.name] = SnapshotStep("wait", member.name)
+    return result
+
+
+def prune_groups(policies: Iterable[VolumePolicy], found: Snapshots) -> list[str]:
+    """The controller's ready groups beyond each group-snapshotting policy's ``historyLimit``
+    (newest kept); their members go with them (the snapshot controller's ownerReferences)."""
+    result: list[str] = []
+    for policy in policies:
+        if not policy.snapshots.group_class_name:
+            continue
+        ready = [g for g in found.groups.get(group_key(policy), ()) if g.ready and not g.deleting]
+        result.extend(g.name for g in ready[policy.snapshots.history_limit :])
+    return sorted(result)
 
 
 def prune(policies: Iterable[VolumePolicy], found: Snapshots) -> list[str]:
@@ -226,6 +349,8 @@ def restore(desired: DesiredClaim, found: Snapshots) -> Restore:
                 f"{state}"
             )
         missing = f"VolumeSnapshot {policy.snapshot_name} does not exist"
+    elif desired.policy.snapshots.group_class_name and found.groups.get(group_key(desired.policy)):
+        return _from_group(desired, found, policy.when_missing)
     else:
         pending = found.in_flight(desired.name)
         if pending is not None:
@@ -242,6 +367,38 @@ def restore(desired: DesiredClaim, found: Snapshots) -> Restore:
     return Restore(
         wait=f"{missing}; the claim is not created (restorePolicy.whenMissing: CreateEmpty "
         "would start it empty)"
+    )
+
+
+def _from_group(desired: DesiredClaim, found: Snapshots, when_missing: str) -> Restore:
+    """The newest snapshot of a group-snapshotting policy: the claim's member of the newest
+    ready group (a newer group still being taken is waited for, a failed one passed over)."""
+    for group in found.groups.get(group_key(desired.policy), ()):
+        if group.deleting or group.error:
+            continue
+        if not group.ready:
+            return Restore(
+                wait=f"claim {desired.name} starts from its newest group snapshot, {group.name}, "
+                "which is not ready yet"
+            )
+        member = found.member(group, desired.name)
+        if member is not None and member.ready:
+            return Restore(member.name)
+        missing = f"the newest group snapshot, {group.name}, holds no ready snapshot of claim "
+        missing += desired.name
+        if when_missing == "CreateEmpty":
+            return EMPTY
+        return Restore(
+            wait=f"{missing}; the claim is not created (restorePolicy.whenMissing: CreateEmpty "
+            "would start it empty)"
+        )
+    return (
+        EMPTY
+        if when_missing == "CreateEmpty"
+        else Restore(
+            wait=f"no ready group snapshot holds claim {desired.name}; the claim is not created "
+            "(restorePolicy.whenMissing: CreateEmpty would start it empty)"
+        )
     )
 
 

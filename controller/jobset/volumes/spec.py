@@ -189,6 +189,7 @@ def _snapshots(raw: Any, where: str) -> SnapshotPolicy:
     assert limit is not None  # it has a meaning when left out
     return SnapshotPolicy(
         class_name=_read(fields.SNAPSHOT_CLASS_NAME, found, where) or None,
+        group_class_name=_read(fields.GROUP_SNAPSHOT_CLASS_NAME, found, where) or None,
         history_limit=limit,
     )
 

@@ -15,7 +15,7 @@ from typing import Any
 from controller.jobset import api
 from controller.jobset.volumes import podscope
 from controller.jobset.volumes.model import POD_SCOPE_LABEL
-from controller.jobset.volumes.observed import claim_changed
+from controller.jobset.volumes.observed import GROUP_INDEX, by_group, claim_changed
 from controller.jobset.volumes.spec import has_pod_scope
 from controller.jobset.volumes.status import waits_for_volumes
 from controller.jobset.wanted import WantedClaims
@@ -26,6 +26,7 @@ from controller.runtime.client import (
     PODS,
     RESOURCE_QUOTAS,
     STORAGE_CLASSES,
+    VOLUME_GROUP_SNAPSHOTS,
     VOLUME_SNAPSHOTS,
 )
 from controller.runtime.informer import EventHandler
@@ -44,6 +45,7 @@ class VolumeCaches:
     admission_bindings: Cache
     pods: Cache
     volume_snapshots: Cache
+    volume_group_snapshots: Cache
 
 
 def caches(manager: Manager[Any], index: str) -> VolumeCaches:
@@ -74,8 +76,15 @@ def caches(manager: Manager[Any], index: str) -> VolumeCaches:
         # Retention Snapshot and restorePolicy. Optional: a cluster without the snapshot CRDs
         # (404) or an old ClusterRole (403) has none, and only JobSets that ask for snapshots
         # wait, saying why. All of them, not only ours: a restorePolicy may name any snapshot.
+        # Member snapshots of a group are not labelled: found by their group (its uid).
         volume_snapshots=manager.cache(
-            VOLUME_SNAPSHOTS, optional=True, indexers={index: by_label(api.JOBSET_NAME)}
+            VOLUME_SNAPSHOTS,
+            optional=True,
+            indexers={index: by_label(api.JOBSET_NAME), GROUP_INDEX: by_group},
+        ),
+        # snapshotPolicy.volumeGroupSnapshotClassName; optional too (older snapshot CRDs).
+        volume_group_snapshots=manager.cache(
+            VOLUME_GROUP_SNAPSHOTS, optional=True, indexers={index: by_label(api.JOBSET_NAME)}
         ),
     )
 
@@ -190,6 +199,13 @@ def watch(
             for key in wanted_snapshots.wanting(namespace, name):
                 queue.add_batched(key, batch_period)
 
+    found.volume_group_snapshots.add_handler(
+        EventHandler(
+            on_add=enqueue_parent,
+            on_update=lambda old, new: enqueue_parent(new) if _changed(old, new) else None,
+            on_delete=enqueue_parent,
+        )
+    )
     found.volume_snapshots.add_handler(
         EventHandler(
             on_add=enqueue_for_snapshot,

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api
+from controller.jobset.model import parse
 from controller.jobset.volumes import StorageClasses, deletion, model, views
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import status as volume_status
@@ -19,14 +20,18 @@ from controller.jobset.volumes.lifecycle import VolumePlan
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     FINALIZER,
+    GROUP_OF_JOBSET_ANNOTATION,
     SNAPSHOT_CLAIM_LABEL,
     SNAPSHOT_OF_UID_ANNOTATION,
 )
-from controller.jobset.volumes.observed import ClaimView, SnapshotView
+from controller.jobset.volumes.observed import ClaimView, GroupView, SnapshotView
 from controller.jobset.volumes.snapshots import (
     NO_SNAPSHOTS,
     Snapshots,
+    group_name,
+    group_object,
     prune,
+    prune_groups,
     restore,
     retention_step,
     snapshot_name,
@@ -214,8 +219,6 @@ def test_when_scaled_snapshot_keeps_a_scaled_away_claim_until_its_snapshot_is_re
           "retentionPolicy": {"whenScaled": "Snapshot"}}],
         rjobs=[mounting("workers", 1, ("ckpt",))],
     )  # fmt: skip
-    from controller.jobset.model import parse
-
     js = recorded(parse(obj), existing)
     vm = model(js)
     first = volume_lifecycle.plan(vm, views(existing), StorageClasses(), terminal_state="",
@@ -400,3 +403,173 @@ def test_a_preempted_jobset_takes_no_snapshot_and_keeps_its_claims() -> None:
     assert (vplan.create_snapshots, vplan.delete, vplan.snapshotting) == ([], [], {})
     (ready,) = [c for c in volume_status.conditions(vm, vplan) if c.type == "VolumeSnapshotsReady"]
     assert (ready.status, ready.reason) == ("True", "NoSnapshotPending")
+
+
+# ----------------------------------------------------------------------------- group snapshots
+
+GROUPED = {"volumeGroupSnapshotClassName": "csi-group-snapshot"}
+
+
+def group(
+    name: str = "js-ckpt-uidjs",
+    *,
+    uid: str = "group-uid-1",
+    ready: bool = True,
+    error: str = "",
+    created: str = "2026-12-01T10:00:00Z",
+) -> Obj:
+    status: Obj = {"readyToUse": ready, "creationTime": created}
+    if error:
+        status["error"] = {"message": error}
+    return {
+        "metadata": {
+            "name": name,
+            "uid": uid,
+            "namespace": "default",
+            "labels": {api.JOBSET_NAME: "js", CLAIM_TEMPLATE_LABEL: "ckpt"},
+            "annotations": {GROUP_OF_JOBSET_ANNOTATION: "uid-js"},
+        },
+        "spec": {},
+        "status": status,
+    }
+
+
+def member(of: str, group_uid: str = "group-uid-1", *, ready: bool = True) -> Obj:
+    """A member VolumeSnapshot the snapshot controller made for a group (not labelled by us)."""
+    return {
+        "metadata": {
+            "name": f"snapshot-{of}",
+            "namespace": "default",
+            "ownerReferences": [{"kind": "VolumeGroupSnapshot", "uid": group_uid, "name": "g"}],
+        },
+        "spec": {"source": {"persistentVolumeClaimName": of}},
+        "status": {"readyToUse": ready},
+    }
+
+
+def with_groups(*objs: Obj, groups: tuple[Obj, ...] = ()) -> Snapshots:
+    all_views = [SnapshotView.of(o) for o in objs]
+    return snapshots(
+        all_views,
+        groups=[GroupView.of(g) for g in groups],
+        members=lambda g: [v for v in all_views if v.group_uid == g.uid],
+    )
+
+
+def ranks(retention: dict[str, str], claims: list[Obj], **policy: Any) -> Any:
+    obj = make_obj(
+        [{"templates": [tpl("ckpt")], "scope": "Job", "retentionPolicy": retention, **policy}],
+        rjobs=[mounting("workers", 2, ("ckpt",))],
+        terminal_state=api.TERMINAL_COMPLETED,
+    )
+    return recorded(parse(obj), claims)
+
+
+def test_the_group_snapshot_selects_the_policys_claims_of_this_jobset() -> None:
+    js = ranks(SNAPSHOT_ON_COMPLETION, [], snapshotPolicy=GROUPED)
+    (policy,) = model(js).policies
+    body = group_object(policy, "js", "0123abcd-9999", "default")
+    assert body["metadata"]["name"] == "js-ckpt-0123abcd"
+    assert body["metadata"]["labels"] == {api.JOBSET_NAME: "js", CLAIM_TEMPLATE_LABEL: "ckpt"}
+    assert body["metadata"]["annotations"] == {GROUP_OF_JOBSET_ANNOTATION: "0123abcd-9999"}
+    assert body["spec"] == {
+        "volumeGroupSnapshotClassName": "csi-group-snapshot",
+        "source": {
+            "selector": {
+                "matchLabels": {api.JOBSET_NAME: "js"},
+                "matchExpressions": [
+                    {"key": CLAIM_TEMPLATE_LABEL, "operator": "In", "values": ["ckpt"]}
+                ],
+            }
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("existing", "groups", "created", "deleted", "steps"),
+    [
+        pytest.param([], (), 1, [], {"take"}, id="no-group-take-one"),
+        pytest.param([], (group(ready=False),), 0, [], {"wait"}, id="group-not-ready"),
+        pytest.param([], (group(ready=False, error="frozen"),), 0, [], {"failed"},
+                     id="group-failed-keeps-every-claim"),
+        pytest.param([member("ckpt-js-workers-0"), member("ckpt-js-workers-1")], (group(),), 0,
+                     ["ckpt-js-workers-0", "ckpt-js-workers-1"], set(), id="ready-all-go"),
+        pytest.param([member("ckpt-js-workers-0"), member("ckpt-js-workers-1", ready=False)],
+                     (group(),), 0, ["ckpt-js-workers-0"], {"wait"}, id="a-member-not-ready"),
+        # The group did not take rank 1 (say, it was labelled later): it gets one of its own.
+        pytest.param([member("ckpt-js-workers-0")], (group(),), 0, ["ckpt-js-workers-0"],
+                     {"take"}, id="a-claim-the-group-missed-goes-on-its-own"),
+    ],
+)  # fmt: skip
+def test_completion_snapshots_the_ranks_together(
+    existing: list[Obj], groups: tuple[Obj, ...], created: int, deleted: list[str], steps: set[str]
+) -> None:
+    claims = [ckpt(0), ckpt(1)]
+    js = ranks(SNAPSHOT_ON_COMPLETION, claims, snapshotPolicy=GROUPED)
+    found = with_groups(*existing, groups=tuple(
+        {**g, "metadata": {**g["metadata"], "name": group_name("js", js.uid, "ckpt")}}
+        for g in groups
+    ))  # fmt: skip
+    vplan = volume_lifecycle.plan(
+        model(js), views(claims), StorageClasses(), terminal_state=api.TERMINAL_COMPLETED,
+        found=found,
+    )  # fmt: skip
+    assert len(vplan.create_groups) == created
+    assert sorted(vplan.delete) == deleted
+    assert {s.step for s in vplan.snapshotting.values()} == steps
+    individual = [b["spec"]["source"]["persistentVolumeClaimName"] for b in vplan.create_snapshots]
+    assert individual == (["ckpt-js-workers-1"] if "take" in steps and groups else [])
+
+
+def test_an_unbound_rank_makes_the_policy_snapshot_claim_by_claim() -> None:
+    claims = [ckpt(0), ckpt(1, phase="Pending")]
+    js = ranks(SNAPSHOT_ON_COMPLETION, claims, snapshotPolicy=GROUPED)
+    vplan = volume_lifecycle.plan(
+        model(js), views(claims), StorageClasses(), terminal_state=api.TERMINAL_COMPLETED,
+        found=with_groups(),
+    )  # fmt: skip
+    assert vplan.create_groups == []
+    assert [b["spec"]["source"]["persistentVolumeClaimName"] for b in vplan.create_snapshots] == [
+        "ckpt-js-workers-0"
+    ]
+    assert vplan.delete == ["ckpt-js-workers-1"]  # never bound: no data
+
+
+def test_restore_takes_every_rank_from_the_newest_group() -> None:
+    obj = make_obj(
+        [{"templates": [tpl("ckpt")], "scope": "Job", "snapshotPolicy": GROUPED,
+          "restorePolicy": {"source": "NewestSnapshot"}}],
+        rjobs=[mounting("workers", 3, ("ckpt",))],
+    )  # fmt: skip
+    vm = model(parse(obj))
+    older = group("old", uid="g-old", created="2026-11-01T00:00:00Z")
+    newer = group("new", uid="g-new", created="2026-12-01T00:00:00Z")
+    found = with_groups(
+        member("ckpt-js-workers-0", "g-old"),
+        member("ckpt-js-workers-1", "g-old"),
+        member("ckpt-js-workers-2", "g-old"),
+        {**member("ckpt-js-workers-0", "g-new"), "metadata": {
+            **member("ckpt-js-workers-0", "g-new")["metadata"], "name": "new-0"}},
+        {**member("ckpt-js-workers-1", "g-new"), "metadata": {
+            **member("ckpt-js-workers-1", "g-new")["metadata"], "name": "new-1"}},
+        groups=(older, newer),
+    )  # fmt: skip
+    chosen = {d.name: restore(d, found) for d in vm.desired}
+    assert chosen["ckpt-js-workers-0"].source == "new-0"
+    assert chosen["ckpt-js-workers-1"].source == "new-1"
+    # Rank 2 is not in the newest group: not taken from an older one (another step).
+    assert chosen["ckpt-js-workers-2"].source is None
+    assert "holds no ready snapshot" in chosen["ckpt-js-workers-2"].wait
+    in_flight = with_groups(groups=(older, group("newest", uid="g-3", ready=False,
+                                                 created="2026-12-02T00:00:00Z")))  # fmt: skip
+    assert "not ready yet" in restore(vm.desired[0], in_flight).wait
+
+
+def test_prune_groups_keeps_the_newest_per_policy() -> None:
+    js = ranks(SNAPSHOT_ON_COMPLETION, [], snapshotPolicy={**GROUPED, "historyLimit": 1})
+    found = with_groups(groups=(
+        group("g1", uid="1", created="2026-12-01T00:00:00Z"),
+        group("g2", uid="2", created="2026-12-02T00:00:00Z"),
+        group("g3", uid="3", created="2026-12-03T00:00:00Z", ready=False),
+    ))  # fmt: skip
+    assert prune_groups(model(js).policies, found) == ["g1"]
