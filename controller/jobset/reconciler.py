@@ -159,7 +159,7 @@ class JobSetReconciler:
         if gone is not None:
             self._pace = self._pace.without(gone)
         self.parses.forget(key)
-        self.wanted.drop(key)
+        self.volume_io.forget(key)
 
     # -------------------------------------------------------------- reconcile
 
@@ -175,7 +175,7 @@ class JobSetReconciler:
             return Result(requeue_after=preflight.STALE_REQUEUE_AFTER)
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             # Whatever the spec says, or whether it parses: deletion must never be blocked.
-            self.wanted.drop(key)
+            self.volume_io.forget(key)
             return await self._finalise(key, obj)
         jobs: list[ChildJob] = []
         try:
@@ -213,7 +213,7 @@ class JobSetReconciler:
         except InvalidJobSet as err:
             if jobs:  # the cache shows them, whatever the JobSet says: no longer expected
                 self._memory[key] = passes.observed(self._recall(key), _names(jobs))
-            self.wanted.drop(key)  # it acts on no claim until the object changes
+            self.volume_io.forget(key)  # it acts on no claim until the object changes
             await self._report_invalid(key, obj, str(err))
             return Result()  # nothing to retry until the object changes
         now = self._clock()

@@ -152,6 +152,11 @@ class VolumeIO:
             members=lambda group: views.by_index(GROUP_INDEX, group.uid),
         )
 
+    def forget(self, key: str) -> None:
+        """The JobSet wants no claim or snapshot (gone, being deleted, or invalid)."""
+        self.wanted.drop(key)
+        self.wanted_snapshots.drop(key)
+
     def labelled_claims(self, key: str) -> list[Obj]:
         """The claims labelled with the JobSet's name (what its deletion retains or deletes)."""
         return self.claims.by_index(self.index, key) if self.claims is not None else []
