@@ -408,8 +408,3 @@ def restored(desired: DesiredClaim, source: str) -> Obj:
     spec = dict(claim["spec"])
     spec["dataSourceRef"] = {"apiGroup": SNAPSHOT_GROUP, "kind": "VolumeSnapshot", "name": source}
     return {**claim, "spec": spec}
-
-
-def sources(claims: Mapping[str, ClaimView]) -> dict[str, str]:
-    """Claim name → the VolumeSnapshot it was restored from, for the claims that were."""
-    return {name: c.restored_from for name, c in claims.items() if c.restored_from}
