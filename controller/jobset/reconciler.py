@@ -418,26 +418,22 @@ class JobSetReconciler:
         """Retention's VolumeSnapshots and VolumeGroupSnapshots: those to take, then those
         historyLimit prunes."""
         io = self.volume_io
-        takes: list[Awaitable[Failure | None]] = [
-            self._refusal(Write.CREATE_SNAPSHOT, str(body["metadata"]["name"]),
-                          io.create_snapshot(obj, body))
-            for body in vplan.create_snapshots
-        ]  # fmt: skip
-        takes += [
-            self._refusal(Write.CREATE_SNAPSHOT, str(body["metadata"]["name"]),
-                          io.create_group_snapshot(obj, body))
-            for body in vplan.create_groups
-        ]  # fmt: skip
-        failures = await self._parallel(takes)
-        prunes: list[Awaitable[Failure | None]] = [
-            self._refusal(Write.DELETE_SNAPSHOT, name, io.delete_snapshot(obj, name))
-            for name in vplan.delete_snapshots
-        ]
-        prunes += [
-            self._refusal(Write.DELETE_SNAPSHOT, name, io.delete_group_snapshot(obj, name))
-            for name in vplan.delete_groups
-        ]
-        return failures + await self._parallel(prunes)
+        failures = await self._parallel(
+            [
+                self._refusal(Write.CREATE_SNAPSHOT, str(body["metadata"]["name"]),
+                              io.create_snapshot(obj, body))
+                for body in [*vplan.create_snapshots, *vplan.create_groups]
+            ]
+        )  # fmt: skip
+        pruned = [(n, False) for n in vplan.delete_snapshots]
+        pruned += [(n, True) for n in vplan.delete_groups]
+        return failures + await self._parallel(
+            [
+                self._refusal(Write.DELETE_SNAPSHOT, name,
+                              io.delete_snapshot(obj, name, group=group))
+                for name, group in pruned
+            ]
+        )  # fmt: skip
 
     async def _write_created(
         self,

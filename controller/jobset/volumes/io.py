@@ -241,27 +241,38 @@ class VolumeIO:
         self.event(obj, "Normal", REASON_CLAIM_DELETED, f"deleted claim {name}")
 
     async def create_snapshot(self, obj: Obj, body: Obj) -> None:
-        """Creates a VolumeSnapshot of one of the JobSet ``obj``'s claims (retention Snapshot)."""
-        name = str(body["metadata"]["name"])
+        """Creates a VolumeSnapshot of one of the JobSet ``obj``'s claims (retention Snapshot), or
+        a VolumeGroupSnapshot of a policy's claims (retention Snapshot, together)."""
+        group = body.get("kind") == "VolumeGroupSnapshot"
         try:
-            await self.client.create(VOLUME_SNAPSHOTS, body, namespace_of(obj))
+            await self.client.create(
+                VOLUME_GROUP_SNAPSHOTS if group else VOLUME_SNAPSHOTS, body, namespace_of(obj)
+            )
         except ApiError as err:
             if err.already_exists:
                 return  # ours, from a pass whose answer was lost: the next pass reads it
             raise
-        claim = body["spec"]["source"]["persistentVolumeClaimName"]
-        self.event(
-            obj,
-            "Normal",
-            REASON_SNAPSHOT_CREATED,
-            f"created VolumeSnapshot {name} of claim {claim}; the claim is deleted once it is "
-            "ready to use",
-        )
+        name = body["metadata"]["name"]
+        if group:
+            template = body["metadata"]["labels"][CLAIM_TEMPLATE_LABEL]
+            message = (
+                f"created VolumeGroupSnapshot {name} of the claims of template {template}'s "
+                "policy; each claim is deleted once the group and its snapshot are ready to use"
+            )
+        else:
+            claim = body["spec"]["source"]["persistentVolumeClaimName"]
+            message = (
+                f"created VolumeSnapshot {name} of claim {claim}; the claim is deleted once it is "
+                "ready to use"
+            )
+        self.event(obj, "Normal", REASON_SNAPSHOT_CREATED, message)
 
-    async def delete_snapshot(self, obj: Obj, name: str) -> None:
-        """Deletes one of the controller's older snapshots (snapshotPolicy.historyLimit)."""
+    async def delete_snapshot(self, obj: Obj, name: str, *, group: bool = False) -> None:
+        """Deletes one of the controller's older snapshots, or groups (whose members go with
+        them): beyond snapshotPolicy.historyLimit."""
+        resource = VOLUME_GROUP_SNAPSHOTS if group else VOLUME_SNAPSHOTS
         try:
-            await self.client.delete(VOLUME_SNAPSHOTS, name, namespace_of(obj))
+            await self.client.delete(resource, name, namespace_of(obj))
         except ApiError as err:
             if err.not_found:
                 return
@@ -270,40 +281,6 @@ class VolumeIO:
             obj,
             "Normal",
             REASON_SNAPSHOT_DELETED,
-            f"deleted VolumeSnapshot {name}: older than the newest ones snapshotPolicy."
+            f"deleted {resource.kind} {name}: older than the newest ones snapshotPolicy."
             "historyLimit keeps",
-        )
-
-    async def create_group_snapshot(self, obj: Obj, body: Obj) -> None:
-        """Creates the VolumeGroupSnapshot of a policy's claims (retention Snapshot, together)."""
-        name = str(body["metadata"]["name"])
-        try:
-            await self.client.create(VOLUME_GROUP_SNAPSHOTS, body, namespace_of(obj))
-        except ApiError as err:
-            if err.already_exists:
-                return
-            raise
-        template = body["metadata"]["labels"][CLAIM_TEMPLATE_LABEL]
-        self.event(
-            obj,
-            "Normal",
-            REASON_SNAPSHOT_CREATED,
-            f"created VolumeGroupSnapshot {name} of the claims of template {template}'s policy; "
-            "each claim is deleted once the group and its snapshot are ready to use",
-        )
-
-    async def delete_group_snapshot(self, obj: Obj, name: str) -> None:
-        """Deletes one of the controller's older groups (their members go with them)."""
-        try:
-            await self.client.delete(VOLUME_GROUP_SNAPSHOTS, name, namespace_of(obj))
-        except ApiError as err:
-            if err.not_found:
-                return
-            raise
-        self.event(
-            obj,
-            "Normal",
-            REASON_SNAPSHOT_DELETED,
-            f"deleted VolumeGroupSnapshot {name}: older than the newest ones "
-            "snapshotPolicy.historyLimit keeps",
         )
