@@ -2,8 +2,9 @@
 
 Its own control plane (the API server is restarted, so it cannot share the session's), two
 controller replicas, the leader killed at random, JobSets of every scope (Pod scope with the
-admission policy installed) and retention setting created, failed, restarted, suspended, scaled
-and deleted. Every invariant of tests/soak must hold, and the run must really have done that work.
+admission policy installed) and retention setting (Snapshot too: the driver plays the snapshot
+controller, and fails some snapshots) created, failed, restarted, suspended, scaled and deleted.
+Every invariant of tests/soak must hold, and the run must really have done that work.
 """
 
 from __future__ import annotations
@@ -65,4 +66,11 @@ def test_soak_for_a_minute_keeps_every_invariant(tmp_path: Path) -> None:
     assert report.checked["pod_scope_jobsets"] >= 5, summary
     assert report.checked["pod_scope_claims_created"] >= 4 * 5, summary
     assert report.checked["pod_scope_pods_checked"] >= 4, summary
+    # Retention Snapshot: snapshots made ready and failed on purpose (their claims seen kept), and
+    # claim deletes checked against a ready snapshot of exactly that claim.
+    checked = report.checked
+    assert checked["snapshot_jobsets"] >= 5 and checked["snapshots_ready"] >= 4, summary
+    assert checked["snapshots_failed"] >= 1, summary
+    assert checked["failed_snapshot_claims_kept"] == checked["snapshots_failed"], summary
+    assert checked["snapshot_claim_deletes_checked"] >= 2, summary
     assert report.rss_peak_mib and max(report.rss_peak_mib.values()) > 0, summary

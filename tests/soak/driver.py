@@ -3,11 +3,20 @@
 Every API call is retried while the API server is unreachable or overloaded (it is restarted once
 during the soak); a call that fails for any other reason is reported as a violation, because the
 driver only ever asks for things the API accepts.
+
+The driver also plays the snapshot controller (the ``full`` profile runs none): every
+VolumeSnapshot the controller takes of a JobSet's claim (retention Snapshot) is made readyToUse
+after a random delay, as its status subresource, and a few (the ``FAIL_EVERY``-th, at most once per
+claim) get a ``status.error`` instead; for those the driver checks, some seconds later, that the
+claim is still there, then deletes the failed snapshot, as an operator would to have it taken
+again. What it did is in ``snapshots`` (``model.SnapshotRecord``), for the invariants.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -17,8 +26,19 @@ from typing import TypeVar
 import aiohttp
 
 from controller.jobset import api
-from controller.runtime.client import CLAIMS, PODS, ApiError, KubeClient
-from tests.soak.model import JobSetRecord, Loss, Obj, OptIn, Scale, meta, name_of
+from controller.jobset.volumes.model import SNAPSHOT_OF_UID_ANNOTATION
+from controller.runtime.client import CLAIMS, PODS, VOLUME_SNAPSHOTS, ApiError, KubeClient
+from tests.soak.model import (
+    JobSetRecord,
+    Loss,
+    Obj,
+    OptIn,
+    Scale,
+    SnapshotRecord,
+    labels,
+    meta,
+    name_of,
+)
 from tests.soak.scenarios import EXIT_CODE, Planned
 
 T = TypeVar("T")
@@ -29,6 +49,14 @@ TERMINAL_WAIT = 240.0
 REPLACE_LOST = "jobset.sigs.k8s.io/replace-lost-claims"
 OWNER_UID = "jobset.sigs.k8s.io/jobset-uid"
 RETAINED_FROM = "jobset.sigs.k8s.io/retained-from-uid"
+# Playing the snapshot controller: a snapshot is marked this many seconds after the driver saw
+# it; the 2nd, 8th, 14th... (FAIL_EVERY) fails instead, and its claim must still be there
+# FAILED_HOLD seconds later.
+READY_DELAY = (1.0, 6.0)
+FAIL_EVERY = 6
+FAILED_HOLD = (5.0, 8.0)
+SNAPSHOT_POLL = 1.0
+FAILURE_MESSAGE = "soak: the driver fails this snapshot on purpose"
 
 
 class DriverError(Exception):
@@ -43,6 +71,10 @@ class Driver:
     rng: random.Random
     retries: int = 0
     errors: list[str] = field(default_factory=list)
+    # The controller's VolumeSnapshots, by uid, and the driver's task marking each.
+    snapshots: dict[str, SnapshotRecord] = field(default_factory=dict)
+    snapshot_tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    failed_claims: set[str] = field(default_factory=set)  # uids of claims whose snapshot failed
 
     async def call(
         self, make: Callable[[], Awaitable[T]], what: str, *, accept: tuple[int, ...] = ()
@@ -324,6 +356,97 @@ class Driver:
         patch = {"metadata": {"annotations": {REPLACE_LOST: value}}}
         await self.patch(record, patch, f"accept the loss of {value}", json=False)
         await self.terminal(record)
+
+    # ------------------------------------------------------- the snapshot controller
+
+    async def play_snapshot_controller(self, stop: asyncio.Event) -> None:
+        """List the namespace's VolumeSnapshots every ``SNAPSHOT_POLL`` seconds until ``stop``;
+        mark each new one of the controller's (``_settle_snapshot``)."""
+        while not stop.is_set():
+            try:
+                listed = await asyncio.wait_for(
+                    self.client.list(VOLUME_SNAPSHOTS, self.namespace), CALL_TIMEOUT
+                )
+            except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
+                listed = {}  # the API server is away
+            for item in listed.get("items") or []:
+                self._found_snapshot(item)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), SNAPSHOT_POLL)
+
+    def _found_snapshot(self, item: Obj) -> None:
+        found = meta(item)
+        uid = str(found.get("uid") or "")
+        jobset = str(labels(item).get(api.JOBSET_NAME) or "")
+        if not uid or uid in self.snapshots or jobset not in self.records:
+            return
+        source = ((item.get("spec") or {}).get("source") or {}).get("persistentVolumeClaimName")
+        claim_uid = str((found.get("annotations") or {}).get(SNAPSHOT_OF_UID_ANNOTATION) or "")
+        record = SnapshotRecord(
+            name=name_of(item),
+            uid=uid,
+            jobset=jobset,
+            source_claim=str(source or ""),
+            claim_uid=claim_uid,
+            seen_at=time.time(),
+        )
+        self.snapshots[uid] = record
+        fail = len(self.snapshots) % FAIL_EVERY == 2 and claim_uid not in self.failed_claims
+        if fail:
+            self.failed_claims.add(claim_uid)
+        self.snapshot_tasks[uid] = asyncio.create_task(self._settle_snapshot(record, fail))
+
+    async def _settle_snapshot(self, record: SnapshotRecord, fail: bool) -> None:
+        try:
+            await self.pause(*READY_DELAY)
+            now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            status: Obj = {"readyToUse": True, "creationTime": now}
+            if fail:
+                status = {"readyToUse": False, "error": {"message": FAILURE_MESSAGE, "time": now}}
+            # The uid makes the patch conditional: never another object of that name.
+            body = {"metadata": {"uid": record.uid}, "status": status}
+            record.marked_at = time.time()
+            patched = await self.call(
+                lambda: self.client.patch(
+                    VOLUME_SNAPSHOTS, record.name, body, self.namespace, subresource="status"
+                ),
+                f"mark VolumeSnapshot {record.name} {'failed' if fail else 'ready'}",
+                accept=(404, 409),  # deleted meanwhile (pruned), or another object by now
+            )
+            if patched is None:
+                record.outcome = "gone"
+                return
+            record.answered_at = time.time()
+            record.outcome = "failed" if fail else "ready"
+            if fail:
+                await self._failed_keeps_claim(record)
+        except DriverError as err:
+            self.errors.append(f"driver: snapshot controller: {err}")
+
+    async def _failed_keeps_claim(self, record: SnapshotRecord) -> None:
+        """The claim of a failed snapshot is kept; then the snapshot goes, to be taken again."""
+        await self.pause(*FAILED_HOLD)
+        claim = meta(await self.get_claim(record.source_claim) or {})
+        jobset = self.records[record.jobset]
+        lost = any(loss.uid == record.claim_uid for loss in jobset.losses)
+        if not lost:
+            if claim.get("uid") != record.claim_uid or claim.get("deletionTimestamp"):
+                state = "gone" if not claim else f"uid {claim.get('uid')}"
+                if claim.get("deletionTimestamp"):
+                    state += f", being deleted since {claim['deletionTimestamp']}"
+                raise DriverError(
+                    f"{record.describe()} failed, but its claim was not kept: {state}; "
+                    f"{jobset.describe()}"
+                )
+            record.kept_checked = True
+        await self.call(
+            lambda: self.client.delete(
+                VOLUME_SNAPSHOTS, record.name, self.namespace, precondition_uid=record.uid
+            ),
+            f"delete the failed VolumeSnapshot {record.name}",
+            accept=(404, 409),
+        )
+        record.deleted_at = time.time()
 
 
 def _uid_prefixes(record: str) -> list[str]:

@@ -1,10 +1,12 @@
 """The soak run: set up, drive, break things, watch, quiesce, judge.
 
 ``run_soak`` starts its own local control plane (``full`` profile), installs the CRD with its
-admission policy and the Pod-scope admission policy (``manifests/pod-scope``; waits until the API
-server applies both), runs two controller replicas, and then, for ``Options.seconds``:
+admission policy, the Pod-scope admission policy (``manifests/pod-scope``; waits until the API
+server applies both) and the VolumeSnapshot CRDs, runs two controller replicas, and then, for
+``Options.seconds``:
 
-- the driver creates a JobSet every ``interval`` seconds and plays its scenario;
+- the driver creates a JobSet every ``interval`` seconds and plays its scenario; it also plays the
+  snapshot controller (until the end: claims under retention Snapshot wait for their snapshots);
 - the current leader is ``kill -9``ed every ``kill_min``..``kill_max`` seconds (a replacement
   replica starts at once; one that exits by itself is replaced too);
 - kube-apiserver is stopped for ``apiserver_down`` seconds once, half-way;
@@ -24,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -33,7 +35,7 @@ from kubernetes_asyncio import config as kubeconfig
 from controller.jobset import api
 from controller.jobset.volumes.model import POD_SCOPE_LABEL
 from controller.runtime.client import CLAIMS, JOBS, LEASES, PODS, ApiError, KubeClient
-from localcluster import jobsetapi
+from localcluster import csi, jobsetapi
 from localcluster.cluster import LocalCluster
 from localcluster.processes import LaunchError
 from tests.soak import invariants
@@ -41,9 +43,13 @@ from tests.soak.chaos import ApiserverRestart, AuditTail, Replicas, restart_apis
 from tests.soak.driver import Driver, DriverError
 from tests.soak.model import (
     DRIVER_AGENT,
+    SNAPSHOT,
     AuditEntry,
+    ClaimObject,
     JobSetRecord,
     Obj,
+    Sighting,
+    by_controller,
     labels,
     meta,
     name_of,
@@ -84,7 +90,8 @@ class Observed:
     jobs: list[Obj] = field(default_factory=list)
     claims: list[Obj] = field(default_factory=list)
     pods: list[Obj] = field(default_factory=list)
-    at: float = 0.0
+    at: float = 0.0  # the listings were answered
+    began: float = 0.0  # they were asked for
 
 
 @dataclass
@@ -103,6 +110,8 @@ class Engine:
     rounds: int = 0  # continuous checks done
     pods_seen: set[str] = field(default_factory=set)  # uids of the JobSets' pods checked
     pod_scope_pods_seen: set[str] = field(default_factory=set)  # those with a Pod-scope label
+    claim_objects: dict[str, ClaimObject] = field(default_factory=dict)  # by uid, as listed
+    driver: Driver | None = None
 
     def violate(self, *messages: str) -> None:
         for message in messages:
@@ -125,6 +134,7 @@ class Engine:
         async with api_client:
             client = KubeClient(api_client, field_manager=DRIVER_AGENT)
             driver = Driver(client, NAMESPACE, self.records, rng)
+            self.driver = driver
             replicas = Replicas(
                 self.cluster.kubeconfig, NAMESPACE, self.cluster.state_dir / "logs", LEASE
             )
@@ -132,9 +142,10 @@ class Engine:
             try:
                 return await self._run(client, driver, replicas, audit, rng)
             finally:
-                for task in self.scenarios.values():
+                tasks = [*self.scenarios.values(), *driver.snapshot_tasks.values()]
+                for task in tasks:
                     task.cancel()
-                await asyncio.gather(*self.scenarios.values(), return_exceptions=True)
+                await asyncio.gather(*tasks, return_exceptions=True)
                 replicas.stop()
                 audit.close()
 
@@ -166,6 +177,7 @@ class Engine:
         watchers = [
             asyncio.create_task(self._replica_loop(replicas, stop_monitor)),
             asyncio.create_task(self._monitor_loop(client, audit, replicas, stop_monitor)),
+            asyncio.create_task(driver.play_snapshot_controller(stop_monitor)),
         ]
         try:
             await asyncio.gather(*chaos)
@@ -267,6 +279,7 @@ class Engine:
     # ------------------------------------------------------------ observing
 
     async def _list(self, client: KubeClient) -> Observed | None:
+        began = time.time()
         try:
             jobsets, jobs, claims, pods = await asyncio.wait_for(
                 asyncio.gather(
@@ -280,7 +293,7 @@ class Engine:
         except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
             return None  # the API server is away
         return Observed(
-            jobsets["items"], jobs["items"], claims["items"], pods["items"], time.time()
+            jobsets["items"], jobs["items"], claims["items"], pods["items"], time.time(), began
         )
 
     async def _observe(self, client: KubeClient, audit: AuditTail) -> bool:
@@ -291,6 +304,14 @@ class Engine:
         if observed is None:
             return False
         self.observed = observed
+        for claim in observed.claims:
+            uid, name = str(meta(claim).get("uid") or ""), name_of(claim)
+            bound = (claim.get("status") or {}).get("phase") == "Bound"
+            sighting = Sighting(observed.began, observed.at, bound)
+            if uid in self.claim_objects:
+                self.claim_objects[uid].see(sighting)
+            elif uid:
+                self.claim_objects[uid] = ClaimObject.seen(name, uid, sighting)
         for pod in observed.pods:
             if labels(pod).get(invariants.JOBSET_NAME) in self.records:
                 self.pods_seen.add(str(meta(pod).get("uid")))
@@ -324,6 +345,7 @@ class Engine:
         now = time.time()
         settled = [e for e in self.entries if now - e.time >= self.options.audit_lag]
         self.violate(*invariants.audit_violations(settled, self.records))
+        self.violate(*self._snapshot_violations(settled))
         self.violate(*invariants.live_duplicate_jobs(self.observed.jobs))
         # A pod keeps the claims it was admitted with: a wrong one is wrong at once.
         self.violate(*invariants.pods_with_wrong_claims(self.observed.pods, self.records))
@@ -337,6 +359,10 @@ class Engine:
             since = self.unexplained_since.setdefault(name, now)
             if now - since >= self.options.claim_grace:
                 self.violate(f"{message} (for {now - since:.0f}s)")
+
+    def _snapshot_violations(self, entries: list[AuditEntry]) -> list[str]:
+        taken = self.driver.snapshots.values() if self.driver is not None else ()
+        return invariants.snapshot_violations(entries, self.records, taken, self.claim_objects)
 
     def _progress(self, replicas: Replicas) -> str:
         counts = jobset_counts(self.records)
@@ -360,6 +386,12 @@ class Engine:
         """What still keeps the run from being quiet (empty: converged)."""
         observed = self.observed
         waiting = [f"the scenario of {n}" for n, t in self.scenarios.items() if not t.done()]
+        if self.driver is not None:
+            waiting += [
+                f"the driver's marking of {self.driver.snapshots[uid].describe()}"
+                for uid, task in self.driver.snapshot_tasks.items()
+                if not task.done()
+            ]
         waiting += invariants.not_terminal(observed.jobsets, self.records)
         waiting += invariants.stuck_deleting(observed.jobsets, self.records)
         waiting += list(
@@ -400,6 +432,8 @@ class Engine:
                 observed.claims,
                 self.records,
                 observed.pods,
+                driver.snapshots.values(),
+                self.claim_objects,
             )
         )
         limit = int(self.options.rss_limit_mib * MIB)
@@ -474,11 +508,45 @@ class Engine:
                 ),
                 "pods_checked": len(self.pods_seen),
                 "pod_scope_pods_checked": len(self.pod_scope_pods_seen),
+                **self._snapshot_counts(driver),
             },
             controller_errors=_error_lines(replicas),
             logs=str(self.cluster.state_dir / "logs"),
             violations=list(self.violations),
         )
+
+    def _snapshot_counts(self, driver: Driver) -> dict[str, int]:
+        """What the snapshot invariant had to judge: the snapshots (made ready, failed on purpose,
+        their claims seen kept), and the claim deletes by the controller under retention Snapshot
+        that it checked against them (the claim seen Bound before)."""
+        taken = list(driver.snapshots.values())
+        checked = invariants.snapshot_delete_verdicts(
+            self.entries, self.records, taken, self.claim_objects
+        )
+        required = 0
+        index = invariants.claim_index(self.records)
+        for name, history in invariants.claim_histories(self.entries).items():
+            if name in index:
+                record, plan = index[name]
+                required += sum(
+                    e.verb == "delete"
+                    and by_controller(e)
+                    and bool(invariants.snapshot_required(plan, record, e.time))
+                    for e in history
+                )
+        return {
+            "snapshot_jobsets": sum(
+                any(SNAPSHOT in astuple(c.retention) for c in r.claims)
+                for r in self.records.values()
+            ),
+            "snapshots_taken": len(taken),
+            "snapshots_ready": sum(t.outcome == "ready" for t in taken),
+            "snapshots_failed": sum(t.outcome == "failed" for t in taken),
+            "failed_snapshot_claims_kept": sum(t.kept_checked for t in taken),
+            "snapshot_claim_deletes_checked": len(checked),
+            # Not seen Bound CACHE_LAG before the delete, or never listed: not judged.
+            "snapshot_claim_deletes_not_judged": required - len(checked),
+        }
 
 
 def _error_lines(replicas: Replicas) -> dict[str, int]:
@@ -496,6 +564,17 @@ def _error_lines(replicas: Replicas) -> dict[str, int]:
 def _install_pod_scope_policy(cluster: LocalCluster) -> None:
     """The shipped MutatingAdmissionPolicy and binding, as docs/operations.md installs them."""
     cluster.kubectl("apply", "--server-side", "-k", str(POD_SCOPE_POLICY))
+
+
+def _install_snapshot_crds(cluster: LocalCluster) -> None:
+    """The VolumeSnapshot CRDs the node profile's CSI stack installs (the external-snapshotter's
+    client module), before the replicas start: retention Snapshot needs the API served. No
+    snapshot controller: the driver plays it."""
+    crds = csi.snapshot_crds()
+    for crd in crds:
+        cluster.kubectl("create", "-f", str(crd))
+    names = [f"crd/{csi.crd_name(path)}" for path in crds]
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
 
 
 def _create_namespace(cluster: LocalCluster) -> None:
@@ -516,6 +595,7 @@ def run_soak(options: Options, say: Callable[[str], None] | None = None) -> Repo
     with LocalCluster(options.state_dir, profile="full", report=report_to) as cluster:
         jobsetapi.install(cluster)
         _install_pod_scope_policy(cluster)
+        _install_snapshot_crds(cluster)
         _create_namespace(cluster)
         report_to(
             f"soak: {options.seconds:.0f}s, a JobSet every {options.interval}s, leader killed "

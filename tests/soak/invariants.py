@@ -17,10 +17,13 @@ from tests.soak.model import (
     DELETE,
     DRIVER_AGENT,
     FAILED,
+    SNAPSHOT,
     AuditEntry,
+    ClaimObject,
     JobSetRecord,
     Obj,
     PlannedClaim,
+    SnapshotRecord,
     by_controller,
     labels,
     meta,
@@ -43,6 +46,14 @@ PER_JOB = ("Job", "Pod")
 LOSS_NOTICE = 30.0  # scopes whose claims belong to one Job (whenScaled acts on them)
 # Conditions carry whole seconds (truncated): the transition happened at most this much later.
 CONDITION_RESOLUTION = 1.0
+# Retention Snapshot: a claim seen Bound this long before its delete was Bound in the controller's
+# caches too (the controller deletes a claim that is not Bound without a snapshot: no data). At
+# 10 s, a 300 s soak left a quarter of these deletes unjudged: a short JobSet's claim is Bound,
+# used, snapshotted and deleted within 10 s.
+CACHE_LAG = 5.0
+# An event (deleted, terminal state stored, scaled) this long before a claim's delete was surely
+# in the controller's view when it decided: its retention setting was in force.
+SURELY_SEEN = 30.0
 _CHILDREN = ("jobs", "persistentvolumeclaims")
 _KIND = {"jobs": "Job", "persistentvolumeclaims": "claim"}
 
@@ -77,8 +88,15 @@ def _last_deleted_by_driver(entries: Iterable[AuditEntry]) -> set[str]:
 # ----------------------------------------------------------------------------- 1. duplicates
 
 
+# A write whose client went away before the answer (a replica killed mid-request) is answered 504
+# in the audit log, though the API server may have stored it.
+CLIENT_GONE = 504
+
+
 def duplicate_creates(entries: Iterable[AuditEntry]) -> list[str]:
-    """A Job or claim name successfully created (201) twice with no successful delete between."""
+    """A Job or claim name successfully created (201) twice with no delete between that succeeded
+    or may have (answered ``CLIENT_GONE``: the leader was killed while its delete was in flight; a
+    300 s soak saw a restart's Job delete answered 504 and then the next leader's create 201)."""
     alive: dict[tuple[str, str], AuditEntry] = {}
     found = []
     for entry in sorted(entries, key=lambda e: e.time):
@@ -93,7 +111,7 @@ def duplicate_creates(entries: Iterable[AuditEntry]) -> list[str]:
                     f"in between: {earlier.describe()}, then {entry.describe()}"
                 )
             alive[key] = entry
-        elif entry.verb == "delete" and entry.ok:
+        elif entry.verb == "delete" and (entry.ok or entry.code == CLIENT_GONE):
             alive.pop(key, None)
     return found
 
@@ -159,20 +177,21 @@ def live_duplicate_jobs(jobs: Iterable[Obj]) -> list[str]:
 # ----------------------------------------------------------------------------- 3. deletions
 
 
-def delete_reasons(plan: PlannedClaim, record: JobSetRecord, at: float) -> list[str]:
-    """Why the claim's policy deletes it by time ``at`` (empty: it must still exist then)."""
+def _reasons(plan: PlannedClaim, record: JobSetRecord, at: float, value: str) -> list[str]:
+    """Why the claim's retention settings that say ``value`` (Delete, Snapshot) may be in force by
+    time ``at``: each event counted from the earliest moment it can have taken effect."""
     retention = plan.retention
     reasons = []
     deleted = record.deletion_time
-    if retention.when_deleted == DELETE and deleted is not None and at >= deleted:
-        reasons.append(f"whenDeleted=Delete (JobSet deleted at {stamp(deleted)})")
+    if retention.when_deleted == value and deleted is not None and at >= deleted:
+        reasons.append(f"whenDeleted={value} (JobSet deleted at {stamp(deleted)})")
     finished = record.terminal_at
     earliest = -math.inf if finished is None else finished - CONDITION_RESOLUTION
-    if retention.when_completed == DELETE and record.terminal == COMPLETED and at >= earliest:
-        reasons.append(f"whenCompleted=Delete (Completed at {stamp(finished)})")
-    if retention.when_failed == DELETE and record.terminal == FAILED and at >= earliest:
-        reasons.append(f"whenFailed=Delete (Failed at {stamp(finished)})")
-    if plan.scope in PER_JOB and retention.when_scaled == DELETE and plan.job_index is not None:
+    if retention.when_completed == value and record.terminal == COMPLETED and at >= earliest:
+        reasons.append(f"whenCompleted={value} (Completed at {stamp(finished)})")
+    if retention.when_failed == value and record.terminal == FAILED and at >= earliest:
+        reasons.append(f"whenFailed={value} (Failed at {stamp(finished)})")
+    if plan.scope in PER_JOB and retention.when_scaled == value and plan.job_index is not None:
         for scale in record.scales:
             if (
                 scale.replicated_job == plan.replicated_job
@@ -180,11 +199,58 @@ def delete_reasons(plan: PlannedClaim, record: JobSetRecord, at: float) -> list[
                 and at >= scale.at
             ):
                 reasons.append(
-                    f"whenScaled=Delete ({scale.replicated_job} scaled to {scale.replicas} at "
+                    f"whenScaled={value} ({scale.replicated_job} scaled to {scale.replicas} at "
                     f"{stamp(scale.at)})"
                 )
                 break
     return reasons
+
+
+def delete_reasons(plan: PlannedClaim, record: JobSetRecord, at: float) -> list[str]:
+    """Why the claim's policy lets it go by time ``at`` (empty: it must still exist then): a
+    setting that says Delete, or Snapshot (deleted once a snapshot of it is ready)."""
+    return _reasons(plan, record, at, DELETE) + _reasons(plan, record, at, SNAPSHOT)
+
+
+def _surely_snapshot(plan: PlannedClaim, record: JobSetRecord, at: float) -> list[str]:
+    """The Snapshot settings surely in force by ``at``: their event at least ``SURELY_SEEN``
+    before it (the controller then takes Snapshot over Delete: the data asked for is kept)."""
+    retention = plan.retention
+    reasons = []
+    deleted = record.deleted_at  # the API server's time, not the driver's first attempt
+    if retention.when_deleted == SNAPSHOT and deleted is not None and at >= deleted + SURELY_SEEN:
+        reasons.append(f"whenDeleted=Snapshot (JobSet deleted at {stamp(deleted)})")
+    finished = record.terminal_at
+    if finished is not None and at >= finished + CONDITION_RESOLUTION + SURELY_SEEN:
+        if retention.when_completed == SNAPSHOT and record.terminal == COMPLETED:
+            reasons.append(f"whenCompleted=Snapshot (Completed at {stamp(finished)})")
+        if retention.when_failed == SNAPSHOT and record.terminal == FAILED:
+            reasons.append(f"whenFailed=Snapshot (Failed at {stamp(finished)})")
+    if plan.scope in PER_JOB and retention.when_scaled == SNAPSHOT and plan.job_index is not None:
+        for scale in record.scales:
+            if (
+                scale.replicated_job == plan.replicated_job
+                and plan.job_index >= scale.replicas
+                and at >= scale.at + SURELY_SEEN
+            ):
+                reasons.append(
+                    f"whenScaled=Snapshot ({scale.replicated_job} scaled to {scale.replicas} at "
+                    f"{stamp(scale.at)})"
+                )
+                break
+    return reasons
+
+
+def snapshot_required(plan: PlannedClaim, record: JobSetRecord, at: float) -> list[str]:
+    """The Snapshot settings that a delete of the claim at ``at`` must have gone through (empty:
+    none surely did). Either Snapshot is all that may justify the delete, or a Snapshot setting
+    was surely in force (it wins over a Delete one that may apply too)."""
+    snapshot = _reasons(plan, record, at, SNAPSHOT)
+    if not snapshot:
+        return []
+    if not _reasons(plan, record, at, DELETE):
+        return snapshot
+    return _surely_snapshot(plan, record, at)
 
 
 def unjustified_claim_deletes(entries: Iterable[AuditEntry], records: Records) -> list[str]:
@@ -411,14 +477,18 @@ def _live_owner_drops(plan: PlannedClaim, jobset: Obj) -> list[str]:
     state, _ = terminal_state(jobset)
     retention = plan.retention
     why = []
-    if state == COMPLETED and retention.when_completed == DELETE:
-        why.append("the JobSet is Completed and whenCompleted=Delete")
-    if state == FAILED and retention.when_failed == DELETE:
-        why.append("the JobSet is Failed and whenFailed=Delete")
-    if plan.scope in PER_JOB and retention.when_scaled == DELETE and plan.job_index is not None:
+    lets_go = (DELETE, SNAPSHOT)
+    if state == COMPLETED and retention.when_completed in lets_go:
+        why.append(f"the JobSet is Completed and whenCompleted={retention.when_completed}")
+    if state == FAILED and retention.when_failed in lets_go:
+        why.append(f"the JobSet is Failed and whenFailed={retention.when_failed}")
+    if plan.scope in PER_JOB and retention.when_scaled in lets_go and plan.job_index is not None:
         replicas = _replicas(jobset, plan.replicated_job)
         if plan.job_index >= replicas:
-            why.append(f"{plan.replicated_job} has {replicas} replicas and whenScaled=Delete")
+            why.append(
+                f"{plan.replicated_job} has {replicas} replicas and "
+                f"whenScaled={retention.when_scaled}"
+            )
     return why
 
 
@@ -649,6 +719,134 @@ def live_jobs_without_claims(
     return found
 
 
+# ----------------------------------------------------------------------------- 8. snapshots
+
+
+def ready_times(
+    entries: Iterable[AuditEntry], snapshots: Iterable[SnapshotRecord]
+) -> dict[str, float]:
+    """Snapshot uid -> the earliest moment it can have been readyToUse: the API server's receipt
+    of the driver's status patch that made it ready (audit log), else the driver's first attempt
+    at that patch (the write came after both)."""
+    patches: dict[str, list[float]] = defaultdict(list)
+    for entry in entries:
+        if (
+            entry.resource == "volumesnapshots"
+            and entry.subresource == "status"
+            and entry.ok
+            and entry.user_agent == DRIVER_AGENT
+        ):
+            patches[entry.name].append(entry.received)
+    found = {}
+    for taken in snapshots:
+        if taken.outcome != "ready" or taken.marked_at is None:
+            continue
+        after = [t for t in patches.get(taken.name, []) if t >= taken.marked_at]
+        found[taken.uid] = min(after) if after else taken.marked_at
+    return found
+
+
+def _object_of(
+    objects: Iterable[ClaimObject], made: AuditEntry | None, following: AuditEntry | None
+) -> ClaimObject | None:
+    """The claim object that the create ``made`` made (the next create of the name being
+    ``following``): the one seen by a listing that began after ``made`` was answered and was
+    answered before ``following`` was received. None when no listing (or, impossibly, more than
+    one object) fits."""
+    low = made.time if made is not None else -math.inf
+    high = following.received if following is not None else math.inf
+    fits = [o for o in objects if any(s.began >= low and s.at <= high for s in o.sightings)]
+    return fits[0] if len(fits) == 1 else None
+
+
+def claim_deletes_without_ready_snapshot(
+    entries: Iterable[AuditEntry],
+    records: Records,
+    snapshots: Iterable[SnapshotRecord],
+    claims: Mapping[str, ClaimObject],
+) -> list[str]:
+    return [why for _, why in snapshot_delete_verdicts(entries, records, snapshots, claims) if why]
+
+
+def snapshot_delete_verdicts(
+    entries: Iterable[AuditEntry],
+    records: Records,
+    snapshots: Iterable[SnapshotRecord],
+    claims: Mapping[str, ClaimObject],
+) -> list[tuple[AuditEntry, str]]:
+    """No claim deleted by a Snapshot policy without a ready snapshot: every successful delete of
+    a claim by the controller whose policy says Snapshot for the case in force
+    (``snapshot_required``) comes after a VolumeSnapshot of exactly that claim object (its source
+    the claim's name, its snapshot-of-claim-uid annotation the claim's uid) became readyToUse (the
+    delete received after the status patch that made it ready was). ``snapshots``: the
+    controller's snapshots as the driver found them; ``claims``: claim objects by uid, as the
+    monitor's listings saw them.
+
+    A claim that was not seen Bound ``CACHE_LAG`` before its delete is not judged (the controller
+    deletes a claim that is not Bound without a snapshot: it holds no data), nor one no listing
+    saw (its uid is unknown): in the soak, a claim under Snapshot retention lives for seconds
+    after its pods ran, and the monitor lists every 2 s.
+
+    ``snapshot_delete_verdicts``: each delete judged, with "" (a ready snapshot came first) or
+    why not."""
+    entries = list(entries)
+    taken = list(snapshots)
+    ready = ready_times(entries, taken)
+    index = claim_index(records)
+    by_name: dict[str, list[ClaimObject]] = defaultdict(list)
+    for found_object in claims.values():
+        by_name[found_object.name].append(found_object)
+    found: list[tuple[AuditEntry, str]] = []
+    for name, history in sorted(claim_histories(entries).items()):
+        known = index.get(name)
+        if known is None:
+            continue  # reported by unjustified_claim_deletes
+        record, plan = known
+        for position, entry in enumerate(history):
+            if entry.verb != "delete" or not by_controller(entry):
+                continue
+            reasons = snapshot_required(plan, record, entry.time)
+            if not reasons:
+                continue
+            made = next((e for e in reversed(history[:position]) if e.verb == "create"), None)
+            following = next((e for e in history[position:] if e.verb == "create"), None)
+            deleted = _object_of(by_name.get(name, []), made, following)
+            bound = deleted.first_bound if deleted is not None else None
+            if deleted is None or bound is None or bound.at > entry.received - CACHE_LAG:
+                continue
+            of_it = [s for s in taken if s.source_claim == name and s.claim_uid == deleted.uid]
+            if any(ready.get(s.uid, math.inf) <= entry.received for s in of_it):
+                found.append((entry, ""))
+                continue
+            others = [s for s in taken if s.source_claim == name and s not in of_it]
+            found.append((
+                entry,
+                f"claim {name} (uid {deleted.uid}, Bound by {stamp(bound.at)}) deleted without a "
+                f"ready snapshot of it, though its policy says Snapshot ({', '.join(reasons)}): "
+                f"{entry.describe()}; snapshots of it: "
+                f"{'; '.join(s.describe() for s in of_it) or 'none'}"
+                + (
+                    f"; of other claims of that name: {'; '.join(s.describe() for s in others)}"
+                    if others
+                    else ""
+                )
+                + f"; {record.describe()}",
+            ))  # fmt: skip
+    return found
+
+
+def snapshots_of_unknown_claims(snapshots: Iterable[SnapshotRecord], records: Records) -> list[str]:
+    """Every snapshot labelled with a JobSet of the driver is of one of that JobSet's claims."""
+    found = []
+    for taken in snapshots:
+        record = records.get(taken.jobset)
+        if record is not None and record.claim(taken.source_claim) is None:
+            found.append(
+                f"{taken.describe()} is labelled for {record.describe()}, which has no such claim"
+            )
+    return found
+
+
 # ----------------------------------------------------------------------------- all of them
 
 
@@ -663,6 +861,19 @@ def audit_violations(entries: list[AuditEntry], records: Records) -> list[str]:
     ]
 
 
+def snapshot_violations(
+    entries: list[AuditEntry],
+    records: Records,
+    snapshots: Iterable[SnapshotRecord],
+    claim_objects: Mapping[str, ClaimObject],
+) -> list[str]:
+    taken = list(snapshots)
+    return [
+        *claim_deletes_without_ready_snapshot(entries, records, taken, claim_objects),
+        *snapshots_of_unknown_claims(taken, records),
+    ]
+
+
 def final_violations(
     entries: list[AuditEntry],
     jobsets: list[Obj],
@@ -670,10 +881,13 @@ def final_violations(
     claims: list[Obj],
     records: Records,
     pods: list[Obj] | None = None,
+    snapshots: Iterable[SnapshotRecord] = (),
+    claim_objects: Mapping[str, ClaimObject] | None = None,
 ) -> list[str]:
     """Everything that must hold once the soak has quiesced (RSS is checked separately)."""
     return [
         *audit_violations(entries, records),
+        *snapshot_violations(entries, records, snapshots, claim_objects or {}),
         *live_duplicate_jobs(jobs),
         *pods_with_wrong_claims(pods or [], records),
         *live_jobs_without_claims(entries, jobsets, jobs, claims, records),

@@ -15,6 +15,7 @@ Obj = dict[str, Any]
 
 RETAIN = "Retain"
 DELETE = "Delete"
+SNAPSHOT = "Snapshot"  # delete only once a ready VolumeSnapshot of the claim exists
 COMPLETED = "Completed"
 FAILED = "Failed"
 # Who wrote, by the audit log's user agent (the driver and the controller share one user).
@@ -194,11 +195,12 @@ class AuditEntry:
         )
 
 
-AUDITED = frozenset({"jobs", "persistentvolumeclaims", "jobsets"})
+AUDITED = frozenset({"jobs", "persistentvolumeclaims", "jobsets", "volumesnapshots"})
 
 
 def parse_audit_line(raw: str, namespace: str) -> AuditEntry | None:
-    """An audit log line about our namespace's Jobs, claims or JobSets; None for anything else."""
+    """An audit log line about our namespace's Jobs, claims, JobSets or VolumeSnapshots; None for
+    anything else."""
     try:
         entry = json.loads(raw)
     except ValueError:
@@ -225,6 +227,76 @@ def parse_audit_line(raw: str, namespace: str) -> AuditEntry | None:
         user_agent=str(entry.get("userAgent") or ""),
         audit_id=str(entry.get("auditID") or ""),
     )
+
+
+# ----------------------------------------------------------------------------- snapshots
+
+
+@dataclass
+class SnapshotRecord:
+    """A VolumeSnapshot the controller took of a JobSet's claim, as the driver (playing the
+    snapshot controller: the ``full`` profile has none) found it and what it made of it."""
+
+    name: str
+    uid: str
+    jobset: str  # its jobset-name label
+    source_claim: str  # spec.source.persistentVolumeClaimName
+    claim_uid: str  # the controller's snapshot-of-claim-uid annotation
+    seen_at: float  # the driver's first listing that had it
+    outcome: str = ""  # "" (not yet) | ready | failed
+    marked_at: float | None = None  # the driver's first attempt at the status patch
+    answered_at: float | None = None  # when that patch was answered
+    kept_checked: bool = False  # failed: the driver saw the claim kept afterwards
+    deleted_at: float | None = None  # failed: the driver deleted it afterwards (a retry)
+
+    def describe(self) -> str:
+        state = self.outcome or "pending"
+        if self.marked_at is not None:
+            state += f" (marked {stamp(self.marked_at)})"
+        if self.deleted_at is not None:
+            state += f", deleted by the driver at {stamp(self.deleted_at)}"
+        return (
+            f"VolumeSnapshot {self.name} (uid {self.uid[:8]}) of claim {self.source_claim} "
+            f"uid {self.claim_uid[:8]}: {state}"
+        )
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """A claim object in one of the monitor's listings: the listing began at ``began`` and was
+    answered at ``at`` (the object existed at some moment in between), its phase then."""
+
+    began: float
+    at: float
+    bound: bool
+
+
+@dataclass
+class ClaimObject:
+    """One claim object (uid) as the monitor's listings saw it: the first listing that had it,
+    the first that had it Bound and the latest."""
+
+    name: str
+    uid: str
+    first: Sighting
+    last: Sighting
+    first_bound: Sighting | None = None
+
+    @classmethod
+    def seen(cls, name: str, uid: str, sighting: Sighting) -> ClaimObject:
+        found = cls(name, uid, sighting, sighting)
+        found.see(sighting)
+        return found
+
+    def see(self, sighting: Sighting) -> None:
+        self.last = sighting
+        if sighting.bound and self.first_bound is None:
+            self.first_bound = sighting
+
+    @property
+    def sightings(self) -> list[Sighting]:
+        middle = [self.first_bound] if self.first_bound is not None else []
+        return [self.first, *middle, self.last]
 
 
 # ----------------------------------------------------------------------------- live objects

@@ -10,17 +10,21 @@ Each JobSet has a replicated job ``leader`` (1 Job) and ``workers`` (2 or 3 Jobs
   Pod-scope admission policy (installed in the soak's cluster) puts into each pod.
 
 The policies' retention settings walk through all 16 combinations of
-whenDeleted/whenCompleted/whenFailed/whenScaled x Retain/Delete. The scenario says what the driver
-does to the JobSet (see ``engine.Driver``).
+whenDeleted/whenCompleted/whenFailed/whenScaled x Retain/Delete; in two JobSets out of five
+(``snapshots``) every Delete of them is Snapshot instead (the claim goes only once a VolumeSnapshot
+of it is ready; the driver plays the snapshot controller). The scenario says what the driver does
+to the JobSet (see ``engine.Driver``).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.soak.model import DELETE, RETAIN, JobSetRecord, Obj, PlannedClaim, Retention
+from tests.soak.model import DELETE, RETAIN, SNAPSHOT, JobSetRecord, Obj, PlannedClaim, Retention
 from tests.support.jobsets import jobset, replicated_job, with_pod_annotations
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
@@ -105,12 +109,29 @@ def pod_scope(index: int) -> bool:
     return index % 3 == 0
 
 
+def snapshots(index: int) -> bool:
+    """Whether the ``index``-th JobSet's retention says Snapshot wherever the cycle of
+    combinations says Delete: two out of five, and, as 5 is coprime with 16, 3 and the number of
+    scenarios, every combination, scope and scenario with and without it in turn."""
+    return index % 5 in (1, 3)
+
+
+def snapshotting(retention: Retention) -> Retention:
+    """``retention`` with Snapshot wherever it says Delete."""
+    values = dataclasses.astuple(retention)
+    return Retention(*(SNAPSHOT if value == DELETE else value for value in values))
+
+
 def _lose_target(name: str, rounds: int, with_pod_scope: bool) -> str:
     """lose-claim: the claim the driver deletes out of band; in turn a JobSet-scope, a Job-scope
     and (when the JobSet has one) a Pod-scope claim, each with both endings over six rounds."""
     if with_pod_scope and rounds % 3 == 1:
         return f"rank-{name}-workers-0-1"
     return f"data-{name}" if rounds // 2 % 2 == 0 else f"ckpt-{name}-workers-0"
+
+
+def _same(retention: Retention) -> Retention:
+    return retention
 
 
 def _run_seconds(scenario: str) -> tuple[str, str]:
@@ -126,8 +147,9 @@ def plan(index: int, now: float) -> Planned:
     """The ``index``-th JobSet of the run: its manifest and the driver's record of it."""
     scenario = SCENARIOS[index % len(SCENARIOS)]
     name = f"soak-{index:04d}-{scenario}"
-    data_retention = _RETENTIONS[index % 16]
-    ckpt_retention = _RETENTIONS[(index * 7 + 3) % 16]
+    cycle: Callable[[Retention], Retention] = snapshotting if snapshots(index) else _same
+    data_retention = cycle(_RETENTIONS[index % 16])
+    ckpt_retention = cycle(_RETENTIONS[(index * 7 + 3) % 16])
     workers_replicas = 3 if scenario == "scale-down" else 2
     leader_run, workers_run = _run_seconds(scenario)
 
@@ -150,7 +172,7 @@ def plan(index: int, now: float) -> Planned:
         "scope": "Job",
         "targetReplicatedJobs": ["workers"],
     }
-    rank_retention = _RETENTIONS[(index * 5 + 1) % 16]
+    rank_retention = cycle(_RETENTIONS[(index * 5 + 1) % 16])
     rank_policy: Obj = {
         "templates": [_template("rank", ckpt_class)],
         "retentionPolicy": retention_field(rank_retention),

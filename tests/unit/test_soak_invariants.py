@@ -4,7 +4,7 @@ histories next to it are not reported."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import astuple, replace
 from typing import Any
 
 import pytest
@@ -14,17 +14,21 @@ from tests.soak.model import (
     DELETE,
     DRIVER_AGENT,
     RETAIN,
+    SNAPSHOT,
     AuditEntry,
+    ClaimObject,
     JobSetRecord,
     Loss,
     OptIn,
     PlannedClaim,
     Retention,
     Scale,
+    Sighting,
+    SnapshotRecord,
     parse_audit_line,
     stamp,
 )
-from tests.soak.scenarios import SCENARIOS, plan
+from tests.soak.scenarios import SCENARIOS, plan, snapshots
 
 Obj = dict[str, Any]
 T0 = 1_800_000_000.0
@@ -155,6 +159,15 @@ DUPLICATE_CASES = [
             create(PVC, DATA, T0 + 5),
         ],
         [f"duplicate claim {DATA}"],
+    ),
+    (
+        "a delete answered 504 (its client killed) may have been stored",
+        [
+            create("jobs", "js-workers-0", T0),
+            entry("delete", "jobs", "js-workers-0", T0 + 2, code=504),
+            create("jobs", "js-workers-0", T0 + 5),
+        ],
+        [],
     ),
     (
         "a second create answered 409 is no duplicate",
@@ -720,12 +733,29 @@ def test_audit_lines_are_parsed() -> None:
 
 
 def test_the_scenarios_cover_every_scope_spelling_and_retention() -> None:
-    planned = [plan(i, T0) for i in range(16 * len(SCENARIOS))]
+    # 16 retentions, Pod scope in 1 of 3, Snapshot in 2 of 5: every combination once over this.
+    planned = [plan(i, T0) for i in range(16 * 3 * 5 * len(SCENARIOS))]
     assert {p.record.scenario for p in planned} == set(SCENARIOS)
-    data = {c.retention for p in planned for c in p.record.claims if c.scope == "JobSet"}
-    ckpt = {c.retention for p in planned for c in p.record.claims if c.scope == "Job"}
-    rank = {c.retention for p in planned for c in p.record.claims if c.scope == "Pod"}
-    assert len(data) == len(ckpt) == len(rank) == 16
+    for scope in ("JobSet", "Job", "Pod"):
+        found = {c.retention for p in planned for c in p.record.claims if c.scope == scope}
+        # Every Retain/Delete combination, and with Snapshot instead of Delete every one of them
+        # that has a Delete (the 15 others; all Retain is the same either way).
+        assert len({r for r in found if SNAPSHOT not in astuple(r)}) == 16, scope
+        assert len({r for r in found if DELETE not in astuple(r)}) == 16, scope
+    # Two JobSets out of five say Snapshot where the others say Delete; every scenario does both.
+    assert {(p.record.scenario, snapshots(i)) for i, p in enumerate(planned)} == {
+        (s, b) for s in SCENARIOS for b in (True, False)
+    }
+    for i, p in enumerate(planned):
+        values = {v for c in p.record.claims for v in astuple(c.retention)}
+        assert (DELETE not in values) if snapshots(i) else (SNAPSHOT not in values)
+    policies = plan(1, T0).manifest["spec"]["volumeClaimPolicies"]
+    assert policies[0]["retentionPolicy"] == {  # ckpt of JobSet 1: Delete, Retain, Delete, Retain
+        "whenDeleted": SNAPSHOT,
+        "whenCompleted": RETAIN,
+        "whenFailed": SNAPSHOT,
+        "whenScaled": RETAIN,
+    }
     # Every scenario runs with and without a Pod-scope policy.
     with_pod_scope = {
         (p.record.scenario, any(c.scope == "Pod" for c in p.record.claims)) for p in planned
@@ -957,3 +987,175 @@ def test_pod_scope_claims_of_jobs_scaled_away() -> None:
         f"whenScaled=Delete (workers scaled to 1 at {stamp(T0)})"
     ]
     assert invariants.delete_reasons(rec.claims[3], rec, moment) == []  # Job 0 stays
+
+
+# ----------------------------------------------------------------------------- 8. snapshots
+
+CLAIM_UID = "c-new"
+SNAP = f"{DATA}-cnew"
+
+
+def snapshot_record(**fields: Any) -> SnapshotRecord:
+    base = SnapshotRecord(
+        name=SNAP,
+        uid="s-1",
+        jobset=NAME,
+        source_claim=DATA,
+        claim_uid=CLAIM_UID,
+        seen_at=T0 + 21,
+        outcome="ready",
+        marked_at=T0 + 23,
+        answered_at=T0 + 23.1,
+    )
+    return replace(base, **fields)
+
+
+def seen(
+    uid: str = CLAIM_UID, *, bound_at: float | None = T0 + 2, at: float = T0 + 1
+) -> ClaimObject:
+    """A claim object of ``DATA``: listed at ``at`` (Pending), Bound in a listing answered at
+    ``bound_at`` (None: never seen Bound)."""
+    found = ClaimObject.seen(DATA, uid, Sighting(at - 0.1, at, False))
+    if bound_at is not None:
+        found.see(Sighting(bound_at - 0.1, bound_at, True))
+    return found
+
+
+def ready_patch(at: float, name: str = SNAP) -> AuditEntry:
+    return AuditEntry(
+        at, at - 0.01, "patch", "volumesnapshots", NS, name, "status", 200, DRIVER_AGENT, f"p-{at}"
+    )
+
+
+COMPLETED_SNAPSHOT = record(
+    terminal="Completed", terminal_at=T0 + 20, data=retention(when_completed=SNAPSHOT)
+)
+HISTORY = [create(PVC, DATA, T0), ready_patch(T0 + 23.05)]
+
+SNAPSHOT_CASES = [
+    ("deleted after its snapshot was ready", COMPLETED_SNAPSHOT,
+     [*HISTORY, delete(DATA, T0 + 24)], [snapshot_record()], [seen()], None),
+    ("the ready patch not in the audit log yet: the driver's first attempt counts",
+     COMPLETED_SNAPSHOT, [create(PVC, DATA, T0), delete(DATA, T0 + 24)], [snapshot_record()],
+     [seen()], None),
+    ("deleted before its snapshot was ready", COMPLETED_SNAPSHOT,
+     [*HISTORY, delete(DATA, T0 + 22)], [snapshot_record()], [seen()], "deleted without a ready"),
+    ("deleted with no snapshot at all", COMPLETED_SNAPSHOT,
+     [create(PVC, DATA, T0), delete(DATA, T0 + 24)], [], [seen()], "snapshots of it: none"),
+    ("its snapshot failed", COMPLETED_SNAPSHOT, [*HISTORY, delete(DATA, T0 + 24)],
+     [snapshot_record(outcome="failed")], [seen()], "failed"),
+    ("the ready snapshot is of an earlier claim of that name", COMPLETED_SNAPSHOT,
+     [create(PVC, DATA, T0 - 30), delete(DATA, T0 - 20, agent=DRIVER_AGENT), *HISTORY,
+      delete(DATA, T0 + 24)],
+     [snapshot_record(claim_uid="c-old")], [seen("c-old", at=T0 - 25, bound_at=T0 - 24), seen()],
+     "of other claims of that name"),
+    ("the ready snapshot is of another claim", COMPLETED_SNAPSHOT,
+     [*HISTORY, delete(DATA, T0 + 24)], [snapshot_record(source_claim=CKPT[0])], [seen()],
+     "snapshots of it: none"),
+    ("failed, then deleted and taken again: ready before the delete", COMPLETED_SNAPSHOT,
+     [*HISTORY, ready_patch(T0 + 40), delete(DATA, T0 + 41)],
+     [snapshot_record(outcome="failed", deleted_at=T0 + 30),
+      snapshot_record(uid="s-2", marked_at=T0 + 39.9)], [seen()], None),
+    ("failed, then deleted and taken again: deleted before the new one was ready",
+     COMPLETED_SNAPSHOT, [*HISTORY, ready_patch(T0 + 40), delete(DATA, T0 + 35)],
+     [snapshot_record(outcome="failed", deleted_at=T0 + 30),
+      snapshot_record(uid="s-2", marked_at=T0 + 39.9)], [seen()], "deleted without a ready"),
+    ("never seen Bound (the controller deletes a claim with no data at once)",
+     COMPLETED_SNAPSHOT, [create(PVC, DATA, T0), delete(DATA, T0 + 22)], [],
+     [seen(bound_at=None)], None),
+    ("seen Bound only just before its delete", COMPLETED_SNAPSHOT,
+     [create(PVC, DATA, T0), delete(DATA, T0 + 22)], [], [seen(bound_at=T0 + 19)], None),
+    ("never listed: its uid is unknown", COMPLETED_SNAPSHOT,
+     [create(PVC, DATA, T0), delete(DATA, T0 + 22)], [], [], None),
+    ("deleted by the driver (out of band)", COMPLETED_SNAPSHOT,
+     [create(PVC, DATA, T0), delete(DATA, T0 + 22, agent=DRIVER_AGENT)], [], [seen()], None),
+    ("whenCompleted=Delete: no snapshot needed", record(terminal="Completed", terminal_at=T0 + 20,
+     data=retention(when_completed=DELETE)), [create(PVC, DATA, T0), delete(DATA, T0 + 22)], [],
+     [seen()], None),
+    ("Snapshot and a Delete that may apply too: either may have done it",
+     record(terminal="Completed", terminal_at=T0 + 20, deleted_at=T0 + 21,
+            data=retention(when_completed=SNAPSHOT, when_deleted=DELETE)),
+     [create(PVC, DATA, T0), delete(DATA, T0 + 22)], [], [seen()], None),
+    ("Snapshot surely in force long before, a Delete too: Snapshot wins",
+     record(terminal="Completed", terminal_at=T0 + 20, deleted_at=T0 + 21,
+            data=retention(when_completed=SNAPSHOT, when_deleted=DELETE)),
+     [create(PVC, DATA, T0), delete(DATA, T0 + 60)], [], [seen()], "whenCompleted=Snapshot"),
+    ("whenDeleted=Snapshot, deleted before its snapshot was ready",
+     record(deleted_at=T0 + 20, data=retention(when_deleted=SNAPSHOT)),
+     [*HISTORY, delete(DATA, T0 + 22)], [snapshot_record()], [seen()], "whenDeleted=Snapshot"),
+    ("whenScaled=Snapshot, the scaled-away Job's claim after its snapshot",
+     record(scales=[Scale(T0 + 10, "workers", 1)], ckpt=retention(when_scaled=SNAPSHOT)),
+     [create(PVC, CKPT[1], T0), ready_patch(T0 + 23.05, f"{CKPT[1]}-cnew"),
+      delete(CKPT[1], T0 + 24)],
+     [snapshot_record(name=f"{CKPT[1]}-cnew", source_claim=CKPT[1])],
+     [replace(seen(), name=CKPT[1])], None),
+    ("whenScaled=Snapshot, the scaled-away Job's claim with none",
+     record(scales=[Scale(T0 + 10, "workers", 1)], ckpt=retention(when_scaled=SNAPSHOT)),
+     [create(PVC, CKPT[1], T0), delete(CKPT[1], T0 + 24)], [],
+     [replace(seen(), name=CKPT[1])], "whenScaled=Snapshot"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rec", "entries", "taken", "objects", "why"),
+    [c[1:] for c in SNAPSHOT_CASES],
+    ids=[c[0] for c in SNAPSHOT_CASES],
+)
+def test_claim_deletes_without_ready_snapshot(
+    rec: JobSetRecord,
+    entries: list[AuditEntry],
+    taken: list[SnapshotRecord],
+    objects: list[ClaimObject],
+    why: str | None,
+) -> None:
+    claims = {o.uid: o for o in objects}
+    found = invariants.claim_deletes_without_ready_snapshot(entries, {NAME: rec}, taken, claims)
+    if why is None:
+        assert found == []
+    else:
+        assert len(found) == 1, found
+        assert why in found[0] and "by stateful-jobset/replica-0" in found[0], found[0]
+
+
+def test_a_snapshot_of_a_claim_its_jobset_does_not_have_is_reported() -> None:
+    stray = snapshot_record(source_claim="data-elsewhere")
+    found = invariants.snapshots_of_unknown_claims([snapshot_record(), stray], {NAME: record()})
+    assert len(found) == 1 and "data-elsewhere" in found[0]
+
+
+def test_claims_under_retention_snapshot_are_let_go_like_delete() -> None:
+    rec = COMPLETED_SNAPSHOT
+    assert invariants.unjustified_claim_deletes([delete(DATA, T0 + 24)], {NAME: rec}) == []
+    found = invariants.unexplained_claims([claim(DATA)], [live_jobset(terminal="Completed")],
+                                          {NAME: rec})  # fmt: skip
+    assert "whenCompleted=Snapshot" in found[DATA]
+    assert invariants.retained_claims_missing([create(PVC, DATA, T0)], [], {NAME: rec}) == []
+
+
+def test_final_violations_judge_the_snapshots() -> None:
+    entries = [*HISTORY, delete(DATA, T0 + 22)]
+    rec = {NAME: COMPLETED_SNAPSHOT}
+    claims = {CLAIM_UID: seen()}
+    jobsets = [live_jobset(terminal="Completed")]
+    taken = [snapshot_record()]
+    found = invariants.final_violations(entries, jobsets, [], [], rec, [], taken, claims)
+    assert any("deleted without a ready snapshot" in f for f in found)
+    clean = [*HISTORY, delete(DATA, T0 + 24)]
+    assert invariants.final_violations(clean, jobsets, [], [], rec, [], taken, claims) == []
+
+
+def test_snapshot_status_patches_are_parsed() -> None:
+    line = (
+        '{"stage":"ResponseComplete","verb":"patch","userAgent":"soak-driver","auditID":"a2",'
+        '"objectRef":{"resource":"volumesnapshots","namespace":"soak","name":"data-js-1234abcd",'
+        '"subresource":"status","apiGroup":"snapshot.storage.k8s.io"},'
+        '"responseStatus":{"code":200},"requestReceivedTimestamp":"2027-01-15T08:00:00.100000Z",'
+        '"stageTimestamp":"2027-01-15T08:00:00.150000Z"}'
+    )
+    parsed = parse_audit_line(line, "soak")
+    assert parsed is not None
+    assert (parsed.resource, parsed.subresource, parsed.name) == (
+        "volumesnapshots",
+        "status",
+        "data-js-1234abcd",
+    )
