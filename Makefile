@@ -22,7 +22,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries kueue csi oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation upstream-jobset soak test test-serial test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
+.PHONY: help venv binaries kueue csi oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation bench-snapshot upstream-jobset soak test test-serial test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run image release
 
 help: ## list the targets
@@ -174,7 +174,13 @@ bench-validation: binaries upstream-jobset ## API server CPU per JobSet create a
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[bench]'
 	$(PY) bench/bench_validation_cost.py
 
-soak: binaries ## chaos soak: JobSets + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
+# `make bench-snapshot`: claim sizes in MiB and rounds per size (the real node, root).
+SNAPSHOT_SIZES ?= 1 64 512
+SNAPSHOT_ROUNDS ?= 3
+bench-snapshot: binaries node-binaries csi node-tools ## retention Snapshot and restore on the real node's CSI stack: seconds from Completed to snapshot ready and claim released, restore to Bound and Running (SNAPSHOT_SIZES MiB)
+	$(PY) bench/bench_snapshot.py --sizes $(SNAPSHOT_SIZES) --rounds $(SNAPSHOT_ROUNDS)
+
+soak: binaries ## chaos soak: JobSets (retention Snapshot too) + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
 	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)
 
 crd: binaries ## regenerate the JobSet CRD and its admission policy (from the local control plane), the Pod-scope admission policy, the chart's copies
