@@ -1,0 +1,420 @@
+"""Checkpoints kept as VolumeSnapshots, with real bytes (issue 37): retention ``Snapshot`` and
+``restorePolicy`` through the real node's CSI stack.
+
+The controller runs as its own process; the snapshot-controller and the csi-snapshotter make the
+snapshots it asks for (our driver copies the volume's directory), the external-provisioner makes
+the restored claims from them (``dataSourceRef``), and busybox pods write and read the bytes.
+What each proof rests on: the pods' logs (``kubectl logs``), the snapshot copies on this host
+(the driver's state directory), and the order in which the API server stored the writes.
+
+**Logs.** Once a run completes, retention releases its claim and the controller deletes the
+finished Jobs that mount it (pvc-protection would keep the claim for their pods), so the pods and
+their logs go within about a second of the last pod's exit. The pods whose logs prove something
+and run last are *held*: after their command they wait for a file in an ``emptyDir`` of their own
+(``gate``), which the test writes on this host (in the kubelet's pod directory) once it has read
+their logs.
+
+**Order.** "The claim is deleted only once its snapshot is readyToUse" is read from a watch on
+claims and VolumeSnapshots opened before the JobSet is created: the event in which the snapshot
+first says ``readyToUse: true`` and the event in which the claim first carries a
+``deletionTimestamp``. Their resourceVersions are etcd revisions of this control plane's one
+etcd, a single counter over every write, so the smaller one was stored first. The audit log
+says who deleted the claim (the controller, once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from controller.jobset import api
+from controller.jobset.volumes.model import SNAPSHOT_CLAIM_LABEL
+from controller.runtime.client import CLAIMS, VOLUME_SNAPSHOTS, KubeClient, Resource
+from controller.runtime.manager import USER_AGENT
+from localcluster import audit, csi
+from localcluster.cluster import LocalCluster
+from tests.helpers import Kube, current, wait_for
+from tests.node.test_data import SECONDS, completed, log_of, pod_logs, shell_job
+from tests.support.jobsets import jobset
+from tests.support.volumes_e2e import (
+    ControllerProcesses,
+    claim_template,
+    example,
+    phase,
+    pods_of,
+    template_status,
+    wait_exists,
+    wait_gone,
+)
+
+Obj = dict[str, Any]
+SNAPSHOT_CONTENTS = Resource(
+    "snapshot.storage.k8s.io",
+    "v1",
+    "volumesnapshotcontents",
+    "VolumeSnapshotContent",
+    namespaced=False,
+)
+# Resume from the checkpoint when the claim holds one; else save one with a random token (drawn
+# in the pod: the test learns it from the log, so only the volume can carry it to the next run).
+RANK_SCRIPT = (
+    'if [ -f /ckpt/rank ]; then echo "found $(cat /ckpt/rank)"; '
+    "else echo \"rank $(hostname) $(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \\n')\" "
+    '> /ckpt/rank; echo "wrote $(cat /ckpt/rank)"; fi'
+)
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def held(rjob: Obj) -> Obj:
+    """``rjob`` with its pods held after their command, until ``read_held`` opens their gate."""
+    spec = rjob["template"]["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    script = container["command"][-1].rstrip("\n")
+    container["command"] = ["sh", "-c", f"{script}\nwhile [ ! -f /gate/open ]; do sleep 0.2; done"]
+    container.setdefault("volumeMounts", []).append({"name": "gate", "mountPath": "/gate"})
+    spec.setdefault("volumes", []).append({"name": "gate", "emptyDir": {}})
+    return rjob
+
+
+async def read_held(
+    kube: Kube,
+    client: KubeClient,
+    cluster: LocalCluster,
+    namespace: str,
+    name: str,
+    rjob: str,
+    count: int,
+) -> dict[str, str]:
+    """Job index → log of the ``count`` held pods of ``rjob``, once each has printed; then their
+    gates are opened (a file in the emptyDir's directory on this host)."""
+
+    async def printed() -> list[tuple[Obj, str]]:
+        found = []
+        selector = f"{api.REPLICATED_JOB_NAME}={rjob}"
+        for pod in await pods_of(client, namespace, name, selector):
+            if phase(pod) != "Running":
+                continue
+            try:
+                log = await log_of(kube, namespace, pod["metadata"]["name"])
+            except ApiException:
+                continue
+            if log:
+                found.append((pod, log))
+        return found
+
+    logs = await wait_for(
+        printed,
+        lambda found: len(found) == count,
+        f"{count} pods of {name}/{rjob} running, having printed",
+        seconds=SECONDS,
+    )
+    assert cluster.node is not None
+    for pod, _ in logs:
+        volumes = cluster.node.kubelet_root / "pods" / pod["metadata"]["uid"] / "volumes"
+        (volumes / "kubernetes.io~empty-dir" / "gate" / "open").write_text("")
+    return {pod["metadata"]["labels"][api.JOB_INDEX]: log for pod, log in logs}
+
+
+@asynccontextmanager
+async def recording(client: KubeClient, namespace: str) -> AsyncIterator[list[Obj]]:
+    """Every watch event of the namespace's claims and VolumeSnapshots from now on, in the
+    order each stream delivered them (the streams' lists are read before this yields)."""
+    seen: list[Obj] = []
+    starts = {
+        resource: (await client.list(resource, namespace))["metadata"]["resourceVersion"]
+        for resource in (CLAIMS, VOLUME_SNAPSHOTS)
+    }
+
+    async def follow(resource: Resource, since: str) -> None:
+        async with client.watch(
+            resource, namespace, resource_version=since, timeout_seconds=900
+        ) as lines:
+            async for line in lines:
+                event = json.loads(line)
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    seen.append(event)
+        raise AssertionError(f"the watch of {resource.plural} ended before the test did")
+
+    tasks = [asyncio.create_task(follow(r, rv)) for r, rv in starts.items()]
+    try:
+        yield seen
+    finally:
+        for task in tasks:
+            task.cancel()
+        ended = await asyncio.gather(*tasks, return_exceptions=True)
+    # A stream that broke before the end would leave the record short: say so.
+    broken = [e for e in ended if isinstance(e, Exception)]
+    assert not broken, f"a watch of the test's recording ended early: {broken}"
+
+
+def first_revision(seen: list[Obj], kind: str, name: str, holds: Any) -> int | None:
+    """The resourceVersion (an etcd revision) of the first event of ``kind``/``name`` whose
+    object satisfies ``holds``."""
+    revisions = [
+        int(e["object"]["metadata"]["resourceVersion"])
+        for e in seen
+        if e["object"].get("kind") == kind
+        and e["object"]["metadata"]["name"] == name
+        and holds(e["object"])
+    ]
+    return min(revisions) if revisions else None
+
+
+async def claim_deleted(seen: list[Obj], client: KubeClient, namespace: str, claim: str) -> None:
+    """Wait until the claim is gone and its DELETED event is in the record."""
+    await wait_gone(client, CLAIMS, claim, namespace, seconds=SECONDS)
+    await wait_for(
+        current(lambda: [e for e in seen if e["type"] == "DELETED"]),
+        lambda deleted: any(e["object"]["metadata"]["name"] == claim for e in deleted),
+        f"the DELETED event of claim {claim} in the test's watch",
+        seconds=SECONDS,
+    )
+
+
+def assert_ready_before_deleted(
+    seen: list[Obj], cluster: LocalCluster, namespace: str, claim: Obj, snapshot: Obj
+) -> None:
+    """The snapshot was stored readyToUse before the claim was stored with a
+    deletionTimestamp, and the one DELETE of the claim was the controller's."""
+    name, uid = claim["metadata"]["name"], claim["metadata"]["uid"]
+    ready = first_revision(
+        seen,
+        "VolumeSnapshot",
+        snapshot["metadata"]["name"],
+        lambda s: (s.get("status") or {}).get("readyToUse") is True,
+    )
+    deleting = first_revision(
+        seen,
+        "PersistentVolumeClaim",
+        name,
+        lambda c: c["metadata"]["uid"] == uid and bool(c["metadata"].get("deletionTimestamp")),
+    )
+    assert ready is not None and deleting is not None, (ready, deleting, name)
+    assert ready < deleting, f"claim {name} deleted (revision {deleting}) before ready ({ready})"
+    # The objects' own timestamps agree (RFC 3339 UTC of one format: string order is time order).
+    (gone,) = [
+        e["object"]
+        for e in seen
+        if e["type"] == "DELETED" and e["object"]["metadata"]["uid"] == uid
+    ]
+    assert snapshot["status"]["creationTime"] <= gone["metadata"]["deletionTimestamp"]
+    deletes = [
+        str(e.get("userAgent", ""))
+        for e in audit.entries(cluster.audit_log, name)
+        if e.get("verb") == "delete"
+        and (e.get("objectRef") or {}).get("resource") == "persistentvolumeclaims"
+        and (e.get("objectRef") or {}).get("namespace") == namespace
+        and (e.get("objectRef") or {}).get("name") == name
+    ]
+    assert len(deletes) == 1 and deletes[0].startswith(USER_AGENT + "/"), deletes
+
+
+async def snapshots_of(client: KubeClient, namespace: str, claim: str) -> list[Obj]:
+    listed = await client.list(
+        VOLUME_SNAPSHOTS, namespace, label_selector=f"{SNAPSHOT_CLAIM_LABEL}={claim}"
+    )
+    items: list[Obj] = listed["items"]
+    return items
+
+
+async def ready_snapshot_of(client: KubeClient, namespace: str, claim: Obj) -> Obj:
+    """The controller's snapshot of exactly this claim object, once readyToUse."""
+    name = claim["metadata"]["name"]
+    wanted = f"{name}-{claim['metadata']['uid'].replace('-', '')[:8]}"
+    found = await wait_for(
+        lambda: snapshots_of(client, namespace, name),
+        lambda snaps: any(
+            s["metadata"]["name"] == wanted and (s.get("status") or {}).get("readyToUse") is True
+            for s in snaps
+        ),
+        f"VolumeSnapshot {wanted} of claim {name} readyToUse",
+        seconds=SECONDS,
+    )
+    return next(s for s in found if s["metadata"]["name"] == wanted)
+
+
+async def copy_on_host(cluster: LocalCluster, client: KubeClient, snapshot: Obj) -> Path:
+    """The snapshot's copy in the driver's state directory on this host."""
+    content = await client.get(
+        SNAPSHOT_CONTENTS, snapshot["status"]["boundVolumeSnapshotContentName"], None
+    )
+    assert content["spec"]["driver"] == csi.DRIVER_NAME, content["spec"]
+    assert cluster.csi is not None
+    handle = str(content["status"]["snapshotHandle"])
+    return cluster.csi.state_dir / "snapshots" / handle
+
+
+async def delete_and_wait(client: KubeClient, namespace: str, name: str) -> None:
+    """Delete the JobSet and wait until it and its pods are gone (the next run's Jobs and pods
+    have the same names)."""
+    await client.delete(api.JOBSETS, name, namespace)
+    await wait_gone(client, api.JOBSETS, name, namespace, seconds=SECONDS)
+    await wait_for(
+        lambda: pods_of(client, namespace, name),
+        lambda pods: not pods,
+        f"the pods of JobSet {name}'s first run to be gone",
+        seconds=SECONDS,
+    )
+
+
+def restored_from(claim: Obj) -> str | None:
+    ref = claim["spec"].get("dataSourceRef") or {}
+    if ref.get("kind") != "VolumeSnapshot" or ref.get("apiGroup") != "snapshot.storage.k8s.io":
+        return None
+    return str(ref["name"])
+
+
+# ------------------------------------------------------------------------------- proofs
+
+
+async def test_a_rerun_reads_the_checkpoint_of_the_run_before_from_its_snapshot(
+    node_cluster: LocalCluster,
+    node_kube: Kube,
+    node_client: KubeClient,
+    node_namespace: str,
+    node_controller: ControllerProcesses,
+) -> None:
+    """manifests/examples/snapshot-checkpoints.yaml, applied twice. Run 1: the claim starts
+    empty (no snapshot yet: whenMissing CreateEmpty), A saves a checkpoint with a random token,
+    B prints it; the JobSet completes; the controller's VolumeSnapshot becomes readyToUse
+    through the real snapshot-controller and csi-snapshotter (its copy on the host holds A's
+    bytes), and only then is the claim deleted, by the controller. The JobSet is deleted and the
+    same manifest applied again. Run 2: the new claim has dataSourceRef to that snapshot (and the
+    status says restoredFrom it), A resumes from it, B prints run 1's checkpoint; then run 2's
+    claim goes the same way and historyLimit 1 deletes run 1's snapshot and its copy."""
+    body = example("snapshot-checkpoints.yaml")
+    name, claim_name = body["metadata"]["name"], "ckpt-snapshot-resume"
+    assert [r["name"] for r in body["spec"]["replicatedJobs"]] == ["A", "B"]
+    held(body["spec"]["replicatedJobs"][1])  # B runs last: its log is read while it waits
+
+    async def run() -> tuple[str, str]:
+        """A's and B's logs of a run that then completes (A's pod stays until then)."""
+        logs = await read_held(node_kube, node_client, node_cluster, node_namespace, name, "B", 1)
+        (wrote,) = (await pod_logs(node_kube, node_client, node_namespace, name, "A")).values()
+        await completed(node_client, node_namespace, name)
+        return wrote, logs["0"]
+
+    async with recording(node_client, node_namespace) as seen:
+        await node_client.create(api.JOBSETS, body, node_namespace)
+        first = await wait_exists(node_client, CLAIMS, claim_name, node_namespace, seconds=SECONDS)
+        assert restored_from(first) is None, first["spec"]
+        wrote, read = await run()
+        assert wrote.startswith("started fresh, saved checkpoint "), wrote
+        checkpoint = wrote.removeprefix("started fresh, saved ")
+        assert read == checkpoint, read
+        snapshot = await ready_snapshot_of(node_client, node_namespace, first)
+        await claim_deleted(seen, node_client, node_namespace, claim_name)
+    assert_ready_before_deleted(seen, node_cluster, node_namespace, first, snapshot)
+    copy = await copy_on_host(node_cluster, node_client, snapshot)
+    assert (copy / "checkpoint").read_text().strip() == checkpoint
+
+    await delete_and_wait(node_client, node_namespace, name)
+    await node_client.create(api.JOBSETS, body, node_namespace)
+    second = await wait_exists(node_client, CLAIMS, claim_name, node_namespace, seconds=SECONDS)
+    assert restored_from(second) == snapshot["metadata"]["name"], second["spec"]
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    await wait_for(
+        lambda: node_client.get(api.JOBSETS, name, node_namespace),
+        lambda js: template_status(js, "ckpt").get("restoredFrom") == snapshot["metadata"]["name"],
+        f"JobSet {name}'s status: claim restored from {snapshot['metadata']['name']}",
+        seconds=SECONDS,
+    )
+    resumed, read = await run()
+    assert resumed == f"resumed from {checkpoint}", resumed
+    assert read == checkpoint, read
+
+    # Run 2 is kept the same way, and only the newest snapshot stays (historyLimit: 1).
+    newer = await ready_snapshot_of(node_client, node_namespace, second)
+    await wait_gone(node_client, CLAIMS, claim_name, node_namespace, seconds=SECONDS)
+    await wait_for(
+        lambda: snapshots_of(node_client, node_namespace, claim_name),
+        lambda snaps: [s["metadata"]["name"] for s in snaps] == [newer["metadata"]["name"]],
+        f"only the newest snapshot of {claim_name} left",
+        seconds=SECONDS,
+    )
+    await wait_for(
+        current(copy.exists), lambda exists: not exists, f"{copy} removed", seconds=SECONDS
+    )
+    node_controller.assert_clean()
+
+
+async def test_per_rank_checkpoints_come_back_rank_by_rank(
+    node_cluster: LocalCluster,
+    node_kube: Kube,
+    node_client: KubeClient,
+    node_namespace: str,
+    node_controller: ControllerProcesses,
+) -> None:
+    """Job scope: 2 Jobs, one claim each; each rank saves its own random checkpoint. On
+    completion each claim is snapshotted and deleted only after its snapshot is ready. Applied
+    again, each rank's new claim starts from its own rank's snapshot, and each rank's pod finds
+    exactly what that rank wrote in run 1."""
+    name = "ranks"
+    template = claim_template("ckpt", "1Mi", csi.IMMEDIATE_CLASS)
+    body = jobset(
+        name,
+        held(shell_job("trainer", RANK_SCRIPT, replicas=2, mounts={"ckpt": "/ckpt"})),
+        volumeClaimPolicies=[
+            {
+                "scope": "Job",
+                "templates": [template],
+                "retentionPolicy": {"whenCompleted": "Snapshot"},
+                "snapshotPolicy": {"volumeSnapshotClassName": csi.SNAPSHOT_CLASS},
+                "restorePolicy": {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
+            }
+        ],
+    )
+    ranks = ("0", "1")
+    claim_names = {r: f"ckpt-{name}-trainer-{r}" for r in ranks}
+
+    async def rank_logs() -> dict[str, str]:
+        """Job index → the log of that Job's pod, in a run that then completes."""
+        logs = await read_held(
+            node_kube, node_client, node_cluster, node_namespace, name, "trainer", len(ranks)
+        )
+        await completed(node_client, node_namespace, name)
+        return logs
+
+    async with recording(node_client, node_namespace) as seen:
+        await node_client.create(api.JOBSETS, body, node_namespace)
+        firsts = {
+            r: await wait_exists(node_client, CLAIMS, c, node_namespace, seconds=SECONDS)
+            for r, c in claim_names.items()
+        }
+        wrote = await rank_logs()
+        assert sorted(wrote) == list(ranks), wrote
+        saved = {r: log.removeprefix("wrote ") for r, log in wrote.items()}
+        for r in ranks:
+            assert saved[r].startswith(f"rank {name}-trainer-{r}-0 "), wrote
+        assert saved["0"] != saved["1"]
+        snapshots = {
+            r: await ready_snapshot_of(node_client, node_namespace, firsts[r]) for r in ranks
+        }
+        for r in ranks:
+            await claim_deleted(seen, node_client, node_namespace, claim_names[r])
+    for r in ranks:
+        assert_ready_before_deleted(seen, node_cluster, node_namespace, firsts[r], snapshots[r])
+        copy = await copy_on_host(node_cluster, node_client, snapshots[r])
+        assert (copy / "rank").read_text().strip() == saved[r]
+
+    await delete_and_wait(node_client, node_namespace, name)
+    await node_client.create(api.JOBSETS, body, node_namespace)
+    for r, c in claim_names.items():
+        again = await wait_exists(node_client, CLAIMS, c, node_namespace, seconds=SECONDS)
+        assert restored_from(again) == snapshots[r]["metadata"]["name"], (r, again["spec"])
+    await wait_for(
+        lambda: node_client.get(api.JOBSETS, name, node_namespace),
+        lambda js: template_status(js, "ckpt").get("restored") == len(ranks),
+        f"JobSet {name}'s status: {len(ranks)} claims restored",
+        seconds=SECONDS,
+    )
+    assert await rank_logs() == {r: f"found {saved[r]}" for r in ranks}
+    node_controller.assert_clean()
