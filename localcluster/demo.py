@@ -10,10 +10,16 @@
 4. apply the demo JobSet (A writes a "model" into the shared claim, B reads it) and follow it
    until it finishes, printing progress;
 5. on the real node, show the data: each B pod's log, the claim's directory on this host and the
-   file A wrote there; then a summary (objects, Events, a few metrics) and stop everything.
+   file A wrote there; then a summary (objects, Events, a few metrics);
+6. on the real node, a second act, checkpoints as VolumeSnapshots through its CSI stack
+   (``manifests/examples/snapshot-checkpoints.yaml``, run twice): the first run saves a
+   checkpoint, the controller snapshots the claim and deletes it once the snapshot is ready; the
+   JobSet is deleted and applied again, its new claim is restored from that snapshot and the
+   second run reads the first run's checkpoint. On KWOK's nodes (no CSI driver, pods run
+   nothing) one line says it is skipped and why. Then stop everything.
 
 The exit status is non-zero when the JobSet did not complete or, on the real node, when a B pod's
-log is not what A wrote.
+log is not what A wrote, or the second act's second run did not read the first run's checkpoint.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
+
+import yaml
 
 from localcluster import jobsetapi
 from localcluster.build import BuildError
@@ -43,6 +52,14 @@ REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 # What A's command writes (see the demo manifest); B's logs must show it.
 MODEL_LINE = "model weights v1 written by"
 B_PODS = 4  # 2 Jobs x 2 pods
+# The second act (real node only): checkpoints kept as VolumeSnapshots, a second run restored.
+SNAPSHOT_EXAMPLE = ROOT / "manifests" / "examples" / "snapshot-checkpoints.yaml"
+SNAPSHOT_NAMESPACE = "demo-snapshots"
+SNAPSHOT_JOBSET = "snapshot-resume"
+SNAPSHOT_CLAIM = "ckpt-snapshot-resume"
+# The label the controller puts on its snapshots (controller.jobset.volumes.model).
+SNAPSHOT_CLAIM_LABEL = "jobset.sigs.k8s.io/volume-claim"
+SAVED = "started fresh, saved "  # what the first run's A logs before its checkpoint
 
 
 class _Interrupted(Exception):
@@ -79,8 +96,10 @@ def _metrics(port: int, prefixes: tuple[str, ...]) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(prefixes)]
 
 
-def _progress(cluster: LocalCluster) -> tuple[str, str]:
-    js = json.loads(cluster.kubectl("get", "jobset", DEMO_NAME, "-n", NAMESPACE, "-o", "json"))
+def _progress(
+    cluster: LocalCluster, name: str = DEMO_NAME, claim: str = CLAIM, namespace: str = NAMESPACE
+) -> tuple[str, str]:
+    js = json.loads(cluster.kubectl("get", "jobset", name, "-n", namespace, "-o", "json"))
     status = js.get("status") or {}
     per_rjob = ", ".join(
         f"{r['name']}: {r.get('succeeded', 0)} succeeded/{r.get('active', 0)} active"
@@ -90,7 +109,7 @@ def _progress(cluster: LocalCluster) -> tuple[str, str]:
         "get",
         "pods",
         "-n",
-        NAMESPACE,
+        namespace,
         "--no-headers",
         "-o",
         "custom-columns=N:.metadata.name,P:.status.phase",
@@ -98,11 +117,11 @@ def _progress(cluster: LocalCluster) -> tuple[str, str]:
     phases: dict[str, int] = {}
     for phase in pods[1::2]:
         phases[phase] = phases.get(phase, 0) + 1
-    claim = cluster.kubectl(
-        "get", "pvc", CLAIM, "-n", NAMESPACE, "--ignore-not-found", "-o", "jsonpath={.status.phase}"
+    claim_phase = cluster.kubectl(
+        "get", "pvc", claim, "-n", namespace, "--ignore-not-found", "-o", "jsonpath={.status.phase}"
     ).strip()
     pod_summary = ", ".join(f"{n} {p}" for p, n in sorted(phases.items())) or "none"
-    line = f"  claim {claim or 'not yet'} | {per_rjob or 'no jobs yet'} | pods {pod_summary}"
+    line = f"  claim {claim_phase or 'none'} | {per_rjob or 'no jobs yet'} | pods {pod_summary}"
     return line, str(status.get("terminalState") or "")
 
 
@@ -152,14 +171,24 @@ def _wait_leader(cluster: LocalCluster) -> str:
     return holder
 
 
-def _follow(cluster: LocalCluster, say: Callable[[str], None], timeout: float) -> str:
-    """Print a progress line whenever it changes; return the JobSet's terminal state."""
+def _follow(
+    cluster: LocalCluster,
+    say: Callable[[str], None],
+    timeout: float,
+    name: str = DEMO_NAME,
+    claim: str = CLAIM,
+    namespace: str = NAMESPACE,
+    tick: Callable[[], None] = lambda: None,
+) -> str:
+    """Print a progress line whenever it changes, calling ``tick`` each time round; return the
+    JobSet's terminal state."""
     last, state = "", ""
     deadline = time.monotonic() + timeout
     while not state:
         if time.monotonic() > deadline:
-            raise LaunchError(f"the demo JobSet did not finish within {timeout:.0f}s")
-        line, state = _progress(cluster)
+            raise LaunchError(f"the demo JobSet {name} did not finish within {timeout:.0f}s")
+        tick()
+        line, state = _progress(cluster, name, claim, namespace)
         if line != last:
             say(line)
             last = line
@@ -212,6 +241,211 @@ def show_data(cluster: LocalCluster, say: Callable[[str], None]) -> bool:
         say(f"  every B pod read what A wrote ({B_PODS} of {B_PODS})")
     else:
         say(f"  B's pods did NOT all read what A wrote (expected {B_PODS} logs equal to the file)")
+    return good
+
+
+def _poll(what: str, probe: Callable[[], str], timeout: float) -> str:
+    """Call ``probe`` every half second until it returns something; that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise LaunchError(f"{what} did not happen within {timeout:.0f}s")
+        time.sleep(0.5)
+
+
+def _pods_of(cluster: LocalCluster, rjob: str) -> list[dict[str, Any]]:
+    listed = json.loads(
+        cluster.kubectl(
+            "get",
+            "pods",
+            "-n",
+            SNAPSHOT_NAMESPACE,
+            "-l",
+            f"{REPLICATED_JOB_LABEL}={rjob}",
+            "-o",
+            "json",
+        )
+    )
+    items: list[dict[str, Any]] = listed["items"]
+    return items
+
+
+def _log_of(cluster: LocalCluster, rjob: str) -> str:
+    """The log of the second act's one pod of replicated job ``rjob`` ("" if there is none)."""
+    pods = _pods_of(cluster, rjob)
+    if len(pods) != 1:
+        return ""
+    name = str(pods[0]["metadata"]["name"])
+    return cluster.kubectl("logs", "-n", SNAPSHOT_NAMESPACE, name).strip()
+
+
+def held_manifest() -> str:
+    """The example with B held after printing: it waits for a file in an emptyDir of its own
+    (``gate``), which the demo writes on this host once it has read B's log. When a run
+    completes, retention releases its claim and the controller deletes the finished Jobs that
+    mount it (their pods, and the logs with them) within about a second of B's exit."""
+    body = yaml.safe_load(SNAPSHOT_EXAMPLE.read_text())
+    (reader,) = [r for r in body["spec"]["replicatedJobs"] if r["name"] == "B"]
+    spec = reader["template"]["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    script = container["command"][-1]
+    container["command"] = ["sh", "-c", f"{script}\nwhile [ ! -f /gate/open ]; do sleep 0.2; done"]
+    container["volumeMounts"].append({"name": "gate", "mountPath": "/gate"})
+    spec.setdefault("volumes", []).append({"name": "gate", "emptyDir": {}})
+    return str(yaml.safe_dump(body, sort_keys=False))
+
+
+class _Reader:
+    """``tick`` for ``_follow``: once B's pod runs and has printed, read A's and B's logs and
+    open B's gate."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.logs: dict[str, str] = {}
+
+    def __call__(self) -> None:
+        if self.logs:
+            return
+        pods = _pods_of(self.cluster, "B")
+        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        if len(running) != 1:
+            return
+        read = _log_of(self.cluster, "B")
+        if not read:
+            return
+        self.logs = {"A": _log_of(self.cluster, "A"), "B": read}
+        node = self.cluster.node
+        assert node is not None
+        uid = str(running[0]["metadata"]["uid"])
+        gate = node.kubelet_root / "pods" / uid / "volumes" / "kubernetes.io~empty-dir" / "gate"
+        (gate / "open").write_text("")
+
+
+def _ready_snapshot(cluster: LocalCluster) -> str:
+    """The name of the ready VolumeSnapshot the controller took of the claim, or ""."""
+    listed = json.loads(
+        cluster.kubectl(
+            "get",
+            "volumesnapshots",
+            "-n",
+            SNAPSHOT_NAMESPACE,
+            "-l",
+            f"{SNAPSHOT_CLAIM_LABEL}={SNAPSHOT_CLAIM}",
+            "-o",
+            "json",
+        )
+    )
+    ready = [
+        s["metadata"]["name"]
+        for s in listed["items"]
+        if (s.get("status") or {}).get("readyToUse") is True
+    ]
+    return ready[0] if len(ready) == 1 else ""
+
+
+def _claim_field(cluster: LocalCluster, jsonpath: str) -> str:
+    return cluster.kubectl(
+        "get",
+        "pvc",
+        SNAPSHOT_CLAIM,
+        "-n",
+        SNAPSHOT_NAMESPACE,
+        "--ignore-not-found",
+        "-o",
+        f"jsonpath={jsonpath}",
+    ).strip()
+
+
+def _snapshot_run(
+    cluster: LocalCluster, say: Callable[[str], None], timeout: float, applied: float
+) -> tuple[str, str, str]:
+    """Follow the second act's JobSet, applied at ``applied`` (monotonic), to its end; its
+    terminal state and A's and B's logs."""
+    reader = _Reader(cluster)
+    state = _follow(
+        cluster, say, timeout, SNAPSHOT_JOBSET, SNAPSHOT_CLAIM, SNAPSHOT_NAMESPACE, reader
+    )
+    took = time.monotonic() - applied
+    say(f"  JobSet {SNAPSHOT_JOBSET} finished: {state} ({took:.0f}s)")
+    return state, reader.logs.get("A", ""), reader.logs.get("B", "")
+
+
+def second_act(cluster: LocalCluster, say: Callable[[str], None], timeout: float) -> bool:
+    """Checkpoints as VolumeSnapshots on the real node's CSI stack: run the example, let the
+    controller snapshot its claim, delete it, apply it again; True when the second run read the
+    first run's checkpoint from a claim restored from that snapshot."""
+    say(
+        f"\n[act 2] checkpoints as VolumeSnapshots: {SNAPSHOT_EXAMPLE.relative_to(ROOT)} twice, "
+        f"in namespace {SNAPSHOT_NAMESPACE}"
+    )
+    say(
+        "  claim class csi-immediate (our CSI driver); whenCompleted: Snapshot (class "
+        "csi-snapshot); restorePolicy: NewestSnapshot"
+    )
+    say(
+        "  (B waits after printing until the demo has read its log: a completed run's Jobs, "
+        "pods and logs go when the controller releases the claim)"
+    )
+    manifest = held_manifest()
+    cluster.kubectl("create", "namespace", SNAPSHOT_NAMESPACE)
+    say("  run 1: no snapshot yet, the claim starts empty; A saves a checkpoint, B prints it")
+    cluster.kubectl("apply", "-n", SNAPSHOT_NAMESPACE, "-f", "-", input_text=manifest)
+    state, saved, printed = _snapshot_run(cluster, say, timeout, time.monotonic())
+    say(f"  A: {saved or '(no log)'}")
+    say(f"  B: {printed or '(no log)'}")
+    if state != "Completed" or not saved.startswith(SAVED):
+        say("  run 1 did NOT save a checkpoint")
+        return False
+    checkpoint = saved.removeprefix(SAVED)
+    began = time.monotonic()
+    snapshot = _poll("a ready VolumeSnapshot of the claim", lambda: _ready_snapshot(cluster), 120)
+    say(
+        f"  VolumeSnapshot {snapshot} readyToUse ({time.monotonic() - began:.0f}s after "
+        "completion; the snapshot-controller and csi-snapshotter made it)"
+    )
+    _poll(
+        f"claim {SNAPSHOT_CLAIM} deleted",
+        lambda: "gone" if not _claim_field(cluster, "{.metadata.name}") else "",
+        120,
+    )
+    say(f"  then the controller deleted claim {SNAPSHOT_CLAIM}: the checkpoint is the snapshot")
+
+    say(f"  deleting JobSet {SNAPSHOT_JOBSET}, then run 2: the same manifest applied again")
+    cluster.kubectl("delete", "jobset", SNAPSHOT_JOBSET, "-n", SNAPSHOT_NAMESPACE)
+    _poll(
+        "the first run's pods gone",
+        lambda: (
+            "" if cluster.kubectl("get", "pods", "-n", SNAPSHOT_NAMESPACE, "-o", "name") else "gone"
+        ),
+        120,
+    )
+    cluster.kubectl("apply", "-n", SNAPSHOT_NAMESPACE, "-f", "-", input_text=manifest)
+    applied = time.monotonic()
+    source = _poll(
+        f"claim {SNAPSHOT_CLAIM} created",
+        lambda: (
+            _claim_field(cluster, "{.metadata.uid}")
+            and (_claim_field(cluster, "{.spec.dataSourceRef.name}") or "(none)")
+        ),
+        120,
+    )
+    say(f"  claim {SNAPSHOT_CLAIM} created from VolumeSnapshot {source} (spec.dataSourceRef)")
+    state, resumed, read = _snapshot_run(cluster, say, timeout, applied)
+    say(f"  A: {resumed or '(no log)'}")
+    say(f"  B: {read or '(no log)'}")
+    good = (
+        state == "Completed"
+        and source == snapshot
+        and read == checkpoint
+        and resumed == f"resumed from {checkpoint}"
+    )
+    if good:
+        say(f"  the second run read the first run's checkpoint, restored from {snapshot}")
+    else:
+        say("  the second run did NOT read the first run's checkpoint from its snapshot")
     return good
 
 
@@ -279,8 +513,22 @@ def run(
                 leader_port, ("jobset_completed_total{", "controller_runtime_reconcile_total{")
             ):
                 say(f"  {metric}")
-            ok = state == "Completed" and data_ok
-            outcome = "succeeded" if ok else f"failed (JobSet {state}, data read back: {data_ok})"
+            if profile == "node":
+                restored_ok = second_act(cluster, say, timeout)
+            else:
+                restored_ok = True
+                say(
+                    "\n[act 2] skipped: checkpoints as VolumeSnapshots need the real node's CSI "
+                    "stack (a CSI driver, the snapshot controller); KWOK's simulated nodes have "
+                    "neither, and their pods run nothing"
+                )
+            ok = state == "Completed" and data_ok and restored_ok
+            outcome = (
+                "succeeded"
+                if ok
+                else f"failed (JobSet {state}, data read back: {data_ok}, "
+                f"restored from a snapshot: {restored_ok})"
+            )
             took = time.monotonic() - started
             say(f"\ndemo {outcome} in {took:.0f}s; logs in {cluster.state_dir / 'logs'}")
             return 0 if ok else 1
