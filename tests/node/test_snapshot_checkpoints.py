@@ -81,7 +81,49 @@ def held(rjob: Obj) -> Obj:
     container["command"] = ["sh", "-c", f"{script}\nwhile [ ! -f /gate/open ]; do sleep 0.2; done"]
     container.setdefault("volumeMounts", []).append({"name": "gate", "mountPath": "/gate"})
     spec.setdefault("volumes", []).append({"name": "gate", "emptyDir": {}})
+    # sh as PID 1 ignores SIGTERM: a held pod that is deleted goes at once, not after 30 s.
+    spec["terminationGracePeriodSeconds"] = 1
     return rjob
+
+
+async def printed(
+    kube: Kube, client: KubeClient, namespace: str, name: str, rjob: str, count: int
+) -> list[tuple[Obj, str]]:
+    """(pod, log) of the ``count`` running pods of ``rjob`` (not being deleted), once each has
+    printed."""
+
+    async def observe() -> list[tuple[Obj, str]]:
+        found = []
+        selector = f"{api.REPLICATED_JOB_NAME}={rjob}"
+        for pod in await pods_of(client, namespace, name, selector):
+            if phase(pod) != "Running" or pod["metadata"].get("deletionTimestamp"):
+                continue
+            try:
+                log = await log_of(kube, namespace, pod["metadata"]["name"])
+            except ApiException:
+                continue
+            if log:
+                found.append((pod, log))
+        return found
+
+    return await wait_for(
+        observe,
+        lambda found: len(found) == count,
+        f"{count} pods of {name}/{rjob} running, having printed",
+        seconds=SECONDS,
+    )
+
+
+def open_gate(cluster: LocalCluster, pod: Obj) -> None:
+    """Let a held pod finish: the file it waits for, in its emptyDir's directory on this host."""
+    assert cluster.node is not None
+    volumes = cluster.node.kubelet_root / "pods" / pod["metadata"]["uid"] / "volumes"
+    (volumes / "kubernetes.io~empty-dir" / "gate" / "open").write_text("")
+
+
+def by_rank(logs: list[tuple[Obj, str]]) -> dict[str, str]:
+    """Job index → log."""
+    return {pod["metadata"]["labels"][api.JOB_INDEX]: log for pod, log in logs}
 
 
 async def read_held(
@@ -94,33 +136,11 @@ async def read_held(
     count: int,
 ) -> dict[str, str]:
     """Job index → log of the ``count`` held pods of ``rjob``, once each has printed; then their
-    gates are opened (a file in the emptyDir's directory on this host)."""
-
-    async def printed() -> list[tuple[Obj, str]]:
-        found = []
-        selector = f"{api.REPLICATED_JOB_NAME}={rjob}"
-        for pod in await pods_of(client, namespace, name, selector):
-            if phase(pod) != "Running":
-                continue
-            try:
-                log = await log_of(kube, namespace, pod["metadata"]["name"])
-            except ApiException:
-                continue
-            if log:
-                found.append((pod, log))
-        return found
-
-    logs = await wait_for(
-        printed,
-        lambda found: len(found) == count,
-        f"{count} pods of {name}/{rjob} running, having printed",
-        seconds=SECONDS,
-    )
-    assert cluster.node is not None
+    gates are opened."""
+    logs = await printed(kube, client, namespace, name, rjob, count)
     for pod, _ in logs:
-        volumes = cluster.node.kubelet_root / "pods" / pod["metadata"]["uid"] / "volumes"
-        (volumes / "kubernetes.io~empty-dir" / "gate" / "open").write_text("")
-    return {pod["metadata"]["labels"][api.JOB_INDEX]: log for pod, log in logs}
+        open_gate(cluster, pod)
+    return by_rank(logs)
 
 
 @asynccontextmanager
@@ -417,4 +437,70 @@ async def test_per_rank_checkpoints_come_back_rank_by_rank(
         seconds=SECONDS,
     )
     assert await rank_logs() == {r: f"found {saved[r]}" for r in ranks}
+    node_controller.assert_clean()
+
+
+async def test_a_rank_scaled_away_is_snapshotted_and_comes_back_from_its_snapshot(
+    node_cluster: LocalCluster,
+    node_kube: Kube,
+    node_client: KubeClient,
+    node_namespace: str,
+    node_controller: ControllerProcesses,
+) -> None:
+    """whenScaled: Snapshot. Two ranks run (held) and have saved their tokens; replicas goes
+    from 2 to 1: rank 1's Job goes, its claim is snapshotted and deleted only once the snapshot
+    is ready; rank 0 runs on with its claim untouched. Replicas back to 2: rank 1's new claim
+    starts from its snapshot and its new pod finds the token rank 1 saved before."""
+    name = "scaled"
+    body = jobset(
+        name,
+        held(shell_job("trainer", RANK_SCRIPT, replicas=2, mounts={"ckpt": "/ckpt"})),
+        volumeClaimPolicies=[
+            {
+                "scope": "Job",
+                "templates": [claim_template("ckpt", "1Mi", csi.IMMEDIATE_CLASS)],
+                "retentionPolicy": {"whenScaled": "Snapshot"},
+                "snapshotPolicy": {"volumeSnapshotClassName": csi.SNAPSHOT_CLASS},
+                "restorePolicy": {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
+            }
+        ],
+    )
+    rank0, rank1 = (f"ckpt-{name}-trainer-{r}" for r in ("0", "1"))
+
+    async def scale(replicas: int) -> None:
+        await node_client.patch(
+            api.JOBSETS,
+            name,
+            [{"op": "replace", "path": "/spec/replicatedJobs/0/replicas", "value": replicas}],
+            node_namespace,
+            patch_type="json",
+        )
+
+    async with recording(node_client, node_namespace) as seen:
+        await node_client.create(api.JOBSETS, body, node_namespace)
+        first = await printed(node_kube, node_client, node_namespace, name, "trainer", 2)
+        saved = {r: log.removeprefix("wrote ") for r, log in by_rank(first).items()}
+        assert sorted(saved) == ["0", "1"] and saved["0"] != saved["1"], saved
+        kept = await node_client.get(CLAIMS, rank0, node_namespace)
+        scaled = await node_client.get(CLAIMS, rank1, node_namespace)
+        await scale(1)
+        snapshot = await ready_snapshot_of(node_client, node_namespace, scaled)
+        await claim_deleted(seen, node_client, node_namespace, rank1)
+    assert_ready_before_deleted(seen, node_cluster, node_namespace, scaled, snapshot)
+    copy = await copy_on_host(node_cluster, node_client, snapshot)
+    assert (copy / "rank").read_text().strip() == saved["1"]
+    # Rank 0 ran on: its claim is the same object, and it was never snapshotted.
+    assert (await node_client.get(CLAIMS, rank0, node_namespace))["metadata"]["uid"] == (
+        kept["metadata"]["uid"]
+    )
+    assert await snapshots_of(node_client, node_namespace, rank0) == []
+
+    await scale(2)
+    again = await wait_exists(node_client, CLAIMS, rank1, node_namespace, seconds=SECONDS)
+    assert restored_from(again) == snapshot["metadata"]["name"], again["spec"]
+    second = await printed(node_kube, node_client, node_namespace, name, "trainer", 2)
+    assert by_rank(second) == {"0": f"wrote {saved['0']}", "1": f"found {saved['1']}"}
+    for pod, _ in second:
+        open_gate(node_cluster, pod)
+    await completed(node_client, node_namespace, name)
     node_controller.assert_clean()
