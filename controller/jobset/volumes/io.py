@@ -244,10 +244,12 @@ class VolumeIO:
         """Creates a VolumeSnapshot of one of the JobSet ``obj``'s claims (retention Snapshot), or
         a VolumeGroupSnapshot of a policy's claims (retention Snapshot, together)."""
         group = body.get("kind") == "VolumeGroupSnapshot"
+        namespace = namespace_of(obj)
         try:
-            await self.client.create(
-                VOLUME_GROUP_SNAPSHOTS if group else VOLUME_SNAPSHOTS, body, namespace_of(obj)
-            )
+            if group:
+                await self.client.create(VOLUME_GROUP_SNAPSHOTS, body, namespace)
+            else:
+                await self.client.create(VOLUME_SNAPSHOTS, body, namespace)
         except ApiError as err:
             if err.already_exists:
                 return  # ours, from a pass whose answer was lost: the next pass reads it
@@ -270,9 +272,12 @@ class VolumeIO:
     async def delete_snapshot(self, obj: Obj, name: str, *, group: bool = False) -> None:
         """Deletes one of the controller's older snapshots, or groups (whose members go with
         them): beyond snapshotPolicy.historyLimit."""
-        resource = VOLUME_GROUP_SNAPSHOTS if group else VOLUME_SNAPSHOTS
+        namespace = namespace_of(obj)
         try:
-            await self.client.delete(resource, name, namespace_of(obj))
+            if group:
+                await self.client.delete(VOLUME_GROUP_SNAPSHOTS, name, namespace)
+            else:
+                await self.client.delete(VOLUME_SNAPSHOTS, name, namespace)
         except ApiError as err:
             if err.not_found:
                 return
@@ -281,6 +286,6 @@ class VolumeIO:
             obj,
             "Normal",
             REASON_SNAPSHOT_DELETED,
-            f"deleted {resource.kind} {name}: older than the newest ones snapshotPolicy."
-            "historyLimit keeps",
+            f"deleted {'VolumeGroupSnapshot' if group else 'VolumeSnapshot'} {name}: older "
+            "than the newest ones snapshotPolicy.historyLimit keeps",
         )
