@@ -35,13 +35,21 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from controller.jobset import api
 from controller.jobset.volumes.model import SNAPSHOT_CLAIM_LABEL
-from controller.runtime.client import CLAIMS, VOLUME_SNAPSHOTS, KubeClient, Resource
+from controller.jobset.volumes.podscope import COMPLETION_INDEX_ANNOTATION, pod_claim_name
+from controller.runtime.client import (
+    CLAIMS,
+    VOLUME_GROUP_SNAPSHOTS,
+    VOLUME_SNAPSHOTS,
+    KubeClient,
+    Resource,
+)
 from controller.runtime.manager import USER_AGENT
 from localcluster import audit, csi
 from localcluster.cluster import LocalCluster
 from tests.helpers import Kube, current, wait_for
 from tests.node.test_data import SECONDS, completed, log_of, pod_logs, shell_job
 from tests.support.jobsets import jobset
+from tests.support.podscope import policy_in_effect
 from tests.support.volumes_e2e import (
     ControllerProcesses,
     claim_template,
@@ -504,3 +512,96 @@ async def test_a_rank_scaled_away_is_snapshotted_and_comes_back_from_its_snapsho
         open_gate(node_cluster, pod)
     await completed(node_client, node_namespace, name)
     node_controller.assert_clean()
+
+
+async def test_pod_scope_ranks_come_back_from_one_group_snapshot(
+    node_cluster: LocalCluster,
+    node_kube: Kube,
+    node_client: KubeClient,
+    node_namespace: str,
+    node_controller: ControllerProcesses,
+) -> None:
+    """snapshotPolicy.volumeGroupSnapshotClassName, Pod scope: one Job of 2 pods, a claim per
+    pod, each pod saving its own random checkpoint. On completion the controller takes one
+    VolumeGroupSnapshot of both claims (no snapshot of its own per claim); the real
+    snapshot-controller and csi-snapshotter make a member snapshot of each, all copied in one
+    call of our driver; each claim is deleted only once its member is ready. Applied again, each
+    pod's new claim starts from its member of that group, and each pod finds exactly what that
+    rank saved in run 1."""
+    ns, name = node_namespace, "grouped"
+    body = jobset(
+        name,
+        held(shell_job("trainer", RANK_SCRIPT, pods=2, mounts={"ckpt": "/ckpt"})),
+        volumeClaimPolicies=[
+            {
+                "scope": "Pod",
+                "templates": [claim_template("ckpt", "1Mi", csi.IMMEDIATE_CLASS)],
+                "retentionPolicy": {"whenCompleted": "Snapshot"},
+                "snapshotPolicy": {"volumeGroupSnapshotClassName": csi.GROUP_SNAPSHOT_CLASS},
+                "restorePolicy": {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
+            }
+        ],
+    )
+    pods = ("0", "1")
+    claim_names = {p: pod_claim_name("ckpt", name, "trainer", 0, int(p)) for p in pods}
+
+    async def pod_logs_by_index() -> dict[str, str]:
+        """Completion index → log of that pod, in a run that then completes."""
+        logs = await printed(node_kube, node_client, ns, name, "trainer", len(pods))
+        for pod, _ in logs:
+            open_gate(node_cluster, pod)
+        await completed(node_client, ns, name)
+        return {p["metadata"]["annotations"][COMPLETION_INDEX_ANNOTATION]: log for p, log in logs}
+
+    async with policy_in_effect(node_kube, ns), recording(node_client, ns) as seen:
+        await node_client.create(api.JOBSETS, body, ns)
+        firsts = {
+            p: await wait_exists(node_client, CLAIMS, c, ns, seconds=SECONDS)
+            for p, c in claim_names.items()
+        }
+        wrote = await pod_logs_by_index()
+        saved = {p: log.removeprefix("wrote ") for p, log in wrote.items()}
+        assert sorted(saved) == list(pods) and saved["0"] != saved["1"], wrote
+        group = await ready_group(node_client, ns)
+        members = {
+            m["spec"]["source"]["persistentVolumeClaimName"]: m
+            for m in (await node_client.list(VOLUME_SNAPSHOTS, ns))["items"]
+            if any(o.get("uid") == group["metadata"]["uid"] for o in m["metadata"].get(
+                "ownerReferences") or [])
+        }  # fmt: skip
+        assert sorted(members) == sorted(claim_names.values()), sorted(members)
+        for p in pods:  # no snapshot of its own: the group took them all
+            assert await snapshots_of(node_client, ns, claim_names[p]) == []
+        for p in pods:
+            await claim_deleted(seen, node_client, ns, claim_names[p])
+    for p in pods:
+        member = await node_client.get(
+            VOLUME_SNAPSHOTS, members[claim_names[p]]["metadata"]["name"], ns
+        )
+        assert_ready_before_deleted(seen, node_cluster, ns, firsts[p], member)
+        copy = await copy_on_host(node_cluster, node_client, member)
+        assert (copy / "rank").read_text().strip() == saved[p]
+
+    await delete_and_wait(node_client, ns, name)
+    async with policy_in_effect(node_kube, ns):
+        await node_client.create(api.JOBSETS, body, ns)
+        for p, c in claim_names.items():
+            again = await wait_exists(node_client, CLAIMS, c, ns, seconds=SECONDS)
+            assert restored_from(again) == members[c]["metadata"]["name"], (p, again["spec"])
+        assert await pod_logs_by_index() == {p: f"found {saved[p]}" for p in pods}
+    node_controller.assert_clean()
+
+
+async def ready_group(client: KubeClient, namespace: str) -> Obj:
+    """The namespace's one VolumeGroupSnapshot, once readyToUse."""
+    listed = await wait_for(
+        lambda: client.list(VOLUME_GROUP_SNAPSHOTS, namespace),
+        lambda found: (
+            len(found["items"]) == 1
+            and (found["items"][0].get("status") or {}).get("readyToUse") is True
+        ),
+        "one VolumeGroupSnapshot of the JobSet's claims, readyToUse",
+        seconds=SECONDS,
+    )
+    group: Obj = listed["items"][0]
+    return group
