@@ -14,7 +14,8 @@ The ``node`` profile runs, beside its kubelet, as host processes:
 
 and installs the VolumeSnapshot and VolumeGroupSnapshot CRDs (from the external-snapshotter client
 module), the ``CSIDriver`` object, the storage classes ``csi-immediate`` and ``csi-wffc`` (both
-expandable) and the snapshot classes ``csi-snapshot`` and ``csi-group-snapshot``. The hostPath
+expandable) and the snapshot classes ``csi-snapshot``, ``csi-group-snapshot`` and
+``csi-snapshot-failing`` (whose snapshots the driver refuses: a test knob). The hostPath
 test provisioner and its classes (``standard``, ``wffc``, ...) stay as they are.
 
 Takes a :class:`localcluster.controlplane.ControlPlane`; ``cluster.py`` starts it.
@@ -46,6 +47,12 @@ IMMEDIATE_CLASS = "csi-immediate"
 WFFC_CLASS = "csi-wffc"
 SNAPSHOT_CLASS = "csi-snapshot"
 GROUP_SNAPSHOT_CLASS = "csi-group-snapshot"
+# A VolumeSnapshotClass whose snapshots always fail (the driver's test knob, below): what a
+# failed snapshot does is proven with it.
+FAILING_SNAPSHOT_CLASS = "csi-snapshot-failing"
+# The class parameter that makes the driver's CreateSnapshot fail with FAILED_PRECONDITION
+# (controller.go's FailSnapshotsParameter; the csi-snapshotter passes a class's parameters on).
+FAIL_SNAPSHOTS_PARAMETER = "csi.stateful-jobset.local/fail-snapshots"
 # At the root of every volume: its size in bytes, written again by NodeExpandVolume (the
 # driver's CapacityFile).
 CAPACITY_FILE = ".csi-capacity"
@@ -146,7 +153,8 @@ def storage_classes() -> list[Obj]:
 
 def snapshot_classes() -> list[Obj]:
     """A VolumeSnapshotClass and a VolumeGroupSnapshotClass of the driver (a snapshot's copy is
-    deleted with its content object)."""
+    deleted with its content object), and a VolumeSnapshotClass whose snapshots fail (a test
+    knob: the driver refuses CreateSnapshot for it)."""
     return [
         {
             "apiVersion": "snapshot.storage.k8s.io/v1",
@@ -154,6 +162,14 @@ def snapshot_classes() -> list[Obj]:
             "metadata": {"name": SNAPSHOT_CLASS},
             "driver": DRIVER_NAME,
             "deletionPolicy": "Delete",
+        },
+        {
+            "apiVersion": "snapshot.storage.k8s.io/v1",
+            "kind": "VolumeSnapshotClass",
+            "metadata": {"name": FAILING_SNAPSHOT_CLASS},
+            "driver": DRIVER_NAME,
+            "deletionPolicy": "Delete",
+            "parameters": {FAIL_SNAPSHOTS_PARAMETER: "true"},
         },
         {
             "apiVersion": "groupsnapshot.storage.k8s.io/v1",

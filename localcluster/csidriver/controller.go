@@ -25,6 +25,12 @@ import (
 // A volume asked for without a size gets this much (recorded only).
 const defaultCapacity = 1 << 30
 
+// FailSnapshotsParameter is a test knob: a VolumeSnapshotClass with this parameter set to "true"
+// (the csi-snapshotter passes a class's parameters to CreateSnapshot) makes every CreateSnapshot
+// of that class fail with FAILED_PRECONDITION, so the node tier can prove what a failed snapshot
+// does (the node profile's class csi-snapshot-failing). Nothing is copied or recorded.
+const FailSnapshotsParameter = "csi.stateful-jobset.local/fail-snapshots"
+
 type controller struct {
 	csi.UnimplementedControllerServer
 	csi.UnimplementedGroupControllerServer
@@ -289,6 +295,11 @@ func (c *controller) snapshot(id, name, source, group string) (Snapshot, error) 
 func (c *controller) CreateSnapshot(_ context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	if req.GetName() == "" || req.GetSourceVolumeId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "a name and a source volume ID are required")
+	}
+	if req.GetParameters()[FailSnapshotsParameter] == "true" {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"snapshot %s of volume %s refused on purpose: its VolumeSnapshotClass sets %s=true (a test knob)",
+			req.GetName(), req.GetSourceVolumeId(), FailSnapshotsParameter)
 	}
 	c.store.mu.Lock()
 	defer c.store.mu.Unlock()

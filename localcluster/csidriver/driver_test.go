@@ -247,3 +247,32 @@ func TestIDsNeverLeaveTheStateDirectory(t *testing.T) {
 		t.Fatalf("an ID that is not ours: %v", err)
 	}
 }
+
+func TestTheFailSnapshotsParameterFailsCreateSnapshot(t *testing.T) {
+	c := newController(t)
+	create(t, c, "pvc-f", 1<<20, nil)
+	failing := map[string]string{FailSnapshotsParameter: "true"}
+	_, err := c.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{
+		Name: "snapshot-f", SourceVolumeId: "pvc-f", Parameters: failing,
+	})
+	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), FailSnapshotsParameter) {
+		t.Fatalf("a snapshot of a failing class: %v", err)
+	}
+	// Nothing was taken: no record, no copy.
+	listed, _ := c.ListSnapshots(context.Background(), &csi.ListSnapshotsRequest{})
+	if len(listed.GetEntries()) != 0 {
+		t.Fatalf("a failed snapshot is listed: %v", listed)
+	}
+	if _, err := os.Stat(c.store.SnapshotDir("snapshot-f")); !os.IsNotExist(err) {
+		t.Fatalf("a failed snapshot left a copy: %v", err)
+	}
+	// Any other value, or none, takes the snapshot.
+	for _, params := range []map[string]string{{FailSnapshotsParameter: "false"}, nil} {
+		resp, err := c.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{
+			Name: "snapshot-ok", SourceVolumeId: "pvc-f", Parameters: params,
+		})
+		if err != nil || !resp.GetSnapshot().GetReadyToUse() {
+			t.Fatalf("parameters %v: %v %v", params, resp, err)
+		}
+	}
+}

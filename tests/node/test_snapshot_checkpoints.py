@@ -25,7 +25,9 @@ says who deleted the claim (the controller, once).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -47,8 +49,8 @@ from controller.runtime.manager import USER_AGENT
 from localcluster import audit, csi
 from localcluster.cluster import LocalCluster
 from tests.helpers import Kube, current, wait_for
-from tests.node.test_data import SECONDS, completed, log_of, pod_logs, shell_job
-from tests.support.jobsets import jobset
+from tests.node.test_data import SECONDS, completed, directory_of, log_of, pod_logs, shell_job
+from tests.support.jobsets import condition, jobset, settled_process
 from tests.support.podscope import policy_in_effect
 from tests.support.volumes_e2e import (
     ControllerProcesses,
@@ -57,6 +59,7 @@ from tests.support.volumes_e2e import (
     phase,
     pods_of,
     template_status,
+    wait_event,
     wait_exists,
     wait_gone,
 )
@@ -605,3 +608,130 @@ async def ready_group(client: KubeClient, namespace: str) -> Obj:
     )
     group: Obj = listed["items"][0]
     return group
+
+
+async def test_a_failed_snapshot_keeps_the_claim_until_the_user_fixes_it(
+    node_cluster: LocalCluster,
+    node_kube: Kube,
+    node_client: KubeClient,
+    node_namespace: str,
+    node_controller: ControllerProcesses,
+) -> None:
+    """whenCompleted: Snapshot with snapshotPolicy.volumeSnapshotClassName
+    ``csi-snapshot-failing``, a class whose snapshots our driver refuses (its test knob, a class
+    parameter the csi-snapshotter passes to CreateSnapshot). A pod writes a token into the
+    claim and the JobSet completes; the controller's VolumeSnapshot reports the driver's error
+    (status.error, through the real csi-snapshotter and snapshot-controller); VolumeSnapshotsReady
+    is False with reason SnapshotFailed and a Warning Event SnapshotFailed names the claim; once
+    the controller has settled, the claim is still there, the same object, not being deleted,
+    and its bytes on this host are the token. Then the user's fix (docs/volumes.md): the
+    JobSet's snapshotPolicy names ``csi-snapshot`` and the failed VolumeSnapshot is deleted; the
+    controller takes the snapshot again, it becomes readyToUse with the token in its copy, and
+    only then is the claim deleted, by the controller."""
+    ns, name = node_namespace, "unlucky"
+    claim_name = f"ckpt-{name}"
+    token = secrets.token_hex(8)
+    body = jobset(
+        name,
+        shell_job("trainer", f"echo {token} > /ckpt/token", mounts={"ckpt": "/ckpt"}),
+        volumeClaimPolicies=[
+            {
+                "templates": [claim_template("ckpt", "1Mi", csi.IMMEDIATE_CLASS)],
+                "retentionPolicy": {"whenCompleted": "Snapshot"},
+                "snapshotPolicy": {"volumeSnapshotClassName": csi.FAILING_SNAPSHOT_CLASS},
+            }
+        ],
+    )
+
+    async with recording(node_client, ns) as seen:
+        await node_client.create(api.JOBSETS, body, ns)
+        directory = await directory_of(node_cluster, node_client, ns, claim_name)
+        claim = await node_client.get(CLAIMS, claim_name, ns)
+        await completed(node_client, ns, name)
+        wanted = f"{claim_name}-{claim['metadata']['uid'].replace('-', '')[:8]}"
+
+        # The snapshot reports the driver's error, through the real sidecars.
+        failed = await wait_for(
+            functools.partial(node_client.get, VOLUME_SNAPSHOTS, wanted, ns),
+            lambda s: bool(((s.get("status") or {}).get("error") or {}).get("message")),
+            f"VolumeSnapshot {wanted} reporting an error",
+            seconds=SECONDS,
+        )
+        error = failed["status"]["error"]["message"]
+        assert csi.FAIL_SNAPSHOTS_PARAMETER in error and "FailedPrecondition" in error, error
+        assert failed["status"].get("readyToUse") is not True, failed["status"]
+        assert failed["spec"]["volumeSnapshotClassName"] == csi.FAILING_SNAPSHOT_CLASS
+        assert failed["spec"]["source"] == {"persistentVolumeClaimName": claim_name}
+
+        # The JobSet says why the claim is kept: the condition and a Warning Event.
+        said = await wait_for(
+            lambda: node_client.get(api.JOBSETS, name, ns),
+            lambda js: (
+                (condition(js, "VolumeSnapshotsReady") or {}).get("reason") == "SnapshotFailed"
+            ),
+            f"JobSet {name}: VolumeSnapshotsReady reason SnapshotFailed",
+            seconds=SECONDS,
+        )
+        ready = condition(said, "VolumeSnapshotsReady") or {}
+        assert ready["status"] == "False", ready
+        assert claim_name in ready["message"] and wanted in ready["message"], ready
+        event = await wait_event(
+            node_kube,
+            ns,
+            name,
+            "SnapshotFailed",
+            event_type="Warning",
+            contains=claim_name,
+            seconds=SECONDS,
+        )
+        assert wanted in event.message, event
+
+        # Once the controller has processed all that, the claim is kept, with its bytes.
+        await settled_process(node_controller.replicas[-1], node_client, ns)
+        kept = await node_client.get(CLAIMS, claim_name, ns)
+        assert kept["metadata"]["uid"] == claim["metadata"]["uid"]
+        assert not kept["metadata"].get("deletionTimestamp"), kept["metadata"]
+        assert (directory / "token").read_text().strip() == token
+        assert [s["metadata"]["name"] for s in await snapshots_of(node_client, ns, claim_name)] == [
+            wanted
+        ]
+
+        # The user's fix: a class that works, then the failed snapshot deleted. The JobSet's
+        # change is processed before the deletion (settled), so the snapshot taken again is of
+        # the new class.
+        await node_client.patch(
+            api.JOBSETS,
+            name,
+            [
+                {
+                    "op": "replace",
+                    "path": "/spec/volumeClaimPolicies/0/snapshotPolicy/volumeSnapshotClassName",
+                    "value": csi.SNAPSHOT_CLASS,
+                }
+            ],
+            ns,
+            patch_type="json",
+        )
+        await settled_process(node_controller.replicas[-1], node_client, ns)
+        await node_client.delete(VOLUME_SNAPSHOTS, wanted, ns)
+        snapshot = await wait_for(
+            functools.partial(node_client.get, VOLUME_SNAPSHOTS, wanted, ns),
+            lambda s: (
+                s["metadata"]["uid"] != failed["metadata"]["uid"]
+                and (s.get("status") or {}).get("readyToUse") is True
+            ),
+            f"VolumeSnapshot {wanted} taken again and readyToUse",
+            seconds=SECONDS,
+        )
+        assert snapshot["spec"]["volumeSnapshotClassName"] == csi.SNAPSHOT_CLASS
+        await claim_deleted(seen, node_client, ns, claim_name)
+    assert_ready_before_deleted(seen, node_cluster, ns, claim, snapshot)
+    copy = await copy_on_host(node_cluster, node_client, snapshot)
+    assert (copy / "token").read_text().strip() == token
+    await wait_for(
+        lambda: node_client.get(api.JOBSETS, name, ns),
+        lambda js: (condition(js, "VolumeSnapshotsReady") or {}).get("status") == "True",
+        f"JobSet {name}: VolumeSnapshotsReady True once no claim waits",
+        seconds=SECONDS,
+    )
+    node_controller.assert_clean()

@@ -79,9 +79,21 @@ def test_the_classes_are_the_drivers_and_expandable() -> None:
     assert "standard" in hostpath
     assert not hostpath & set(classes)
     assert all(not c["metadata"].get("annotations") for c in classes.values())
-    snapshot, group = csi.snapshot_classes()
+    snapshot, failing, group = csi.snapshot_classes()
     assert (snapshot["kind"], snapshot["driver"]) == ("VolumeSnapshotClass", csi.DRIVER_NAME)
     assert (group["kind"], group["driver"]) == ("VolumeGroupSnapshotClass", csi.DRIVER_NAME)
+    # The failing class is the driver's too, and only it carries the knob.
+    assert (failing["metadata"]["name"], failing["driver"]) == (
+        csi.FAILING_SNAPSHOT_CLASS,
+        csi.DRIVER_NAME,
+    )
+    assert failing["parameters"] == {csi.FAIL_SNAPSHOTS_PARAMETER: "true"}
+    assert "parameters" not in snapshot and "parameters" not in group
+    # The driver's Go source names the same parameter.
+    source = (Path(csi.__file__).parent / "csidriver" / "controller.go").read_text()
+    assert f'FailSnapshotsParameter = "{csi.FAIL_SNAPSHOTS_PARAMETER}"' in source
+    # None is a default class: a claim's snapshot never gets the failing one by accident.
+    assert all(not c["metadata"].get("annotations") for c in (snapshot, failing, group))
     driver = csi.csi_driver()["spec"]
     assert driver["attachRequired"] is False, "no external-attacher runs"
 
