@@ -1,8 +1,20 @@
 """The stateful promise with real bytes: containers on the real node write and read claims.
 
 Each test runs the controller as its own process against the ``node`` profile (containerd, runc
-and a kubelet; the test provisioner makes one directory per volume on this host), and proves a
-claim about data from what the containers printed (``kubectl logs``) and what is on disk.
+and a kubelet), and proves a claim about data from what the containers printed (``kubectl
+logs``) and what is on disk.
+
+The claims are the real node's CSI storage (issue 37): storage class ``csi-immediate`` (our CSI
+driver through the external-provisioner; ``csi-wffc``, WaitForFirstConsumer, for the shared
+model of the first proof, which binds once A's pod is scheduled). A volume is a directory in the
+driver's state directory on this host, ``<state>/node/csi/volumes/<PV spec.csi.volumeHandle>``
+(``directory_of``), which also holds the driver's ``.csi-capacity`` file (``csi.CAPACITY_FILE``).
+
+What stays on the hostPath test provisioner (``localcluster/provisioner.py``), and why:
+``test_the_provisioner_keeps_a_retain_volume_and_removes_a_delete_one``, whose point is that
+provisioner itself (its reclaim of a Delete and a Retain volume on this host: the storage the
+KWOK profiles' proofs rest on). ``test_pod_zero_is_reachable_by_its_hostname_from_another_pod``
+has no volume. ``directory_of`` reads a hostPath PV too.
 """
 
 from __future__ import annotations
@@ -14,6 +26,8 @@ from typing import Any
 
 from controller.jobset import api
 from controller.runtime.client import CLAIMS, PODS, KubeClient
+from localcluster import csi
+from localcluster.cluster import LocalCluster
 from tests.helpers import Kube, current, wait_for
 from tests.support.jobsets import condition, jobs_of, jobset, settled_process, wait_condition
 from tests.support.volumes_e2e import (
@@ -31,6 +45,8 @@ from tests.support.volumes_e2e import (
 Obj = dict[str, Any]
 # Real containers: pulls, sandboxes and the restart of a JobSet take seconds each.
 SECONDS = 180
+# The storage class of the claims of the data proofs: our CSI driver's, Immediate binding.
+CLASS = csi.IMMEDIATE_CLASS
 
 
 def shell_job(
@@ -77,7 +93,7 @@ def shell_job(
 
 
 def policy(template: str, scope: str = "JobSet", **retention: str) -> Obj:
-    found: Obj = {"scope": scope, "templates": [claim_template(template, "1Gi", "standard")]}
+    found: Obj = {"scope": scope, "templates": [claim_template(template, "1Gi", CLASS)]}
     if retention:
         found["retentionPolicy"] = retention
     return found
@@ -100,11 +116,22 @@ async def pod_logs(
     }
 
 
-async def directory_of(client: KubeClient, namespace: str, claim: str) -> Path:
-    """The host directory of a bound claim's volume (the provisioner's hostPath)."""
+async def directory_of(
+    cluster: LocalCluster, client: KubeClient, namespace: str, claim: str
+) -> Path:
+    """The host directory of a bound claim's volume: for our CSI driver's, the directory its
+    PV's ``spec.csi.volumeHandle`` names in the driver's state directory (the driver's
+    ``volumes/<id>``); for the test provisioner's, its hostPath."""
     bound = await wait_claim_phase(client, namespace, claim, seconds=SECONDS)
     volume = await client.get(VOLUMES, bound["spec"]["volumeName"], None)
-    return Path(volume["spec"]["hostPath"]["path"])
+    source = volume["spec"].get("csi")
+    if source is None:
+        return Path(volume["spec"]["hostPath"]["path"])
+    assert source["driver"] == csi.DRIVER_NAME, source
+    assert cluster.csi is not None, "the cluster runs no CSI stack"
+    directory = cluster.csi.state_dir / "volumes" / str(source["volumeHandle"])
+    assert directory.is_dir(), f"claim {claim}: no directory {directory} for its CSI volume"
+    return directory
 
 
 def size_of(path: Path) -> int:
@@ -138,7 +165,8 @@ async def test_b_reads_the_model_that_a_downloaded(
 ) -> None:
     """The original request's story: A writes the model into the shared claim; B's 2 Jobs x 2
     pods start only once A completed (dependsOn) and every one of them reads what A wrote; the
-    workers get no volume."""
+    workers get no volume. The claim's class is WaitForFirstConsumer (``csi-wffc``): it binds
+    once A's pod is scheduled, on the node that pod landed on."""
     model = f"model-weights-{secrets.token_hex(8)}"
     body = jobset(
         "volume-sample",
@@ -158,12 +186,12 @@ async def test_b_reads_the_model_that_a_downloaded(
         shell_job("workers", "ls / > /dev/null"),
         volumePolicy={
             "replicatedJobs": [{"name": "A"}, {"name": "B"}],
-            "volumeClaimTemplates": [claim_template("pretrained-model", "1Gi", "standard")],
+            "volumeClaimTemplates": [claim_template("pretrained-model", "1Gi", csi.WFFC_CLASS)],
         },
     )
     await node_client.create(api.JOBSETS, body, node_namespace)
     claim = "pretrained-model-volume-sample"
-    directory = await directory_of(node_client, node_namespace, claim)
+    directory = await directory_of(node_kube.cluster, node_client, node_namespace, claim)
     await completed(node_client, node_namespace, "volume-sample")
 
     readers = await pod_logs(node_kube, node_client, node_namespace, "volume-sample", "B")
@@ -181,6 +209,13 @@ async def test_b_reads_the_model_that_a_downloaded(
         assert jobs[b]["metadata"]["creationTimestamp"] >= a_done, (b, a_done)
         assert set(pod_claims(jobs[b]["spec"]["template"]["spec"]).values()) == {claim}
     assert pod_claims(jobs["volume-sample-workers-0"]["spec"]["template"]["spec"]) == {}
+    # WaitForFirstConsumer: the scheduler chose the node for the volume, the one A's pod ran on.
+    [a_pod] = await pods_of(
+        node_client, node_namespace, "volume-sample", f"{api.REPLICATED_JOB_NAME}=A"
+    )
+    bound = await node_client.get(CLAIMS, claim, node_namespace)
+    selected = bound["metadata"]["annotations"].get("volume.kubernetes.io/selected-node")
+    assert selected == a_pod["spec"]["nodeName"], (selected, a_pod["spec"].get("nodeName"))
     node_controller.assert_clean()
 
 
@@ -207,7 +242,7 @@ async def test_a_checkpoint_survives_a_restart_of_the_jobset(
     )
     await node_client.create(api.JOBSETS, body, node_namespace)
     claim = "ckpt-resumable-trainer-0"
-    directory = await directory_of(node_client, node_namespace, claim)
+    directory = await directory_of(node_kube.cluster, node_client, node_namespace, claim)
     uid = (await node_client.get(CLAIMS, claim, node_namespace))["metadata"]["uid"]
     finished = await completed(node_client, node_namespace, "resumable")
     assert finished["status"].get("restarts") == 1, finished["status"]
@@ -273,8 +308,8 @@ async def test_release_deletes_the_claims_and_their_directories(
     node_namespace: str,
     node_controller: ControllerProcesses,
 ) -> None:
-    """whenCompleted: Delete: once the JobSet completed its claims are deleted, and the
-    provisioner removes their directories from the host (reclaim policy Delete).
+    """whenCompleted: Delete: once the JobSet completed its claims are deleted, and the CSI
+    driver removes their directories from the host (reclaim policy Delete).
 
     Each pod writes 1 MiB, then waits for a ``go`` file the test puts next to it once it saw
     the bytes on disk: the data was there, in the claim's directory, before the release."""
@@ -289,7 +324,9 @@ async def test_release_deletes_the_claims_and_their_directories(
     )
     await node_client.create(api.JOBSETS, body, node_namespace)
     claims = ["scratch-scratch-trainer-0", "scratch-scratch-trainer-1"]
-    directories = [await directory_of(node_client, node_namespace, c) for c in claims]
+    directories = [
+        await directory_of(node_kube.cluster, node_client, node_namespace, c) for c in claims
+    ]
     volumes = [
         (await node_client.get(CLAIMS, c, node_namespace))["spec"]["volumeName"] for c in claims
     ]
@@ -307,7 +344,8 @@ async def test_release_deletes_the_claims_and_their_directories(
     for claim, volume in zip(claims, volumes, strict=True):
         await wait_gone(node_client, CLAIMS, claim, node_namespace, seconds=SECONDS)
         await wait_gone(node_client, VOLUMES, volume, None, seconds=SECONDS)
-    # The provisioner removes the directory before it deletes the PV.
+    # The external-provisioner deletes the PV only once the driver's DeleteVolume (record, then
+    # directory) succeeded.
     assert [d for d in directories if d.exists()] == []
     node_controller.assert_clean()
 
@@ -325,10 +363,10 @@ async def test_a_foreign_claim_at_the_generated_name_is_never_mounted(
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": "data-intruded", "labels": {api.JOBSET_NAME: "intruded"}},
-        "spec": claim_template("data", "1Gi", "standard")["spec"],
+        "spec": claim_template("data", "1Gi", CLASS)["spec"],
     }
     await node_client.create(CLAIMS, foreign, node_namespace)
-    directory = await directory_of(node_client, node_namespace, "data-intruded")
+    directory = await directory_of(node_kube.cluster, node_client, node_namespace, "data-intruded")
     (directory / "file").write_text("someone else's data\n")
 
     token = secrets.token_hex(8)
@@ -380,7 +418,7 @@ async def test_a_lost_claim_is_not_silently_replaced_by_an_empty_one(
     )
     await node_client.create(api.JOBSETS, body, node_namespace)
     claim = "data-losing"
-    directory = await directory_of(node_client, node_namespace, claim)
+    directory = await directory_of(node_kube.cluster, node_client, node_namespace, claim)
     (directory / "file").write_text("checkpoint of step 1000\n")
     recorded = await wait_for(
         lambda: node_client.get(api.JOBSETS, "losing", node_namespace),
@@ -475,10 +513,10 @@ async def test_a_claim_lost_under_a_running_job_is_never_replaced_by_an_impostor
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": claim, "labels": {api.JOBSET_NAME: "robbed"}},
-        "spec": claim_template("data", "1Gi", "standard")["spec"],
+        "spec": claim_template("data", "1Gi", CLASS)["spec"],
     }
     await node_client.create(CLAIMS, impostor, node_namespace)
-    other = await directory_of(node_client, node_namespace, claim)
+    other = await directory_of(node_kube.cluster, node_client, node_namespace, claim)
     (other / "file").write_text("someone else's data\n")
     await settled_process(node_controller.replicas[-1], node_client, node_namespace)
     assert await pods_of(node_client, node_namespace, "robbed") == []
@@ -558,7 +596,9 @@ async def test_the_provisioner_keeps_a_retain_volume_and_removes_a_delete_one(
             },
         }
         await node_client.create(PODS, pod, node_namespace)
-        directories[storage_class] = await directory_of(node_client, node_namespace, name)
+        directories[storage_class] = await directory_of(
+            node_kube.cluster, node_client, node_namespace, name
+        )
         await wait_for(
             functools.partial(node_client.get, PODS, name, node_namespace),
             lambda found: (found.get("status") or {}).get("phase") == "Succeeded",

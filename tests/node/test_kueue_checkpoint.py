@@ -6,6 +6,10 @@ on every JobSet write of that API server, so no other test shares it. A low-prio
 writes a checkpoint into its Job-scope claim and keeps running; a high-priority JobSet takes the
 quota, so Kueue preempts the first (suspended, its pod killed); when the high one completed, the
 first is admitted again and its new pod reads the checkpoint back from the same claim.
+
+The claim is the real node's CSI storage (``csi-immediate``, our CSI driver, which this node
+profile runs too); the checkpoint is also read on this host, in the volume's directory in the
+driver's state directory.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ from kubernetes_asyncio import config
 
 from controller.jobset import api
 from controller.runtime.client import CLAIMS, PODS, KubeClient
-from localcluster import kueue
+from localcluster import csi, kueue
 from localcluster.cluster import LocalCluster
 from localcluster.node import host_checks
 from tests.helpers import Kube, create_namespace, wait_for
+from tests.node.test_data import directory_of
 from tests.support.jobsets import jobset
 from tests.support.kueue import (
     CLUSTER_QUEUES,
@@ -125,7 +130,7 @@ async def test_a_checkpoint_written_before_preemption_is_read_after_readmission(
         "sleep 3600"
     )
     policies = [
-        {"scope": "Job", "templates": [claim_template("ckpt", "1Gi", "standard")]},
+        {"scope": "Job", "templates": [claim_template("ckpt", "1Gi", csi.IMMEDIATE_CLASS)]},
     ]
     async with controller_processes(kube, ns, client, tmp_path) as processes:
         trainer = jobset(
@@ -178,5 +183,8 @@ async def test_a_checkpoint_written_before_preemption_is_read_after_readmission(
         assert first_pod not in pods or phase(pods[first_pod]) != "Running"
         kept = await client.get(CLAIMS, claim_name, ns)
         assert kept["metadata"]["uid"] == claim["metadata"]["uid"]
+        # The bytes are in the CSI volume's directory on this host.
+        directory = await directory_of(cluster, client, ns, claim_name)
+        assert (directory / "step").read_text() == f"{token} by {first_host}\n"
         processes.assert_clean()
     _progress(f"re-admitted {low} read the checkpoint back; cluster {cluster.state_dir}")

@@ -11,6 +11,9 @@ Upstream makes a JobSet's claim ``<template>-<jobset>`` with the JobSet's name l
 ``whenDeleted: Delete``, a controller ownerReference to the JobSet: that reference is the proof
 (ownership.py) by which this controller adopts it. For ``whenDeleted: Retain`` upstream writes no
 owner at all: such claims are adopted only when the user names them in ``adopt-claims``.
+
+The claims are the real node's CSI storage (``csi-immediate``, our CSI driver); a claim's bytes on
+this host are read in its volume's directory in the driver's state directory (``directory_of``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from controller.jobset.volumes.annotations import ADOPT_ANNOTATION
 from controller.jobset.volumes.model import OWNER_UID_ANNOTATION
 from controller.jobset.volumes.status import ANNOTATIONS_REJECTED
 from controller.runtime.client import CLAIMS, EVENTS, JOBS, KubeClient
-from localcluster import upstream, upstreamjobset
+from localcluster import csi, upstream, upstreamjobset
 from localcluster.cluster import LocalCluster
 from localcluster.upstreamjobset import UpstreamManager
 from tests.helpers import Kube, wait_for
@@ -56,7 +59,7 @@ BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindi
 def upstream_policy(template: str, when_deleted: str) -> Obj:
     """A claim policy as upstream spells it (no scope: upstream has JobSet scope only)."""
     return {
-        "templates": [claim_template(template, "1Gi", "standard")],
+        "templates": [claim_template(template, "1Gi", csi.IMMEDIATE_CLASS)],
         "retentionPolicy": {"whenDeleted": when_deleted},
     }
 
@@ -154,7 +157,7 @@ async def test_a_running_upstream_jobset_restarts_here_with_the_same_claim_and_i
     async with upstream_installed(node_cluster, node_kube) as manager:
         created = await node_client.create(api.JOBSETS, body, ns)
         uid = created["metadata"]["uid"]
-        directory = await directory_of(node_client, ns, claim)
+        directory = await directory_of(node_cluster, node_client, ns, claim)
         await file_says(directory / "step", "100")  # attempt 0 runs, under upstream
         made = await node_client.get(CLAIMS, claim, ns)
         ref = controller_ref(made)
@@ -222,7 +225,7 @@ async def test_a_suspended_upstream_jobset_resumes_here_with_its_claim(
             await adopted(node_client, ns, claim, uid)  # still suspended
             await node_client.patch(api.JOBSETS, name, {"spec": {"suspend": False}}, ns)
             await completed(node_client, ns, name)
-            directory = await directory_of(node_client, ns, claim)
+            directory = await directory_of(node_cluster, node_client, ns, claim)
             assert (directory / "file").read_text().strip() == token
             after = await node_client.get(CLAIMS, claim, ns)
             assert after["metadata"]["uid"] == made["metadata"]["uid"]
@@ -308,7 +311,7 @@ async def test_bad_adopt_claims_entries_are_reported_not_ignored(
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": claim},
-        "spec": claim_template("data", "1Gi", "standard")["spec"],
+        "spec": claim_template("data", "1Gi", csi.IMMEDIATE_CLASS)["spec"],
     }
     made = await node_client.create(CLAIMS, by_hand, ns)
     wrong = f"{claim}@{'0' * 8 if not made['metadata']['uid'].startswith('0') else '1' * 8}"
@@ -380,7 +383,7 @@ async def test_the_way_back_to_upstream_keeps_the_claim_and_the_finalizer_must_g
         created = await node_client.create(api.JOBSETS, body, ns)
         uid = created["metadata"]["uid"]
         made = await adopted(node_client, ns, claim, uid)  # made here: our uid annotation
-        directory = await directory_of(node_client, ns, claim)
+        directory = await directory_of(node_cluster, node_client, ns, claim)
         await file_says(directory / "file", token)
         ours.assert_clean()
         # Rolled back: this controller stopped (its finalizer stays on the JobSet), upstream's

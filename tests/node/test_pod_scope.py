@@ -5,6 +5,10 @@ The Pod-scope admission policy (``manifests/pod-scope``, generated from
 the real node's control plane is shared by the whole node tier, and the other tests are
 written for a cluster without it (``policy_in_effect`` waits until the API server applies it,
 and until it no longer does).
+
+The claims are the real node's CSI storage (``csi-immediate``, our CSI driver): each claim's
+directory on this host is its volume's in the driver's state directory (``directory_of``), where
+the driver also keeps its ``.csi-capacity`` file.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from controller.jobset.volumes.podscope import (
     pod_claim_name,
 )
 from controller.runtime.client import CLAIMS, KubeClient
+from localcluster import csi
 from tests.helpers import Kube, current, wait_for
 from tests.node.test_data import SECONDS, completed, directory_of, log_of, shell_job
 from tests.support.jobsets import jobs_of, jobset
@@ -89,7 +94,8 @@ async def test_each_rank_reads_back_its_own_checkpoint_after_a_restart(
     """2 Jobs x 2 pods, one ReadWriteOnce claim per pod (scope Pod). Attempt 0: every pod writes
     its rank (Job index - completion index) into its claim, then rank 1-1 fails and the JobSet
     restarts (maxRestarts 1). Attempt 1: every pod reads back exactly its own rank, from the same
-    claim; at the end each claim's directory on the host holds its own rank and nothing else."""
+    claim; at the end each claim's directory on the host holds its own rank and nothing else
+    (but the CSI driver's capacity file)."""
     ns = node_namespace
     async with policy_in_effect(node_kube, ns):
         body = jobset(
@@ -97,12 +103,14 @@ async def test_each_rank_reads_back_its_own_checkpoint_after_a_restart(
             rank_job(),
             failurePolicy={"maxRestarts": 1},
             volumeClaimPolicies=[
-                {"scope": "Pod", "templates": [claim_template("ckpt", "16Mi", "standard")]}
+                {"scope": "Pod", "templates": [claim_template("ckpt", "16Mi", csi.IMMEDIATE_CLASS)]}
             ],
         )
         await node_client.create(api.JOBSETS, body, ns)
         claims = {(j, p): pod_claim_name("ckpt", NAME, RJOB, j, p) for j, p in ranks()}
-        directories = {r: await directory_of(node_client, ns, c) for r, c in claims.items()}
+        directories = {
+            r: await directory_of(node_kube.cluster, node_client, ns, c) for r, c in claims.items()
+        }
         assert len(set(directories.values())) == len(claims), directories
         uids = {
             r: (await node_client.get(CLAIMS, c, ns))["metadata"]["uid"] for r, c in claims.items()
@@ -141,12 +149,15 @@ async def test_each_rank_reads_back_its_own_checkpoint_after_a_restart(
             seen[rank] = await log_of(node_kube, ns, meta["name"])
         assert seen == {(j, p): f"attempt 1 rank {j}-{p} found {j}-{p}" for j, p in ranks()}, seen
 
-        # The same claims throughout, and no other; each directory holds exactly its own rank.
+        # The same claims throughout, and no other; each directory holds exactly its own rank
+        # (and the driver's capacity file, which every volume of it has at its root).
         listed = await node_client.list(CLAIMS, ns, label_selector=f"{api.JOBSET_NAME}={NAME}")
         assert sorted(c["metadata"]["name"] for c in listed["items"]) == sorted(claims.values())
         for rank, claim in claims.items():
             assert (await node_client.get(CLAIMS, claim, ns))["metadata"]["uid"] == uids[rank]
         for (j, p), directory in directories.items():
-            assert sorted(f.name for f in directory.iterdir()) == ["rank"], directory
+            assert sorted(f.name for f in directory.iterdir()) == sorted(
+                [csi.CAPACITY_FILE, "rank"]
+            ), directory
             assert (directory / "rank").read_text() == f"{j}-{p}\n", directory
         node_controller.assert_clean()
