@@ -303,6 +303,27 @@ def restored_from(claim: Obj) -> str | None:
     return str(ref["name"])
 
 
+def checkpointing(name: str, *, scope: str, pods: int = 1, replicas: int = 1, **policy: Any) -> Obj:
+    """JobSet ``name``: ``trainer`` (held) runs RANK_SCRIPT with its ``ckpt`` claim
+    (csi-immediate, ``scope``) restored from the newest snapshot (empty the first time);
+    ``policy``: its retentionPolicy and snapshotPolicy."""
+    trainer = shell_job(
+        "trainer", RANK_SCRIPT, replicas=replicas, pods=pods, mounts={"ckpt": "/ckpt"}
+    )
+    return jobset(
+        name,
+        held(trainer),
+        volumeClaimPolicies=[
+            {
+                "scope": scope,
+                "templates": [claim_template("ckpt", "1Mi", csi.IMMEDIATE_CLASS)],
+                "restorePolicy": {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
+                **policy,
+            }
+        ],
+    )
+
+
 # ------------------------------------------------------------------------------- proofs
 
 
@@ -389,19 +410,12 @@ async def test_per_rank_checkpoints_come_back_rank_by_rank(
     again, each rank's new claim starts from its own rank's snapshot, and each rank's pod finds
     exactly what that rank wrote in run 1."""
     name = "ranks"
-    template = claim_template("ckpt", "1Mi", csi.IMMEDIATE_CLASS)
-    body = jobset(
+    body = checkpointing(
         name,
-        held(shell_job("trainer", RANK_SCRIPT, replicas=2, mounts={"ckpt": "/ckpt"})),
-        volumeClaimPolicies=[
-            {
-                "scope": "Job",
-                "templates": [template],
-                "retentionPolicy": {"whenCompleted": "Snapshot"},
-                "snapshotPolicy": {"volumeSnapshotClassName": csi.SNAPSHOT_CLASS},
-                "restorePolicy": {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
-            }
-        ],
+        scope="Job",
+        replicas=2,
+        retentionPolicy={"whenCompleted": "Snapshot"},
+        snapshotPolicy={"volumeSnapshotClassName": csi.SNAPSHOT_CLASS},
     )
     ranks = ("0", "1")
     claim_names = {r: f"ckpt-{name}-trainer-{r}" for r in ranks}
@@ -463,18 +477,12 @@ async def test_a_rank_scaled_away_is_snapshotted_and_comes_back_from_its_snapsho
     is ready; rank 0 runs on with its claim untouched. Replicas back to 2: rank 1's new claim
     starts from its snapshot and its new pod finds the token rank 1 saved before."""
     name = "scaled"
-    body = jobset(
+    body = checkpointing(
         name,
-        held(shell_job("trainer", RANK_SCRIPT, replicas=2, mounts={"ckpt": "/ckpt"})),
-        volumeClaimPolicies=[
-            {
-                "scope": "Job",
-                "templates": [claim_template("ckpt", "1Mi", csi.IMMEDIATE_CLASS)],
-                "retentionPolicy": {"whenScaled": "Snapshot"},
-                "snapshotPolicy": {"volumeSnapshotClassName": csi.SNAPSHOT_CLASS},
-                "restorePolicy": {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
-            }
-        ],
+        scope="Job",
+        replicas=2,
+        retentionPolicy={"whenScaled": "Snapshot"},
+        snapshotPolicy={"volumeSnapshotClassName": csi.SNAPSHOT_CLASS},
     )
     rank0, rank1 = (f"ckpt-{name}-trainer-{r}" for r in ("0", "1"))
 
@@ -532,18 +540,12 @@ async def test_pod_scope_ranks_come_back_from_one_group_snapshot(
     pod's new claim starts from its member of that group, and each pod finds exactly what that
     rank saved in run 1."""
     ns, name = node_namespace, "grouped"
-    body = jobset(
+    body = checkpointing(
         name,
-        held(shell_job("trainer", RANK_SCRIPT, pods=2, mounts={"ckpt": "/ckpt"})),
-        volumeClaimPolicies=[
-            {
-                "scope": "Pod",
-                "templates": [claim_template("ckpt", "1Mi", csi.IMMEDIATE_CLASS)],
-                "retentionPolicy": {"whenCompleted": "Snapshot"},
-                "snapshotPolicy": {"volumeGroupSnapshotClassName": csi.GROUP_SNAPSHOT_CLASS},
-                "restorePolicy": {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
-            }
-        ],
+        scope="Pod",
+        pods=2,
+        retentionPolicy={"whenCompleted": "Snapshot"},
+        snapshotPolicy={"volumeGroupSnapshotClassName": csi.GROUP_SNAPSHOT_CLASS},
     )
     pods = ("0", "1")
     claim_names = {p: pod_claim_name("ckpt", name, "trainer", 0, int(p)) for p in pods}
