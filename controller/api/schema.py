@@ -736,7 +736,14 @@ class Builder:
             "label) and prefixes the claim names; labels and annotations are copied to the "
             "claims; metadata.namespace must be left out."
         )
-        template["properties"].pop("status", None)
+        # A claim's status is declared as upstream's CRD does, and ignored: clients that send
+        # typed PersistentVolumeClaims by server-side apply always send one (Kubeflow Trainer's
+        # JobSets carry ``status: {}``), and an undeclared field fails the whole apply.
+        template["properties"]["status"]["description"] = (
+            "Ignored (a claim made from the template starts without a status); declared so "
+            "that clients which send a typed PersistentVolumeClaim, status included, by "
+            "server-side apply are not refused."
+        )
         template["required"] = ["metadata"]
         metadata = template["properties"]["metadata"]
         metadata["required"] = ["name"]
@@ -927,9 +934,9 @@ class Builder:
                     "metadata.name (required, a DNS-1123 label) names the pod volume and "
                     f"prefixes the claim names; labels and annotations (up to {MAX_CLAIM_LABELS} "
                     "each) go to the claims; metadata.namespace must be left out; other metadata "
-                    "and status are pruned. What Kubernetes requires of a claim is checked at "
-                    f"admission: one to {MAX_ACCESS_MODES} access modes (ReadWriteOncePod only "
-                    "alone) and a storage request greater than zero.",
+                    "is pruned and status ignored. What Kubernetes requires of a claim is "
+                    f"checked at admission: one to {MAX_ACCESS_MODES} access modes "
+                    "(ReadWriteOncePod only alone) and a storage request greater than zero.",
                     self.claim_template(),
                     maxItems=MAX_TEMPLATES_PER_POLICY,
                 ),

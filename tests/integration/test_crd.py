@@ -1713,8 +1713,57 @@ async def test_unknown_fields_are_pruned(kube: Kube, jobsets: str) -> None:
     assert "notAPodField" not in pod_spec
     assert "colour" not in pod_spec["containers"][0]
     template = s["volumeClaimPolicies"][0]["templates"][0]
-    assert "status" not in template
+    # A claim template's status is declared, as upstream's CRD declares it (and ignored).
+    assert template["status"] == {"phase": "Bound"}
     assert template["metadata"] == {"name": "data"}
+
+
+async def apply(kube: Kube, path: str, body: Obj, manager: str) -> Obj:
+    """Server-side apply of ``body`` by field manager ``manager``, forced, as controller-runtime's
+    ``client.Apply`` sends it."""
+    response = await kube.api.call_api(
+        f"{path}/{body['metadata']['name']}",
+        "PATCH",
+        query_params=[("fieldManager", manager), ("force", "true")],
+        body=body,
+        header_params={
+            "Content-Type": "application/apply-patch+yaml",
+            "Accept": "application/json",
+        },
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
+    result: Obj = await response.json()
+    return result
+
+
+async def test_typed_claim_templates_are_accepted_by_server_side_apply(
+    kube: Kube, jobsets: str
+) -> None:
+    """A client that builds the JobSet from Go types and applies it (Kubeflow Trainer: field
+    manager ``trainer``) sends every claim template with ``status: {}``: server-side apply turns the patch into a typed object first, so an undeclared field
+    fails the whole apply (it did: ``.spec.volumeClaimPolicies[0].templates[0].status: field not
+    declared in schema``), where create and update only prune it."""
+    body = base()
+    for entry in spec(body)["volumeClaimPolicies"]:
+        for template in entry["templates"]:
+            template["status"] = {}
+    stored = accepted(await apply(kube, jobsets, body, "trainer"))
+    assert [
+        t["metadata"]["name"] for p in stored["spec"]["volumeClaimPolicies"] for t in p["templates"]
+    ] == ["data", "ckpt"]
+    # The other spelling, and a second apply of the same body changes nothing.
+    spelled = base()
+    spelled["metadata"]["name"] = "train-spelled"
+    spec(spelled)["volumePolicy"] = {
+        "volumeClaimTemplates": [{**pvc("shared"), "status": {}}],
+        "replicatedJobs": [{"name": "init"}],
+    }
+    container(spelled, 0)["volumeMounts"].append({"name": "shared", "mountPath": "/shared"})
+    first = accepted(await apply(kube, jobsets, spelled, "trainer"))
+    again = accepted(await apply(kube, jobsets, spelled, "trainer"))
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
 
 
 # ------------------------------------------------------------------ (f) the CEL runtime budget
