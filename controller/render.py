@@ -165,14 +165,16 @@ def _apply(cluster: _Cluster, jobset: JobSet, plan: Plan) -> list[dict[str, Any]
         new_claims[desired.slot] = claim
         cluster.claims[desired.name] = claim
         created.append(desired.object)
-    status = plan.status if plan.status is not None else dict(jobset.status.raw)
+    status = plan.status
     if volume is not None:
         uids = {slot: c["metadata"]["uid"] for slot, c in new_claims.items()}
-        status = volumes.with_created_claims(status, volume.record, uids)
+        base = status if status is not None else jobset.status
+        status = volumes.with_created_claims(base, volume.record, uids)
         if volume.add_finalizer:
             meta = cluster.stored["metadata"]
             meta["finalizers"] = [*meta.get("finalizers", []), volumes.FINALIZER]
-    cluster.stored["status"] = status
+    if status is not None:
+        cluster.stored["status"] = status.to_dict()
     if plan.create_service is not None and cluster.service is None:
         cluster.service = plan.create_service
         created.append(plan.create_service)

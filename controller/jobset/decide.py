@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from controller.jobset import (
     api,
@@ -40,6 +39,7 @@ from controller.jobset import (
     writefailures,
 )
 from controller.jobset.children import ChildJob
+from controller.jobset.jobsetstatus import JobSetStatus, StatusCondition
 from controller.jobset.model import JobSet
 from controller.jobset.status import Condition, Event
 from controller.jobset.volumes import (
@@ -67,7 +67,7 @@ class Plan:
     patch_jobs: list[tuple[str, Obj]] = field(default_factory=list)
     # Suspended Jobs whose pod template changes on resume must have status.startTime cleared first.
     clear_start_time: list[str] = field(default_factory=list)
-    status: Obj | None = None  # the complete new status, only when it changed
+    status: JobSetStatus | None = None  # the complete new status, only when it changed
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     delete_jobset: bool = False
@@ -90,37 +90,28 @@ class Plan:
         )
 
 
-def _rfc3339(now: datetime.datetime) -> str:
-    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _announced(conditions: list[Obj], kind: str) -> tuple[Any, ...] | None:
-    found = status.find_condition(conditions, kind)
-    return None if found is None else tuple(found.get(k) for k in ("status", "reason", "message"))
+def _announced(conditions: tuple[StatusCondition, ...], kind: str) -> tuple[str, ...] | None:
+    found = next((c for c in conditions if c.type == kind), None)
+    return None if found is None else (found.status, found.reason, found.message)
 
 
 class _Status:
-    """The status being built, starting from what is stored."""
+    """The status being built, starting from what is stored (``jobset.status``)."""
 
     def __init__(self, jobset: JobSet, now: datetime.datetime) -> None:
         self.now = now
         self.generation = jobset.generation
-        self.original: Obj = {
-            "restarts": jobset.status.restarts,
-            "restartsCountTowardsMax": jobset.status.restarts_count_towards_max,
-            "terminalState": jobset.status.terminal_state,
-            "conditions": [dict(c) for c in jobset.status.conditions],
-            "replicatedJobsStatus": [dict(r) for r in jobset.status.replicated_jobs_status],
-        }
-        if "volumes" in jobset.status.raw:
-            self.original["volumes"] = jobset.status.raw["volumes"]
-        self.value: Obj = {
-            k: (list(v) if isinstance(v, list) else v) for k, v in self.original.items()
-        }
+        self.original = stored = jobset.status
+        self.restarts = stored.restarts
+        self.restarts_count_towards_max = stored.restarts_count_towards_max
+        self.terminal_state = stored.terminal_state
+        self.conditions = stored.conditions
+        self.replicated_jobs_status = stored.replicated_jobs_status
+        self.volumes = stored.volumes
         self.events: list[Event] = []
 
     def condition(self, condition: Condition, *, add_when_false: bool = False) -> None:
-        before = self.value["conditions"]
+        before = self.conditions
         after = status.set_condition(
             before,
             condition.type,
@@ -131,24 +122,37 @@ class _Status:
             self.generation,
             add_when_false=add_when_false,
         )
-        if after != before:
-            self.value["conditions"] = after
+        if after is not before:
+            self.conditions = after
             # An Event announces what a reader sees change: the condition added, or its status,
             # reason or message. A new observedGeneration alone (a spec edit) is no news.
             kind = condition.type
             if condition.event_type and _announced(before, kind) != _announced(after, kind):
                 self.events.append(Event(condition.event_type, condition.reason, condition.message))
 
-    def changed(self) -> Obj | None:
-        """The status to write, or None when it says what is stored (``status.status_equal``,
-        the "none" of ``status.change``, which pacing reads too)."""
-        # Most passes change nothing: plain equality first (in C), the rule only when they differ.
-        if self.value == self.original or status.status_equal(self.original, self.value):
+    def changed(self) -> JobSetStatus | None:
+        """The status to write, made once, or None when it says what is stored
+        (``JobSetStatus.same_as``, the "none" of ``change_from``, which pacing reads too)."""
+        stored = self.original
+        # Most passes change nothing: plain equality of the parts first, before a value is made.
+        if (
+            self.conditions is stored.conditions
+            and self.restarts == stored.restarts
+            and self.restarts_count_towards_max == stored.restarts_count_towards_max
+            and self.terminal_state == stored.terminal_state
+            and self.replicated_jobs_status == stored.replicated_jobs_status
+            and self.volumes == stored.volumes
+        ):
             return None
-        result = dict(self.value)
-        if not result.get("terminalState"):
-            result.pop("terminalState", None)
-        return result
+        built = JobSetStatus(
+            self.restarts,
+            self.restarts_count_towards_max,
+            self.terminal_state,
+            self.conditions,
+            self.replicated_jobs_status,
+            self.volumes,
+        )
+        return None if built.same_as(stored) else built
 
 
 def _beyond_replicas(jobset: JobSet, job: ChildJob) -> bool:
@@ -256,7 +260,7 @@ def _volume_status(built: _Status, store: Storage, failures: Sequence[Failure]) 
     report = store.report(failures)
     if report is None:
         return
-    built.value["volumes"] = report.status
+    built.volumes = report.status
     # "Not ready yet" is news: VolumesReady is written False too.
     built.condition(report.ready, add_when_false=True)
     for found in report.others:
@@ -358,9 +362,9 @@ def decide(
         return plan
 
     counted = status.replicated_jobs_status(jobset, current)
-    per_rjob = failure.carry_job_restarts(jobset, counted)  # copies: ``counted`` stays as is
-    built.value["replicatedJobsStatus"] = per_rjob
-    by_name = {s["name"]: s for s in per_rjob}
+    per_rjob = failure.carry_job_restarts(jobset, counted)
+    built.replicated_jobs_status = per_rjob
+    by_name = {s.name: s for s in per_rjob}
     ended = failure.restart_ended(jobset, per_rjob)
     if ended is not None:
         built.condition(ended.announced("Normal"))
@@ -387,7 +391,7 @@ def decide(
 
     if outcome is not None:
         if outcome.fails_jobset:
-            built.value["terminalState"] = api.TERMINAL_FAILED
+            built.terminal_state = api.TERMINAL_FAILED
             built.condition(
                 Condition(api.FAILED, "True", outcome.condition_reason, outcome.condition_message)
             )
@@ -396,13 +400,13 @@ def decide(
             plan.failed = True
         elif outcome.job_restart is not None:
             # Only the failed Job restarts: the next pass finds it stale and replaces it.
-            built.value["replicatedJobsStatus"] = failure.bump_job_restarts(
+            built.replicated_jobs_status = failure.bump_job_restarts(
                 jobset, per_rjob, outcome.job_restart
             )
             built.events.append(Event("Warning", outcome.event_reason, outcome.event_message))
         else:
-            built.value["restarts"] = outcome.new_restarts
-            built.value["restartsCountTowardsMax"] = outcome.new_restarts_count_towards_max
+            built.restarts = outcome.new_restarts
+            built.restarts_count_towards_max = outcome.new_restarts_count_towards_max
             built.condition(
                 Condition(
                     outcome.condition_type,
@@ -416,7 +420,7 @@ def decide(
         return _close(plan, built, known)
 
     if completes:
-        built.value["terminalState"] = api.TERMINAL_COMPLETED
+        built.terminal_state = api.TERMINAL_COMPLETED
         built.condition(
             Condition(
                 api.COMPLETED,

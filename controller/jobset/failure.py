@@ -47,13 +47,13 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.jobset import api, children, messagepatterns
 from controller.jobset.children import ChildJob
+from controller.jobset.jobsetstatus import ReplicatedJobStatus
 from controller.jobset.model import FailurePolicyRule, JobSet
-from controller.jobset.status import FALSE, Condition, counter, parse_time
-from controller.runtime.store import Obj
+from controller.jobset.status import FALSE, Condition, parse_time
 from controller.runtime.threads import run_in_daemon_thread
 
 DEFAULT_ACTION = api.RESTART_JOBSET
@@ -127,14 +127,14 @@ RESTART_ENDED_SUSPENDED = Condition(
 )
 
 
-def all_jobs_ready(jobset: JobSet, statuses: Iterable[Mapping[str, object]]) -> bool:
+def all_jobs_ready(jobset: JobSet, statuses: Iterable[ReplicatedJobStatus]) -> bool:
     """Ready plus succeeded Jobs, summed over the replicated jobs, equal the replicas summed."""
     wanted = sum(rjob.replicas for rjob in jobset.replicated_jobs)
-    done = sum(counter(s, "ready") + counter(s, "succeeded") for s in statuses)
+    done = sum(s.ready + s.succeeded for s in statuses)
     return done == wanted
 
 
-def restart_ended(jobset: JobSet, statuses: Iterable[Mapping[str, object]]) -> Condition | None:
+def restart_ended(jobset: JobSet, statuses: Iterable[ReplicatedJobStatus]) -> Condition | None:
     """``RESTART_ENDED_JOBS_READY`` when the current attempt's Jobs (``statuses``: its
     replicatedJobsStatus) are all ready or succeeded and the JobSet is not suspended; else None.
     Checked on every pass before the failure policy, as upstream."""
@@ -361,50 +361,56 @@ def gate_refusal(jobset: JobSet, restart_job_gate: bool) -> str | None:
     return None
 
 
-def _bumped(values: object, index: int, length: int) -> list[int]:
-    current = [v for v in values if isinstance(v, int)] if isinstance(values, list) else []
-    result = current + [0] * (max(length, index + 1) - len(current))
+def _bumped(values: tuple[int, ...], index: int, length: int) -> tuple[int, ...]:
+    result = list(values) + [0] * (max(length, index + 1) - len(values))
     result[index] += 1
-    return result
+    return tuple(result)
 
 
 def bump_job_restarts(
-    jobset: JobSet, statuses: Sequence[Mapping[str, object]], restart: JobRestart
-) -> list[Obj]:
+    jobset: JobSet, statuses: Sequence[ReplicatedJobStatus], restart: JobRestart
+) -> tuple[ReplicatedJobStatus, ...]:
     """``statuses`` (replicatedJobsStatus) with the restarted Job's entries bumped: jobRestarts
     always, jobRestartsCountTowardsMax when it counts. An array not there yet starts as one 0
     per replica (upstream); a replicated job raised beyond it grows."""
     replicas = next(
         (r.replicas for r in jobset.replicated_jobs if r.name == restart.replicated_job), 0
     )
-    result = []
-    for entry in statuses:
-        updated = dict(entry)
-        if entry.get("name") == restart.replicated_job:
-            keys = [api.JOB_RESTARTS] + ([api.JOB_RESTARTS_TOWARDS_MAX] if restart.counts else [])
-            for key in keys:
-                updated[key] = _bumped(entry.get(key), restart.index, replicas)
-        result.append(updated)
-    return result
+    index = restart.index
+    return tuple(
+        replace(
+            entry,
+            job_restarts=_bumped(entry.job_restarts, index, replicas),
+            job_restarts_count_towards_max=(
+                _bumped(entry.job_restarts_count_towards_max, index, replicas)
+                if restart.counts
+                else entry.job_restarts_count_towards_max
+            ),
+        )
+        if entry.name == restart.replicated_job
+        else entry
+        for entry in statuses
+    )
 
 
-def carry_job_restarts(jobset: JobSet, statuses: Sequence[Mapping[str, object]]) -> list[Obj]:
+def carry_job_restarts(
+    jobset: JobSet, statuses: Sequence[ReplicatedJobStatus]
+) -> tuple[ReplicatedJobStatus, ...]:
     """Freshly counted ``statuses`` with the stored jobRestarts arrays kept (they are history,
     not counts of the current Jobs)."""
-    stored = (jobset.status.job_restarts, jobset.status.job_restarts_towards_max)
-    if not any(stored):
-        return [dict(s) for s in statuses]
-    result = []
-    for entry in statuses:
-        updated = dict(entry)
-        name = str(entry.get("name"))
-        for key, arrays in zip(
-            (api.JOB_RESTARTS, api.JOB_RESTARTS_TOWARDS_MAX), stored, strict=True
-        ):
-            if name in arrays:
-                updated[key] = list(arrays[name])
-        result.append(updated)
-    return result
+    restarts, towards = jobset.status.job_restarts, jobset.status.job_restarts_towards_max
+    if not restarts and not towards:
+        return tuple(statuses)
+    return tuple(
+        replace(
+            entry,
+            job_restarts=restarts.get(entry.name, entry.job_restarts),
+            job_restarts_count_towards_max=towards.get(
+                entry.name, entry.job_restarts_count_towards_max
+            ),
+        )
+        for entry in statuses
+    )
 
 
 def evaluate(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api
+from controller.jobset.jobsetstatus import parse_conditions
 from controller.jobset.status import Event, set_condition
 from controller.runtime.store import Obj
 
@@ -37,16 +38,17 @@ class InvalidReport:
 def report(obj: Mapping[str, Any], message: str, now: datetime.datetime) -> InvalidReport | None:
     """The status and Event reporting ``message`` for ``obj``; None when already reported."""
     stored = obj.get("status") or {}
-    listed = stored.get("conditions")
-    conditions = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+    # The conditions as a valid JobSet's are read (``jobsetstatus.parse_conditions``): what is no
+    # condition is not written back.
+    conditions = parse_conditions(stored.get("conditions"))
     generation = (obj.get("metadata") or {}).get("generation") or 0
     updated = set_condition(
         conditions, api.SPEC_INVALID, "True", api.REASON_SPEC_INVALID, message,
         now, int(generation),
     )  # fmt: skip
-    if updated == conditions:
+    if updated is conditions:
         return None
     return InvalidReport(
-        status={**stored, "conditions": updated},
+        status={**stored, "conditions": [c.to_dict() for c in updated]},
         event=Event("Warning", api.REASON_SPEC_INVALID, message),
     )

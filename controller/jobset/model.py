@@ -9,13 +9,13 @@ field, so the reconciler can report it as a condition and an Event instead of cr
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from controller.api import fields
 from controller.api.fields import Field
 from controller.jobset import api, messagepatterns, placement
+from controller.jobset.jobsetstatus import JobSetStatus
 from controller.runtime.store import Obj
 
 DependencyStatus = Literal["Ready", "Complete"]
@@ -137,40 +137,6 @@ class Coordinator:
     replicated_job: str
     job_index: int = 0
     pod_index: int = 0
-
-
-@dataclass(frozen=True)
-class JobSetStatus:
-    restarts: int = 0
-    restarts_count_towards_max: int = 0
-    terminal_state: str = ""
-    conditions: tuple[Obj, ...] = ()
-    replicated_jobs_status: tuple[Obj, ...] = ()
-    raw: Obj = field(default_factory=dict)
-    # Per replicated job, status jobRestarts / jobRestartsCountTowardsMax (RestartJob gate):
-    # indexed by job index; a replicated job without restarts is absent. Read per child Job on
-    # every pass, so built once here.
-    job_restarts: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    job_restarts_towards_max: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-
-    def job_restart_target(self, replicated_job: str, index: int) -> int:
-        """jobRestarts[index] of ``replicated_job``: 0 when absent."""
-        found = self.job_restarts.get(replicated_job, ())
-        return found[index] if 0 <= index < len(found) else 0
-
-    @property
-    def total_restarts_count_towards_max(self) -> int:
-        """What maxRestarts is checked against when Jobs may restart individually (upstream):
-        the JobSet's counted restarts plus every Job's counted individual restarts."""
-        individual = sum(sum(v) for v in self.job_restarts_towards_max.values())
-        return self.restarts_count_towards_max + individual
-
-    def condition(self, kind: str) -> Obj | None:
-        return next((c for c in self.conditions if c.get("type") == kind), None)
-
-    def is_true(self, kind: str) -> bool:
-        found = self.condition(kind)
-        return found is not None and found.get("status") == "True"
 
 
 @dataclass(frozen=True)
@@ -394,63 +360,6 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
     )
 
 
-def _objects(value: Any) -> tuple[Obj, ...]:
-    """The objects of a status list; nothing of a field that is not a list (a status is ours,
-    but anyone with access to the subresource may write it)."""
-    return tuple(v for v in value if isinstance(v, dict)) if isinstance(value, list) else ()
-
-
-def _count(value: Any) -> int:
-    """A non-negative status counter; 0 for anything else (a bool is not a count)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
-def _counts(value: Any) -> tuple[int, ...]:
-    """A status int array (jobRestarts...): each entry a counter, anything else nothing."""
-    return tuple(_count(v) for v in value) if isinstance(value, list) else ()
-
-
-def _per_replicated_job(replicated: tuple[Obj, ...], key: str) -> dict[str, tuple[int, ...]]:
-    found = {}
-    for entry in replicated:
-        name, values = entry.get("name"), _counts(entry.get(key))
-        if isinstance(name, str) and values:
-            found[name] = values
-    return found
-
-
-def _conditions(value: Any) -> tuple[Obj, ...]:
-    """The status conditions, a list keyed by type (metav1.Condition): one with no type, or with
-    the type of one before it (an edited status; fuzz-found), is no condition and is dropped
-    from the next status written."""
-    found: dict[str, Obj] = {}
-    for condition in _objects(value):
-        kind = condition.get("type")
-        if isinstance(kind, str) and kind and kind not in found:
-            found[kind] = condition
-    return tuple(found.values())
-
-
-def _status(raw: Any) -> JobSetStatus:
-    obj = raw if isinstance(raw, dict) else {}
-    conditions = _conditions(obj.get("conditions"))
-    replicated = _objects(obj.get("replicatedJobsStatus"))
-    terminal = obj.get("terminalState")
-    towards = _count(obj.get("restartsCountTowardsMax"))
-    return JobSetStatus(
-        # Restarts that count towards maxRestarts are restarts: an edited status saying more of
-        # them than restarts in all keeps the count (maxRestarts still holds) and raises the total.
-        restarts=max(_count(obj.get("restarts")), towards),
-        restarts_count_towards_max=towards,
-        terminal_state=terminal if isinstance(terminal, str) else "",
-        conditions=conditions,
-        replicated_jobs_status=replicated,
-        raw=obj,
-        job_restarts=_per_replicated_job(replicated, api.JOB_RESTARTS),
-        job_restarts_towards_max=_per_replicated_job(replicated, api.JOB_RESTARTS_TOWARDS_MAX),
-    )
-
-
 def _check_placement(
     namespace: str, name: str, annotations: Obj, replicated: tuple[ReplicatedJob, ...]
 ) -> None:
@@ -498,7 +407,7 @@ def with_new_status(previous: JobSet, obj: Obj) -> JobSet | None:
     for key, value in meta.items():
         if key != "resourceVersion" and value != old_meta[key]:
             return None
-    return replace(previous, status=_status(obj.get("status")), raw=obj)
+    return replace(previous, status=JobSetStatus.parse(obj.get("status")), raw=obj)
 
 
 def parse(obj: Obj) -> JobSet:
@@ -578,7 +487,7 @@ def parse(obj: Obj) -> JobSet:
         coordinator=coordinator,
         managed_by=managed_by if isinstance(managed_by, str) and managed_by else None,
         ttl_seconds_after_finished=_get(fields.TTL_SECONDS_AFTER_FINISHED, spec, "spec"),
-        status=_status(obj.get("status")),
+        status=JobSetStatus.parse(obj.get("status")),
         labels=dict(labels or {}),
         annotations=dict(annotations or {}),
         deleting=bool(meta.get("deletionTimestamp")),

@@ -54,9 +54,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
-from controller.jobset import api, status
+from controller.jobset import api
+from controller.jobset.jobsetstatus import JobSetStatus
 
 # Each progress-only write in a row multiplies the next hold by this many.
 HOLD_GROWTH = 4
@@ -66,29 +66,15 @@ MAX_HOLD_PERIODS = 64
 QUEUED_MAX_HOLD_PERIODS = 8
 
 
-def queued(suspend: bool, stored: Mapping[str, Any]) -> bool:
+def queued(suspend: bool, stored: JobSetStatus) -> bool:
     """Whether a JobSet is, or was, suspended: ``suspend`` (its spec) or a ``Suspended``
     condition, True or False, in its ``stored`` status (upstream keeps it once set)."""
-    conditions = stored.get("conditions")
-    return suspend or any(
-        isinstance(c, Mapping) and c.get("type") == api.SUSPENDED
-        for c in (conditions if isinstance(conditions, list) else [])
-    )
-
-
-def is_milestone(
-    stored: Mapping[str, Any],
-    desired: Mapping[str, Any],
-    replicas: Mapping[str, int] | None = None,
-) -> bool:
-    """Whether ``desired`` differs from ``stored`` in anything but progress
-    (``status.change``)."""
-    return status.is_milestone(stored, desired, replicas)
+    return suspend or stored.condition(api.SUSPENDED) is not None
 
 
 def write_cause(
-    stored: Mapping[str, Any],
-    written: Mapping[str, Any],
+    stored: JobSetStatus | None,
+    written: JobSetStatus,
     *,
     with_events: bool,
     paced: bool,
@@ -97,12 +83,12 @@ def write_cause(
     """Why a status write went out (the ``cause`` label of ``jobset_status_writes_total``):
     ``first`` (nothing stored yet), ``events`` (with transitions announced), ``milestone``,
     ``unpaced`` (progress with pacing off: ``--status-progress-period=0``) or ``progress``
-    (counters whose hold ran out)."""
-    if not stored:
+    (counters whose hold ran out). ``stored`` None: the JobSet has no status yet."""
+    if stored is None:
         return "first"
     if with_events:
         return "events"
-    if is_milestone(stored, written, replicas):
+    if written.is_milestone_from(stored, replicas):
         return "milestone"
     return "progress" if paced else "unpaced"
 
@@ -121,21 +107,21 @@ def progress_hold(period: float, streak: int, queued: bool = False) -> float:
 
 def next_streak(
     streak: int,
-    stored: Mapping[str, Any],
-    written: Mapping[str, Any],
+    stored: JobSetStatus,
+    written: JobSetStatus,
     with_events: bool,
     replicas: Mapping[str, int] | None = None,
 ) -> int:
     """The progress-only streak after writing ``written`` over ``stored`` (a first status of
     counters only is progress too)."""
-    if with_events or is_milestone(stored, written, replicas):
+    if with_events or written.is_milestone_from(stored, replicas):
         return 0
     return streak + 1
 
 
 def status_delay(
-    stored: Mapping[str, Any],
-    desired: Mapping[str, Any],
+    stored: JobSetStatus,
+    desired: JobSetStatus,
     last_write: float | None,
     now: float,
     period: float,
@@ -149,12 +135,12 @@ def status_delay(
     write when it first saw the JobSet (None: nothing to pace against, write now). ``now`` and
     ``last_write`` share one monotonic clock.
     ``streak``: progress-only writes in a row up to ``last_write`` (``next_streak``).
-    ``replicas``: the spec's per replicated job (``is_milestone``).
+    ``replicas``: the spec's per replicated job (``JobSetStatus.is_milestone_from``).
     ``floor``: the shortest hold whatever the streak (``backlog_hold``), within the longest.
     """
     if period <= 0 or last_write is None:
         return 0.0
-    if is_milestone(stored, desired, replicas):
+    if desired.is_milestone_from(stored, replicas):
         return 0.0
     queued = replicas is not None
     hold = min(max(progress_hold(period, streak, queued), floor), longest_hold(period, queued))
@@ -230,8 +216,8 @@ class StatusTiming:
 
 
 def status_timing(
-    stored: Mapping[str, Any],
-    desired: Mapping[str, Any] | None,
+    stored: JobSetStatus,
+    desired: JobSetStatus | None,
     *,
     with_events: bool,
     requeue_after: float | None,

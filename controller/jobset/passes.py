@@ -29,6 +29,7 @@ from typing import Any
 
 from controller.jobset import expectations, pacing, preflight, volumes
 from controller.jobset.decide import Plan
+from controller.jobset.jobsetstatus import JobSetStatus
 from controller.jobset.model import JobSet
 from controller.jobset.status import Event
 from controller.jobset.writefailures import Failure
@@ -189,7 +190,7 @@ class Settled:
     ``memory``, ``pace``: to keep now, before the JobSet's writes.
     """
 
-    status: Obj | None
+    status: JobSetStatus | None
     events: Sequence[Event]
     cause: str
     streak: int
@@ -213,7 +214,9 @@ def settle(
     """
     told = outcomes.redecided if outcomes.redecided is not None else plan
     status, events = told.status, told.events
-    stored: Obj = jobset.raw.get("status") or {}
+    stored = jobset.status
+    # None: nothing is stored yet (a write is then the first).
+    previous = stored if jobset.raw.get("status") else None
     replicas = queue_replicas(jobset)
     last_write = now if memory.status_written_at is None else memory.status_written_at
     timing = pacing.status_timing(
@@ -231,7 +234,7 @@ def settle(
     budget = pace.budget
     if status is not None and timing.write and pace.period > 0:
         cause = pacing.write_cause(
-            stored, status, with_events=bool(events), paced=True, replicas=replicas
+            previous, status, with_events=bool(events), paced=True, replicas=replicas
         )
         if cause == "progress":
             allowed, budget = budget.take(now)
@@ -241,12 +244,12 @@ def settle(
     if held:
         status = None  # counters only: they ride on the next milestone or go out when due
     if outcomes.created_claims and plan.volume is not None:
-        base = status if status is not None else dict(jobset.status.raw)
+        base = status if status is not None else stored
         status = volumes.with_created_claims(base, plan.volume.record, outcomes.created_claims)
     cause, streak = "", memory.streak
     if status is not None:
         cause = pacing.write_cause(
-            stored, status, with_events=bool(events), paced=pace.period > 0, replicas=replicas
+            previous, status, with_events=bool(events), paced=pace.period > 0, replicas=replicas
         )
         streak = pacing.next_streak(memory.streak, stored, status, bool(events), replicas)
     if budget is not pace.budget or held != memory.held:
@@ -264,6 +267,6 @@ def settle(
 def queue_replicas(jobset: JobSet) -> dict[str, int] | None:
     """For status pacing: the spec's replicas per replicated job of a JobSet a queue may manage
     (``pacing.queued``), whose facts Kueue reads are milestones; None for another."""
-    if not pacing.queued(jobset.suspend, jobset.raw.get("status") or {}):
+    if not pacing.queued(jobset.suspend, jobset.status):
         return None
     return {r.name: r.replicas for r in jobset.replicated_jobs}

@@ -38,6 +38,7 @@ from controller.jobset import (
 )
 from controller.jobset.children import ChildJob
 from controller.jobset.decide import Plan, decide
+from controller.jobset.jobsetstatus import JobSetStatus
 from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import InvalidJobSet, JobSet
 from controller.jobset.parses import Parses
@@ -444,9 +445,8 @@ class JobSetReconciler:
         created: dict[volumes.Slot, str],
     ) -> None:
         """Only the uid record of the claims just created, when the pass cannot go on."""
-        status = volumes.with_created_claims(dict(jobset.status.raw), vplan.record, created)
-        body = dict(latest)
-        body["status"] = status
+        status = volumes.with_created_claims(jobset.status, vplan.record, created)
+        body = _with_status(latest, jobset, status)
         updated = await self.client.replace(
             api.JOBSETS, body, jobset.namespace, subresource="status"
         )
@@ -553,18 +553,17 @@ class JobSetReconciler:
         self, key: str, jobset: JobSet, plan: Plan, settled: Settled, latest: Obj
     ) -> None:
         assert settled.status is not None
-        stored = jobset.raw.get("status") or {}
-        body = dict(latest)
-        body["status"] = {**stored, **settled.status}
+        body = _with_status(latest, jobset, settled.status)
         # A 409 here means the cache was stale: the error requeues the key with backoff.
         updated = await self.client.replace(
             api.JOBSETS, body, jobset.namespace, subresource="status"
         )
         self.metrics.status_written(settled.cause)
+        stored = jobset.raw.get("status") or {}
         log.debug(
             "status written",
             cause=settled.cause,
-            fields=sorted(k for k, v in settled.status.items() if stored.get(k) != v),
+            fields=sorted(k for k, v in body["status"].items() if stored.get(k) != v),
         )
         self._memory[key] = passes.status_stored(
             self._recall(key), updated, settled.streak, self._clock()
@@ -597,6 +596,15 @@ class JobSetReconciler:
         subject.setdefault("apiVersion", api.API_VERSION)
         subject.setdefault("kind", api.KIND)
         self.recorder.event(subject, event_type, reason, message)
+
+
+def _with_status(latest: Obj, jobset: JobSet, status: JobSetStatus) -> Obj:
+    """The JobSet ``latest`` (as last written by us) with ``status`` to write over the stored
+    one (fields this version does not read are kept): where the reconciler turns the value into
+    the API's dict."""
+    body = dict(latest)
+    body["status"] = {**(jobset.raw.get("status") or {}), **status.to_dict()}
+    return body
 
 
 def _names(jobs: Iterable[ChildJob]) -> Iterable[str]:

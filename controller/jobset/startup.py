@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from controller.jobset import api, children
 from controller.jobset.children import ChildJob
+from controller.jobset.jobsetstatus import ReplicatedJobStatus
 from controller.jobset.model import JobSet, ReplicatedJob
-from controller.jobset.status import TRUE, Condition, counter
+from controller.jobset.status import TRUE, Condition
 
 # The startup conditions; both are set with status True.
 IN_ORDER_IN_PROGRESS = Condition(
@@ -57,18 +57,18 @@ class StartupDecision:
     in_order_condition: Condition | None
 
 
-def started_count(status: Mapping[str, Any] | None) -> int:
-    """Jobs that have started: ready + succeeded + failed."""
-    return counter(status, "ready") + counter(status, "succeeded") + counter(status, "failed")
+def started_count(status: ReplicatedJobStatus | None) -> int:
+    """Jobs that have started: ready + succeeded + failed (none without a status)."""
+    return status.started if status is not None else 0
 
 
-def all_started(rjob: ReplicatedJob, status: Mapping[str, Any] | None) -> bool:
+def all_started(rjob: ReplicatedJob, status: ReplicatedJobStatus | None) -> bool:
     """Every Job of the replicated job is ready, succeeded or failed."""
     return started_count(status) >= rjob.replicas
 
 
 def dependencies_met(
-    jobset: JobSet, rjob: ReplicatedJob, status_by_name: Mapping[str, Mapping[str, Any]]
+    jobset: JobSet, rjob: ReplicatedJob, status_by_name: Mapping[str, ReplicatedJobStatus]
 ) -> bool:
     """Every ``dependsOn`` entry of ``rjob`` has reached its status (an unknown name never does)."""
     for dependency in rjob.depends_on:
@@ -77,7 +77,7 @@ def dependencies_met(
             return False
         status = status_by_name.get(dependency.name)
         if dependency.status == "Complete":
-            reached = counter(status, "succeeded") >= target.replicas
+            reached = (status.succeeded if status is not None else 0) >= target.replicas
         else:
             reached = started_count(status) >= target.replicas
         if not reached:
@@ -87,7 +87,7 @@ def dependencies_met(
 
 def allowed_replicated_jobs(
     jobset: JobSet,
-    status_by_name: Mapping[str, Mapping[str, Any]],
+    status_by_name: Mapping[str, ReplicatedJobStatus],
     jobs: Iterable[ChildJob] = (),
 ) -> StartupDecision:
     """Which replicated jobs may be created now, and the InOrder condition to report.

@@ -12,10 +12,9 @@ Upstream semantics (``successPolicy``, operator ``All`` by default):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from controller.jobset.jobsetstatus import ReplicatedJobStatus
 from controller.jobset.model import JobSet
-from controller.jobset.status import counter
 
 
 def targets(jobset: JobSet) -> tuple[str, ...]:
@@ -32,12 +31,14 @@ def jobs_needed(jobset: JobSet) -> int:
     return sum(r.replicas for r in jobset.replicated_jobs if r.name in names)
 
 
-def evaluate(jobset: JobSet, status_by_name: Mapping[str, Mapping[str, Any]]) -> bool:
+def _succeeded(status: ReplicatedJobStatus | None) -> int:
+    return status.succeeded if status is not None else 0
+
+
+def evaluate(jobset: JobSet, status_by_name: Mapping[str, ReplicatedJobStatus]) -> bool:
     """True when the success policy is met by the current attempt's counters."""
-    any_succeeded = any(
-        counter(status_by_name.get(r.name), "succeeded") > 0 for r in jobset.replicated_jobs
-    )
+    any_succeeded = any(_succeeded(status_by_name.get(r.name)) > 0 for r in jobset.replicated_jobs)
     if not any_succeeded:
         return False
-    succeeded = sum(counter(status_by_name.get(name), "succeeded") for name in targets(jobset))
+    succeeded = sum(_succeeded(status_by_name.get(name)) for name in targets(jobset))
     return succeeded >= jobs_needed(jobset)

@@ -28,6 +28,7 @@ from typing import Any
 
 from controller.jobset import api, children
 from controller.jobset.children import ChildJob
+from controller.jobset.jobsetstatus import ReplicatedJobStatus
 from controller.jobset.model import JobSet, ReplicatedJob
 from controller.jobset.startup import all_started, dependencies_met
 from controller.jobset.status import FALSE, TRUE, Condition, replicated_jobs_status
@@ -116,7 +117,9 @@ def _live_jobs(jobset: JobSet, jobs: Iterable[ChildJob]) -> list[ChildJob]:
 
 
 def plan(
-    jobset: JobSet, jobs: Sequence[ChildJob], counted: Sequence[Obj] | None = None
+    jobset: JobSet,
+    jobs: Sequence[ChildJob],
+    counted: Sequence[ReplicatedJobStatus] | None = None,
 ) -> SuspendDecision:
     """The Job patches and the Suspended condition for the JobSet's ``spec.suspend``.
 
@@ -131,7 +134,7 @@ def plan(
 
     if counted is None:
         counted = replicated_jobs_status(jobset, jobs)
-    status = {s["name"]: s for s in counted}
+    status = {s.name: s for s in counted}
     found: list[tuple[str, Obj]] = []
     clear: list[str] = []
     walked_all = True

@@ -30,11 +30,8 @@ NOTHING = TTLDecision()
 def finished_at(jobset: JobSet) -> datetime.datetime | None:
     """When the JobSet finished: its first True Completed/Failed condition's transition time."""
     for condition in jobset.status.conditions:
-        if (
-            condition.get("type") in (api.COMPLETED, api.FAILED)
-            and condition.get("status") == "True"
-        ):
-            return parse_time(condition.get("lastTransitionTime"))
+        if condition.type in (api.COMPLETED, api.FAILED) and condition.is_true:
+            return parse_time(condition.last_transition_time)
     return None
 
 

@@ -14,6 +14,7 @@ import datetime
 from typing import Any
 
 from controller.jobset import api, model
+from controller.jobset.jobsetstatus import ReplicatedJobStatus
 from controller.jobset.model import JobSet, ReplicatedJob
 from controller.runtime.store import Obj
 
@@ -123,6 +124,14 @@ def make_jobset_obj(
 def make_jobset(**overrides: Any) -> JobSet:
     """A parsed, defaulted ``JobSet``; see ``make_jobset_obj`` for the keywords."""
     return model.parse(make_jobset_obj(**overrides))
+
+
+def stored_counts(counts: dict[str, Any], name: str = "any") -> ReplicatedJobStatus:
+    """A stored ``replicatedJobsStatus`` entry (``name`` and ``counts``: absent is 0, junk too)
+    as the status reads it."""
+    found = ReplicatedJobStatus.parse({"name": name, **counts})
+    assert found is not None
+    return found
 
 
 def condition(

@@ -47,6 +47,7 @@ from controller.jobset import api, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
+from controller.jobset.volumes.desired import DesiredClaim
 from controller.jobset.volumes.model import OWNER_UID_ANNOTATION, REPLACE_LOST_ANNOTATION
 from controller.jobset.volumes.record import ClaimRecord
 from tests.support.examples import SUPPORTED
@@ -113,7 +114,7 @@ def _duplicates(names: list[str]) -> list[str]:
 
 
 def _created_job_violations(
-    jobset: JobSet, job: Obj, plan: Plan, desired: Mapping[str, volumes.DesiredClaim]
+    jobset: JobSet, job: Obj, plan: Plan, desired: Mapping[str, DesiredClaim]
 ) -> list[str]:
     found: list[str] = []
     meta = job["metadata"]
@@ -175,7 +176,7 @@ def _status_violations(jobset: JobSet, status: Obj) -> list[str]:
     types = [str(c.get("type")) for c in conditions]
     if _duplicates(types):
         found.append(f"condition types {_duplicates(types)} twice")
-    stored = [c for c in jobset.status.conditions]
+    stored = [c.to_dict() for c in jobset.status.conditions]
     for cond in conditions:
         if cond in stored:
             continue  # carried over from the stored status, not set by this plan
@@ -266,7 +267,7 @@ def plan_violations(
             found.append(f"claims deleted twice or created and deleted: {vplan.delete}")
 
     if plan.status is not None:
-        found += _status_violations(jobset, plan.status)
+        found += _status_violations(jobset, plan.status.to_dict())
     if plan.create_service is not None and _name(plan.create_service) != jobset.subdomain:
         found.append(f"Service {_name(plan.create_service)} is not named {jobset.subdomain}")
     if plan.delete_jobset and not jobset.finished:

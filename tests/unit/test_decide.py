@@ -20,6 +20,7 @@ import pytest
 from controller.jobset import api, children, model, pacing, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
+from controller.jobset.jobsetstatus import JobSetStatus
 from controller.jobset.volumes import desired as volume_desired
 from controller.jobset.volumes.admission import Blocked
 from controller.jobset.volumes.record import parse_record
@@ -348,7 +349,7 @@ def _summary(plan: Plan) -> Obj:
     if plan.patch_jobs:
         out["patch"] = dict(plan.patch_jobs)
     if plan.status is not None:
-        out["status"] = _status(plan.status)
+        out["status"] = _status(plan.status.to_dict())
     if plan.events:
         out["events"] = [(e.type, e.reason, e.message) for e in plan.events]
     if plan.volume is not None and plan.volume.writes:
@@ -1248,7 +1249,7 @@ def test_spec_edit_moves_observed_generation() -> None:
     jobs = [make_job(jobset, n, i, suspended=True) for n, i, _ in ALL_ACTIVE]
     plan = decide(jobset, job_views(jobs), SERVICE, at(30))
     assert plan.status is not None
-    assert plan.status["conditions"] == [{**SUSPENDED, "observedGeneration": 2}]
+    assert plan.status.to_dict()["conditions"] == [{**SUSPENDED, "observedGeneration": 2}]
     assert plan.events == []
 
 
@@ -1256,7 +1257,7 @@ def _stored_after(raw: Obj, plan: Plan, *, last_write: float, now: float) -> tup
     """``raw`` with the status the reconciler writes for ``plan`` at ``now`` under the default
     pace (``--status-progress-period`` 10 s), and whether it wrote one."""
     timing = pacing.status_timing(
-        raw["status"],
+        JobSetStatus.parse(raw["status"]),
         plan.status,
         with_events=bool(plan.events),
         requeue_after=plan.requeue_after,
@@ -1266,7 +1267,7 @@ def _stored_after(raw: Obj, plan: Plan, *, last_write: float, now: float) -> tup
     )
     if plan.status is None or not timing.write:
         return raw, False
-    return {**raw, "status": plan.status}, True
+    return {**raw, "status": plan.status.to_dict()}, True
 
 
 def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
@@ -1452,20 +1453,23 @@ def test_restart_job_replaces_only_the_failed_job() -> None:
     assert (plan.delete_jobs, plan.create_jobs) == ([], [])
     assert plan.status is not None
     assert [e.reason for e in plan.events] == [api.REASON_RESTART_JOB_ACTION]
-    workers = next(s for s in plan.status["replicatedJobsStatus"] if s["name"] == "workers")
+    written = plan.status.to_dict()
+    workers = next(s for s in written["replicatedJobsStatus"] if s["name"] == "workers")
     assert (workers[api.JOB_RESTARTS], workers[api.JOB_RESTARTS_TOWARDS_MAX]) == ([0, 1], [0, 1])
-    assert plan.status["restarts"] == 0
-    assert all(c["type"] != api.RESTARTING for c in plan.status.get("conditions", []))
-    assert pacing.is_milestone(raw["status"], plan.status)
+    assert written["restarts"] == 0
+    assert all(c["type"] != api.RESTARTING for c in written.get("conditions", []))
+    assert plan.status.is_milestone_from(js.status)
 
-    raw["status"] = plan.status
+    raw["status"] = written
     js = model.parse(raw)
     plan = decide(js, job_views(jobs), None, T0, restart_job=True)
     assert plan.delete_jobs == ["js-workers-1"]
     assert plan.create_jobs == [] and plan.events == []
     # The stale Job no longer counts as failed; the restart history is kept.
     assert plan.status is not None
-    workers = next(s for s in plan.status["replicatedJobsStatus"] if s["name"] == "workers")
+    workers = next(
+        s for s in plan.status.to_dict()["replicatedJobsStatus"] if s["name"] == "workers"
+    )
     assert (workers["failed"], workers[api.JOB_RESTARTS]) == (0, [0, 1])
 
     plan = decide(js, job_views(jobs[:2]), None, T0, restart_job=True)

@@ -97,9 +97,9 @@ def _summary(plan: Plan) -> Obj:
     if plan.volume is not None and plan.volume.delete:
         out["delete_claims"] = sorted(plan.volume.delete)
     found = [
-        (c["status"], c["reason"])
-        for c in (plan.status or {}).get("conditions", [])
-        if c["type"] == elastic.CONDITION
+        (c.status, c.reason)
+        for c in (plan.status.conditions if plan.status is not None else ())
+        if c.type == elastic.CONDITION
     ]
     if found:
         out["condition"] = found[0]

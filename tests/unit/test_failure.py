@@ -11,13 +11,27 @@ from hypothesis import strategies as st
 from controller.jobset import api, children, construct, failure, model
 from controller.jobset.children import view as job_view
 from controller.jobset.children import views as job_views
+from controller.jobset.jobsetstatus import ReplicatedJobStatus
 from controller.jobset.model import FailurePolicyRule
-from tests.unit.jobset_factories import T0, at, make_job, make_jobset, make_jobset_obj, rjob
+from tests.unit.jobset_factories import (
+    T0,
+    at,
+    make_job,
+    make_jobset,
+    make_jobset_obj,
+    rjob,
+    stored_counts,
+)
 
 RJOBS = [rjob("leader"), rjob("workers", 3)]
 BACKOFF = "BackoffLimitExceeded"
 POD_POLICY = "PodFailurePolicy"
 DEADLINE = "DeadlineExceeded"
+
+
+def _entries(statuses: list[dict[str, Any]]) -> tuple[ReplicatedJobStatus, ...]:
+    """``replicatedJobsStatus`` entries as the status reads them (absent counters are 0)."""
+    return tuple(stored_counts(s, s["name"]) for s in statuses)
 
 
 def _js(policy: dict[str, Any] | None = None, **kw: Any) -> Any:
@@ -477,7 +491,7 @@ def _counts(leader: dict[str, int], workers: dict[str, int]) -> list[dict[str, A
 def test_restart_ended(statuses: list[dict[str, Any]], suspended: bool, ends: bool) -> None:
     js = _js({"maxRestarts": 1}, suspend=suspended or None)
     expected = failure.RESTART_ENDED_JOBS_READY if ends else None
-    assert failure.restart_ended(js, statuses) == expected
+    assert failure.restart_ended(js, _entries(statuses)) == expected
 
 
 def test_restart_ended_conditions() -> None:
@@ -618,18 +632,19 @@ BUMP_CASES = [
 def test_bump_job_restarts(
     statuses: list[dict[str, Any]], restart: failure.JobRestart, expected: list[dict[str, Any]]
 ) -> None:
-    assert failure.bump_job_restarts(_js(), statuses, restart) == expected
+    assert failure.bump_job_restarts(_js(), _entries(statuses), restart) == _entries(expected)
 
 
 def test_carry_job_restarts_keeps_history() -> None:
     policy = {"rules": [_rule(api.RESTART_JOB)]}
     js = _js_restarts(policy, {"workers": ([0, 2, 0], [0, 1, 0])})
-    fresh = [{"name": "leader", "ready": 1}, {"name": "workers", "ready": 3}]
-    assert failure.carry_job_restarts(js, fresh) == [
+    fresh = _entries([{"name": "leader", "ready": 1}, {"name": "workers", "ready": 3}])
+    assert failure.carry_job_restarts(js, fresh) == _entries([
         {"name": "leader", "ready": 1},
         {"name": "workers", "ready": 3, "jobRestarts": [0, 2, 0],
          "jobRestartsCountTowardsMax": [0, 1, 0]},
-    ]  # fmt: skip
+    ])  # fmt: skip
+    assert failure.carry_job_restarts(_js(), fresh) == fresh  # nothing stored: as counted
 
 
 @pytest.mark.parametrize(

@@ -84,7 +84,8 @@ def test_many_places_are_counted_beyond_the_first_five() -> None:
 
 
 def _conditions(plan: Any) -> dict[str, Obj]:
-    return {c["type"]: c for c in (plan.status or {}).get("conditions", [])}
+    written = plan.status.to_dict() if plan.status is not None else {}
+    return {c["type"]: c for c in written.get("conditions", [])}
 
 
 def test_decide_sets_the_condition_with_a_warning_event_once() -> None:

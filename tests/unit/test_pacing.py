@@ -9,6 +9,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import pacing
+from controller.jobset.jobsetstatus import JobSetStatus
+
+
+def _s(status: dict[str, Any]) -> JobSetStatus:
+    """The typed status of a stored (or desired) ``status`` object."""
+    return JobSetStatus.parse(status)
+
+
+def _milestone(
+    stored: dict[str, Any], desired: dict[str, Any], replicas: dict[str, int] | None = None
+) -> bool:
+    return _s(desired).is_milestone_from(_s(stored), replicas)
 
 
 def _cond(kind: str, status: str = "True", reason: str = "R") -> dict[str, Any]:
@@ -90,13 +102,15 @@ def test_status_delay(
     period: float,
     delay: float,
 ) -> None:
-    assert pacing.status_delay(stored, desired, last_write, now, period) == pytest.approx(delay)
+    assert pacing.status_delay(_s(stored), _s(desired), last_write, now, period) == pytest.approx(
+        delay
+    )
 
 
 def test_condition_order_is_not_a_milestone() -> None:
     stored = _with(conditions=[_cond("A"), _cond("B")])
     desired = _with(conditions=[_cond("B"), _cond("A")], replicatedJobsStatus=[_rj("w", 2)])
-    assert not pacing.is_milestone(stored, desired)
+    assert not _milestone(stored, desired)
 
 
 @given(
@@ -111,7 +125,7 @@ def test_counters_never_wait_longer_than_the_longest_hold(
     desired = _with(replicatedJobsStatus=[_rj("w", active)])
     hold = pacing.progress_hold(period, streak)
     assert hold <= pacing.MAX_HOLD_PERIODS * period
-    delay = pacing.status_delay(BASE, desired, 1000.0, 1000.0 + elapsed, period, streak)
+    delay = pacing.status_delay(_s(BASE), _s(desired), 1000.0, 1000.0 + elapsed, period, streak)
     assert 0.0 <= delay <= hold + 1e-9 * (1000.0 + elapsed + hold)
     assert delay == 0.0 or elapsed + delay == pytest.approx(hold)
 
@@ -122,12 +136,12 @@ def test_counters_never_wait_longer_than_the_longest_hold(
 def test_progress_only_writes_in_a_row_lengthen_the_hold(streak: int, hold: float) -> None:
     assert pacing.progress_hold(10.0, streak) == hold
     desired = _with(replicatedJobsStatus=[_rj("w", 2)])
-    assert pacing.status_delay(BASE, desired, 100.0, 101.0, 10.0, streak) == hold - 1.0
+    assert pacing.status_delay(_s(BASE), _s(desired), 100.0, 101.0, 10.0, streak) == hold - 1.0
 
 
 def test_a_milestone_is_never_held_whatever_the_streak() -> None:
     desired = _with(conditions=[_cond("A"), _cond("Completed")])
-    assert pacing.status_delay(BASE, desired, 100.0, 101.0, 10.0, streak=9) == 0.0
+    assert pacing.status_delay(_s(BASE), _s(desired), 100.0, 101.0, 10.0, streak=9) == 0.0
 
 
 @pytest.mark.parametrize(
@@ -148,7 +162,7 @@ def test_a_milestone_is_never_held_whatever_the_streak() -> None:
 def test_next_streak(
     stored: dict[str, Any], written: dict[str, Any], with_events: bool, after: int
 ) -> None:
-    assert pacing.next_streak(2, stored, written, with_events) == after
+    assert pacing.next_streak(2, _s(stored), _s(written), with_events) == after
 
 
 def test_a_busy_jobset_writes_progress_ever_less_often() -> None:
@@ -157,8 +171,11 @@ def test_a_busy_jobset_writes_progress_ever_less_often() -> None:
     period, last_write, streak, writes, stored = 10.0, 0.0, 0, 0, BASE
     for second in range(1, 601):
         desired = _with(replicatedJobsStatus=[_rj("w", second)])
-        if pacing.status_delay(stored, desired, last_write, float(second), period, streak) == 0:
-            streak = pacing.next_streak(streak, stored, desired, False)
+        if (
+            pacing.status_delay(_s(stored), _s(desired), last_write, float(second), period, streak)
+            == 0
+        ):
+            streak = pacing.next_streak(streak, _s(stored), _s(desired), False)
             stored, last_write, writes = desired, float(second), writes + 1
     assert writes == 3  # 60 at a fixed 10 s pace
 
@@ -169,16 +186,19 @@ def test_a_queued_jobset_holds_counters_for_8_periods_at_most() -> None:
     assert pacing.progress_hold(10.0, 1, queued=True) == 40.0
     stored = _with(replicatedJobsStatus=[_rj("w", 2)])
     desired = _with(replicatedJobsStatus=[_rj("w", 2, 1)])  # partial: what Kueue reads is same
-    assert pacing.status_delay(stored, desired, 100.0, 101.0, 10.0, 5, replicas={"w": 4}) == 79.0
-    assert pacing.status_delay(stored, desired, 100.0, 101.0, 10.0, 5) == 639.0
+    assert (
+        pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 10.0, 5, replicas={"w": 4})
+        == 79.0
+    )
+    assert pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 10.0, 5) == 639.0
 
 
 def test_a_condition_message_alone_is_progress() -> None:
     pending = _cond("VolumesReady", "False", "ClaimsPending")
     stored = _with(conditions=[{**pending, "message": "3 of 3 claims are waiting"}])
     desired = _with(conditions=[{**pending, "message": "2 of 3 claims are waiting"}])
-    assert not pacing.is_milestone(stored, desired)
-    assert pacing.status_delay(stored, desired, 100.0, 101.0, 10.0) == pytest.approx(9.0)
+    assert not _milestone(stored, desired)
+    assert pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 10.0) == pytest.approx(9.0)
 
 
 # ----------------------------------------------------------------------------- what Kueue reads
@@ -221,15 +241,15 @@ def _rjs(init: tuple[int, int, int], w: tuple[int, int, int]) -> dict[str, Any]:
 def test_what_kueue_reads_is_a_milestone(
     stored: dict[str, Any], desired: dict[str, Any], milestone: bool
 ) -> None:
-    assert pacing.is_milestone(stored, desired, REPLICAS) is milestone
-    delay = pacing.status_delay(stored, desired, 100.0, 101.0, 10.0, replicas=REPLICAS)
+    assert _milestone(stored, desired, REPLICAS) is milestone
+    delay = pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 10.0, replicas=REPLICAS)
     assert delay == (0.0 if milestone else pytest.approx(9.0))
 
 
 def test_a_jobset_never_suspended_keeps_them_paced() -> None:
     """No queue manages a JobSet that was never suspended (replicas None): counters only."""
-    assert not pacing.is_milestone(_rjs((0, 0, 0), (1, 0, 0)), _rjs((0, 0, 0), (0, 0, 0)))
-    assert not pacing.is_milestone(_rjs((1, 1, 0), (2, 1, 0)), _rjs((1, 1, 0), (2, 2, 0)))
+    assert not _milestone(_rjs((0, 0, 0), (1, 0, 0)), _rjs((0, 0, 0), (0, 0, 0)))
+    assert not _milestone(_rjs((1, 1, 0), (2, 1, 0)), _rjs((1, 1, 0), (2, 2, 0)))
 
 
 _SUSPENDED = _cond("Suspended", "True", "SuspendedJobs")
@@ -248,26 +268,26 @@ _RESUMED = _cond("Suspended", "False", "ResumeJobs")
     ],
 )  # fmt: skip
 def test_queued(suspend: bool, stored: dict[str, Any], expected: bool) -> None:
-    assert pacing.queued(suspend, stored) is expected
+    assert pacing.queued(suspend, _s(stored)) is expected
 
 
 def test_a_replicated_job_of_0_replicas_is_no_news() -> None:
     """Elastic JobSets may scale a replicated job to 0: it has no Jobs to succeed."""
     replicas = {"init": 0, "w": 2}
-    assert not pacing.is_milestone(_rjs((0, 0, 0), (2, 1, 0)), _rjs((0, 0, 0), (2, 0, 1)), replicas)
+    assert not _milestone(_rjs((0, 0, 0), (2, 1, 0)), _rjs((0, 0, 0), (2, 0, 1)), replicas)
 
 
 def test_the_streak_starts_over_on_what_kueue_reads() -> None:
     stored, written = _rjs((0, 0, 0), (1, 0, 0)), _rjs((0, 0, 0), (0, 0, 0))
-    assert pacing.next_streak(3, stored, written, False, REPLICAS) == 0
+    assert pacing.next_streak(3, _s(stored), _s(written), False, REPLICAS) == 0
     counters = _rjs((0, 0, 0), (2, 1, 0))
-    assert pacing.next_streak(3, _rjs((0, 0, 0), (2, 0, 0)), counters, False, REPLICAS) == 4
+    assert pacing.next_streak(3, _s(_rjs((0, 0, 0), (2, 0, 0))), _s(counters), False, REPLICAS) == 4
 
 
 def test_status_timing_writes_what_kueue_reads_at_once() -> None:
     timing = pacing.status_timing(
-        _rjs((0, 0, 0), (2, 0, 0)),
-        _rjs((0, 0, 0), (0, 0, 0)),
+        _s(_rjs((0, 0, 0), (2, 0, 0))),
+        _s(_rjs((0, 0, 0), (0, 0, 0))),
         with_events=False,
         requeue_after=None,
         last_write=100.0,
@@ -282,8 +302,9 @@ def test_status_timing_writes_what_kueue_reads_at_once() -> None:
 @pytest.mark.parametrize(
     ("stored", "written", "with_events", "paced", "cause"),
     [
-        ({}, BASE, False, True, "first"),
-        ({}, BASE, True, False, "first"),
+        # None: nothing stored yet.
+        (None, BASE, False, True, "first"),
+        (None, BASE, True, False, "first"),
         (BASE, _with(restarts=1), True, True, "events"),
         (BASE, _with(restarts=1), False, True, "milestone"),
         (BASE, _with(volumes=_vol(1, 0)), False, True, "progress"),
@@ -291,9 +312,14 @@ def test_status_timing_writes_what_kueue_reads_at_once() -> None:
     ],
 )
 def test_write_cause(
-    stored: dict[str, Any], written: dict[str, Any], with_events: bool, paced: bool, cause: str
+    stored: dict[str, Any] | None,
+    written: dict[str, Any],
+    with_events: bool,
+    paced: bool,
+    cause: str,
 ) -> None:
-    assert pacing.write_cause(stored, written, with_events=with_events, paced=paced) == cause
+    previous = None if stored is None else _s(stored)
+    assert pacing.write_cause(previous, _s(written), with_events=with_events, paced=paced) == cause
 
 
 @pytest.mark.parametrize(
@@ -320,13 +346,13 @@ def test_a_backlog_lengthens_the_hold_within_the_longest(
 ) -> None:
     stored = _with(replicatedJobsStatus=[_rj("w", 2)])
     desired = _with(replicatedJobsStatus=[_rj("w", 2, 1)])
-    got = pacing.status_delay(stored, desired, 100.0, 101.0, 10.0, streak, replicas, floor)
+    got = pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 10.0, streak, replicas, floor)
     assert got == pytest.approx(delay)
 
 
 def test_a_milestone_is_never_held_by_a_backlog() -> None:
     desired = _with(conditions=[_cond("A"), _cond("Completed")])
-    assert pacing.status_delay(BASE, desired, 100.0, 101.0, 10.0, floor=600.0) == 0.0
+    assert pacing.status_delay(_s(BASE), _s(desired), 100.0, 101.0, 10.0, floor=600.0) == 0.0
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import pacing
+from controller.jobset.jobsetstatus import JobSetStatus
 from controller.jobset.pacing import StatusTiming
 
 _PENDING = {"type": "VolumesReady", "status": "False", "reason": "ClaimsPending", "message": "m"}
@@ -65,8 +66,8 @@ def test_status_timing(
     timing: StatusTiming,
 ) -> None:
     got = pacing.status_timing(
-        stored,
-        desired,
+        JobSetStatus.parse(stored),
+        None if desired is None else JobSetStatus.parse(desired),
         with_events=with_events,
         requeue_after=requeue_after,
         last_write=last_write,

@@ -138,7 +138,8 @@ def test_a_status_echo_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> N
             fresh.create_jobs,
         )
         assert (model.record, model.policies) == (fresh_model.record, fresh_model.policies)
-        obj = _echo(obj, version, **{**(reused.status or {}), "restarts": version % 3})
+        written = reused.status.to_dict() if reused.status is not None else {}
+        obj = _echo(obj, version, **{**written, "restarts": version % 3})
     assert parse_calls.count == 1
     assert reads.count == 1 + 10  # ours once; the ten fresh models of the comparison
 

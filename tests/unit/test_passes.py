@@ -12,9 +12,16 @@ import pytest
 
 from controller.jobset import pacing, passes
 from controller.jobset.decide import Plan
+from controller.jobset.jobsetstatus import (
+    ClaimUIDs,
+    JobSetStatus,
+    ReplicatedJobStatus,
+    StatusCondition,
+)
 from controller.jobset.passes import FRESH, Memory, Outcomes, Pace
 from controller.jobset.status import Event
 from controller.jobset.volumes import VolumePlan
+from controller.jobset.volumes.desired import Slot
 from controller.jobset.writefailures import Failure, Write
 from controller.runtime.controller import Result
 from controller.runtime.store import Obj
@@ -76,12 +83,14 @@ def test_step_at_steady_state_makes_nothing_new() -> None:
 # ------------------------------------------------------------------------------------------ settle
 
 JOBSET = make_jobset()  # stored status: {"restarts": 0}; never suspended (no queue facts)
-STORED: Obj = dict(JOBSET.raw["status"])
-COUNTERS: Obj = {**STORED, "replicatedJobsStatus": [{"name": "workers", "active": 2}]}
-MILESTONE: Obj = {**STORED, "restarts": 1}
-REFUSED: Obj = {**STORED, "conditions": [{"type": "x", "status": "True", "reason": "Refused"}]}
-SLOT = ("data", "workers", 0, None)
-CLAIM_UIDS = [{"template": "data", "replicatedJob": "workers", "uids": "abcdef01"}]
+STORED = JOBSET.status
+COUNTERS = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("workers", active=2),))
+MILESTONE = replace(STORED, restarts=1)
+REFUSED = replace(STORED, conditions=(StatusCondition("x", "True", "Refused"),))
+# A claim of slot ("data", "workers", 0, None) the pass created, and its uid.
+CREATES = VolumePlan()
+CREATED: dict[Slot, str] = {("data", "workers", 0, None): "abcdef01-uid"}
+CLAIM_UIDS = (ClaimUIDs("data", "abcdef01", "workers"),)
 EVENT = Event("Normal", "Started", "started")
 FAILURE = Failure(Write.CREATE_JOB, "js-workers-0", "quota exceeded")
 
@@ -96,7 +105,7 @@ class Settles:
     whether the JobSet's counters are held, the JobSets held over all, the streak once written,
     and the writes the budget has left (None: full)."""
 
-    status: Obj | None
+    status: JobSetStatus | None
     cause: str
     result: Result
     held: bool
@@ -177,21 +186,21 @@ SETTLE_ROWS = [
                  Settles(REFUSED, "events", Result(requeue=True), held=False, held_count=0),
                  id="refused-writes-redecided-requeue"),
     # Claims created: their uids are written in this pass, counters held or not.
-    pytest.param(Plan(status=MILESTONE, volume=VolumePlan()),
-                 Outcomes(created_claims={SLOT: "abcdef01-uid"}), Memory(status_written_at=99.0),
+    pytest.param(Plan(status=MILESTONE, volume=CREATES),
+                 Outcomes(created_claims=CREATED), Memory(status_written_at=99.0),
                  PACE,
-                 Settles({**MILESTONE, "volumes": {"claimUIDs": CLAIM_UIDS}}, "milestone",
+                 Settles(MILESTONE.with_claim_uids(CLAIM_UIDS), "milestone",
                          Result(), held=False, held_count=0),
                  id="created-claims-recorded-with-the-status"),
-    pytest.param(Plan(status=COUNTERS, volume=VolumePlan()),
-                 Outcomes(created_claims={SLOT: "abcdef01-uid"}), Memory(status_written_at=99.0),
+    pytest.param(Plan(status=COUNTERS, volume=CREATES),
+                 Outcomes(created_claims=CREATED), Memory(status_written_at=99.0),
                  PACE,
-                 Settles({**STORED, "volumes": {"claimUIDs": CLAIM_UIDS}}, "milestone",
+                 Settles(STORED.with_claim_uids(CLAIM_UIDS), "milestone",
                          Result(requeue_after=9.0), held=True, held_count=1),
                  id="created-claims-recorded-counters-held"),
-    pytest.param(Plan(volume=VolumePlan()), Outcomes(created_claims={SLOT: "abcdef01-uid"}),
+    pytest.param(Plan(volume=CREATES), Outcomes(created_claims=CREATED),
                  Memory(status_written_at=99.0), PACE,
-                 Settles({**STORED, "volumes": {"claimUIDs": CLAIM_UIDS}}, "milestone",
+                 Settles(STORED.with_claim_uids(CLAIM_UIDS), "milestone",
                          Result(), held=False, held_count=0),
                  id="created-claims-recorded-status-unchanged"),
 ]  # fmt: skip
@@ -232,7 +241,7 @@ def test_settle_at_steady_state_makes_nothing_new() -> None:
 def test_a_queued_jobset_writes_what_kueue_reads_at_once() -> None:
     """Of a suspended JobSet, any Job active is a milestone (Kueue's IsActive): not held."""
     jobset = make_jobset(suspend=True)
-    active: Obj = {**STORED, "replicatedJobsStatus": [{"name": "leader", "active": 1}]}
+    active = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("leader", active=1),))
     settled = passes.settle(
         Plan(status=active), Outcomes(), Memory(status_written_at=99.0), PACE, NOW, jobset=jobset
     )
@@ -255,7 +264,7 @@ def test_counters_through_a_pass_and_the_next() -> None:
         second.memory, {"metadata": {"resourceVersion": "9"}}, second.streak, back + 0.1
     )
     assert stored == Memory(written=9, status_written_at=back + 0.1, streak=1)
-    more: Obj = {**STORED, "replicatedJobsStatus": [{"name": "workers", "active": 3}]}
+    more = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("workers", active=3),))
     third = passes.settle(
         Plan(status=more), Outcomes(), stored, second.pace, back + 11, jobset=JOBSET
     )

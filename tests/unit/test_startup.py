@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.jobset import api, startup
 from controller.jobset.children import views as job_views
+from controller.jobset.jobsetstatus import ReplicatedJobStatus
 from controller.jobset.status import Condition
-from tests.unit.jobset_factories import make_job, make_jobset, rjob
+from tests.unit.jobset_factories import make_job, make_jobset, rjob, stored_counts
 
 IN_PROGRESS = Condition(
     api.STARTUP_POLICY_IN_PROGRESS,
@@ -29,8 +28,8 @@ COMPLETED = Condition(
 THREE = [rjob("a", 1), rjob("b", 2), rjob("c", 1)]
 
 
-def _s(ready: int = 0, succeeded: int = 0, failed: int = 0) -> dict[str, int]:
-    return {"ready": ready, "succeeded": succeeded, "failed": failed}
+def _s(ready: int = 0, succeeded: int = 0, failed: int = 0) -> ReplicatedJobStatus:
+    return stored_counts({"ready": ready, "succeeded": succeeded, "failed": failed})
 
 
 def test_no_policy_all_allowed() -> None:
@@ -68,7 +67,7 @@ def test_no_policy_all_allowed() -> None:
             id="regression-blocks-later-creation",
         ),
         pytest.param(
-            {"a": {"ready": "1"}},
+            {"a": stored_counts({"ready": "1"})},
             ("a",),
             IN_PROGRESS,
             id="junk-counter",
@@ -76,7 +75,7 @@ def test_no_policy_all_allowed() -> None:
     ],
 )
 def test_in_order(
-    statuses: dict[str, dict[str, Any]],
+    statuses: dict[str, ReplicatedJobStatus],
     allowed: tuple[str, ...],
     condition: Condition,
 ) -> None:
@@ -133,7 +132,7 @@ DEP = [
         pytest.param(_s(succeeded=3), ("init", "ready-dep", "done-dep", "free"), id="over"),
     ],
 )
-def test_depends_on(init: dict[str, int], allowed: tuple[str, ...]) -> None:
+def test_depends_on(init: ReplicatedJobStatus, allowed: tuple[str, ...]) -> None:
     js = make_jobset(replicated_jobs=DEP)
     d = startup.allowed_replicated_jobs(js, {"init": init})
     assert d.allowed == allowed
@@ -204,7 +203,7 @@ FIVE_MET = {
         pytest.param({"r1": _s(succeeded=2)}, True, id="ready-dep-met-by-completion"),
     ],
 )
-def test_depends_on_all_of_five(changes: dict[str, dict[str, int] | None], met: bool) -> None:
+def test_depends_on_all_of_five(changes: dict[str, ReplicatedJobStatus | None], met: bool) -> None:
     """Every entry must be met (upstream: each entry is checked, the first unmet one blocks)."""
     js = make_jobset(replicated_jobs=FIVE)
     statuses = {k: v for k, v in (FIVE_MET | changes).items() if v is not None}

@@ -1,8 +1,10 @@
-"""status: replicated job counters, condition bookkeeping, status equality."""
+"""status: replicated job counters and condition bookkeeping (what a status write changes is
+``test_jobsetstatus.py``'s)."""
 
 from __future__ import annotations
 
 import datetime
+from dataclasses import FrozenInstanceError
 from typing import Any
 
 import pytest
@@ -11,27 +13,29 @@ from hypothesis import strategies as st
 
 from controller.jobset import api
 from controller.jobset.children import views as job_views
+from controller.jobset.jobsetstatus import JobSetStatus, ReplicatedJobStatus, StatusCondition
 from controller.jobset.status import (
     Condition,
-    change,
-    counter,
-    find_condition,
     format_time,
     parse_time,
     remove_condition,
     replicated_jobs_status,
     set_condition,
-    status_by_name,
-    status_equal,
 )
-from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset, rjob
+from tests.unit.jobset_factories import T0, at, make_job, make_jobset, rjob
 
 JS = make_jobset(replicated_jobs=[rjob("leader"), rjob("workers", 3, parallelism=2)], restarts=1)
 
 
-def _counts(name: str, **kw: int) -> dict[str, Any]:
-    base = {"name": name, "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
-    return {**base, **kw}
+def _counts(
+    name: str,
+    ready: int = 0,
+    succeeded: int = 0,
+    failed: int = 0,
+    active: int = 0,
+    suspended: int = 0,
+) -> ReplicatedJobStatus:
+    return ReplicatedJobStatus(name, ready, succeeded, failed, active, suspended)
 
 
 FAIL = ("BackoffLimitExceeded", "boom", T0)
@@ -121,8 +125,10 @@ FAIL = ("BackoffLimitExceeded", "boom", T0)
         ),
     ],
 )
-def test_replicated_jobs_status(jobs: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
-    assert replicated_jobs_status(JS, job_views(jobs)) == expected
+def test_replicated_jobs_status(
+    jobs: list[dict[str, Any]], expected: list[ReplicatedJobStatus]
+) -> None:
+    assert replicated_jobs_status(JS, job_views(jobs)) == tuple(expected)
 
 
 def test_replicated_jobs_status_spec_order_and_mixture() -> None:
@@ -134,20 +140,25 @@ def test_replicated_jobs_status_spec_order_and_mixture() -> None:
         make_job(js, "a", 3, active=1, ready=1),
         make_job(js, "b", 0, suspended=True),
     ]
-    assert replicated_jobs_status(js, job_views(jobs)) == [
+    assert replicated_jobs_status(js, job_views(jobs)) == (
         _counts("c"),
         _counts("a", succeeded=2, failed=1, ready=1, active=1),
         _counts("b", suspended=1),
-    ]
+    )
 
 
-def test_status_by_name_and_counter() -> None:
-    by = status_by_name([{"name": "a", "ready": 2}, {"ready": 1}, {"name": 3}])
-    assert by == {"a": {"name": "a", "ready": 2}}
-    assert counter(by.get("a"), "ready") == 2
-    assert counter(by.get("a"), "failed") == 0
-    assert counter(None, "ready") == 0
-    assert counter({"ready": True}, "ready") == 0
+def test_stored_counters_are_read_by_name_and_junk_counts_nothing() -> None:
+    """What the policies read of a stored entry: its counters by name (an entry without a name
+    is none), a counter that is no count (a bool, a string) is 0."""
+    stored = JobSetStatus.parse(
+        {"replicatedJobsStatus": [{"name": "a", "ready": 2}, {"ready": 1}, {"name": 3}]}
+    ).replicated_jobs_status
+    assert stored == (_counts("a", ready=2),)
+    assert (stored[0].ready, stored[0].failed) == (2, 0)
+    (junk,) = JobSetStatus.parse(
+        {"replicatedJobsStatus": [{"name": "a", "ready": True, "failed": "1"}]}
+    ).replicated_jobs_status
+    assert (junk.ready, junk.failed) == (0, 0)
 
 
 # ----------------------------------------------------------------------------- time
@@ -199,15 +210,16 @@ S_T0 = "2025-01-01T12:00:00Z"
 S_NOW = "2025-01-01T12:01:00Z"
 
 
-def _c(kind: str, status: str = "True", reason: str = "R", message: str = "m", **kw: Any) -> Any:
-    return {
-        "type": kind,
-        "status": status,
-        "lastTransitionTime": kw.pop("time", S_T0),
-        "reason": reason,
-        "message": message,
-        **kw,
-    }
+def _c(
+    kind: str,
+    status: str = "True",
+    reason: str = "R",
+    message: str = "m",
+    *,
+    time: str = S_T0,
+    observedGeneration: int | None = None,
+) -> StatusCondition:
+    return StatusCondition(kind, status, reason, message, time, observedGeneration)
 
 
 @pytest.mark.parametrize(
@@ -327,47 +339,51 @@ def _c(kind: str, status: str = "True", reason: str = "R", message: str = "m", *
     ],
 )
 def test_set_condition(
-    before: list[dict[str, Any]],
+    before: list[StatusCondition],
     args: tuple[str, str, str, str],
     gen: int | None,
-    after: list[dict[str, Any]],
+    after: list[StatusCondition],
 ) -> None:
-    snapshot = [dict(c) for c in before]
-    result = set_condition(before, *args, NOW, gen)
-    assert result == after
-    assert before == snapshot  # input untouched
-    changed = result != before
-    assert changed is (after != snapshot)
+    stored = tuple(before)
+    result = set_condition(stored, *args, NOW, gen)
+    assert result == tuple(after)
+    assert stored == tuple(before)  # input untouched
+    # Nothing changed: the input itself comes back (decide tells a change by identity).
+    assert (result is stored) is (tuple(after) == stored)
 
 
 def test_set_condition_add_when_false() -> None:
-    result = set_condition([], "SpecInvalid", "False", "Valid", "ok", NOW, add_when_false=True)
-    assert result == [_c("SpecInvalid", "False", "Valid", "ok", time=S_NOW)]
+    result = set_condition((), "SpecInvalid", "False", "Valid", "ok", NOW, add_when_false=True)
+    assert result == (_c("SpecInvalid", "False", "Valid", "ok", time=S_NOW),)
 
 
 def test_set_condition_takes_a_conditions_fields() -> None:
     spec = Condition("Suspended", "True", "SuspendedJobs", "jobset is suspended")
-    result = set_condition([], spec.type, spec.status, spec.reason, spec.message, NOW)
-    assert find_condition(result, "Suspended") == _c(
+    result = set_condition((), spec.type, spec.status, spec.reason, spec.message, NOW)
+    assert JobSetStatus(conditions=result).condition("Suspended") == _c(
         "Suspended", "True", "SuspendedJobs", "jobset is suspended", time=S_NOW
     )
 
 
 @pytest.mark.parametrize("kind", [[], {}, None, 3])
-def test_set_condition_keeps_a_stored_condition_of_unreadable_type(kind: object) -> None:
-    """A stored condition whose type is no string (bad input) is kept as it is; it used to crash
-    the reconcile (TypeError: unhashable type, found by the bad-input fuzz)."""
+def test_a_stored_condition_of_unreadable_type_is_no_condition(kind: object) -> None:
+    """A stored condition whose type is no string (bad input) is not read, so setting another
+    over the stored ones works; it used to crash the reconcile (TypeError: unhashable type,
+    found by the bad-input fuzz)."""
     odd = {"type": kind, "status": "True", "reason": "R", "message": "m"}
+    stored = JobSetStatus.parse({"conditions": [odd, {**odd, "type": "A"}]}).conditions
+    assert stored == (StatusCondition("A", "True", "R", "m"),)
     for status in ("True", "False"):
-        result = set_condition([odd], "Suspended", status, "R", "m", NOW)
-        assert result[0] == odd
+        result = set_condition(stored, "Suspended", status, "R", "m", NOW)
+        assert result[0] == stored[0]
 
 
-def test_set_condition_returns_copies() -> None:
-    before = [_c("A")]
-    result = set_condition(before, "A", "True", "R", "m", NOW)
-    result[0]["reason"] = "mutated"
-    assert before[0]["reason"] == "R"
+def test_set_condition_returns_new_values() -> None:
+    before = (_c("A"),)
+    result = set_condition(before, "A", "True", "R2", "m", NOW)
+    assert result[0].reason == "R2" and before[0].reason == "R"
+    with pytest.raises(FrozenInstanceError):
+        result[0].reason = "mutated"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -380,9 +396,9 @@ def test_set_condition_returns_copies() -> None:
     ],
 )
 def test_remove_condition(
-    before: list[dict[str, Any]], kind: str, after: list[dict[str, Any]]
+    before: list[StatusCondition], kind: str, after: list[StatusCondition]
 ) -> None:
-    assert remove_condition(before, kind) == after
+    assert remove_condition(tuple(before), kind) == tuple(after)
 
 
 _kinds = st.sampled_from(
@@ -402,7 +418,7 @@ def test_set_condition_is_idempotent(
     calls: list[tuple[str, str, str, str, int | None]],
     last: tuple[str, str, str, str, int | None],
 ) -> None:
-    conditions: list[dict[str, Any]] = []
+    conditions: tuple[StatusCondition, ...] = ()
     for i, (kind, value, reason, message, gen) in enumerate(calls):
         conditions = set_condition(conditions, kind, value, reason, message, at(i), gen)
     kind, value, reason, message, gen = last
@@ -410,150 +426,12 @@ def test_set_condition_is_idempotent(
     twice = set_condition(once, kind, value, reason, message, at(200), gen)
     assert twice == once
     # At most one condition per type, and never both startup conditions True.
-    kinds = [c["type"] for c in once]
+    assert twice is once
+    kinds = [c.type for c in once]
     assert len(kinds) == len(set(kinds))
     true_startup = [
         c
         for c in once
-        if c["type"] in (api.STARTUP_POLICY_IN_PROGRESS, api.STARTUP_POLICY_COMPLETED)
-        and c["status"] == "True"
+        if c.type in (api.STARTUP_POLICY_IN_PROGRESS, api.STARTUP_POLICY_COMPLETED) and c.is_true
     ]
     assert len(true_startup) <= 1
-
-
-# ----------------------------------------------------------------------------- equality
-
-
-@pytest.mark.parametrize(
-    ("a", "b", "equal"),
-    [
-        pytest.param({}, {}, True, id="empty"),
-        pytest.param(None, {}, True, id="none-vs-empty"),
-        pytest.param({"restarts": 0}, {}, True, id="zero-vs-missing"),
-        pytest.param({"terminalState": ""}, {}, True, id="empty-string-vs-missing"),
-        pytest.param({"conditions": []}, {"conditions": None}, True, id="empty-list-vs-null"),
-        pytest.param({"restarts": 1}, {"restarts": 0}, False, id="restarts-differ"),
-        pytest.param({"terminalState": "Failed"}, {}, False, id="terminal-state"),
-        pytest.param(
-            {"conditions": [_c("A"), _c("B")]},
-            {"conditions": [_c("B"), _c("A")]},
-            True,
-            id="conditions-any-order",
-        ),
-        pytest.param(
-            {"conditions": [_c("A")]},
-            {"conditions": [_c("A", time=S_NOW)]},
-            False,
-            id="condition-time-differs",
-        ),
-        pytest.param(
-            {"conditions": [_c("A", observedGeneration=0)]},
-            {"conditions": [_c("A")]},
-            True,
-            id="condition-zero-generation",
-        ),
-        pytest.param(
-            {"replicatedJobsStatus": [_counts("a"), _counts("b", ready=1)]},
-            {"replicatedJobsStatus": [{"name": "b", "ready": 1}, {"name": "a"}]},
-            True,
-            id="rjob-status-any-order-zeros",
-        ),
-        pytest.param(
-            {"replicatedJobsStatus": [_counts("a", ready=1)]},
-            {"replicatedJobsStatus": [_counts("a")]},
-            False,
-            id="rjob-status-differs",
-        ),
-        pytest.param(
-            {"replicatedJobsStatus": [_counts("a")]},
-            {"replicatedJobsStatus": [_counts("a"), _counts("b")]},
-            False,
-            id="rjob-status-extra-entry",
-        ),
-        pytest.param(
-            {"conditions": "junk"}, {"conditions": "junk"}, True, id="junk-conditions-equal"
-        ),
-        pytest.param(
-            {"conditions": ["x", _c("A")]},
-            {"conditions": [_c("A"), "x"]},
-            True,
-            id="junk-entries-kept",
-        ),
-        pytest.param({"flag": False}, {}, False, id="false-is-a-value"),
-    ],
-)
-def test_status_equal(a: dict[str, Any] | None, b: dict[str, Any] | None, equal: bool) -> None:
-    assert status_equal(a, b) is equal
-    assert status_equal(b, a) is equal
-
-
-def test_round_trip_status_is_equal() -> None:
-    jobs = [make_job(JS, "leader", 0, active=1, ready=1), make_job(JS, "workers", 0, complete=True)]
-    conditions = set_condition([], api.SUSPENDED, "True", "R", "m", NOW, 1)
-    ours = {
-        "restarts": 1,
-        "conditions": conditions,
-        "replicatedJobsStatus": replicated_jobs_status(JS, job_views(jobs)),
-    }
-    stored = {
-        "restarts": 1,
-        "conditions": list(reversed(conditions)),
-        "replicatedJobsStatus": list(reversed(replicated_jobs_status(JS, job_views(jobs)))),
-    }
-    assert status_equal(ours, stored)
-    assert condition("X")["lastTransitionTime"] == S_T0
-
-
-# ----------------------------------------------------------------------------- what changed
-
-_READY = {"type": "VolumesReady", "status": "False", "reason": "ClaimsPending", "message": "1 of 2"}
-_RJ = {"name": "w", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}
-
-
-@pytest.mark.parametrize(
-    ("stored", "desired", "expected"),
-    [
-        pytest.param({}, {}, "none", id="nothing"),
-        pytest.param({"restarts": 0}, {}, "none", id="zero-is-absent"),
-        pytest.param(
-            {"conditions": [_READY, {"type": "Suspended", "status": "False"}]},
-            {"conditions": [{"type": "Suspended", "status": "False"}, _READY]},
-            "none",
-            id="conditions-reordered",
-        ),
-        pytest.param(
-            {"replicatedJobsStatus": [_RJ]},
-            {"replicatedJobsStatus": [{**_RJ, "ready": 2}]},
-            "progress",
-            id="counter",
-        ),
-        pytest.param(
-            {"conditions": [_READY]},
-            {"conditions": [{**_READY, "message": "2 of 2"}]},
-            "progress",
-            id="message-only",
-        ),
-        pytest.param(
-            {"conditions": [_READY]},
-            {"conditions": [{**_READY, "status": "True", "reason": "ClaimsBound"}]},
-            "milestone",
-            id="condition-status",
-        ),
-        pytest.param({"restarts": 1}, {"restarts": 2}, "milestone", id="restart"),
-        pytest.param(
-            {"volumes": {"claimUIDs": {}}},
-            {"volumes": {"claimUIDs": {"data-js": "u1"}}},
-            "milestone",
-            id="claim-uid-recorded",
-        ),
-    ],
-)
-def test_change(stored: dict[str, Any], desired: dict[str, Any], expected: str) -> None:
-    assert change(stored, desired) == expected
-
-
-def test_change_counts_what_kueue_reads_as_milestones_of_a_queued_jobset() -> None:
-    stored = {"replicatedJobsStatus": [{**_RJ, "ready": 1, "active": 1}]}
-    all_ready = {"replicatedJobsStatus": [{**_RJ, "ready": 2, "active": 1}]}
-    assert change(stored, all_ready) == "progress"
-    assert change(stored, all_ready, {"w": 2}) == "milestone"  # PodsReady for Kueue

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from controller.jobset import success
 from controller.jobset.children import views as job_views
+from controller.jobset.jobsetstatus import ReplicatedJobStatus
 from controller.jobset.status import replicated_jobs_status
-from tests.unit.jobset_factories import make_job, make_jobset, rjob
+from tests.unit.jobset_factories import make_job, make_jobset, rjob, stored_counts
 
 RJOBS = [rjob("driver", 1), rjob("workers", 3)]
 
@@ -25,8 +26,11 @@ def _js(operator: str | None = None, targets: list[str] | None = None, **kw: Any
     return make_jobset(replicated_jobs=kw.pop("replicated_jobs", RJOBS), success_policy=policy)
 
 
-def _by(driver: int = 0, workers: int = 0) -> dict[str, dict[str, Any]]:
-    return {"driver": {"name": "driver", "succeeded": driver}, "workers": {"succeeded": workers}}
+def _by(driver: int = 0, workers: int = 0) -> dict[str, ReplicatedJobStatus]:
+    return {
+        "driver": stored_counts({"succeeded": driver}),
+        "workers": stored_counts({"succeeded": workers}),
+    }
 
 
 @pytest.mark.parametrize(
@@ -46,14 +50,16 @@ def _by(driver: int = 0, workers: int = 0) -> dict[str, dict[str, Any]]:
         pytest.param("Any", ["driver"], _by(0, 3), False, id="any-non-target-only"),
         pytest.param("Any", ["driver"], _by(1, 0), True, id="any-target"),
         pytest.param("All", None, {}, False, id="no-statuses"),
-        pytest.param("Any", None, {"workers": {"succeeded": "1"}}, False, id="junk-counter"),
+        pytest.param(
+            "Any", None, {"workers": stored_counts({"succeeded": "1"})}, False, id="junk-counter"
+        ),
         pytest.param("All", None, _by(1, 4), True, id="more-than-replicas"),
     ],
 )
 def test_evaluate(
     operator: str | None,
     targets: list[str] | None,
-    statuses: dict[str, dict[str, Any]],
+    statuses: dict[str, ReplicatedJobStatus],
     done: bool,
 ) -> None:
     assert success.evaluate(_js(operator, targets), statuses) is done
@@ -63,8 +69,8 @@ def test_zero_replica_targets_complete_on_any_success() -> None:
     # Upstream arithmetic: zero Jobs expected, and at least one Job succeeded somewhere.
     js = _js("All", ["idle"], replicated_jobs=[rjob("idle", 0), rjob("workers", 2)])
     assert success.jobs_needed(js) == 0
-    assert not success.evaluate(js, {"workers": {"succeeded": 0}})
-    assert success.evaluate(js, {"workers": {"succeeded": 1}})
+    assert not success.evaluate(js, {"workers": stored_counts({"succeeded": 0})})
+    assert success.evaluate(js, {"workers": stored_counts({"succeeded": 1})})
 
 
 def test_targets_and_needed() -> None:
@@ -81,10 +87,10 @@ def test_from_real_jobs_ignores_other_attempts() -> None:
     jobs = [make_job(js, "driver", 0, complete=True)] + [
         make_job(js, "workers", i, complete=True) for i in range(3)
     ]
-    by = {s["name"]: s for s in replicated_jobs_status(js, job_views(jobs))}
+    by = {s.name: s for s in replicated_jobs_status(js, job_views(jobs))}
     assert success.evaluate(js, by)
     old = [make_job(js, "workers", i, complete=True, restart_attempt=0) for i in range(3)]
-    by = {s["name"]: s for s in replicated_jobs_status(js, job_views([jobs[0], *old]))}
+    by = {s.name: s for s in replicated_jobs_status(js, job_views([jobs[0], *old]))}
     assert not success.evaluate(js, by)
 
 
@@ -97,7 +103,8 @@ def test_all_implies_any(replicas: list[int], data: st.DataObject) -> None:
     rjobs = [rjob(n, r) for n, r in zip(names, replicas, strict=True)]
     targets = data.draw(st.lists(st.sampled_from(names), unique=True))
     statuses = {
-        n: {"succeeded": data.draw(st.integers(0, r))} for n, r in zip(names, replicas, strict=True)
+        n: stored_counts({"succeeded": data.draw(st.integers(0, r))})
+        for n, r in zip(names, replicas, strict=True)
     }
     all_js = _js("All", targets, replicated_jobs=rjobs)
     any_js = _js("Any", targets, replicated_jobs=rjobs)

@@ -392,7 +392,7 @@ def test_a_pending_claim_waiting_to_grow_holds_nothing_back(
     assert sorted(name for name, _ in plan.patch_jobs) == resumed
     assert plan.volume is not None and not plan.volume.patch, "no claim PATCH the API refuses"
     assert plan.status is not None
-    found = {c["type"]: c for c in plan.status["conditions"]}
+    found = {c["type"]: c for c in plan.status.to_dict()["conditions"]}
     assert (
         found["VolumeExpansionBlocked"]["status"],
         found["VolumeExpansionBlocked"]["reason"],

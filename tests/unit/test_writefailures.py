@@ -291,7 +291,7 @@ def _decide(
 
 def _conditions(plan: Plan) -> dict[str, tuple[str, str]]:
     assert plan.status is not None
-    return {c["type"]: (c["status"], c["reason"]) for c in plan.status["conditions"]}
+    return {c.type: (c.status, c.reason) for c in plan.status.conditions}
 
 
 def test_refused_claim_in_status_and_unrelated_job_created() -> None:
@@ -306,14 +306,16 @@ def test_refused_claim_in_status_and_unrelated_job_created() -> None:
     told = _decide(failures=(create_claim(),))
     assert _conditions(told)["VolumesReady"] == ("False", "ClaimCreationFailed")
     assert told.status is not None
-    (template,) = told.status["volumes"]["templates"]
-    assert (template["desired"], template["existing"], template["pending"]) == (1, 0, 0)
+    assert told.status.volumes is not None
+    (template,) = told.status.volumes.templates
+    assert (template.desired, template.existing, template.pending) == (1, 0, 0)
     assert [(e.type, e.reason) for e in told.events] == [("Warning", "ClaimCreationFailed")]
     assert QUOTA in told.events[0].message
 
     # The retry: the same refusal, already stored, changes no condition and announces nothing.
-    again = _decide(stored=copy.deepcopy(told.status["conditions"]), failures=(create_claim(),))
-    assert again.status is not None and again.status["conditions"] == told.status["conditions"]
+    written = told.status.to_dict()["conditions"]
+    again = _decide(stored=copy.deepcopy(written), failures=(create_claim(),))
+    assert again.status is not None and again.status.conditions == told.status.conditions
     assert again.events == []
 
 

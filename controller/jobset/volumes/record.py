@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.jobset.jobsetstatus import ClaimUIDs, VolumesStatus
 from controller.jobset.volumes.desired import Slot
-from controller.jobset.volumes.model import as_dict, as_list
 from controller.runtime.store import Obj
 
 PREFIX_LENGTH = 8
@@ -56,29 +56,26 @@ class ClaimRecord:
         uids.update(add)
         return ClaimRecord(uids)
 
-    def render(self) -> list[Obj]:
+    def entries(self) -> tuple[ClaimUIDs, ...]:
         """The status form: entries sorted by template, replicated job, then scope (Pod last)."""
         groups: dict[tuple[str, str | None, bool], dict[tuple[int | None, int | None], str]] = {}
         for (template, rjob, index, pod), uid in self.uids.items():
             groups.setdefault((template, rjob, pod is not None), {})[(index, pod)] = uid
-        entries: list[Obj] = []
+        entries: list[ClaimUIDs] = []
         for (template, rjob, per_pod), places in sorted(
             groups.items(), key=lambda g: (g[0][0], g[0][1] or "", g[0][2])
         ):
             if rjob is None:
-                entries.append({"template": template, "uids": places.get((None, None), "")})
+                entries.append(ClaimUIDs(template, places.get((None, None), "")))
             elif per_pod:
-                entries.append(
-                    {
-                        "template": template,
-                        "replicatedJob": rjob,
-                        "scope": "Pod",
-                        "uids": _pods(places),
-                    }
-                )
+                entries.append(ClaimUIDs(template, _pods(places), rjob, "Pod"))
             else:
-                entries.append({"template": template, "replicatedJob": rjob, "uids": _jobs(places)})
-        return entries
+                entries.append(ClaimUIDs(template, _jobs(places), rjob))
+        return tuple(entries)
+
+    def render(self) -> list[Obj]:
+        """``entries`` as stored (``status.volumes.claimUIDs``)."""
+        return [entry.to_dict() for entry in self.entries()]
 
 
 def _joined(by_index: Mapping[int, str], separator: str) -> str:
@@ -99,28 +96,33 @@ def _pods(places: Mapping[tuple[int | None, int | None], str]) -> str:
 
 
 def parse_record(volumes_status: Any) -> ClaimRecord:
-    """The record stored in ``status.volumes``; malformed entries are ignored (a record that
-    cannot be read proves nothing, and costs at most a Lost claim reported as missing)."""
+    """The record stored in ``status.volumes`` (the raw object)."""
+    return read_record(VolumesStatus.parse(volumes_status))
+
+
+def read_record(volumes: VolumesStatus | None) -> ClaimRecord:
+    """The record of ``status.volumes`` as the JobSet's status read it; malformed entries are
+    ignored (a record that cannot be read proves nothing, and costs at most a Lost claim reported
+    as missing)."""
     uids: dict[Slot, str] = {}
-    for entry in as_list(as_dict(volumes_status).get("claimUIDs")):
-        entry = as_dict(entry)
-        template, rjob, text = entry.get("template"), entry.get("replicatedJob"), entry.get("uids")
-        if not isinstance(template, str) or not template or not isinstance(text, str):
+    for entry in volumes.claim_uids if volumes is not None else ():
+        template, rjob, text = entry.template, entry.replicated_job, entry.uids
+        if not template:
             continue
         if rjob is None:
             # JobSet scope: one claim, and no scope (Pod scope always has a replicated job).
-            if text and _PODS not in text and _JOBS not in text and "scope" not in entry:
+            if text and _PODS not in text and _JOBS not in text and entry.scope is None:
                 uids[(template, None, None, None)] = text
             continue
-        if not isinstance(rjob, str) or not rjob:
+        if not rjob:
             continue
-        if entry.get("scope") == "Pod":
+        if entry.scope == "Pod":
             for index, pods in enumerate(text.split(_JOBS)):
                 for pod, uid in enumerate(pods.split(_PODS)):
                     if uid:
                         uids[(template, rjob, index, pod)] = uid
             continue
-        if "scope" in entry or _JOBS in text:
+        if entry.scope is not None or _JOBS in text:
             continue  # a scope this version does not know: unreadable, so proves nothing
         for index, uid in enumerate(text.split(_PODS)):
             if uid:

@@ -543,7 +543,7 @@ def model(jobset: JobSet, same_spec_as: VolumeModel | None = None) -> VolumeMode
     return VolumeModel(
         jobset,
         policies(jobset) if same_spec_as is None else same_spec_as.policies,
-        recordmod.parse_record(jobset.status.raw.get("volumes")),
+        recordmod.read_record(jobset.status.volumes),
         annotationsmod.of(annotations, REPLACE_LOST_ANNOTATION),
         annotationsmod.of(annotations, annotationsmod.ADOPT_ANNOTATION),
     )

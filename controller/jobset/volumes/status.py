@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from controller.jobset import api
+from controller.jobset.jobsetstatus import JobSetStatus, TemplateStatus, VolumesStatus
 from controller.jobset.status import Condition
 from controller.jobset.volumes import ownership
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, adopt_command, entry_for
@@ -79,58 +80,60 @@ _OURS = frozenset(
 )
 
 
-def template_counts(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> list[Obj]:
+def template_counts(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> list[TemplateStatus]:
     """Per template: scope and counts of claims desired / existing (the JobSet's) / Bound /
     Pending / Lost / in conflict. ``claimName`` is given for JobSet scope only."""
-    entries: dict[str, Obj] = {}
-    for policy in model.policies:
-        for template in policy.templates:
-            entry: Obj = {
-                "name": template.name,
-                "scope": policy.scope,
-                "desired": 0,
-                "existing": 0,
-                "bound": 0,
-                "pending": 0,
-                "lost": 0,
-                "conflicts": 0,
-            }
-            if policy.scope == "JobSet":
-                entry["claimName"] = model.slot_name((template.name, None, None, None))
-            if policy.restore is not None:
-                entry["restored"] = 0
-            entries[template.name] = entry
+    policies = {t.name: p for p in model.policies for t in p.templates}
+    # desired, existing, bound, pending, lost, conflicts, restored, per template
+    counts = {name: [0] * 7 for name in policies}
+    restored_from: dict[str, str] = {}
     for at in claims:
-        entry = entries[at.desired.template.name]
-        entry["desired"] += 1
+        name = at.desired.template.name
+        entry = counts[name]
+        entry[0] += 1
         state = at.state
         if state is ClaimState.CONFLICT:
-            entry["conflicts"] += 1
+            entry[5] += 1
         elif state is ClaimState.LOST:
-            entry["lost"] += 1
+            entry[4] += 1
             # A claim whose volume is lost still exists, and is still the JobSet's.
-            entry["existing"] += int(at.volume_lost)
+            entry[1] += int(at.volume_lost)
         elif state in _OURS:
-            entry["existing"] += 1
+            entry[1] += 1
             source = at.claim.restored_from if at.claim is not None else None
-            if source and "restored" in entry:
-                entry["restored"] += 1
-                if "claimName" in entry:
-                    entry["restoredFrom"] = source
+            policy = policies[name]
+            if source and policy.restore is not None:
+                entry[6] += 1
+                if policy.scope == "JobSet":
+                    restored_from[name] = source
             if state is ClaimState.BOUND:
-                entry["bound"] += 1
+                entry[2] += 1
             elif state in (ClaimState.PENDING, ClaimState.WAITING):
-                entry["pending"] += 1
-    return list(entries.values())
-
-
-def volumes_status(model: VolumeModel, vplan: VolumePlan) -> Obj:
-    """``status.volumes``: the counts per template and the uid record."""
-    result: Obj = {"templates": template_counts(model, vplan.claims)}
-    record = vplan.record.render()
-    if record:
-        result["claimUIDs"] = record
+                entry[3] += 1
+    result = []
+    for name, policy in policies.items():
+        desired, existing, bound, pending, lost, conflicts, restored = counts[name]
+        result.append(
+            TemplateStatus(
+                name,
+                policy.scope,
+                desired,
+                existing,
+                bound,
+                pending,
+                lost,
+                conflicts,
+                model.slot_name((name, None, None, None)) if policy.scope == "JobSet" else None,
+                restored if policy.restore is not None else None,
+                restored_from.get(name),
+            )
+        )
     return result
+
+
+def volumes_status(model: VolumeModel, vplan: VolumePlan) -> VolumesStatus:
+    """``status.volumes``: the counts per template and the uid record."""
+    return VolumesStatus(tuple(template_counts(model, vplan.claims)), vplan.record.entries())
 
 
 def _by_state(claims: Iterable[ClaimLifecycle]) -> dict[ClaimState, list[ClaimLifecycle]]:
@@ -424,12 +427,10 @@ def released_claims(model: VolumeModel) -> set[str]:
     return {c.name for c in model.desired if released_by(c.policy.retention, state)}
 
 
-def with_created_claims(status: Obj, record: ClaimRecord, created: Mapping[Slot, str]) -> Obj:
+def with_created_claims(
+    status: JobSetStatus, record: ClaimRecord, created: Mapping[Slot, str]
+) -> JobSetStatus:
     """``status`` whose uid record also has the claims created in this pass (uids from the API
     server's responses: the plan could not know them)."""
     prefixes = {slot: uid_prefix(uid) for slot, uid in created.items()}
-    result = dict(status)
-    volumes = dict(as_dict(result.get("volumes")))
-    volumes["claimUIDs"] = record.changed(prefixes).render()
-    result["volumes"] = volumes
-    return result
+    return status.with_claim_uids(record.changed(prefixes).entries())

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from controller.jobset import api, writefailures
 from controller.jobset.children import ChildJob
 from controller.jobset.construct import DesiredJob
+from controller.jobset.jobsetstatus import VolumesStatus
 from controller.jobset.model import JobSet
 from controller.jobset.status import Condition, Event
 from controller.jobset.suspend import SuspendDecision
@@ -33,7 +34,7 @@ from controller.runtime.store import Obj
 class Report:
     """What the JobSet's status says of its volumes after a pass."""
 
-    status: Obj  # status.volumes
+    status: VolumesStatus
     ready: Condition  # VolumesReady: written also while False ("not ready yet" is news)
     others: tuple[Condition, ...]  # the other volume conditions
     events: tuple[Event, ...]

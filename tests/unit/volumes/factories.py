@@ -20,7 +20,8 @@ from typing import Any
 from controller.jobset import api, volumes
 from controller.jobset.decide import Plan
 from controller.jobset.model import JobSet, owner_reference, parse
-from controller.jobset.volumes import ClaimView, DesiredClaim, Slot
+from controller.jobset.volumes import ClaimView
+from controller.jobset.volumes.desired import DesiredClaim, Slot
 from controller.jobset.volumes.model import (
     CLAIM_POD_INDEX_LABEL,
     CLAIM_SCOPE_LABEL,
@@ -213,11 +214,11 @@ def applied(jobset: JobSet, plan: Plan, phase: str | None = "Bound") -> tuple[Ob
     made = list(plan.volume.create) if plan.volume else []
     claims = {d.name: created(d, phase) for d in made}
     status = volumes.with_created_claims(
-        plan.status if plan.status is not None else dict(jobset.status.raw),
+        plan.status if plan.status is not None else jobset.status,
         plan.volume.record if plan.volume else ClaimRecord(),
         {d.slot: claims[d.name]["metadata"]["uid"] for d in made},
     )
-    return {**jobset.raw, "status": status}, claims
+    return {**jobset.raw, "status": status.to_dict()}, claims
 
 
 def owner(uid: str = "uid-js", name: str = "js") -> Obj:

@@ -16,16 +16,17 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
+from controller.jobset.jobsetstatus import JobSetStatus
 from controller.jobset.model import JobSet, parse
 from controller.jobset.volumes import (
     FINALIZER,
     ClaimView,
-    Slot,
     StorageClasses,
     VolumePlan,
 )
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import spec as volume_spec
+from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.lifecycle import (
     ClaimLifecycle,
     ClaimState,
@@ -34,7 +35,7 @@ from controller.jobset.volumes.lifecycle import (
     slot_of,
 )
 from controller.jobset.volumes.model import SELECTED_NODE_ANNOTATION
-from controller.jobset.volumes.record import ClaimRecord, parse_record
+from controller.jobset.volumes.record import ClaimRecord, read_record
 from controller.runtime.store import Obj
 from tests.unit.volumes.factories import (
     RETAINED,
@@ -484,9 +485,9 @@ def test_a_replacement_is_mounted_once_its_new_uid_is_stored() -> None:
     assert [d.name for d in first.create] == ["data-js"]
     replacement = another(phase="Pending")
     status = volumes.with_created_claims(
-        {}, first.record, {first.create[0].slot: replacement["metadata"]["uid"]}
+        JobSetStatus(), first.record, {first.create[0].slot: replacement["metadata"]["uid"]}
     )
-    js = jobset(record=dict(parse_record(status["volumes"]).uids), annotations=notes)
+    js = jobset(record=dict(read_record(status.volumes).uids), annotations=notes)
     second = plan(js, [replacement])
     assert summary(second) == {
         "states": {"data-js": "Pending"},

@@ -327,7 +327,7 @@ def test_a_restored_claim_is_created_from_its_snapshot_and_the_status_says_so() 
         "name": vplan.restore["data-js"],
     }
     after = volume_lifecycle.plan(vm, views([made]), StorageClasses(), terminal_state="")
-    (entry,) = volume_status.volumes_status(vm, after)["templates"]
+    (entry,) = volume_status.volumes_status(vm, after).to_dict()["templates"]
     assert entry["restored"] == 1 and entry["restoredFrom"] == vplan.restore["data-js"]
 
 

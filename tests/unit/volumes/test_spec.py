@@ -1013,7 +1013,7 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     assert parse_record({"claimUIDs": first.record.render()}) == first.record
     # ... and once that record is stored, every one is mountable and the pass writes no claim.
     raw = copy.deepcopy(js.raw)
-    raw["status"]["volumes"] = volume_status.volumes_status(model, first)
+    raw["status"]["volumes"] = volume_status.volumes_status(model, first).to_dict()
     stored = volumes.model(parse(raw))
     second = volume_lifecycle.plan(stored, found, StorageClasses(), terminal_state="")
     assert second.mountable == set(names)

@@ -6,20 +6,19 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from controller.jobset import api, volumes
+from controller.jobset.jobsetstatus import JobSetStatus
 from controller.jobset.model import JobSet, parse
 from controller.jobset.status import Condition
-from controller.jobset.volumes import (
-    Slot,
-    StorageClasses,
-    VolumeModel,
-)
+from controller.jobset.volumes import StorageClasses, VolumeModel
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import status as volume_status
+from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.lifecycle import lifecycle
 from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, SELECTED_NODE_ANNOTATION
 from controller.jobset.volumes.status import template_counts, volumes_ready
@@ -85,7 +84,8 @@ def test_template_counts() -> None:
     ]
     js = status_jobset(existing[:3])
     model = volumes.model(js)
-    assert template_counts(model, lifecycle(model, views(existing), CLASSES)) == [
+    counted = template_counts(model, lifecycle(model, views(existing), CLASSES))
+    assert [t.to_dict() for t in counted] == [
         {
             "name": "ckpt",
             "scope": "Job",
@@ -138,7 +138,7 @@ def test_template_counts_by_state(claims: list[Obj], had: list[int], counts: Obj
     js = status_jobset([data] + [ckpt(i) for i in had])
     model = volumes.model(js)
     found = lifecycle(model, views([*claims, data]), CLASSES)
-    (ckpts, shared) = template_counts(model, found)
+    (ckpts, shared) = [t.to_dict() for t in template_counts(model, found)]
     zero = {"existing": 0, "bound": 0, "pending": 0, "lost": 0, "conflicts": 0}
     assert ckpts == {"name": "ckpt", "scope": "Job", "desired": 4, **zero, **counts}
     assert shared["bound"] == shared["existing"] == 1
@@ -153,7 +153,7 @@ def test_template_counts_released() -> None:
     raw["spec"]["volumeClaimPolicies"][0]["retentionPolicy"] = {"whenCompleted": "Delete"}
     model = volumes.model(parse(raw))
     found = lifecycle(model, views([]), CLASSES)
-    ckpts = template_counts(model, found)[0]
+    ckpts = template_counts(model, found)[0].to_dict()
     assert (ckpts["desired"], ckpts["existing"], ckpts["lost"]) == (4, 0, 0)
     assert volume_status.released_claims(model) == {f"ckpt-js-workers-{i}" for i in range(4)}
 
@@ -424,7 +424,7 @@ def test_volumes_status_carries_the_record() -> None:
     existing = [ckpt(0, phase="Pending")]
     model = volumes.model(status_jobset())
     vplan = volume_lifecycle.plan(model, views(existing), CLASSES, terminal_state="")
-    status = volume_status.volumes_status(model, vplan)
+    status = volume_status.volumes_status(model, vplan).to_dict()
     assert status["claimUIDs"] == [
         {"template": "ckpt", "replicatedJob": "workers", "uids": prefix_of("ckpt-js-workers-0")}
     ]
@@ -435,23 +435,31 @@ def test_volumes_status_carries_the_record() -> None:
     ]
     # Nothing recorded, nothing written for it.
     empty = volume_lifecycle.plan(model, views([]), CLASSES, terminal_state=api.TERMINAL_COMPLETED)
-    assert "claimUIDs" not in volume_status.volumes_status(model, empty)
+    assert "claimUIDs" not in volume_status.volumes_status(model, empty).to_dict()
 
 
 def test_with_created_claims() -> None:
     """The uids of the claims a pass created (known only from the API server's responses) join
     the record in the status that pass writes; the rest of the status is kept."""
     model = volumes.model(status_jobset([ckpt(0)]))
-    stored: Obj = {"restarts": 1, "volumes": {"templates": [{"name": "ckpt"}], "claimUIDs": []}}
+    stored = JobSetStatus.parse(
+        {"restarts": 1, "volumes": {"templates": [{"name": "ckpt"}], "claimUIDs": []}}
+    )
     created: dict[Slot, str] = {
         ("ckpt", "workers", 2, None): uid_of("ckpt-js-workers-2"),
         ("data", None, None, None): uid_of("data-js"),
     }
     status = volumes.with_created_claims(stored, model.record, created)
-    assert status == {
+    assert status.to_dict() == {
         "restarts": 1,
+        "restartsCountTowardsMax": 0,
+        "conditions": [],
+        "replicatedJobsStatus": [],
         "volumes": {
-            "templates": [{"name": "ckpt"}],
+            "templates": [
+                {"name": "ckpt", "scope": "", "desired": 0, "existing": 0, "bound": 0,
+                 "pending": 0, "lost": 0, "conflicts": 0}
+            ],
             "claimUIDs": [
                 {
                     "template": "ckpt",
@@ -461,8 +469,10 @@ def test_with_created_claims() -> None:
                 {"template": "data", "uids": prefix_of("data-js")},
             ],
         },
-    }
-    assert stored["volumes"]["claimUIDs"] == []  # a new status, the old one untouched
+    }  # fmt: skip
+    # A new status, the stored one untouched; only the record differs.
+    assert stored.volumes is not None and stored.volumes.claim_uids == ()
+    assert replace(status, volumes=stored.volumes) == stored
 
 
 def test_pod_scope_status_stays_compact() -> None:
@@ -475,7 +485,7 @@ def test_pod_scope_status_stays_compact() -> None:
     js = recorded(js, made)
     model = volumes.model(js)
     vplan = volume_lifecycle.plan(model, views(made), CLASSES, terminal_state="")
-    status = volume_status.volumes_status(model, vplan)
+    status = volume_status.volumes_status(model, vplan).to_dict()
     assert status["templates"] == [
         {"name": "ckpt", "scope": "Pod", "desired": 20, "existing": 20, "bound": 19,
          "pending": 1, "lost": 0, "conflicts": 0}

@@ -19,12 +19,13 @@ from controller.jobset import api, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
-from controller.jobset.volumes import FINALIZER, Slot, StorageClasses
+from controller.jobset.volumes import FINALIZER, StorageClasses
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION
+from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.lifecycle import REASON_CLAIM_ADOPTED, ClaimState
-from controller.jobset.volumes.record import ClaimRecord, parse_record, uid_prefix
+from controller.jobset.volumes.record import ClaimRecord, read_record, uid_prefix
 from controller.jobset.volumes.status import (
     REASON_CLAIM_CONFLICT,
     REASON_CLAIMS_BOUND,
@@ -350,7 +351,7 @@ def _jobs_of(plan: Plan, suspended: bool | None = None) -> list[tuple[str, bool,
 def _stored(js: JobSet, plan: Plan) -> JobSet:
     raw = copy.deepcopy(js.raw)
     if plan.status is not None:
-        raw["status"] = plan.status
+        raw["status"] = plan.status.to_dict()
     return parse(raw)
 
 
@@ -373,10 +374,11 @@ def test_created_suspended_then_resumed_then_suspended_again() -> None:
     # The replicated job without volumes gets its Job, suspended (as upstream's would).
     assert _jobs_of(first) == [("js-sidecar-0", True, [])]
     assert first.status is not None
-    ready = next(c for c in first.status["conditions"] if c["type"] == volume_status.VOLUMES_READY)
+    written = first.status.to_dict()
+    ready = next(c for c in written["conditions"] if c["type"] == volume_status.VOLUMES_READY)
     assert (ready["status"], ready["reason"]) == ("False", WAIT)
     assert "1 of 1 claims are created when the JobSet is resumed: data-js" in ready["message"]
-    assert first.status["volumes"]["templates"] == [
+    assert written["volumes"]["templates"] == [
         {"name": "data", "scope": "JobSet", "claimName": "data-js", "desired": 1, "existing": 0,
          "bound": 0, "pending": 0, "lost": 0, "conflicts": 0}
     ]  # fmt: skip
@@ -430,7 +432,7 @@ def test_created_suspended_then_resumed_then_suspended_again() -> None:
     assert preempted.volume is not None
     assert (preempted.volume.create, preempted.volume.delete) == ([], [])
     assert preempted.volume.mountable == {"data-js"}
-    assert parse_record(preempted.status["volumes"] if preempted.status else None).get(
+    assert read_record(preempted.status.volumes if preempted.status else None).get(
         DATA
     ) == uid_prefix(uid)
 
