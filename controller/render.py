@@ -162,14 +162,14 @@ def _apply(cluster: _Cluster, jobset: JobSet, plan: Plan) -> list[dict[str, Any]
         claim = copy.deepcopy(desired.object)
         claim["metadata"]["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, desired.name))
         claim["status"] = {"phase": "Bound"}
-        new_claims[desired.slot] = claim
+        new_claims[desired.name] = claim
         cluster.claims[desired.name] = claim
         created.append(desired.object)
     status = plan.status
     if volume is not None:
-        uids = {slot: c["metadata"]["uid"] for slot, c in new_claims.items()}
+        uids = {name: c["metadata"]["uid"] for name, c in new_claims.items()}
         base = status if status is not None else jobset.status
-        status = volumes.with_created_claims(base, volume.record, uids)
+        status = base.with_claim_uids(volume.claim_uids_with(uids))
         if volume.add_finalizer:
             meta = cluster.stored["metadata"]
             meta["finalizers"] = [*meta.get("finalizers", []), volumes.FINALIZER]

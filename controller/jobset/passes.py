@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from controller.jobset import expectations, pacing, preflight, volumes
+from controller.jobset import expectations, pacing, preflight
 from controller.jobset.decide import Plan
 from controller.jobset.jobsetstatus import JobSetStatus
 from controller.jobset.model import JobSet
@@ -169,11 +169,11 @@ def step(plan: Plan, seen: Iterable[str], memory: Memory, now: float) -> Step:
 
 @dataclass(frozen=True, slots=True)
 class Outcomes:
-    """What the child writes of a pass came to: the uids of the claims created (by slot), the
-    writes the API server refused, and, when some were, the plan decided again knowing them (its
-    status and Events say what was refused)."""
+    """What the child writes of a pass came to: the uids of the claims created (by claim name),
+    the writes the API server refused, and, when some were, the plan decided again knowing them
+    (its status and Events say what was refused)."""
 
-    created_claims: Mapping[volumes.Slot, str] = field(default_factory=lambda: _NOTHING)
+    created_claims: Mapping[str, str] = field(default_factory=lambda: _NOTHING)
     refused: Sequence[Failure] = ()
     redecided: Plan | None = None
 
@@ -245,7 +245,7 @@ def settle(
         status = None  # counters only: they ride on the next milestone or go out when due
     if outcomes.created_claims and plan.volume is not None:
         base = status if status is not None else stored
-        status = volumes.with_created_claims(base, plan.volume.record, outcomes.created_claims)
+        status = base.with_claim_uids(plan.volume.claim_uids_with(outcomes.created_claims))
     cause, streak = "", memory.streak
     if status is not None:
         cause = pacing.write_cause(

@@ -43,11 +43,7 @@ from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import InvalidJobSet, JobSet
 from controller.jobset.parses import Parses
 from controller.jobset.passes import Memory, Outcomes, Settled
-from controller.jobset.volumes import (
-    DesiredClaim,
-    VolumePlan,
-    deletion,
-)
+from controller.jobset.volumes import VolumePlan, deletion
 from controller.jobset.volumes.io import VolumeIO
 from controller.jobset.writefailures import Failure, Write
 from controller.runtime.client import JOBS, SERVICES, ApiError, KubeClient
@@ -253,14 +249,14 @@ class JobSetReconciler:
 
     async def _write_children(
         self, key: str, jobset: JobSet, plan: Plan
-    ) -> tuple[Obj, dict[volumes.Slot, str], list[Failure]]:
+    ) -> tuple[Obj, dict[str, str], list[Failure]]:
         """Every write of the plan but the JobSet's own, in ``passes.WRITE_ORDER``. Returns the
-        JobSet as last written by us (the finalizer), the uids of the claims created, and the
-        writes refused."""
+        JobSet as last written by us (the finalizer), the uids of the claims created (by claim
+        name), and the writes refused."""
         ns = jobset.namespace
         vplan = plan.volume
         latest = jobset.raw
-        created: dict[volumes.Slot, str] = {}
+        created: dict[str, str] = {}
         failures: list[Failure] = []
         if vplan is not None:
             updated, created, failures = await self._apply_volumes(key, jobset, vplan)
@@ -356,9 +352,9 @@ class JobSetReconciler:
 
     async def _apply_volumes(
         self, key: str, jobset: JobSet, vplan: VolumePlan
-    ) -> tuple[Obj | None, dict[volumes.Slot, str], list[Failure]]:
+    ) -> tuple[Obj | None, dict[str, str], list[Failure]]:
         """Claim writes; returns the JobSet if this pass changed it (the finalizer), the uids of
-        the claims it created, and the writes refused."""
+        the claims it created (by claim name), and the writes refused."""
         updated = None
         if vplan.add_finalizer:
             # Before any claim exists, so retention runs whatever happens next.
@@ -376,16 +372,13 @@ class JobSetReconciler:
                 )
             if updated is not None:
                 self._remember(key, updated)
-        created: dict[volumes.Slot, str] = {}
-
-        async def create(claim: DesiredClaim) -> None:
-            uid = await self.volume_io.create_claim(jobset, claim, vplan.restore.get(claim.name))
-            if uid:
-                created[claim.slot] = uid
-
+        created: dict[str, str] = {}
         try:
             failures = await self._parallel(
-                [self._refusal(Write.CREATE_CLAIM, c.name, create(c)) for c in vplan.create]
+                [
+                    self._refusal(Write.CREATE_CLAIM, name, create)
+                    for name, create in self.volume_io.claim_creates(jobset, vplan, created)
+                ]
             )
         except ApiError:
             if not created:
@@ -442,10 +435,10 @@ class JobSetReconciler:
         jobset: JobSet,
         latest: Obj,
         vplan: VolumePlan,
-        created: dict[volumes.Slot, str],
+        created: dict[str, str],
     ) -> None:
         """Only the uid record of the claims just created, when the pass cannot go on."""
-        status = volumes.with_created_claims(jobset.status, vplan.record, created)
+        status = jobset.status.with_claim_uids(vplan.claim_uids_with(created))
         body = _with_status(latest, jobset, status)
         updated = await self.client.replace(
             api.JOBSETS, body, jobset.namespace, subresource="status"

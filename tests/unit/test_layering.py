@@ -206,11 +206,13 @@ def _default_wall_line(path: Path) -> int:
 
 def test_the_volumes_package_exports_a_narrow_interface() -> None:
     """What the rest of the controller uses of ``controller.jobset.volumes`` is its ``__all__``
-    (14 names, from 90: the 14th, ``Snapshots``, is what a pass reads of the VolumeSnapshots);
-    the rest is reached through the submodule that defines it. The number grows only with a new
-    kind of input. ``decide`` asks one object (``volumes.Storage``) everything it needs to know
-    of the volumes in a pass."""
+    (11 names, from 90; ``Snapshots`` is what a pass reads of the VolumeSnapshots); the rest is
+    reached through the submodule that defines it. The number grows only with a new kind of
+    input. ``decide`` asks one object (``volumes.Storage``) everything it needs to know of the
+    volumes in a pass; the uids of the claims a pass creates are recorded through
+    ``VolumeIO.claim_creates``, ``VolumePlan.claim_uids_with`` and the status value, without
+    the claims' slots leaving the package."""
     from controller.jobset import volumes
 
-    assert len(volumes.__all__) <= 14
+    assert len(volumes.__all__) <= 11
     assert all(hasattr(volumes, name) for name in volumes.__all__)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from controller.jobset import pacing, passes
+from controller.jobset import pacing, passes, volumes
 from controller.jobset.decide import Plan
 from controller.jobset.jobsetstatus import (
     ClaimUIDs,
@@ -21,11 +21,11 @@ from controller.jobset.jobsetstatus import (
 from controller.jobset.passes import FRESH, Memory, Outcomes, Pace
 from controller.jobset.status import Event
 from controller.jobset.volumes import VolumePlan
-from controller.jobset.volumes.desired import Slot
 from controller.jobset.writefailures import Failure, Write
 from controller.runtime.controller import Result
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import make_jobset
+from tests.unit.volumes.factories import make, mounting, tpl
 
 NOW = 100.0
 
@@ -87,9 +87,12 @@ STORED = JOBSET.status
 COUNTERS = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("workers", active=2),))
 MILESTONE = replace(STORED, restarts=1)
 REFUSED = replace(STORED, conditions=(StatusCondition("x", "True", "Refused"),))
-# A claim of slot ("data", "workers", 0, None) the pass created, and its uid.
-CREATES = VolumePlan()
-CREATED: dict[Slot, str] = {("data", "workers", 0, None): "abcdef01-uid"}
+# A claim the plan creates (of slot ("data", "workers", 0, None)) and its uid once created.
+(DATA_CLAIM,) = volumes.model(
+    make([{"templates": [tpl("data")], "scope": "Job"}], rjobs=[mounting("workers", 1, ("data",))])
+).desired
+CREATES = VolumePlan(create=[DATA_CLAIM])
+CREATED = {DATA_CLAIM.name: "abcdef01-uid"}
 CLAIM_UIDS = (ClaimUIDs("data", "abcdef01", "workers"),)
 EVENT = Event("Normal", "Started", "started")
 FAILURE = Failure(Write.CREATE_JOB, "js-workers-0", "quota exceeded")

@@ -25,21 +25,17 @@ imported from the module that defines it.
 
 from __future__ import annotations
 
-from controller.jobset.volumes.desired import DesiredClaim, Slot
 from controller.jobset.volumes.lifecycle import VolumePlan
 from controller.jobset.volumes.model import FINALIZER, POD_SCOPE_LABEL
 from controller.jobset.volumes.observed import ClaimView, StorageClasses, views
 from controller.jobset.volumes.snapshots import Snapshots
 from controller.jobset.volumes.spec import VolumeModel, model
-from controller.jobset.volumes.status import with_created_claims
 from controller.jobset.volumes.storage import Storage, storage
 
 __all__ = [
     "FINALIZER",
     "POD_SCOPE_LABEL",
     "ClaimView",
-    "DesiredClaim",
-    "Slot",
     "Snapshots",
     "Storage",
     "StorageClasses",
@@ -48,5 +44,4 @@ __all__ = [
     "model",
     "storage",
     "views",
-    "with_created_claims",
 ]

@@ -12,7 +12,7 @@ refusal means) stays in the reconciler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 
 from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import JobSet
@@ -23,6 +23,7 @@ from controller.jobset.volumes.lifecycle import (
     REASON_CLAIM_CREATED,
     REASON_CLAIM_DELETED,
     ClaimPatch,
+    VolumePlan,
 )
 from controller.jobset.volumes.model import CLAIM_TEMPLATE_LABEL
 from controller.jobset.volumes.observed import (
@@ -196,6 +197,21 @@ class VolumeIO:
         return found.blocked, found.look_again
 
     # --------------------------------------------------------------- writes
+
+    def claim_creates(
+        self, jobset: JobSet, vplan: VolumePlan, created: dict[str, str]
+    ) -> list[tuple[str, Awaitable[None]]]:
+        """The claim creates of ``vplan``, each with the claim's name, for the caller to await
+        (it bounds how many are in flight and reports refusals). Each claim created puts its uid
+        in ``created`` under its name, at once: a pass that fails later must still record the
+        uids of those that were (``VolumePlan.claim_uids_with``)."""
+
+        async def create(claim: DesiredClaim) -> None:
+            uid = await self.create_claim(jobset, claim, vplan.restore.get(claim.name))
+            if uid:
+                created[claim.name] = uid
+
+        return [(claim.name, create(claim)) for claim in vplan.create]
 
     async def create_claim(
         self, jobset: JobSet, claim: DesiredClaim, source: str | None = None

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
 from controller.jobset import api
+from controller.jobset.jobsetstatus import ClaimUIDs
 from controller.jobset.model import JobSet
 from controller.jobset.volumes import ownership, snapshots
 from controller.jobset.volumes.desired import DesiredClaim, Slot, pod_indexes
@@ -465,6 +466,13 @@ class VolumePlan:
             + int(self.add_finalizer)
             + int(self.remove_finalizer)
         )
+
+    def claim_uids_with(self, created: Mapping[str, str]) -> tuple[ClaimUIDs, ...]:
+        """The uid record after this pass with the claims it created (``created``: their uids
+        from the API server's answers, by claim name; the plan could not know them), as the
+        status stores it."""
+        prefixes = {c.slot: uid_prefix(created[c.name]) for c in self.create if c.name in created}
+        return self.record.changed(prefixes).entries()
 
 
 Growth = Literal["none", "expand", "unsupported", "unbound"]

@@ -6,18 +6,16 @@ state, so it can say no more and no less than the controller knows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Final
 
 from controller.jobset import api
-from controller.jobset.jobsetstatus import JobSetStatus, TemplateStatus, VolumesStatus
+from controller.jobset.jobsetstatus import TemplateStatus, VolumesStatus
 from controller.jobset.status import Condition
 from controller.jobset.volumes import ownership
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, adopt_command, entry_for
-from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.lifecycle import ClaimLifecycle, ClaimState, VolumePlan, released_by
 from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, as_dict, as_list, listing
-from controller.jobset.volumes.record import ClaimRecord, uid_prefix
 from controller.jobset.volumes.rejections import rejections
 from controller.jobset.volumes.spec import VolumeModel
 from controller.runtime.store import Obj
@@ -425,12 +423,3 @@ def released_claims(model: VolumeModel) -> set[str]:
     """Claims whose retention says Delete for the terminal state the JobSet reached."""
     state = model.jobset.status.terminal_state
     return {c.name for c in model.desired if released_by(c.policy.retention, state)}
-
-
-def with_created_claims(
-    status: JobSetStatus, record: ClaimRecord, created: Mapping[Slot, str]
-) -> JobSetStatus:
-    """``status`` whose uid record also has the claims created in this pass (uids from the API
-    server's responses: the plan could not know them)."""
-    prefixes = {slot: uid_prefix(uid) for slot, uid in created.items()}
-    return status.with_claim_uids(record.changed(prefixes).entries())

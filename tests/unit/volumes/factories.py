@@ -213,11 +213,10 @@ def applied(jobset: JobSet, plan: Plan, phase: str | None = "Bound") -> tuple[Ob
     status the plan's, or the old one) and the claims by name, for the next pass to see."""
     made = list(plan.volume.create) if plan.volume else []
     claims = {d.name: created(d, phase) for d in made}
-    status = volumes.with_created_claims(
-        plan.status if plan.status is not None else jobset.status,
-        plan.volume.record if plan.volume else ClaimRecord(),
-        {d.slot: claims[d.name]["metadata"]["uid"] for d in made},
-    )
+    status = plan.status if plan.status is not None else jobset.status
+    if plan.volume is not None:
+        uids = {name: claim["metadata"]["uid"] for name, claim in claims.items()}
+        status = status.with_claim_uids(plan.volume.claim_uids_with(uids))
     return {**jobset.raw, "status": status.to_dict()}, claims
 
 

@@ -484,8 +484,8 @@ def test_a_replacement_is_mounted_once_its_new_uid_is_stored() -> None:
     first = plan(jobset(record=RECORDED, annotations=notes), [])
     assert [d.name for d in first.create] == ["data-js"]
     replacement = another(phase="Pending")
-    status = volumes.with_created_claims(
-        JobSetStatus(), first.record, {first.create[0].slot: replacement["metadata"]["uid"]}
+    status = JobSetStatus().with_claim_uids(
+        first.claim_uids_with({"data-js": replacement["metadata"]["uid"]})
     )
     js = jobset(record=dict(read_record(status.volumes).uids), annotations=notes)
     second = plan(js, [replacement])

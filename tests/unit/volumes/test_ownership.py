@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
-from controller.jobset.volumes import ClaimView, DesiredClaim
+from controller.jobset.volumes import ClaimView
 from controller.jobset.volumes.annotations import parse as parse_entries
+from controller.jobset.volumes.desired import DesiredClaim
 from controller.jobset.volumes.model import (
     CLAIM_SCOPE_LABEL,
     OWNER_UID_ANNOTATION,

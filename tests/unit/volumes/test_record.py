@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.jobset.volumes import Slot
+from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.record import ClaimRecord, parse_record, uid_prefix
 from controller.runtime.store import Obj
 

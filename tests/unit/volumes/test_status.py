@@ -15,10 +15,9 @@ from controller.jobset import api, volumes
 from controller.jobset.jobsetstatus import JobSetStatus
 from controller.jobset.model import JobSet, parse
 from controller.jobset.status import Condition
-from controller.jobset.volumes import StorageClasses, VolumeModel
+from controller.jobset.volumes import StorageClasses, VolumeModel, VolumePlan
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import status as volume_status
-from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.lifecycle import lifecycle
 from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, SELECTED_NODE_ANNOTATION
 from controller.jobset.volumes.status import template_counts, volumes_ready
@@ -445,11 +444,9 @@ def test_with_created_claims() -> None:
     stored = JobSetStatus.parse(
         {"restarts": 1, "volumes": {"templates": [{"name": "ckpt"}], "claimUIDs": []}}
     )
-    created: dict[Slot, str] = {
-        ("ckpt", "workers", 2, None): uid_of("ckpt-js-workers-2"),
-        ("data", None, None, None): uid_of("data-js"),
-    }
-    status = volumes.with_created_claims(stored, model.record, created)
+    made = {"ckpt-js-workers-2", "data-js"}
+    vplan = VolumePlan(create=[d for d in model.desired if d.name in made], record=model.record)
+    status = stored.with_claim_uids(vplan.claim_uids_with({name: uid_of(name) for name in made}))
     assert status.to_dict() == {
         "restarts": 1,
         "restartsCountTowardsMax": 0,
@@ -473,6 +470,8 @@ def test_with_created_claims() -> None:
     # A new status, the stored one untouched; only the record differs.
     assert stored.volumes is not None and stored.volumes.claim_uids == ()
     assert replace(status, volumes=stored.volumes) == stored
+    # Claims the plan did not create are not recorded, whatever uids are given for them.
+    assert vplan.claim_uids_with({"ckpt-js-workers-7": uid_of("x")}) == model.record.entries()
 
 
 def test_pod_scope_status_stays_compact() -> None:
