@@ -1742,9 +1742,10 @@ async def test_typed_claim_templates_are_accepted_by_server_side_apply(
     kube: Kube, jobsets: str
 ) -> None:
     """A client that builds the JobSet from Go types and applies it (Kubeflow Trainer: field
-    manager ``trainer``) sends every claim template with ``status: {}``: server-side apply turns the patch into a typed object first, so an undeclared field
-    fails the whole apply (it did: ``.spec.volumeClaimPolicies[0].templates[0].status: field not
-    declared in schema``), where create and update only prune it."""
+    manager ``trainer``) sends every claim template with ``status: {}``. Server-side apply turns
+    the patch into a typed object first, so an undeclared field fails the whole apply (it did:
+    ``.spec.volumeClaimPolicies[0].templates[0].status: field not declared in schema``), where
+    create and update only prune it."""
     body = base()
     for entry in spec(body)["volumeClaimPolicies"]:
         for template in entry["templates"]:
