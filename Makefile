@@ -5,7 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 STATE_DIR ?= .cluster
-# `make cluster-up`: full (KWOK nodes), node (a real node), apiserver, kueue (full + Kueue).
+# `make cluster-up`: full (KWOK nodes), node (a real node), apiserver, kueue (full + Kueue),
+# trainer (node + Kubeflow Trainer).
 PROFILE ?= full
 PYTEST_ARGS ?=
 # kubectl for deploy/undeploy: the one built by `make binaries` (kustomize built in), or your own
@@ -22,7 +23,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries kueue csi oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation bench-snapshot upstream-jobset soak test test-serial test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
+.PHONY: help venv binaries kueue trainer csi oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation bench-snapshot upstream-jobset soak test test-serial test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run image release
 
 help: ## list the targets
@@ -43,6 +44,10 @@ binaries: venv ## build etcd, Kubernetes and KWOK from the Go module proxy (cach
 kueue: venv ## build Kueue's manager from the Go module proxy (cached; the kueue profile and its e2e tests)
 	@echo "==> Kueue (first build takes a while; cached afterwards)"
 	$(PY) -m localcluster build --kueue
+
+trainer: venv ## build Kubeflow Trainer's manager from the Go module proxy (cached; the trainer profile and its node tests)
+	@echo "==> Kubeflow Trainer (first build takes a while; cached afterwards)"
+	$(PY) -m localcluster build --trainer
 
 oldest-apiserver: venv ## build the kube-apiserver of the oldest supported Kubernetes release (cached; its tests are in the integration tier)
 	@echo "==> the oldest supported release's kube-apiserver (first build takes a while; cached afterwards)"
@@ -102,10 +107,10 @@ helm-lint: venv ## helm lint the chart (charts/stateful-jobset), every optional 
 		--set podScope.enabled=true --set metrics.secure.enabled=true \
 		--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
 
-test: binaries oldest-apiserver node-binaries csi tools helm kueue upstream-jobset ## run every tier (unit, integration, end-to-end, real node) in 4 pytest processes side by side (tests/run.py)
+test: binaries oldest-apiserver node-binaries csi tools helm kueue trainer upstream-jobset ## run every tier (unit, integration, end-to-end, real node) in 4 pytest processes side by side (tests/run.py)
 	$(PY) -m tests.run -- $(PYTEST_ARGS)
 
-test-serial: binaries oldest-apiserver node-binaries csi tools helm kueue upstream-jobset ## every tier in one pytest process, one test after another (twice as long; for a quiet machine's timings)
+test-serial: binaries oldest-apiserver node-binaries csi tools helm kueue trainer upstream-jobset ## every tier in one pytest process, one test after another (twice as long; for a quiet machine's timings)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## unit tier only (no cluster, no Debian tools)
@@ -117,10 +122,10 @@ test-integration: binaries oldest-apiserver helm upstream-jobset tools ## integr
 test-e2e: binaries tools kueue ## end-to-end tier only (the whole local control plane, Prometheus, promtool)
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
-test-node: binaries node-binaries csi tools ## real-node tier only (containers run, volumes hold data)
+test-node: binaries node-binaries csi tools kueue trainer ## real-node tier only (containers run, volumes hold data)
 	$(PY) -m pytest tests/node $(PYTEST_ARGS)
 
-cluster-up: binaries ## start the local control plane in the background (PROFILE=kueue: with Kueue)
+cluster-up: binaries ## start the local control plane in the background (PROFILE=kueue: with Kueue; PROFILE=trainer: the real node with Kubeflow Trainer)
 	@$(PY) -m localcluster up --state-dir $(STATE_DIR) --profile $(PROFILE)
 
 cluster-down: venv ## stop it

@@ -6,12 +6,14 @@ python -m localcluster build [--node]     build (or find cached) binaries, print
                                           also the oldest supported release's kube-apiserver;
                                           --kueue: also Kueue's manager and the kube-apiserver
                                           of the kueue profile; --csi: also the real node's CSI
-                                          stack (the sidecars, snapshot-controller, our driver)
+                                          stack (the sidecars, snapshot-controller, our driver);
+                                          --trainer: also Kubeflow Trainer's manager
 python -m localcluster run                start in the foreground; Ctrl-C stops everything;
                                           --profile apiserver --min-apiserver: with the oldest
                                           supported Kubernetes release's kube-apiserver
 python -m localcluster up                 start in the background, print the kubeconfig path;
                                           --profile kueue: with Kueue (JobSet integration, queues)
+                                          --profile trainer: the real node with Kubeflow Trainer
 python -m localcluster down               stop what `up` started
 python -m localcluster status             is it running, and what
 python -m localcluster smoke              start, run a Job and a claim on it, stop
@@ -36,6 +38,7 @@ from pathlib import Path
 from localcluster.build import (
     KUEUE,
     MIN_KUBERNETES,
+    TRAINER,
     VERSIONED_APISERVER,
     BuildError,
     describe,
@@ -44,6 +47,7 @@ from localcluster.build import (
     ensure_kueue,
     ensure_min_apiserver,
     ensure_node_binaries,
+    ensure_trainer,
     ensure_versioned_apiserver,
     required_versions,
 )
@@ -75,6 +79,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         directories[VERSIONED_APISERVER.name] = ensure_versioned_apiserver(_say).parent
         for module, version in required_versions(KUEUE).items():
             print(f"{KUEUE.name}: {module} {version}")
+    if args.trainer:
+        directories[TRAINER.name] = ensure_trainer(_say).parent
+        for module, version in required_versions(TRAINER).items():
+            print(f"{TRAINER.name}: {module} {version}")
     if args.min_apiserver:
         directories[MIN_KUBERNETES.name] = ensure_min_apiserver(_say).parent
         for module, version in required_versions(MIN_KUBERNETES).items():
@@ -139,8 +147,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.profile == "kueue":
         ensure_kueue(_say)
         ensure_versioned_apiserver(_say)
-    if args.profile == "node":
+    if args.profile in ("node", "trainer"):
         ensure_csi(_say)
+    if args.profile == "trainer":
+        ensure_trainer(_say)
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "launcher.log"
     (state_dir / "cluster.json").unlink(missing_ok=True)
@@ -305,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--kueue", action="store_true", help="Kueue's (kueue profile) too")
             command.add_argument(
                 "--csi", action="store_true", help="the real node's CSI stack (issue 37) too"
+            )
+            command.add_argument(
+                "--trainer", action="store_true", help="Kubeflow Trainer's (trainer profile) too"
             )
         if name in ("build", "run", "up"):
             command.add_argument(

@@ -124,6 +124,17 @@ KUEUE = Component(
 )
 
 
+# Kubeflow Trainer's controller manager (issue 38), for the local cluster's `trainer` profile and
+# the node tier's Trainer tests: built on demand (``ensure_trainer``), never by ensure_binaries.
+# Its module requires upstream JobSet's Go API (sigs.k8s.io/jobset) and needs no replace; it links
+# in no version of its own.
+TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+TRAINER = Component(
+    "trainer",
+    ((f"{TRAINER_MODULE}/cmd/trainer-controller-manager", "trainer-controller-manager"),),
+)
+
+
 # Upstream JobSet's manager, for `make bench-compare`, `make bench-validation` and the tests that
 # run it beside this controller (localcluster/upstream.py, localcluster/upstreamjobset.py): built
 # on demand (``ensure_upstream_jobset``), never by ensure_binaries. The proxy refuses the module's
@@ -489,6 +500,12 @@ def ensure_kueue(report: Callable[[str], None] | None = None) -> Path:
     """Build (or find cached) Kueue's manager; returns the binary's path."""
     say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
     return build_component(KUEUE, go_version(), say) / "kueue"
+
+
+def ensure_trainer(report: Callable[[str], None] | None = None) -> Path:
+    """Build (or find cached) Kubeflow Trainer's controller manager; returns the binary's path."""
+    say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    return build_component(TRAINER, go_version(), say) / "trainer-controller-manager"
 
 
 def ensure_upstream_jobset(report: Callable[[str], None] | None = None) -> Path:

@@ -16,6 +16,9 @@ Profiles:
 - ``kueue``: ``full`` plus Kueue's manager with its JobSet integration, its webhooks and CRDs,
   the JobSet CRD, and a ClusterQueue/LocalQueue whose GPU quota is the KWOK nodes'
   (``localcluster/kueue.py``; issue 18).
+- ``trainer``: ``node`` plus Kubeflow Trainer's manager with its webhooks and CRDs, the JobSet
+  CRD and the repository's ClusterTrainingRuntime (``localcluster/trainer.py``; issue 38).
+  With ``with_kueue``, Kueue's TrainJob integration too.
 """
 
 from __future__ import annotations
@@ -47,9 +50,10 @@ from localcluster.processes import (
     wait_ready,
 )
 from localcluster.provisioner import PROVISIONER_NAME, READY_LINE
+from localcluster.trainer import Trainer
 
-Profile = Literal["full", "apiserver", "node", "kueue"]
-PROFILES: tuple[Profile, ...] = ("full", "apiserver", "node", "kueue")
+Profile = Literal["full", "apiserver", "node", "kueue", "trainer"]
+PROFILES: tuple[Profile, ...] = ("full", "apiserver", "node", "kueue", "trainer")
 STAGES_FILE = Path(__file__).parent / "kwok" / "stages.yaml"
 NODE_LABEL = "localcluster.test/kwok-node"
 NODE_COUNT = 4
@@ -159,6 +163,8 @@ class LocalCluster:
     with_kueue: bool = False
     # Kueue's manager of the ``kueue`` profile (or of ``with_kueue``).
     kueue: Kueue | None = None
+    # Trainer's manager of the ``trainer`` profile.
+    trainer: Trainer | None = None
     ports: Ports | None = None
     started_seconds: float = 0.0
 
@@ -374,7 +380,7 @@ class LocalCluster:
         self.report(f"control plane ({self.profile}) ready in {self.started_seconds:.1f}s")
 
     def _start_processes(self) -> None:
-        if self.profile == "node":
+        if self.real_node:
             # Before anything is built or started: one message for what the host lacks.
             require_host()
         if self.kube_apiserver is not None and self.profile != "apiserver" and not self.runs_kueue:
@@ -390,7 +396,7 @@ class LocalCluster:
             # Kueue needs a server version that parses (build.ensure_versioned_apiserver).
             self.kube_apiserver = ensure_versioned_apiserver(self.report)
         csi_binaries: dict[str, Path] = {}
-        if self.profile == "node":
+        if self.real_node:
             # Before the state directory is deleted: if a killed launcher's guardian was killed
             # too, containers may still run with their root filesystems mounted in it.
             self._new_node().recover()
@@ -414,7 +420,7 @@ class LocalCluster:
         self._start(self._scheduler(), lambda: https_get(f"https://127.0.0.1:{sched_port}/healthz"))
         provisioner = self._provisioner()
         self._start(provisioner, lambda: _log_says(provisioner, READY_LINE))
-        if self.profile == "node":
+        if self.real_node:
             self.kubectl("create", "-f", "-", input_text=yaml.safe_dump_all(_storage_classes()))
             self.node = self._new_node()
             self.csi = CsiStack(
@@ -424,10 +430,14 @@ class LocalCluster:
             self.node.start()
             self.csi.start(csi_binaries)
             self._wait_usable(0)
+            if self.profile == "trainer":
+                # Before Kueue: its TrainJob integration needs Trainer's CRDs at its start.
+                self.trainer = Trainer(self, self.report)
+                self.trainer.start(JOBSET_API)
             if self.runs_kueue:
                 # A small default quota (the host runs the control plane beside the pods);
                 # no flavor node labels: every pod lands on the one real node anyway.
-                self.kueue = Kueue(self, self.report)
+                self.kueue = Kueue(self, self.report, trainer=self.trainer is not None)
                 self.kueue.start(JOBSET_API, gpus=0, cpu=1, memory_gi=4, node_labels={})
             return
         kwok_port = self.ports.kwok
@@ -494,6 +504,14 @@ class LocalCluster:
                 )
 
     def stop(self) -> None:
+        if self.trainer is not None:
+            # As Kueue's, below.
+            if self.trainer.process is not None and self._apiserver_up():
+                try:
+                    self.trainer.remove_webhooks()
+                except LaunchError as err:
+                    self.report(f"  could not delete Trainer's webhook configurations: {err}")
+            self.trainer = None
         if self.kueue is not None:
             # While the API server runs: a failurePolicy=Fail webhook whose server is gone would
             # refuse every later JobSet write.
@@ -516,6 +534,11 @@ class LocalCluster:
     @property
     def runs_kueue(self) -> bool:
         return self.profile == "kueue" or self.with_kueue
+
+    @property
+    def real_node(self) -> bool:
+        """The profile runs the real node (``node``, and ``trainer`` on top of it)."""
+        return self.profile in ("node", "trainer")
 
     def _apiserver_up(self) -> bool:
         try:

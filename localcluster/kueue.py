@@ -54,6 +54,9 @@ LOCAL_QUEUE = "user-queue"
 GPU = "nvidia.com/gpu"
 FLAVOR_NODE_LABELS = {"type": "kwok"}
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+# Kubeflow Trainer's TrainJobs (the ``trainer`` profile): Kueue runs Trainer's runtime framework
+# itself to size a TrainJob's workload, so Trainer's CRDs must exist before Kueue starts.
+TRAINJOB_FRAMEWORK = "trainer.kubeflow.org/trainjob"
 MUTATING = "kueue-mutating-webhook-configuration"
 VALIDATING = "kueue-validating-webhook-configuration"
 IDENTITY = pkimod.ClientIdentity("kueue", "kueue-manager", ("system:masters",))
@@ -61,8 +64,10 @@ IDENTITY = pkimod.ClientIdentity("kueue", "kueue-manager", ("system:masters",))
 # certificate management is off (cmd/kueue/main.go of v0.17.0), and exits when it is missing,
 # even with the metrics server disabled. The launcher writes a self-signed one there.
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
-# The webhooks kept from Kueue's manifest: those of its own API and of the JobSet integration.
+# The webhooks kept from Kueue's manifest: those of its own API and of the JobSet integration
+# (and of the TrainJob integration, when it is on).
 _WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "jobset.x-k8s.io"})
+_TRAINER_GROUP = "trainer.kubeflow.org"
 # CRDs Kueue's kustomization gives a conversion webhook (config/components/crd/patches).
 _CONVERTED = frozenset(
     {"localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters"}
@@ -80,7 +85,9 @@ def version() -> str:
     return build.required_versions(build.KUEUE)[MODULE]
 
 
-def configuration(webhook_port: int, health_port: int, cert_dir: Path) -> dict[str, Any]:
+def configuration(
+    webhook_port: int, health_port: int, cert_dir: Path, trainer: bool = False
+) -> dict[str, Any]:
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -91,7 +98,9 @@ def configuration(webhook_port: int, health_port: int, cert_dir: Path) -> dict[s
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "manageJobsWithoutQueueName": False,
-        "integrations": {"frameworks": [JOBSET_FRAMEWORK]},
+        "integrations": {
+            "frameworks": [JOBSET_FRAMEWORK, *([TRAINJOB_FRAMEWORK] if trainer else [])]
+        },
         # The visibility API is an aggregated API server of its own (a fixed port, delegated
         # authentication): nothing here uses it.
         "featureGates": {"VisibilityOnDemand": False},
@@ -120,9 +129,13 @@ def crds(source: Path, base_url: str, ca_bundle: str) -> list[dict[str, Any]]:
     return out
 
 
-def webhook_configurations(source: Path, base_url: str, ca_bundle: str) -> list[dict[str, Any]]:
-    """Kueue's webhook configurations, reduced to Kueue's and JobSet's, calling ``base_url``."""
+def webhook_configurations(
+    source: Path, base_url: str, ca_bundle: str, trainer: bool = False
+) -> list[dict[str, Any]]:
+    """Kueue's webhook configurations, reduced to Kueue's and JobSet's (and TrainJob's, with
+    ``trainer``), calling ``base_url``."""
     manifest = source / "config/components/webhook/manifests.yaml"
+    wanted = _WEBHOOK_GROUPS | ({_TRAINER_GROUP} if trainer else set())
     out = []
     for doc in yaml.safe_load_all(manifest.read_text()):
         if not doc:
@@ -130,7 +143,7 @@ def webhook_configurations(source: Path, base_url: str, ca_bundle: str) -> list[
         kept = []
         for hook in doc["webhooks"]:
             groups = {g for rule in hook["rules"] for g in rule["apiGroups"]}
-            if not groups <= _WEBHOOK_GROUPS:
+            if not groups <= wanted:
                 continue
             path = hook["clientConfig"]["service"]["path"]
             kept.append({**hook, "clientConfig": _client_config(f"{base_url}{path}", ca_bundle)})
@@ -268,6 +281,8 @@ class Kueue:
 
     cluster: ControlPlane
     report: Callable[[str], None]
+    # Its TrainJob integration on (Trainer's CRDs installed before ``start``).
+    trainer: bool = False
     process: ManagedProcess | None = None
     webhook_port: int = 0
     health_port: int = 0
@@ -299,7 +314,9 @@ class Kueue:
         kubeconfig = pkimod.issue_client(pki, IDENTITY, self.cluster.server)
         config_file = self.directory / "config.yaml"
         config_file.write_text(
-            yaml.safe_dump(configuration(self.webhook_port, self.health_port, cert_dir))
+            yaml.safe_dump(
+                configuration(self.webhook_port, self.health_port, cert_dir, self.trainer)
+            )
         )
         # Kueue's JobSet integration needs the JobSet CRD (this project's, the drop-in, with its
         # admission policy), and its own CRDs before its caches start; server-side apply, like
@@ -319,7 +336,7 @@ class Kueue:
         self.cluster.start_process(
             self.process, lambda: https_get(f"http://127.0.0.1:{health}/readyz")
         )
-        self._apply(webhook_configurations(source, base_url, ca_bundle))
+        self._apply(webhook_configurations(source, base_url, ca_bundle, self.trainer))
         # Through Kueue's webhooks: they answer, or this fails.
         self._apply(queues(gpus=gpus, cpu=cpu, memory_gi=memory_gi, node_labels=node_labels))
         self.report(
