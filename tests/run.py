@@ -5,9 +5,7 @@ faster side by side than one after the other. The suite is cut into groups, each
 process with its own local control planes (their ports are free ports, their state in the
 process's own temporary directory):
 
-- ``real-node``: ``tests/node`` (one real node per host: its lock) and the end-to-end tests with
-  Kueue's manager (``KUEUE_E2E``: it writes its metrics certificate to a fixed path, and the node
-  tier starts Kueue too), one after the other;
+- ``real-node``: ``tests/node`` (one real node per host: its lock), one test after the other;
 - ``group-<i>``: ``--groups`` more, the unit tier in the first;
 
 and the files of ``tests/integration`` and ``tests/e2e`` (whose control planes have KWOK's fake
@@ -122,22 +120,20 @@ def split(
     return [sorted(b, key=order.__getitem__) for b in bins if b or start]
 
 
-# End-to-end tests that start Kueue's manager: never beside the node tier's (a fixed path).
-KUEUE_E2E = ("tests/e2e/test_kueue.py",)
-
-
 def groups(parts: int) -> list[Group]:
-    """The real node's group (the node tier and Kueue's end-to-end tests) and ``parts`` more, the
-    unit tier in the first; the other files are spread over all of them, each group's own tier
-    counted, so that they end about together."""
-    shared = _files("integration") + [f for f in _files("e2e") if f not in KUEUE_E2E]
+    """The real node's group (the node tier) and ``parts`` more, the unit tier in the first; the
+    other files are spread over all of them, each group's own tier counted, so that they end
+    about together. Tests that start Kueue's manager may run beside each other: the metrics
+    certificate it reads from a fixed path is written once, under a lock
+    (``kueue.ensure_metrics_cert``)."""
+    shared = _files("integration") + _files("e2e")
     recorded = _recorded()
     own = [
-        sum(recorded.get(f, 0.0) for f in [*_files("node"), *KUEUE_E2E]),
+        sum(recorded.get(f, 0.0) for f in _files("node")),
         sum(recorded.get(f, 0.0) for f in _files("unit")),
     ]
     cut = split(shared, parts + 1, _weights(shared), start=own)
-    found = [Group("real-node", ["tests/node", *KUEUE_E2E, *cut[0]])]
+    found = [Group("real-node", ["tests/node", *cut[0]])]
     for i, part in enumerate(cut[1:]):
         paths = (["tests/unit"] if i == 0 else []) + part
         found.append(Group(f"group-{i + 1}", paths))

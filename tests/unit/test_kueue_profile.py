@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from localcluster import build, kueue, pki
 
@@ -180,3 +183,21 @@ def test_metrics_certificate_is_written_once(tmp_path: Path) -> None:
     x509.load_pem_x509_certificate(first)
     kueue.ensure_metrics_cert(directory)
     assert (directory / "tls.crt").read_bytes() == first
+
+
+def test_metrics_certificate_is_written_once_by_starts_at_the_same_time(tmp_path: Path) -> None:
+    """Kueue managers of two local clusters may start at once (make test's groups side by
+    side): one writes the pair, the other finds it and keeps it."""
+    directory = tmp_path / "metrics"
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda _: kueue.ensure_metrics_cert(directory), range(8)))
+    key = serialization.load_pem_private_key((directory / "tls.key").read_bytes(), password=None)
+    cert = x509.load_pem_x509_certificate((directory / "tls.crt").read_bytes())
+
+    def spki(public: object) -> bytes:
+        assert isinstance(public, ec.EllipticCurvePublicKey)
+        return public.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+
+    assert spki(cert.public_key()) == spki(key.public_key())  # the key of the certificate
