@@ -256,8 +256,10 @@ def _merged(patches: Sequence[tuple[str, Obj]]) -> list[tuple[str, Obj]]:
     return list(by_name.items())
 
 
-def _volume_status(built: _Status, store: Storage, failures: Sequence[Failure]) -> None:
-    report = store.report(failures)
+def _volume_status(
+    built: _Status, store: Storage, failures: Sequence[Failure], jobs: Sequence[ChildJob]
+) -> None:
+    report = store.report(failures, jobs)
     if report is None:
         return
     built.volumes = report.status
@@ -349,7 +351,7 @@ def decide(
         # the claims (pvc-protection would keep them forever), so those Jobs go too. The JobSet
         # and its status stay.
         plan.delete_jobs.extend(store.released_jobs(current))
-        _volume_status(built, store, known)
+        _volume_status(built, store, known, current)
         _close(plan, built, known)
         decision = ttl.ttl_decision(jobset, ttl.finished_at(jobset), now)
         plan.delete_jobset = decision.delete_now
@@ -387,7 +389,7 @@ def decide(
         found=snapshots,
     )
     plan.volume = store.plan
-    _volume_status(built, store, known)
+    _volume_status(built, store, known, current)
 
     if outcome is not None:
         if outcome.fails_jobset:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from controller.jobset import api, model
@@ -165,11 +166,13 @@ def make_job(
     restart_attempt: int | None = None,
     deleting: bool = False,
     start_time: datetime.datetime | None = None,
+    pod_labels: Mapping[str, str] | None = None,
 ) -> Obj:
     """A child Job as the cache would hold it.
 
     ``failed`` is (reason, message, time) of its Failed condition. ``restart_attempt`` defaults to
-    the JobSet's current attempt (``status.restarts``).
+    the JobSet's current attempt (``status.restarts``). ``pod_labels``: labels the controller
+    added to its pod template (the template's own are there).
     """
     spec_rjob = jobset.replicated_job(rjob) if isinstance(rjob, str) else rjob
     rjob_name = rjob if isinstance(rjob, str) else rjob.name
@@ -184,6 +187,10 @@ def make_job(
     spec: Obj = copy.deepcopy(spec_rjob.template.get("spec", {})) if spec_rjob else {}
     spec.setdefault("parallelism", 1)
     spec["suspend"] = suspended
+    if pod_labels:
+        template = spec["template"] = dict(spec.get("template") or {})
+        meta = template["metadata"] = dict(template.get("metadata") or {})
+        meta["labels"] = {**(meta.get("labels") or {}), **pod_labels}
     status: Obj = {}
     conditions: list[Obj] = []
     if complete:

@@ -23,6 +23,7 @@ from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
 from controller.jobset.jobsetstatus import JobSetStatus
 from controller.jobset.volumes import desired as volume_desired
 from controller.jobset.volumes.admission import Blocked
+from controller.jobset.volumes.model import SINGLE_NODE_LABEL
 from controller.jobset.volumes.record import parse_record
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset_obj, rjob
@@ -53,6 +54,9 @@ def _mounting(name: str, replicas: int, *claims: str) -> Obj:
 
 # leader mounts nothing; each worker mounts the JobSet-scope claim "data-js".
 VOLUME_RJOBS = [rjob("leader"), _mounting("workers", 2, "data")]
+# The workers share the ReadWriteOnce claim data-js: the controller makes their Jobs with the
+# label that keeps their pods on one node (volumes.singlenode).
+COLOCATED: Obj = {"pod_labels": {SINGLE_NODE_LABEL: "data-js"}}
 VOLUME_SPEC: Obj = {
     "volumeClaimPolicies": [
         {"templates": [{"metadata": {"name": "data"}, "spec": CLAIM_SPEC}]},
@@ -1002,8 +1006,8 @@ ROWS = [
     pytest.param(
         replace(
             _with_data(leader=False),
-            jobs=(("leader", 0, SUSPENDED_JOB), ("workers", 0, SUSPENDED_JOB),
-                  ("workers", 1, SUSPENDED_JOB)),
+            jobs=(("leader", 0, SUSPENDED_JOB), ("workers", 0, {**SUSPENDED_JOB, **COLOCATED}),
+                  ("workers", 1, {**SUSPENDED_JOB, **COLOCATED})),
         ),
         {
             "patch": {"js-leader-0": {"spec": {"suspend": False}}},
@@ -1020,7 +1024,8 @@ ROWS = [
     pytest.param(
         replace(
             _with_data(),
-            jobs=(("leader", 0, RUNNING), ("workers", 0, RUNNING), ("workers", 1, RUNNING)),
+            jobs=(("leader", 0, RUNNING), ("workers", 0, {**RUNNING, **COLOCATED}),
+                  ("workers", 1, {**RUNNING, **COLOCATED})),
         ),
         {
             "patch": {"js-workers-0": {"spec": {"suspend": True}},
@@ -1153,7 +1158,8 @@ ROWS = [
             jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC,
                     "conditions": [_ours("VolumesReady", "ClaimsBound", "all 1 claims are bound")]},
             finalizers=(RETENTION_FINALIZER,),
-            jobs=ALL_ACTIVE,
+            jobs=tuple((n, i, {**kw, **COLOCATED} if n == "workers" else kw)
+                       for n, i, kw in ALL_ACTIVE),
             claims=(_claim("Bound"),),
             stored={**ALL_ACTIVE_STATUS,
                     "volumes": {"templates": [{"name": "data", "scope": "JobSet", "desired": 1,
@@ -1164,6 +1170,42 @@ ROWS = [
         ),
         {"writes": 0},
         id="steady-running-with-volumes",
+    ),
+    # The same Jobs made without the pod affinity that keeps the pods sharing the ReadWriteOnce
+    # claim on one node (by upstream JobSet before a migration, say): named, before any pod
+    # of theirs fails to attach.
+    pytest.param(
+        Case(
+            jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC,
+                    "conditions": [_ours("VolumesReady", "ClaimsBound", "all 1 claims are bound")]},
+            finalizers=(RETENTION_FINALIZER,),
+            jobs=ALL_ACTIVE,
+            claims=(_claim("Bound"),),
+            stored={**ALL_ACTIVE_STATUS,
+                    "volumes": {"templates": [{"name": "data", "scope": "JobSet", "desired": 1,
+                                               "existing": 1, "bound": 1, "pending": 0,
+                                               "lost": 0, "conflicts": 0,
+                                               "claimName": "data-js"}],
+                                "claimUIDs": RECORD}},
+        ),
+        {
+            "status": {"restarts": 0,
+                       "conditions": [("VolumesReady", "True", "ClaimsBound"),
+                                      ("MultiAttachRisk", "True", "JobsNotColocated")],
+                       "replicatedJobs": {"leader": {"active": 1}, "workers": {"active": 2}},
+                       "volumes": [{"name": "data", "scope": "JobSet", "claimName": "data-js",
+                                    "desired": 1, "existing": 1, "bound": 1}],
+                       "claimUIDs": [{"template": "data", "uids": "3f9c1a27"}]},
+            "events": [("Warning", "JobsNotColocated",
+                        "claim data-js is ReadWriteOnce and Jobs js-workers-0, js-workers-1 that "
+                        "mount it were created without this controller's pod affinity (by another "
+                        "controller, or an older release): their pods may run on different nodes, "
+                        "where the volume cannot attach (Multi-Attach). Jobs this controller makes "
+                        "again (after a restart of the JobSet, or once deleted) carry it; or use a "
+                        "ReadWriteMany class")],
+            "writes": 1,
+        },
+        id="volumes-shared-read-write-once-jobs-made-without-the-affinity-named",
     ),
     pytest.param(
         Case(jobset={"suspend": True, "conditions": [SUSPENDED]},

@@ -39,6 +39,13 @@ CLAIM_POD_INDEX_LABEL = "jobset.sigs.k8s.io/pod-index"
 # On the pod template of a Pod-scope replicated job: selects its pods for the admission policy
 # that resolves their placeholder claim names (podscope.py, manifests/pod-scope/).
 POD_SCOPE_LABEL = "jobset.sigs.k8s.io/pod-scope-volumes"
+# On the pod template of a Job whose pods share a ReadWriteOnce claim with pods that run at the
+# same time: the group of claims they share, which a required pod affinity keeps on one node
+# (singlenode.py).
+SINGLE_NODE_LABEL = "jobset.sigs.k8s.io/single-node-claims"
+# On the JobSet: "false" turns that off, for storage that lets several nodes mount a
+# ReadWriteOnce volume anyway (NFS, or a CSI driver that attaches nothing).
+COLOCATE_ANNOTATION = "jobset.sigs.k8s.io/colocate-claims"
 # The uid of the JobSet instance that currently owns the claim.
 OWNER_UID_ANNOTATION = "jobset.sigs.k8s.io/jobset-uid"
 # Set when a JobSet with ``whenDeleted: Retain`` went away: the uid it was retained from. The only

@@ -33,7 +33,7 @@ from controller.api import fields
 from controller.api.fields import Field
 from controller.jobset.model import InvalidJobSet, JobSet, ReplicatedJob
 from controller.jobset.volumes import annotations as annotationsmod
-from controller.jobset.volumes import podscope
+from controller.jobset.volumes import podscope, singlenode
 from controller.jobset.volumes import record as recordmod
 from controller.jobset.volumes.annotations import ClaimEntries
 from controller.jobset.volumes.desired import (
@@ -523,6 +523,11 @@ class VolumeModel:
     @functools.cached_property
     def job_claims(self) -> JobClaims:
         return JobClaims(self.jobset, self.policies)
+
+    @functools.cached_property
+    def colocation(self) -> singlenode.Colocation:
+        """Which Jobs' pods must share a node, for the ReadWriteOnce claims they share."""
+        return singlenode.colocation(self.jobset, self.policies)
 
     @functools.cached_property
     def pod_scope(self) -> bool:

@@ -10,7 +10,7 @@ policy) stays inside the package.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.jobset import api, writefailures
 from controller.jobset.children import ChildJob
@@ -19,9 +19,10 @@ from controller.jobset.jobsetstatus import VolumesStatus
 from controller.jobset.model import JobSet
 from controller.jobset.status import Condition, Event
 from controller.jobset.suspend import SuspendDecision
-from controller.jobset.volumes import deletion, gating
+from controller.jobset.volumes import deletion, gating, singlenode
 from controller.jobset.volumes.admission import Blocked
 from controller.jobset.volumes.lifecycle import REASON_CLAIM_REPLACED, VolumePlan, plan
+from controller.jobset.volumes.model import SELECTED_NODE_ANNOTATION
 from controller.jobset.volumes.observed import ClaimView, StorageClasses
 from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, Snapshots
 from controller.jobset.volumes.spec import VolumeModel
@@ -48,6 +49,9 @@ class Storage:
     model: VolumeModel
     plan: VolumePlan
     blocked: Blocked | None = None
+    # The node the scheduler chose for each WaitForFirstConsumer claim of ours, by claim name
+    # (only those the Jobs' pods must share, ``singlenode``).
+    nodes: Mapping[str, str] = field(default_factory=dict)
 
     def may_create(self, job: DesiredJob) -> bool:
         """Every claim the Job's pods use is mountable (Pod scope: the claims of all its
@@ -55,8 +59,13 @@ class Storage:
         return gating.may_run(job.replicated_job, job.index, self.model, self.plan.mountable)
 
     def mounted(self, job: DesiredJob, jobset: JobSet) -> Obj:
-        """The desired Job's object with its claims mounted."""
-        return gating.with_claims(job, jobset, self.model)
+        """The desired Job's object with its claims mounted, and its pods kept on the node of
+        the other pods that share a ReadWriteOnce claim with them (``singlenode``)."""
+        mounted = gating.with_claims(job, jobset, self.model)
+        group = self.model.colocation.group_of(job.replicated_job, job.index)
+        if group is None:
+            return mounted
+        return singlenode.colocated(mounted, group, singlenode.selected_node(group, self.nodes))
 
     def may_resize(self, job: ChildJob) -> bool:
         """Every claim the running Job's pods use at its new size is mountable."""
@@ -89,9 +98,9 @@ class Storage:
         that retention keeps (they still carry its ownerReference)."""
         return bool(deletion.kept_but_owned(jobset.raw, claims))
 
-    def report(self, failures: Sequence[Failure]) -> Report | None:
-        """The volumes' status, conditions and Events, the pass's refused writes known; None
-        for a JobSet without volume policies."""
+    def report(self, failures: Sequence[Failure], jobs: Sequence[ChildJob] = ()) -> Report | None:
+        """The volumes' status, conditions and Events, the pass's refused writes known (and the
+        JobSet's Jobs, for ``MultiAttachRisk``); None for a JobSet without volume policies."""
         if not self.model.policies:
             return None
         vplan = self.plan
@@ -113,6 +122,9 @@ class Storage:
                     "Warning",
                 )
         assert ready is not None  # conditions() always says VolumesReady
+        colocated = singlenode.condition(self.model.colocation, self.model.jobset, jobs)
+        if colocated is not None:
+            others.append(colocated)
         events = tuple(
             Event("Warning", REASON_CLAIM_REPLACED, message) for message in vplan.replaced.values()
         )
@@ -135,6 +147,12 @@ def storage(
     ``found``: the controller's VolumeSnapshots of the JobSet's claims.
     While Pod scope is blocked no claim is created and nothing is mountable."""
     blocked = blocked if model.pod_scope else None
+    shared = {c for g in model.colocation.groups for c in g.claims}
+    nodes = {
+        name: view.annotations[SELECTED_NODE_ANNOTATION]
+        for name in shared
+        if (view := claims.get(name)) is not None and SELECTED_NODE_ANNOTATION in view.annotations
+    }
     vplan = plan(
         model,
         claims,
@@ -143,4 +161,4 @@ def storage(
         pods_in_use=pods_in_use,
         found=NO_SNAPSHOTS if found is None else found,
     )
-    return Storage(model, gating.gate_pod_scope(vplan, blocked), blocked)
+    return Storage(model, gating.gate_pod_scope(vplan, blocked), blocked, nodes)

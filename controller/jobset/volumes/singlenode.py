@@ -1,0 +1,394 @@
+"""Claims that one node at a time can use, shared by pods that run at once (pure).
+
+A ``ReadWriteOnce`` volume attaches to one node. When several pods that run at the same time use
+one such claim (a JobSet-scope claim mounted by the pods of several Jobs, or any claim mounted by
+a Job of several pods) and the scheduler puts them on different nodes, the volume cannot attach
+to the second node: its pods wait in ContainerCreating with a ``Multi-Attach`` error, and no
+JobSet controller says why. Kubernetes' attach/detach controller refuses a second node whenever
+the volume's access modes include ``ReadWriteOnce``, so a claim template asking for it counts
+here even when it asks for a multi-node mode too.
+
+So the controller keeps such pods on one node, without the user writing any affinity:
+
+- every Job whose pods use a shared single-node claim gets, in its pod template, the label
+  ``jobset.sigs.k8s.io/single-node-claims: <group>`` and a *required* pod affinity to the pods
+  with that label over ``kubernetes.io/hostname``. A group is every claim mounted together
+  (claims two Jobs both mount are one group), named after its first claim. The scheduler
+  places one pod at a time and sees the pods it has placed: the first pod of a group goes
+  where the scheduler puts it (a pod that matches its own required term may go anywhere while
+  no other pod does), every later one to that pod's node. It counts only pods that have not
+  finished, which is what ``ReadWriteOnce`` needs: phases that follow each other (initializers,
+  then trainers) may move, once the volume is free.
+- once the scheduler chose the node of a ``WaitForFirstConsumer`` claim
+  (``volume.kubernetes.io/selected-node``), the Jobs created later *prefer* that node, so a
+  later phase finds the volume where it is attached instead of waiting for it to detach. Not
+  required: a volume bound to one node already pins its pods there (the scheduler reads the
+  PersistentVolume's node affinity), and pinning a network disk to a node would leave the
+  JobSet stuck when that node goes.
+
+The JobSet annotation ``jobset.sigs.k8s.io/colocate-claims: "false"`` turns all of this off, for
+storage that lets several nodes mount a ReadWriteOnce volume anyway (NFS, or a CSI driver that
+attaches nothing): Kubernetes enforces ReadWriteOnce only by attaching.
+
+Where that cannot hold, the ``MultiAttachRisk`` condition is True and a Warning Event names the
+claims and the Jobs, before any pod fails: Jobs created without the affinity (by upstream JobSet
+before a migration, or by an older release) that still run; exclusive placement
+(``alpha.jobset.sigs.k8s.io/exclusive-topology``), which puts Jobs that share the claim in
+different domains; a ``ReadWriteOncePod`` claim shared by pods that run at once (one pod at a
+time may use it: the others stay Pending). Pods of replicated jobs that run one after the other
+(``dependsOn`` with ``status: Complete``) do not share a claim at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from controller.jobset import children, placement
+from controller.jobset.children import ChildJob
+from controller.jobset.model import JobSet, ReplicatedJob
+from controller.jobset.status import Condition
+from controller.jobset.volumes.desired import claim_name, targeted
+from controller.jobset.volumes.model import (
+    COLOCATE_ANNOTATION,
+    SINGLE_NODE_LABEL,
+    VolumePolicy,
+    as_dict,
+    as_list,
+)
+from controller.runtime.store import Obj
+
+CONDITION = "MultiAttachRisk"
+REASON_COLOCATED = "Colocated"
+REASON_NOT_COLOCATED = "JobsNotColocated"
+REASON_EXCLUSIVE = "ExclusivePlacement"
+REASON_ONCE_POD = "ReadWriteOncePodShared"
+HOSTNAME = "kubernetes.io/hostname"
+READ_WRITE_ONCE = "ReadWriteOnce"
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+# Preferred scheduling terms weigh 1 to 100; the selected node's is all of it.
+PREFERENCE_WEIGHT = 100
+_MAX_LABEL_VALUE = 63
+_LISTED = 5  # Jobs named in a message before "and N more"
+
+JobRef = tuple[str, int]  # (replicated job, job index)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Claims whose pods must share one node, and the replicated jobs that mount them.
+    ``key``: the value of ``SINGLE_NODE_LABEL`` on their pods."""
+
+    key: str
+    claims: tuple[str, ...]  # sorted
+    rjobs: frozenset[str]  # JobSet-scope claims: every Job of these replicated jobs
+    job: JobRef | None = None  # a group of one Job's own (Job-scope) claims
+
+
+@dataclass(frozen=True)
+class Colocation:
+    """What a JobSet's single-node claims ask of its Jobs, read from its spec alone."""
+
+    groups: tuple[Group, ...] = ()
+    # Shared claims whose pods cannot be kept together: (claim, reason, message).
+    conflicts: tuple[tuple[str, str, str], ...] = ()
+    # The colocate-claims annotation has a value that is not "true" or "false" (then it is on).
+    unread: str | None = None
+
+    def group_of(self, rjob: str, index: int) -> Group | None:
+        """The group the pods of Job ``index`` of ``rjob`` belong to, if any."""
+        for group in self.groups:
+            if group.job == (rjob, index) or (group.job is None and rjob in group.rjobs):
+                return group
+        return None
+
+    def __bool__(self) -> bool:
+        return bool(self.groups or self.conflicts)
+
+
+def _modes(template_spec: Obj) -> frozenset[str]:
+    return frozenset(m for m in as_list(template_spec.get("accessModes")) if isinstance(m, str))
+
+
+def _pods_at_once(rjob: ReplicatedJob) -> int:
+    """Pods of one replicated job that may run at once: its Jobs run together."""
+    return rjob.replicas * rjob.pods_per_job
+
+
+def finished_before(jobset: JobSet) -> dict[str, frozenset[str]]:
+    """For each replicated job, the replicated jobs certain to have finished before it starts:
+    those it depends on with ``status: Complete``, and what had finished before any it depends
+    on started (a ``Ready`` dependency only started)."""
+    result: dict[str, frozenset[str]] = {}
+    for rjob in jobset.replicated_jobs:  # dependsOn names earlier replicated jobs only
+        done: set[str] = set()
+        for dep in rjob.depends_on:
+            done |= result.get(dep.name, frozenset())
+            if dep.status == "Complete":
+                done.add(dep.name)
+        result[rjob.name] = frozenset(done)
+    return result
+
+
+def _at_once(
+    users: Sequence[ReplicatedJob],
+    before: Mapping[str, frozenset[str]],
+    count: Callable[[ReplicatedJob], int] = _pods_at_once,
+) -> bool:
+    """Whether several pods (or, with ``count`` the replicas, several Jobs) of these replicated
+    jobs, which mount one claim, may run at the same time."""
+    if any(count(r) > 1 for r in users):
+        return True
+    names = [r.name for r in users if r.replicas > 0]
+    return any(
+        b not in before.get(a, frozenset()) and a not in before.get(b, frozenset())
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    )
+
+
+def group_key(claim: str) -> str:
+    """A label value naming a group by its first claim: the name when it fits, else its start
+    and a digest (claim names are DNS subdomains, whose characters label values allow)."""
+    if len(claim) <= _MAX_LABEL_VALUE:
+        return claim
+    digest = hashlib.sha256(claim.encode()).hexdigest()[:16]
+    return f"{claim[: _MAX_LABEL_VALUE - 17].rstrip('.-')}-{digest}"
+
+
+def _exclusive(jobset: JobSet, rjob: ReplicatedJob) -> bool:
+    annotations = as_dict(as_dict(rjob.template.get("metadata")).get("annotations"))
+    strings = {str(k): str(v) for k, v in annotations.items()}
+    return placement.placement(jobset.annotations, strings) is not None
+
+
+class _Union:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, item: str) -> str:
+        self.parent.setdefault(item, item)
+        while self.parent[item] != item:
+            self.parent[item] = self.parent[self.parent[item]]
+            item = self.parent[item]
+        return item
+
+    def join(self, a: str, b: str) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def colocation(jobset: JobSet, policies: Iterable[VolumePolicy]) -> Colocation:
+    """The groups of shared single-node claims and the conflicts, from the spec; none when the
+    JobSet's colocate-claims annotation is "false"."""
+    switch = jobset.annotations.get(COLOCATE_ANNOTATION)
+    if switch == "false":
+        return Colocation()
+    unread = None if switch in (None, "true") else switch
+    before = finished_before(jobset)
+    union = _Union()
+    shared_users: dict[str, list[ReplicatedJob]] = {}  # JobSet-scope ReadWriteOnce claims
+    own: dict[JobRef, set[str]] = {}  # Job-scope ReadWriteOnce claims shared by a Job's pods
+    conflicts: list[tuple[str, str, str]] = []
+    for policy in policies:
+        if policy.scope == "Pod":
+            continue  # a claim per pod
+        users = [r for n in targeted(policy, jobset) if (r := jobset.replicated_job(n))]
+        for template in policy.templates:
+            modes = _modes(template.spec)
+            if READ_WRITE_ONCE_POD in modes:
+                _once_pod(jobset, policy, template.name, users, before, conflicts)
+            if READ_WRITE_ONCE not in modes:
+                continue
+            if policy.scope == "JobSet":
+                claim = claim_name(template.name, jobset.name, "JobSet")
+                if _at_once(users, before):
+                    shared_users[claim] = users
+                continue
+            for rjob in users:
+                if rjob.pods_per_job > 1:
+                    for index in range(rjob.replicas):
+                        name = claim_name(template.name, jobset.name, "Job", rjob.name, index)
+                        own.setdefault((rjob.name, index), set()).add(name)
+    # JobSet-scope claims mounted by one replicated job share its pods' node: one group.
+    by_rjob: dict[str, list[str]] = {}
+    for claim, users in shared_users.items():
+        union.find(claim)
+        for rjob in users:
+            by_rjob.setdefault(rjob.name, []).append(claim)
+    for claims in by_rjob.values():
+        for claim in claims[1:]:
+            union.join(claims[0], claim)
+    components: dict[str, list[str]] = {}
+    for claim in shared_users:
+        components.setdefault(union.find(claim), []).append(claim)
+    groups: list[Group] = []
+    for members in components.values():
+        together = tuple(sorted(members))
+        rjobs = frozenset(r.name for c in together for r in shared_users[c])
+        groups.append(Group(group_key(together[0]), together, rjobs))
+        users = [r for r in jobset.replicated_jobs if r.name in rjobs]
+        jobs_at_once = _at_once(users, before, lambda r: r.replicas)
+        if jobs_at_once and any(_exclusive(jobset, r) for r in users):
+            conflicts.append(
+                (
+                    together[0],
+                    REASON_EXCLUSIVE,
+                    f"claim {together[0]} is ReadWriteOnce and mounted by the pods of "
+                    f"{_rjobs_text(rjobs)}, which run at once, and exclusive placement "
+                    f"({placement.EXCLUSIVE_TOPOLOGY}) puts each Job in a domain of its own: "
+                    "only one Job at a time can run on the volume's node",
+                )
+            )
+    for job, names in sorted(own.items()):
+        if any(job[0] in g.rjobs for g in groups):
+            continue  # its pods already follow the JobSet-scope group's node
+        mine = tuple(sorted(names))
+        groups.append(Group(group_key(mine[0]), mine, frozenset(), job))
+    groups.sort(key=lambda g: g.claims)
+    return Colocation(tuple(groups), tuple(sorted(conflicts)), unread)
+
+
+def _once_pod(
+    jobset: JobSet,
+    policy: VolumePolicy,
+    template: str,
+    users: Sequence[ReplicatedJob],
+    before: Mapping[str, frozenset[str]],
+    conflicts: list[tuple[str, str, str]],
+) -> None:
+    """A ReadWriteOncePod claim shared by pods that run at once: one at a time runs."""
+    if policy.scope == "JobSet" and _at_once(users, before):
+        claim = claim_name(template, jobset.name, "JobSet")
+        what = f"the pods of {_rjobs_text(frozenset(r.name for r in users))}"
+    else:
+        many = [r for r in users if r.pods_per_job > 1]
+        if policy.scope != "Job" or not many:
+            return
+        claim = claim_name(template, jobset.name, "Job", many[0].name, 0)
+        what = f"the {many[0].pods_per_job} pods of each Job of {many[0].name}"
+    conflicts.append(
+        (
+            claim,
+            REASON_ONCE_POD,
+            f"claim {claim} is ReadWriteOncePod and mounted by {what}, which run at once: "
+            "one pod at a time can use it, the others stay Pending",
+        )
+    )
+
+
+def _rjobs_text(rjobs: Iterable[str]) -> str:
+    names = sorted(rjobs)
+    return ("replicated job " if len(names) == 1 else "replicated jobs ") + ", ".join(names)
+
+
+# ----------------------------------------------------------------------------- pod templates
+
+
+def _with_required(section: object, term: Obj) -> Obj:
+    copied: Obj = dict(section) if isinstance(section, dict) else {}
+    listed = as_list(copied.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    copied["requiredDuringSchedulingIgnoredDuringExecution"] = [*listed, term]
+    return copied
+
+
+def _with_preferred(section: object, term: Obj) -> Obj:
+    copied: Obj = dict(section) if isinstance(section, dict) else {}
+    listed = as_list(copied.get("preferredDuringSchedulingIgnoredDuringExecution"))
+    copied["preferredDuringSchedulingIgnoredDuringExecution"] = [*listed, term]
+    return copied
+
+
+def colocated(job: Obj, group: Group, node: str | None) -> Obj:
+    """A copy of the Job object whose pods carry the group's label and required pod affinity,
+    and prefer ``node`` (the node a WaitForFirstConsumer claim of the group was placed on);
+    only the objects on the path are copied."""
+    result = dict(job)
+    spec = result["spec"] = dict(as_dict(result.get("spec")))
+    template = spec["template"] = dict(as_dict(spec.get("template")))
+    meta = template["metadata"] = dict(as_dict(template.get("metadata")))
+    meta["labels"] = {**as_dict(meta.get("labels")), SINGLE_NODE_LABEL: group.key}
+    pod = template["spec"] = dict(as_dict(template.get("spec")))
+    affinity = dict(as_dict(pod.get("affinity")))
+    together = {
+        "labelSelector": {"matchLabels": {SINGLE_NODE_LABEL: group.key}},
+        "topologyKey": HOSTNAME,
+    }
+    affinity["podAffinity"] = _with_required(affinity.get("podAffinity"), together)
+    if node is not None:
+        there = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}
+        affinity["nodeAffinity"] = _with_preferred(
+            affinity.get("nodeAffinity"), {"weight": PREFERENCE_WEIGHT, "preference": there}
+        )
+    pod["affinity"] = affinity
+    return result
+
+
+def selected_node(group: Group, nodes: Mapping[str, str]) -> str | None:
+    """The node the scheduler chose for a WaitForFirstConsumer claim of the group (the first
+    claim that has one), from ``nodes``: claim name to its selected node."""
+    return next((nodes[c] for c in group.claims if c in nodes), None)
+
+
+# ----------------------------------------------------------------------------- condition
+
+
+def _carries(job: ChildJob, group: Group) -> bool:
+    template = as_dict(as_dict(job.raw.get("spec")).get("template"))
+    labels = as_dict(as_dict(template.get("metadata")).get("labels"))
+    return labels.get(SINGLE_NODE_LABEL) == group.key
+
+
+def _listing(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:_LISTED])
+    return shown if len(names) <= _LISTED else f"{shown} and {len(names) - _LISTED} more"
+
+
+def condition(found: Colocation, jobset: JobSet, jobs: Sequence[ChildJob]) -> Condition | None:
+    """``MultiAttachRisk`` for a JobSet with shared single-node claims (None without any):
+    True, with a Warning Event, where their pods cannot be kept on one node."""
+    if not found:
+        return None
+    problems = [(reason, text) for _, reason, text in found.conflicts]
+    for group in found.groups:
+        outside = sorted(
+            j.name
+            for j in children.current_jobs(jobset, jobs)
+            if not (j.is_finished or j.deleting)
+            and j.replicated_job is not None
+            and j.job_index is not None
+            and found.group_of(j.replicated_job, j.job_index) == group
+            and not _carries(j, group)
+        )
+        if outside:
+            problems.append(
+                (
+                    REASON_NOT_COLOCATED,
+                    f"claim {group.claims[0]} is ReadWriteOnce and Jobs {_listing(outside)} that "
+                    "mount it were created without this controller's pod affinity (by another "
+                    "controller, or an older release): their pods may run on different nodes, "
+                    "where the volume cannot attach (Multi-Attach). Jobs this controller makes "
+                    "again (after a restart of the JobSet, or once deleted) carry it; or use a "
+                    "ReadWriteMany class",
+                )
+            )
+    note = (
+        ""
+        if found.unread is None
+        else f' (annotation {COLOCATE_ANNOTATION}: "{found.unread}" is not "true" or "false", '
+        "so colocation stays on)"
+    )
+    if problems:
+        reason = problems[0][0]
+        text = "; ".join(t for _, t in problems)
+        return Condition(CONDITION, "True", reason, text + note, "Warning")
+    claims = [c for g in found.groups for c in g.claims]
+    return Condition(
+        CONDITION,
+        "False",
+        REASON_COLOCATED,
+        f"the pods that share ReadWriteOnce claims ({_listing(claims)}) are kept on one node; "
+        f'{COLOCATE_ANNOTATION}: "false" turns it off for storage that several nodes can mount'
+        + note,
+        None,
+    )

@@ -1,0 +1,437 @@
+"""Shared single-node claims (volumes/singlenode.py): which Jobs' pods must share a node, the pod
+template that keeps them there, and the MultiAttachRisk condition. One table per question."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from controller.jobset import children, construct, volumes
+from controller.jobset.model import JobSet
+from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
+from controller.jobset.volumes import StorageClasses, singlenode
+from controller.jobset.volumes.model import (
+    COLOCATE_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
+    SINGLE_NODE_LABEL,
+)
+from controller.jobset.volumes.singlenode import Group
+from controller.runtime.store import Obj
+from tests.unit.jobset_factories import make_job
+from tests.unit.volumes.factories import claim, make, mounting, tpl
+
+RWO = ["ReadWriteOnce"]
+
+
+def user(
+    name: str,
+    replicas: int = 1,
+    *,
+    pods: int = 1,
+    after: tuple[tuple[str, str], ...] = (),
+    mounts: tuple[str, ...] = ("data",),
+    exclusive: bool = False,
+) -> Obj:
+    """A replicated job of ``replicas`` Jobs of ``pods`` pods each, mounting ``mounts``,
+    depending on ``after`` ((name, Ready|Complete)), with exclusive placement if asked."""
+    entry = mounting(name, replicas, mounts)
+    spec = entry["template"]["spec"]
+    if pods > 1:
+        spec["parallelism"] = spec["completions"] = pods
+    if after:
+        entry["dependsOn"] = [{"name": n, "status": s} for n, s in after]
+    if exclusive:  # on the Job template, as upstream reads it
+        entry["template"]["metadata"] = {"annotations": {EXCLUSIVE_TOPOLOGY: "rack"}}
+    return entry
+
+
+def policy(*templates: str, scope: str = "JobSet", modes: list[str] | None = None) -> Obj:
+    entry: Obj = {"templates": [tpl(t, accessModes=modes or RWO) for t in templates]}
+    if scope != "JobSet":
+        entry["scope"] = scope
+    return entry
+
+
+def found(js: JobSet) -> singlenode.Colocation:
+    return volumes.model(js).colocation
+
+
+def summary(colocation: singlenode.Colocation) -> dict[str, Any]:
+    return {
+        "groups": [
+            (g.key, g.claims, sorted(g.rjobs) if g.job is None else g.job)
+            for g in colocation.groups
+        ],
+        "conflicts": [(claim, reason) for claim, reason, _ in colocation.conflicts],
+    }
+
+
+NONE: dict[str, Any] = {"groups": [], "conflicts": []}
+
+ROWS = [
+    pytest.param(
+        [policy("data")],
+        [user("init"), user("train")],
+        {"groups": [("data-js", ("data-js",), ["init", "train"])], "conflicts": []},
+        id="two-replicated-jobs-at-once-share-one-node",
+    ),
+    pytest.param(
+        [policy("data")],
+        [user("workers", 2)],
+        {"groups": [("data-js", ("data-js",), ["workers"])], "conflicts": []},
+        id="two-jobs-of-one-replicated-job",
+    ),
+    pytest.param(
+        [policy("data")],
+        [user("workers", pods=2)],
+        {"groups": [("data-js", ("data-js",), ["workers"])], "conflicts": []},
+        id="two-pods-of-one-job",
+    ),
+    pytest.param([policy("data")], [user("solo")], NONE, id="one-pod-alone-shares-nothing"),
+    pytest.param(
+        [policy("data", modes=["ReadWriteMany"])],
+        [user("init"), user("train", 2)],
+        NONE,
+        id="read-write-many-attaches-anywhere",
+    ),
+    pytest.param(
+        [policy("data", modes=["ReadWriteOnce", "ReadWriteMany"])],
+        [user("init"), user("train")],
+        {"groups": [("data-js", ("data-js",), ["init", "train"])], "conflicts": []},
+        id="read-write-once-among-modes-still-one-node",
+    ),
+    pytest.param(
+        [policy("data")],
+        [user("init"), user("train", after=(("init", "Complete"),))],
+        NONE,
+        id="one-after-the-other-share-nothing-at-once",
+    ),
+    pytest.param(
+        [policy("data")],
+        [user("init"), user("train", after=(("init", "Ready"),))],
+        {"groups": [("data-js", ("data-js",), ["init", "train"])], "conflicts": []},
+        id="started-after-ready-runs-at-once",
+    ),
+    pytest.param(
+        [policy("data")],
+        [
+            user("a"),
+            user("b", after=(("a", "Ready"),)),
+            user("c", after=(("b", "Complete"),)),
+        ],
+        {"groups": [("data-js", ("data-js",), ["a", "b", "c"])], "conflicts": []},
+        id="ready-then-complete-still-overlaps-the-first",
+    ),
+    pytest.param(
+        # Kubeflow Trainer's LLM runtimes: two initializers at once, then the trainer nodes.
+        [policy("initializer")],
+        [
+            user("dataset-initializer", mounts=("initializer",)),
+            user("model-initializer", mounts=("initializer",)),
+            user(
+                "node",
+                pods=2,
+                mounts=("initializer",),
+                after=(("dataset-initializer", "Complete"), ("model-initializer", "Complete")),
+            ),
+        ],
+        {
+            "groups": [
+                (
+                    "initializer-js",
+                    ("initializer-js",),
+                    ["dataset-initializer", "model-initializer", "node"],
+                )
+            ],
+            "conflicts": [],
+        },
+        id="trainer-runtime-shape",
+    ),
+    pytest.param(
+        [policy("data", "model")],
+        [user("init", mounts=("data", "model")), user("train", 2, mounts=("model",))],
+        {"groups": [("data-js", ("data-js", "model-js"), ["init", "train"])], "conflicts": []},
+        id="claims-mounted-together-are-one-group",
+    ),
+    pytest.param(
+        [policy("ckpt", scope="Job")],
+        [user("workers", 2, pods=2, mounts=("ckpt",))],
+        {
+            "groups": [
+                ("ckpt-js-workers-0", ("ckpt-js-workers-0",), ("workers", 0)),
+                ("ckpt-js-workers-1", ("ckpt-js-workers-1",), ("workers", 1)),
+            ],
+            "conflicts": [],
+        },
+        id="job-scope-claim-shared-by-its-jobs-pods",
+    ),
+    pytest.param(
+        [policy("ckpt", scope="Job")],
+        [user("workers", 2, mounts=("ckpt",))],
+        NONE,
+        id="job-scope-claim-of-a-one-pod-job",
+    ),
+    pytest.param(
+        [policy("data"), policy("ckpt", scope="Job")],
+        [user("workers", 2, pods=2, mounts=("data", "ckpt"))],
+        {"groups": [("data-js", ("data-js",), ["workers"])], "conflicts": []},
+        id="job-scope-claim-follows-the-jobset-group",
+    ),
+    pytest.param(
+        [policy("rank", scope="Pod")],
+        [user("workers", 2, pods=4, mounts=("rank",))],
+        NONE,
+        id="pod-scope-is-a-claim-per-pod",
+    ),
+    pytest.param(
+        [policy("data")],
+        [user("a", exclusive=True), user("b")],
+        {
+            "groups": [("data-js", ("data-js",), ["a", "b"])],
+            "conflicts": [("data-js", "ExclusivePlacement")],
+        },
+        id="exclusive-placement-cannot-share-a-node",
+    ),
+    pytest.param(
+        [policy("data")],
+        [user("a", pods=2, exclusive=True)],
+        {"groups": [("data-js", ("data-js",), ["a"])], "conflicts": []},
+        id="exclusive-placement-of-one-job-keeps-its-pods-together",
+    ),
+    pytest.param(
+        [policy("data", modes=["ReadWriteOncePod"])],
+        [user("init"), user("train")],
+        {"groups": [], "conflicts": [("data-js", "ReadWriteOncePodShared")]},
+        id="read-write-once-pod-shared-at-once",
+    ),
+    pytest.param(
+        [policy("data", modes=["ReadWriteOncePod"])],
+        [user("init"), user("train", after=(("init", "Complete"),))],
+        NONE,
+        id="read-write-once-pod-one-after-the-other",
+    ),
+    pytest.param(
+        [policy("ckpt", scope="Job", modes=["ReadWriteOncePod"])],
+        [user("workers", 2, pods=2, mounts=("ckpt",))],
+        {"groups": [], "conflicts": [("ckpt-js-workers-0", "ReadWriteOncePodShared")]},
+        id="read-write-once-pod-job-scope-several-pods",
+    ),
+    pytest.param(
+        [policy("rank", scope="Pod", modes=["ReadWriteOncePod"])],
+        [user("workers", 2, pods=4, mounts=("rank",))],
+        NONE,
+        id="read-write-once-pod-per-pod-as-the-mode-says",
+    ),
+]
+
+
+@pytest.mark.parametrize(("policies", "rjobs", "expected"), ROWS)
+def test_colocation(policies: list[Obj], rjobs: list[Obj], expected: dict[str, Any]) -> None:
+    assert summary(found(make(policies, rjobs=rjobs))) == expected
+
+
+def test_finished_before_follows_complete_dependencies_through_ready_ones() -> None:
+    js = make(
+        [policy("data")],
+        rjobs=[
+            user("a"),
+            user("b", after=(("a", "Complete"),)),
+            user("c", after=(("b", "Ready"),)),
+            user("d", after=(("c", "Complete"),)),
+        ],
+    )
+    assert singlenode.finished_before(js) == {
+        "a": frozenset(),
+        "b": frozenset({"a"}),
+        "c": frozenset({"a"}),
+        "d": frozenset({"a", "c"}),
+    }
+
+
+@pytest.mark.parametrize(
+    "claim",
+    ["data-js", "x" * 63, "a" * 200, "long." * 40 + "end"],
+)
+def test_group_key_is_a_label_value(claim: str) -> None:
+    key = singlenode.group_key(claim)
+    assert len(key) <= 63
+    assert key[0].isalnum() and key[-1].isalnum()
+    assert key == claim or key.endswith(singlenode.group_key(claim)[-16:])
+    assert singlenode.group_key(claim) == key  # the same for the same claim
+
+
+def test_long_claims_get_different_keys() -> None:
+    assert singlenode.group_key("a" * 80 + "1") != singlenode.group_key("a" * 80 + "2")
+
+
+GROUP = Group("data-js", ("data-js",), frozenset({"workers"}))
+
+
+def job_object(affinity: Obj | None = None) -> Obj:
+    pod: Obj = {"containers": [{"name": "main"}]}
+    if affinity is not None:
+        pod["affinity"] = affinity
+    return {
+        "metadata": {"name": "js-workers-0"},
+        "spec": {"template": {"metadata": {"labels": {"mine": "x"}}, "spec": pod}},
+    }
+
+
+TOGETHER = {
+    "labelSelector": {"matchLabels": {SINGLE_NODE_LABEL: "data-js"}},
+    "topologyKey": "kubernetes.io/hostname",
+}
+
+
+def test_colocated_pods_carry_the_label_and_a_required_pod_affinity() -> None:
+    job = job_object()
+    before = copy.deepcopy(job)
+    placed = singlenode.colocated(job, GROUP, None)
+    assert job == before  # not changed in place
+    template = placed["spec"]["template"]
+    assert template["metadata"]["labels"] == {"mine": "x", SINGLE_NODE_LABEL: "data-js"}
+    assert template["spec"]["affinity"] == {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TOGETHER]}
+    }
+
+
+def test_the_users_own_affinity_is_kept_and_the_selected_node_preferred() -> None:
+    own_term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
+    own_node = {"weight": 5, "preference": {"matchExpressions": []}}
+    job = job_object(
+        {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [own_term]},
+            "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [own_node]},
+        }
+    )
+    affinity = singlenode.colocated(job, GROUP, "node-3")["spec"]["template"]["spec"]["affinity"]
+    assert affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
+        own_term,
+        TOGETHER,
+    ]
+    there = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                   "values": ["node-3"]}]}  # fmt: skip
+    assert affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        own_node,
+        {"weight": 100, "preference": there},
+    ]
+
+
+def test_selected_node_is_the_first_claim_of_the_group_that_has_one() -> None:
+    group = Group("a-js", ("a-js", "b-js"), frozenset({"w"}))
+    assert singlenode.selected_node(group, {}) is None
+    assert singlenode.selected_node(group, {"b-js": "n2", "other": "n9"}) == "n2"
+    assert singlenode.selected_node(group, {"a-js": "n1", "b-js": "n2"}) == "n1"
+
+
+# ----------------------------------------------------------------------------- condition
+
+
+def shared() -> JobSet:
+    return make([policy("data")], rjobs=[user("init"), user("workers", 2)])
+
+
+def jobs_of(js: JobSet, labelled: set[str], **kw: Any) -> list[children.ChildJob]:
+    made = []
+    for rjob, index in (("init", 0), ("workers", 0), ("workers", 1)):
+        name = f"js-{rjob}-{index}"
+        labels = {SINGLE_NODE_LABEL: "data-js"} if name in labelled else None
+        made.append(make_job(js, rjob, index, active=1, pod_labels=labels, **kw.get(name, {})))
+    return [children.view(j) for j in made]
+
+
+def test_no_condition_without_shared_single_node_claims() -> None:
+    js = make([policy("data", modes=["ReadWriteMany"])], rjobs=[user("a"), user("b")])
+    assert singlenode.condition(found(js), js, []) is None
+
+
+def test_jobs_made_by_this_controller_are_colocated() -> None:
+    js = shared()
+    jobs = jobs_of(js, {"js-init-0", "js-workers-0", "js-workers-1"})
+    found_condition = singlenode.condition(found(js), js, jobs)
+    assert found_condition is not None
+    assert (found_condition.status, found_condition.reason) == ("False", "Colocated")
+    assert "data-js" in found_condition.message
+
+
+def test_running_jobs_made_without_the_affinity_are_named() -> None:
+    js = shared()
+    jobs = jobs_of(js, {"js-workers-0"}, **{"js-workers-1": {"complete": True}})
+    found_condition = singlenode.condition(found(js), js, jobs)
+    assert found_condition is not None
+    assert (found_condition.status, found_condition.reason) == ("True", "JobsNotColocated")
+    assert found_condition.event_type == "Warning"
+    # js-workers-1 finished: its pods hold the volume no more.
+    assert "Jobs js-init-0 that mount it" in found_condition.message
+    assert "Multi-Attach" in found_condition.message
+
+
+def test_conflicts_are_reported_with_the_claim() -> None:
+    js = make([policy("data", modes=["ReadWriteOncePod"])], rjobs=[user("a"), user("b")])
+    found_condition = singlenode.condition(found(js), js, [])
+    assert found_condition is not None
+    assert (found_condition.status, found_condition.reason) == ("True", "ReadWriteOncePodShared")
+    assert found_condition.message == (
+        "claim data-js is ReadWriteOncePod and mounted by the pods of replicated jobs a, b, "
+        "which run at once: one pod at a time can use it, the others stay Pending"
+    )
+
+
+def test_new_jobs_are_mounted_colocated_and_prefer_the_node_the_scheduler_chose() -> None:
+    js = shared()
+    placed = claim("data-js", annotations={SELECTED_NODE_ANNOTATION: "node-2"})
+    store = volumes.storage(
+        volumes.model(js),
+        {"data-js": volumes.views([placed])["data-js"]},
+        StorageClasses(),
+        terminal_state="",
+        pods_in_use=None,
+        blocked=None,
+    )
+    made = {j.name: store.mounted(j, js) for j in construct.desired_jobs(js)}
+    for name, obj in made.items():
+        template = obj["spec"]["template"]
+        assert template["metadata"]["labels"][SINGLE_NODE_LABEL] == "data-js", name
+        affinity = template["spec"]["affinity"]
+        assert affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
+            TOGETHER
+        ]
+        [preferred] = affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert preferred["preference"]["matchExpressions"][0]["values"] == ["node-2"]
+        assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-js"}} in template[
+            "spec"
+        ]["volumes"]
+
+
+def test_jobs_that_share_nothing_are_mounted_as_before() -> None:
+    js = make([policy("data", modes=["ReadWriteMany"])], rjobs=[user("a"), user("b")])
+    store = volumes.storage(
+        volumes.model(js), {}, StorageClasses(), terminal_state="", pods_in_use=None, blocked=None
+    )
+    for job in construct.desired_jobs(js):
+        template = store.mounted(job, js)["spec"]["template"]
+        assert SINGLE_NODE_LABEL not in (template.get("metadata") or {}).get("labels", {})
+        assert "affinity" not in template["spec"]
+
+
+@pytest.mark.parametrize(("value", "groups"), [("false", 0), ("true", 1), (None, 1)])
+def test_the_annotation_turns_colocation_off(value: str | None, groups: int) -> None:
+    notes = {} if value is None else {COLOCATE_ANNOTATION: value}
+    js = make([policy("data")], rjobs=[user("a"), user("b")], annotations=notes)
+    assert len(found(js).groups) == groups
+    if value == "false":
+        assert singlenode.condition(found(js), js, []) is None
+
+
+def test_an_unreadable_annotation_leaves_colocation_on_and_says_so() -> None:
+    js = make(
+        [policy("data")], rjobs=[user("a"), user("b")], annotations={COLOCATE_ANNOTATION: "off"}
+    )
+    found_condition = singlenode.condition(found(js), js, [])
+    assert found_condition is not None and found_condition.status == "False"
+    assert found_condition.message.endswith(
+        f'(annotation {COLOCATE_ANNOTATION}: "off" is not "true" or "false", so colocation '
+        "stays on)"
+    )
