@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.jobset import api, volumes
+from controller.jobset.volumes import singlenode
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION
-from controller.jobset.volumes.model import OWNER_UID_ANNOTATION
+from controller.jobset.volumes.model import OWNER_UID_ANNOTATION, SINGLE_NODE_LABEL
 from controller.jobset.volumes.status import ANNOTATIONS_REJECTED
 from controller.runtime.client import CLAIMS, EVENTS, JOBS, KubeClient
 from localcluster import csi, upstream, upstreamjobset
@@ -48,6 +49,7 @@ from tests.support.volumes_e2e import (
     claim_template,
     controller_processes,
     find,
+    wait_event,
     wait_exists,
     wait_gone,
 )
@@ -185,6 +187,76 @@ async def test_a_running_upstream_jobset_restarts_here_with_the_same_claim_and_i
             await node_client.delete(api.JOBSETS, name, ns)
             await wait_gone(node_client, api.JOBSETS, name, ns, seconds=SECONDS)
             await wait_gone(node_client, CLAIMS, claim, ns, seconds=SECONDS)
+            ours.assert_clean()
+
+
+# Two Jobs share the ReadWriteOnce claim: attempt 0 (upstream's Jobs) waits for a file, then
+# fails; attempt 1 (this controller's Jobs) ends at once.
+SHARED_RESTARTING = (
+    'if [ "$ATTEMPT" = 0 ]; then until [ -f /shared/fail-now ]; do sleep 0.2; done; exit 1; fi; '
+    "echo done"
+)
+
+
+async def test_upstream_jobs_sharing_a_read_write_once_claim_are_named_then_made_colocated(
+    node_cluster: LocalCluster,
+    node_kube: Kube,
+    node_client: KubeClient,
+    node_namespace: str,
+    tmp_path: Path,
+) -> None:
+    """Upstream makes the Jobs of a shared ReadWriteOnce claim without any affinity: after the
+    switch, MultiAttachRisk names them (a Warning Event too) while they run; the restart's Jobs
+    are this controller's, with the pod affinity that keeps them on one node, and the condition
+    turns False."""
+    ns, name = node_namespace, "sharing"
+    body = upstreamjobset.defaulted(
+        jobset(
+            name,
+            shell_job("workers", SHARED_RESTARTING, replicas=2, mounts={"shared": "/shared"}),
+            failurePolicy={"maxRestarts": 1},
+            volumeClaimPolicies=[upstream_policy("shared", "Delete")],
+        )
+    )
+    claim = f"shared-{name}"
+    async with upstream_installed(node_cluster, node_kube) as manager:
+        await node_client.create(api.JOBSETS, body, ns)
+        directory = await directory_of(node_cluster, node_client, ns, claim)
+        async with switched(manager, node_kube, ns, node_client, tmp_path) as ours:
+            named = await wait_for(
+                lambda: node_client.get(api.JOBSETS, name, ns),
+                lambda js: (condition(js, singlenode.CONDITION) or {}).get("status") == "True",
+                "MultiAttachRisk True",
+                seconds=SECONDS,
+            )
+            risk = condition(named, singlenode.CONDITION) or {}
+            assert risk["reason"] == "JobsNotColocated", risk
+            assert (
+                f"claim {claim} is ReadWriteOnce and Jobs {name}-workers-0, {name}-workers-1 "
+                in (risk["message"])
+            )
+            await wait_event(
+                node_kube,
+                ns,
+                name,
+                "JobsNotColocated",
+                event_type="Warning",
+                contains=f"claim {claim} is ReadWriteOnce",
+                seconds=SECONDS,
+            )
+
+            (directory / "fail-now").write_text("now\n")
+            finished = await completed(node_client, ns, name)
+            assert finished["status"].get("restarts") == 1
+            risk = condition(finished, singlenode.CONDITION) or {}
+            assert (risk.get("status"), risk.get("reason")) == ("False", "Colocated"), risk
+            jobs = (await node_client.list(JOBS, ns, label_selector=f"{api.JOBSET_NAME}={name}"))[
+                "items"
+            ]
+            assert len(jobs) == 2
+            for job in jobs:
+                labels = job["spec"]["template"]["metadata"]["labels"]
+                assert labels[SINGLE_NODE_LABEL] == claim, job["metadata"]["name"]
             ours.assert_clean()
 
 

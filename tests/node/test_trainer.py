@@ -27,6 +27,7 @@ import pytest
 from kubernetes_asyncio import config
 
 from controller.jobset import api
+from controller.jobset.volumes.model import SINGLE_NODE_LABEL
 from controller.runtime.client import CLAIMS, ApiError, KubeClient, Resource
 from localcluster import csi, kueue, trainer
 from localcluster.cluster import LocalCluster
@@ -207,6 +208,21 @@ async def test_a_trainjob_runs_here_and_every_trainer_node_reads_the_initializer
         node = cluster.node
         assert node is not None
         assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node.name
+        # The two initializers share the ReadWriteOnce claim at once: every pod of the JobSet
+        # carries the affinity that keeps them on one node (volumes/singlenode.py), and the
+        # JobSet reports no risk.
+        pods = await pods_of(client, ns, name)
+        assert len(pods) == 4
+        for pod in pods:
+            assert pod["metadata"]["labels"][SINGLE_NODE_LABEL] == f"initializer-{name}"
+            [term] = pod["spec"]["affinity"]["podAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]
+            assert term["labelSelector"] == {
+                "matchLabels": {SINGLE_NODE_LABEL: f"initializer-{name}"}
+            }
+            assert pod["spec"]["nodeName"] == node.name
+        assert not holds(js, "MultiAttachRisk")
         processes.assert_clean()
     _progress(f"TrainJob {name} completed; both nodes read the initializers' data")
 
