@@ -64,15 +64,52 @@ def claim_index(records: Records) -> dict[str, tuple[JobSetRecord, PlannedClaim]
     return {c.name: (r, c) for r in records.values() for c in r.claims}
 
 
+# A write whose client went away before the answer (a replica killed mid-request, or the API
+# server stopping while it was in flight) is answered 504 in the audit log, though the API server
+# may have stored it.
+CLIENT_GONE = 504
+
+
+def _stored(later: Iterable[AuditEntry]) -> bool:
+    """Whether a create answered ``CLIENT_GONE`` was stored, from what the audit log shows of the
+    name after it: a request that acted on the object (an update, a patch, a delete, of the claim
+    or its status) before any create did, or a create refused because it exists (409)."""
+    for entry in later:
+        if entry.verb == "create" and not entry.subresource:
+            return entry.code == 409
+        if entry.ok and entry.verb in ("update", "patch", "delete"):
+            return True
+    return False
+
+
 def claim_histories(entries: Iterable[AuditEntry]) -> dict[str, list[AuditEntry]]:
-    """Per claim name, its successful creates (201) and deletes, in time order."""
-    found: dict[str, list[AuditEntry]] = defaultdict(list)
+    """Per claim name, the creates and deletes that took effect, in time order: creates answered
+    201, or ``CLIENT_GONE`` and stored all the same (the 60 s soak saw the controller's creates of
+    two claims answered 504 as the API server stopped, then bound and used), and deletes that
+    succeeded."""
+    seen: dict[str, list[AuditEntry]] = defaultdict(list)
     for entry in sorted(entries, key=lambda e: e.time):
-        if entry.resource != "persistentvolumeclaims" or entry.subresource:
-            continue
-        if (entry.verb == "create" and entry.code == 201) or (entry.verb == "delete" and entry.ok):
-            found[entry.name].append(entry)
-    return dict(found)
+        if entry.resource == "persistentvolumeclaims":
+            seen[entry.name].append(entry)
+    found: dict[str, list[AuditEntry]] = {}
+    for name, history in seen.items():
+        took = [
+            entry
+            for i, entry in enumerate(history)
+            if not entry.subresource
+            and (
+                (entry.verb == "create" and entry.code == 201)
+                or (
+                    entry.verb == "create"
+                    and entry.code == CLIENT_GONE
+                    and _stored(history[i + 1 :])
+                )
+                or (entry.verb == "delete" and entry.ok)
+            )
+        ]
+        if took:
+            found[name] = took
+    return found
 
 
 def _last_deleted_by_driver(entries: Iterable[AuditEntry]) -> set[str]:
@@ -86,11 +123,6 @@ def _last_deleted_by_driver(entries: Iterable[AuditEntry]) -> set[str]:
 
 
 # ----------------------------------------------------------------------------- 1. duplicates
-
-
-# A write whose client went away before the answer (a replica killed mid-request) is answered 504
-# in the audit log, though the API server may have stored it.
-CLIENT_GONE = 504
 
 
 def duplicate_creates(entries: Iterable[AuditEntry]) -> list[str]:

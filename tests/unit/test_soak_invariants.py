@@ -451,6 +451,38 @@ PROOF_CASES: list[tuple[str, list[AuditEntry], list[str]]] = [
     ),
     ("deleted, never created", [delete(DATA, T0)], ["created by nobody the audit log shows"]),
     (
+        "created by the controller, answered 504 as the API server stopped, stored all the same",
+        [
+            entry("create", PVC, DATA, T0, invariants.CLIENT_GONE),
+            entry("update", PVC, DATA, T0 + 2, agent=GC),
+            delete(DATA, T0 + 5),
+        ],
+        [],
+    ),
+    (
+        "a create answered 504 and not stored: the claim is the driver's",
+        [
+            entry("create", PVC, DATA, T0, invariants.CLIENT_GONE),
+            create(PVC, DATA, T0 + 1, DRIVER_AGENT),
+            delete(DATA, T0 + 5),
+        ],
+        [f"created by create {PVC}/{DATA} by {DRIVER_AGENT}"],
+    ),
+    (
+        "a create answered 504, then one refused because it exists: stored",
+        [
+            entry("create", PVC, DATA, T0, invariants.CLIENT_GONE),
+            entry("create", PVC, DATA, T0 + 1, 409),
+            delete(DATA, T0 + 5),
+        ],
+        [],
+    ),
+    (
+        "a create answered 504 and nothing after it but the delete that failed",
+        [entry("create", PVC, DATA, T0, invariants.CLIENT_GONE), delete(DATA, T0 + 5, code=404)],
+        [],
+    ),
+    (
         "a second delete of a terminating claim",
         [create(PVC, DATA, T0), delete(DATA, T0 + 5), delete(DATA, T0 + 6, GC)],
         [],
