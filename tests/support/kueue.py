@@ -1,5 +1,5 @@
 """Kueue's API in tests: its resources, queue labels, and waiting for a JobSet's Workload
-(tests/e2e/test_kueue.py, tests/node/test_kueue_checkpoint.py)."""
+(tests/e2e/test_kueue.py, tests/node/queued/test_kueue_checkpoint.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Pure parts of the ``trainer`` profile (localcluster/trainer.py): what is built, the webhook
 configurations made from Trainer's manifests as its kustomization makes them, its configuration,
-the repository's runtime. The profile runs in tests/node/test_trainer.py."""
+the repository's runtime. The profile runs in tests/node/queued/test_trainer.py."""
 
 from __future__ import annotations
 

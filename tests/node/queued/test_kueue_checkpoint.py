@@ -1,8 +1,8 @@
 """A checkpoint survives a Kueue preemption, with real bytes (issue 18).
 
-The test starts its own real node with Kueue (``LocalCluster(profile="node", with_kueue=True)``;
-``no_session_node``: before the tier's shared node, one real node per host): Kueue's webhooks act
-on every JobSet write of that API server, so no other test shares it. A low-priority JobSet's pod
+The test runs on the real node of this folder, with Kueue (and Kubeflow Trainer; ``conftest.py``):
+Kueue's webhooks act on every JobSet write of that API server, so no test of the tier's shared
+node sees them. A low-priority JobSet's pod
 writes a checkpoint into its Job-scope claim and keeps running; a high-priority JobSet takes the
 quota, so Kueue preempts the first (suspended, its pod killed); when the high one completed, the
 first is admitted again and its new pod reads the checkpoint back from the same claim.
@@ -16,18 +16,14 @@ from __future__ import annotations
 
 import secrets
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import config
 
 from controller.jobset import api
 from controller.runtime.client import CLAIMS, PODS, KubeClient
 from localcluster import csi, kueue
-from localcluster.cluster import LocalCluster
-from localcluster.node import host_checks
 from tests.helpers import Kube, create_namespace, wait_for
 from tests.node.test_data import directory_of
 from tests.support.jobsets import jobset
@@ -56,24 +52,6 @@ SECONDS = 240
 
 def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-@pytest.fixture
-async def kueue_node(
-    tmp_path_factory: pytest.TempPathFactory, no_session_node: None
-) -> AsyncIterator[Kube]:
-    assert host_checks() == [], "this host cannot run containers (make tools installs it)"
-    # Short: containerd's socket path under it must stay within 104 bytes.
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("kq"), profile="node", with_kueue=True, report=_progress
-    )
-    try:
-        cluster.start()
-        api_client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
-        async with api_client:
-            yield Kube(api_client, cluster)
-    finally:
-        cluster.stop()
 
 
 def cpu_job(name: str, script: str, mounts: dict[str, str] | None = None) -> Obj:
@@ -106,9 +84,9 @@ async def log_of(kube: Kube, namespace: str, pod: str) -> str:
 
 
 async def test_a_checkpoint_written_before_preemption_is_read_after_readmission(
-    kueue_node: Kube, tmp_path: Path
+    queued_kube: Kube, tmp_path: Path
 ) -> None:
-    kube, cluster = kueue_node, kueue_node.cluster
+    kube, cluster = queued_kube, queued_kube.cluster
     client = KubeClient(kube.api)
     ns = await create_namespace(kube, wait_for_service_account=True)
     cq, low, high = "cq-node", "train", "urgent"

@@ -8,31 +8,26 @@ reports the status Trainer copies into the TrainJob. The runtime is the reposito
 busybox in place of the initializer and trainer images), its claim on the real node's CSI
 storage (``csi-wffc``: bound on the node where its first consumer runs).
 
-The module starts one real node of its own with Trainer and Kueue (``profile="trainer",
-with_kueue=True``; one real node per host, so before the tier's shared node). Kueue's
+The tests run on the real node of this folder, with Trainer and Kueue (``conftest.py``). Kueue's
 integrations act only on TrainJobs and JobSets with a queue label (``manageJobsWithoutQueueName:
 false``), so the tests without a label see Trainer and this controller alone.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 import sys
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import config
 
 from controller.jobset import api
 from controller.jobset.volumes.model import SINGLE_NODE_LABEL
 from controller.runtime.client import CLAIMS, ApiError, KubeClient, Resource
-from localcluster import csi, kueue, trainer
-from localcluster.cluster import LocalCluster
-from localcluster.node import host_checks
+from localcluster import kueue, trainer
 from tests.helpers import Kube, create_namespace, wait_for
+from tests.node.queued import CSI_RUNTIME
 from tests.node.test_data import directory_of
 from tests.support.jobsets import condition, get_jobset
 from tests.support.kueue import CLUSTER_QUEUES, LOCAL_QUEUES, PRIORITY_CLASSES, WORKLOADS, holds
@@ -45,8 +40,7 @@ TRAINJOBS = Resource(trainer.GROUP, "v1alpha1", "trainjobs", "TrainJob")
 RUNTIMES = Resource(
     trainer.GROUP, "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", namespaced=False
 )
-# The repository's runtime with its claim on the real node's CSI storage.
-RUNTIME = "busybox-llm-csi"
+RUNTIME = CSI_RUNTIME
 DATASET = "hf://tatsu-lab/alpaca"
 MODEL = "hf://meta-llama/Llama-3.2-1B-Instruct"
 # What each trainer node of the runtime prints, having read what the initializers wrote.
@@ -55,32 +49,6 @@ READ = "read: dataset from " + DATASET + ", model from " + MODEL
 
 def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-@pytest.fixture(scope="module")
-def trainer_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    assert host_checks() == [], "this host cannot run containers (make tools installs it)"
-    # Short: containerd's socket path under it must stay within 104 bytes.
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("tr"), profile="trainer", with_kueue=True, report=_progress
-    )
-    try:
-        cluster.start()
-        runtime = trainer.runtime()
-        runtime["metadata"]["name"] = RUNTIME
-        [policy] = runtime["spec"]["template"]["spec"]["volumeClaimPolicies"]
-        policy["templates"][0]["spec"]["storageClassName"] = csi.WFFC_CLASS
-        cluster.kubectl("apply", "--server-side", "-f", "-", input_text=json.dumps(runtime))
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture
-async def trainer_kube(trainer_cluster: LocalCluster) -> AsyncIterator[Kube]:
-    api_client = await config.new_client_from_config(config_file=str(trainer_cluster.kubeconfig))
-    async with api_client:
-        yield Kube(api_client, trainer_cluster)
 
 
 def trainjob(name: str, *, nodes: int = 2, command: str | None = None, **spec: Any) -> Obj:
@@ -166,9 +134,9 @@ async def logs(kube: Kube, client: KubeClient, namespace: str, name: str, rjob: 
 
 
 async def test_a_trainjob_runs_here_and_every_trainer_node_reads_the_initializers_data(
-    trainer_kube: Kube, tmp_path: Path
+    queued_kube: Kube, tmp_path: Path
 ) -> None:
-    kube, cluster = trainer_kube, trainer_kube.cluster
+    kube, cluster = queued_kube, queued_kube.cluster
     client = KubeClient(kube.api)
     ns = await create_namespace(kube, wait_for_service_account=True)
     name = "fine-tune"
@@ -227,10 +195,8 @@ async def test_a_trainjob_runs_here_and_every_trainer_node_reads_the_initializer
     _progress(f"TrainJob {name} completed; both nodes read the initializers' data")
 
 
-async def test_a_failing_trainer_node_fails_the_trainjob(
-    trainer_kube: Kube, tmp_path: Path
-) -> None:
-    kube = trainer_kube
+async def test_a_failing_trainer_node_fails_the_trainjob(queued_kube: Kube, tmp_path: Path) -> None:
+    kube = queued_kube
     client = KubeClient(kube.api)
     ns = await create_namespace(kube, wait_for_service_account=True)
     name = "fails"
@@ -246,9 +212,9 @@ async def test_a_failing_trainer_node_fails_the_trainjob(
 
 
 async def test_a_trainjob_suspended_while_running_resumes_with_the_same_claim(
-    trainer_kube: Kube, tmp_path: Path
+    queued_kube: Kube, tmp_path: Path
 ) -> None:
-    kube, cluster = trainer_kube, trainer_kube.cluster
+    kube, cluster = queued_kube, queued_kube.cluster
     client = KubeClient(kube.api)
     ns = await create_namespace(kube, wait_for_service_account=True)
     name = "pausable"
@@ -336,9 +302,9 @@ async def wait_trainjob_workload(
 
 
 async def test_under_kueue_a_trainjob_is_queued_admitted_preempted_and_resumed_keeping_its_claim(
-    trainer_kube: Kube, tmp_path: Path
+    queued_kube: Kube, tmp_path: Path
 ) -> None:
-    kube, cluster = trainer_kube, trainer_kube.cluster
+    kube, cluster = queued_kube, queued_kube.cluster
     client = KubeClient(kube.api)
     ns = await create_namespace(kube, wait_for_service_account=True)
     cq, low, high = "cq-trainer", "train", "urgent"
