@@ -504,23 +504,17 @@ class LocalCluster:
                 )
 
     def stop(self) -> None:
-        if self.trainer is not None:
-            # As Kueue's, below.
-            if self.trainer.process is not None and self._apiserver_up():
-                try:
-                    self.trainer.remove_webhooks()
-                except LaunchError as err:
-                    self.report(f"  could not delete Trainer's webhook configurations: {err}")
-            self.trainer = None
-        if self.kueue is not None:
+        for manager in (self.trainer, self.kueue):
             # While the API server runs: a failurePolicy=Fail webhook whose server is gone would
-            # refuse every later JobSet write.
-            if self.kueue.process is not None and self._apiserver_up():
+            # refuse every later write of what it covers (JobSets, for Kueue's).
+            if manager is not None and manager.process is not None and self._apiserver_up():
                 try:
-                    self.kueue.remove_webhooks()
+                    manager.remove_webhooks()
                 except LaunchError as err:
-                    self.report(f"  could not delete Kueue's webhook configurations: {err}")
-            self.kueue = None
+                    name = type(manager).__name__
+                    self.report(f"  could not delete {name}'s webhook configurations: {err}")
+        self.trainer = None
+        self.kueue = None
         if self.node is not None:
             self.node.stop()
             self.node = None

@@ -1,12 +1,15 @@
 """What the parts that run beside a local control plane need of it: :class:`ControlPlane`.
 
-The real node (``localcluster/node``), Kueue (``kueue.py``), the JobSet API installer
-(``jobsetapi.py``), upstream JobSet's manager (``upstreamjobset.py``) and the smoke run
-(``smoke.py``) take a ``ControlPlane``, not a :class:`localcluster.cluster.LocalCluster`:
-``cluster.py`` starts them, so they must not import it back. ``LocalCluster`` has every member
-(mypy checks it where ``cluster.py`` passes itself to them). The layers, one way:
+The real node (``localcluster/node``), Kueue (``kueue.py``), Trainer (``trainer.py``), the
+JobSet API installer (``jobsetapi.py``), upstream JobSet's manager (``upstreamjobset.py``) and
+the smoke run (``smoke.py``) take a ``ControlPlane``, not a
+:class:`localcluster.cluster.LocalCluster`: ``cluster.py`` starts them, so they must not import
+it back. ``LocalCluster`` has every member (mypy checks it where ``cluster.py`` passes itself to
+them). The layers, one way:
 
-    __main__, demo, nodecheck  ->  cluster  ->  node, kueue, jobsetapi  ->  controlplane
+    __main__, demo, nodecheck  ->  cluster  ->  node, kueue, trainer, jobsetapi  ->  controlplane
+
+(Kueue's and Trainer's managers share ``webhooked.WebhookedManager``.)
 
 ``tests/unit/test_layering.py`` keeps ``localcluster`` free of import circles.
 """

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from cryptography import x509
@@ -40,8 +40,8 @@ from cryptography.x509.oid import NameOID
 
 from localcluster import build
 from localcluster import pki as pkimod
-from localcluster.controlplane import ControlPlane
 from localcluster.processes import LaunchError, ManagedProcess, free_port, https_get
+from localcluster.webhooked import WebhookedManager
 
 MODULE = "sigs.k8s.io/kueue"
 NAMESPACE = "kueue-system"
@@ -275,17 +275,15 @@ def _write_metrics_cert(cert_file: Path, key_file: Path, now: datetime.datetime)
 
 
 @dataclass
-class Kueue:
+class Kueue(WebhookedManager):
     """Kueue's manager for one local cluster: ``start`` after the cluster's API server, kube
     controllers and nodes; ``stop`` while the API server still runs."""
 
-    cluster: ControlPlane
-    report: Callable[[str], None]
+    MUTATING: ClassVar[str] = MUTATING
+    VALIDATING: ClassVar[str] = VALIDATING
+
     # Its TrainJob integration on (Trainer's CRDs installed before ``start``).
     trainer: bool = False
-    process: ManagedProcess | None = None
-    webhook_port: int = 0
-    health_port: int = 0
 
     @property
     def directory(self) -> Path:
@@ -322,8 +320,8 @@ class Kueue:
         # admission policy), and its own CRDs before its caches start; server-side apply, like
         # `kubectl apply`.
         self.cluster.kubectl("apply", "--server-side", *(f"--filename={f}" for f in jobset_api))
-        self._apply(crds(source, base_url, ca_bundle))
-        self._apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
+        self.apply(crds(source, base_url, ca_bundle))
+        self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         env = dict(os.environ, KUBECONFIG=str(kubeconfig))
         self.process = ManagedProcess(
@@ -336,35 +334,11 @@ class Kueue:
         self.cluster.start_process(
             self.process, lambda: https_get(f"http://127.0.0.1:{health}/readyz")
         )
-        self._apply(webhook_configurations(source, base_url, ca_bundle, self.trainer))
+        self.apply(webhook_configurations(source, base_url, ca_bundle, self.trainer))
         # Through Kueue's webhooks: they answer, or this fails.
-        self._apply(queues(gpus=gpus, cpu=cpu, memory_gi=memory_gi, node_labels=node_labels))
+        self.apply(queues(gpus=gpus, cpu=cpu, memory_gi=memory_gi, node_labels=node_labels))
         self.report(
             f"  Kueue {version()} ready in {time.monotonic() - began:.1f}s: ClusterQueue "
             f"{CLUSTER_QUEUE}, LocalQueue default/{LOCAL_QUEUE} (label {QUEUE_LABEL})"
         )
         return self.process
-
-    def _apply(self, objects: list[dict[str, Any]]) -> None:
-        self.cluster.kubectl(
-            "apply", "--server-side", "-f", "-", input_text=yaml.safe_dump_all(objects)
-        )
-
-    def stop(self) -> None:
-        """Webhook configurations first, then the manager (the cluster goes on without Kueue;
-        ``start`` brings it back)."""
-        self.remove_webhooks()
-        if self.process is not None:
-            self.process.stop()
-            if self.process in self.cluster.processes:
-                self.cluster.processes.remove(self.process)
-            self.process = None
-
-    def remove_webhooks(self) -> None:
-        """Delete the webhook configurations (before the manager stops)."""
-        self.cluster.kubectl(
-            "delete",
-            "--ignore-not-found",
-            f"mutatingwebhookconfiguration/{MUTATING}",
-            f"validatingwebhookconfiguration/{VALIDATING}",
-        )

@@ -33,14 +33,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
 from localcluster import build
 from localcluster import pki as pkimod
-from localcluster.controlplane import ControlPlane
 from localcluster.processes import LaunchError, ManagedProcess, free_port, https_get
+from localcluster.webhooked import WebhookedManager
 
 MODULE = build.TRAINER_MODULE
 GROUP = "trainer.kubeflow.org"
@@ -142,16 +142,13 @@ def runtime() -> dict[str, Any]:
 
 
 @dataclass
-class Trainer:
+class Trainer(WebhookedManager):
     """Trainer's manager for one local cluster: ``start`` after the cluster's API server, kube
     controllers and nodes (and before Kueue, whose TrainJob integration reads its CRDs);
     ``stop`` while the API server still runs."""
 
-    cluster: ControlPlane
-    report: Callable[[str], None]
-    process: ManagedProcess | None = None
-    webhook_port: int = 0
-    health_port: int = 0
+    MUTATING: ClassVar[str] = MUTATING
+    VALIDATING: ClassVar[str] = VALIDATING
 
     @property
     def directory(self) -> Path:
@@ -164,7 +161,7 @@ class Trainer:
         self.cluster.kubectl("apply", "--server-side", *(f"--filename={f}" for f in jobset_api))
         # Server-side: the runtime CRDs (900 KB each) are too large for the last-applied
         # annotation of a client-side apply.
-        self._apply(crds(source))
+        self.apply(crds(source))
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         return source
 
@@ -194,34 +191,11 @@ class Trainer:
         self.cluster.start_process(
             self.process, lambda: https_get(f"http://127.0.0.1:{health}/readyz")
         )
-        self._apply(webhook_configurations(source, base_url, ca_bundle))
+        self.apply(webhook_configurations(source, base_url, ca_bundle))
         # Through Trainer's runtime validator: it answers, or this fails.
-        self._apply([runtime()])
+        self.apply([runtime()])
         self.report(
             f"  Trainer {version()} ready in {time.monotonic() - began:.1f}s: "
             f"ClusterTrainingRuntime {runtime()['metadata']['name']}"
         )
         return self.process
-
-    def _apply(self, objects: list[dict[str, Any]]) -> None:
-        self.cluster.kubectl(
-            "apply", "--server-side", "-f", "-", input_text=yaml.safe_dump_all(objects)
-        )
-
-    def stop(self) -> None:
-        """Webhook configurations first, then the manager."""
-        self.remove_webhooks()
-        if self.process is not None:
-            self.process.stop()
-            if self.process in self.cluster.processes:
-                self.cluster.processes.remove(self.process)
-            self.process = None
-
-    def remove_webhooks(self) -> None:
-        """Delete the webhook configurations (before the manager stops)."""
-        self.cluster.kubectl(
-            "delete",
-            "--ignore-not-found",
-            f"mutatingwebhookconfiguration/{MUTATING}",
-            f"validatingwebhookconfiguration/{VALIDATING}",
-        )
