@@ -35,6 +35,7 @@ EXTENSIONS = frozenset(
         "spec.volumeClaimPolicies[].retentionPolicy.whenCompleted",
         "spec.volumeClaimPolicies[].retentionPolicy.whenFailed",
         "spec.volumeClaimPolicies[].retentionPolicy.whenScaled",
+        "spec.volumeClaimPolicies[].retentionPolicy.whenSuspended",
         "spec.volumeClaimPolicies[].creationPolicy",
         "spec.volumeClaimPolicies[].snapshotPolicy",
         "spec.volumeClaimPolicies[].restorePolicy",

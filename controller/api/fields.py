@@ -336,7 +336,20 @@ WHEN_SCALED: Final = Field(
     default=api.DEFAULT_WHEN_SCALED,
     enum=KEEP_CHOICES,
 )
-WHEN_SUSPENDED: Final = Field(
+RETAIN_WHEN_SUSPENDED: Final = Field(
+    "retentionPolicy.whenSuspended",
+    str,
+    "When the JobSet is suspended after it ran (Kueue preempts it, or spec.suspend: true) and "
+    "none of its pods runs any more: Retain the claims (default), or Snapshot them (an "
+    "extension): each Bound claim is deleted once a VolumeSnapshot of it (snapshotPolicy) is "
+    "readyToUse, and made again from the newest snapshot when the JobSet is resumed, before the "
+    "Jobs that mount it resume; a snapshot that fails keeps the claim, and a condition and an "
+    "Event say why. Snapshot requires restorePolicy.source: NewestSnapshot, and not "
+    "creationPolicy.whenSuspended: Create.",
+    default=api.DEFAULT_WHEN_SUSPENDED,
+    enum=("Retain", "Snapshot"),
+)
+CREATE_WHEN_SUSPENDED: Final = Field(
     "creationPolicy.whenSuspended",
     str,
     "While the JobSet is suspended (queued by Kueue, say): WaitForResume (default) creates, or "
@@ -401,6 +414,16 @@ RESTORE_WHEN_MISSING: Final = Field(
     implied="Wait",
     enum=("Wait", "CreateEmpty"),
 )
+# The rules of retentionPolicy.whenSuspended: Snapshot (schema.py's suspend-snapshot-restores
+# and suspend-snapshot-not-created), in the words the admission policy and the parser both use.
+SUSPEND_SNAPSHOT_RESTORE_RULE: Final = (
+    "retentionPolicy.whenSuspended: Snapshot requires restorePolicy.source: NewestSnapshot (the "
+    "claims it deletes are made again from their snapshots when the JobSet is resumed)"
+)
+SUSPEND_SNAPSHOT_CREATE_RULE: Final = (
+    "retentionPolicy.whenSuspended: Snapshot cannot be used with creationPolicy.whenSuspended: "
+    "Create (the claims it deletes would be made again at once, while the JobSet is suspended)"
+)
 # The rule across restorePolicy's fields (schema.py's restore-snapshot-name), in the words the
 # admission policy and the parser both use.
 RESTORE_SNAPSHOT_NAME_RULE: Final = (
@@ -433,7 +456,8 @@ ALL: Final[tuple[Field[Any], ...]] = (
     WHEN_COMPLETED,
     WHEN_FAILED,
     WHEN_SCALED,
-    WHEN_SUSPENDED,
+    RETAIN_WHEN_SUSPENDED,
+    CREATE_WHEN_SUSPENDED,
     SNAPSHOT_CLASS_NAME,
     GROUP_SNAPSHOT_CLASS_NAME,
     SNAPSHOT_HISTORY_LIMIT,

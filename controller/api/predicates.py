@@ -470,6 +470,37 @@ def restore_snapshot_name(spec: Node) -> Verdict:
     return None if all(snapshot_named(r) for r in restores if r is not None) else Broken()
 
 
+def _policies(spec: Node) -> list[Node]:
+    """Every volume claim policy of the spec, both spellings."""
+    found = [p for p in items(spec, "volumeClaimPolicies") if isinstance(p, Mapping)]
+    request = get(spec, "volumePolicy")
+    return [*found, request] if isinstance(request, Mapping) else found
+
+
+def _snapshots_on_suspend(policy: Node) -> bool:
+    return bool(get(policy, "retentionPolicy", "whenSuspended") == "Snapshot")
+
+
+def suspend_snapshot_restores(spec: Node) -> Verdict:
+    return unless(
+        all(
+            get(p, "restorePolicy", "source") == "NewestSnapshot"
+            for p in _policies(spec)
+            if _snapshots_on_suspend(p)
+        )
+    )
+
+
+def suspend_snapshot_not_created(spec: Node) -> Verdict:
+    return unless(
+        not any(
+            get(p, "creationPolicy", "whenSuspended") == "Create"
+            for p in _policies(spec)
+            if _snapshots_on_suspend(p)
+        )
+    )
+
+
 def volume_targets(spec: Node) -> Verdict:
     names = _rjob_names(spec)
     if names is None:

@@ -29,7 +29,7 @@ rejects the CRD when one could be too expensive (10M units per rule, 100M for th
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -289,6 +289,38 @@ def snapshot_named(restore: str) -> str:
     return (
         f"(({restore}.source == 'VolumeSnapshot') == "
         f"(has({restore}.volumeSnapshotName) && {restore}.volumeSnapshotName != ''))"
+    )
+
+
+def snapshots_on_suspend(policy: str) -> str:
+    """CEL: the volume claim policy ``policy`` says retentionPolicy.whenSuspended: Snapshot."""
+    return (
+        f"({present(policy, 'retentionPolicy.whenSuspended')} && "
+        f"{policy}.retentionPolicy.whenSuspended == 'Snapshot')"
+    )
+
+
+def restores_newest(policy: str) -> str:
+    """CEL: the policy ``policy`` makes its claims from the newest snapshot of their name."""
+    return (
+        f"({present(policy, 'restorePolicy.source')} && "
+        f"{policy}.restorePolicy.source == 'NewestSnapshot')"
+    )
+
+
+def creates_suspended(policy: str) -> str:
+    """CEL: the policy ``policy`` makes its claims while the JobSet is suspended."""
+    return (
+        f"({present(policy, 'creationPolicy.whenSuspended')} && "
+        f"{policy}.creationPolicy.whenSuspended == 'Create')"
+    )
+
+
+def each_policy(holds: Callable[[str], str]) -> str:
+    """CEL: ``holds`` of every volume claim policy, both spellings."""
+    return (
+        guarded_all("self", "volumeClaimPolicies", "p", holds("p"))
+        + f" && (!{present('self', 'volumePolicy')} || {holds('self.volumePolicy')})"
     )
 
 
@@ -683,6 +715,7 @@ class Builder:
                     fields.WHEN_COMPLETED,
                     fields.WHEN_FAILED,
                     fields.WHEN_SCALED,
+                    fields.RETAIN_WHEN_SUSPENDED,
                 ),
             },
             default={},
@@ -694,7 +727,7 @@ class Builder:
             "When the claims made from the templates are created. Left out, whenSuspended is "
             "WaitForResume. May be changed at any time.",
             {
-                **_nodes(fields.WHEN_SUSPENDED),
+                **_nodes(fields.CREATE_WHEN_SUSPENDED),
             },
         )
 
@@ -1405,6 +1438,25 @@ class Builder:
                 message=fields.RESTORE_SNAPSHOT_NAME_RULE,
                 protects="a restore with no snapshot to restore from, or a snapshot name that "
                 "would be ignored",
+            ),
+            Rule(
+                id="suspend-snapshot-restores",
+                check=predicates.suspend_snapshot_restores,
+                where="spec",
+                rule=each_policy(lambda p: f"!{snapshots_on_suspend(p)} || {restores_newest(p)}"),
+                message=fields.SUSPEND_SNAPSHOT_RESTORE_RULE,
+                protects="claims deleted while the JobSet is suspended and made again empty "
+                "when it is resumed",
+            ),
+            Rule(
+                id="suspend-snapshot-not-created",
+                check=predicates.suspend_snapshot_not_created,
+                where="spec",
+                rule=each_policy(
+                    lambda p: f"!{snapshots_on_suspend(p)} || !{creates_suspended(p)}"
+                ),
+                message=fields.SUSPEND_SNAPSHOT_CREATE_RULE,
+                protects="claims snapshotted and deleted while suspended, then made again at once",
             ),
         ]
 

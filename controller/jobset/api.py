@@ -35,6 +35,7 @@ DEFAULT_WHEN_DELETED: Final = "Delete"
 DEFAULT_WHEN_COMPLETED: Final = "Retain"
 DEFAULT_WHEN_FAILED: Final = "Retain"
 DEFAULT_WHEN_SCALED: Final = "Retain"
+DEFAULT_WHEN_SUSPENDED: Final = "Retain"
 
 # The built-in controller's reserved managedBy value (JobSets with another value are skipped).
 CONTROLLER_NAME = "jobset.sigs.k8s.io/jobset-controller"

@@ -240,6 +240,22 @@ RESTORE_SNAPSHOT_NAME = (
     "restorePolicy.volumeSnapshotName is required when restorePolicy.source is VolumeSnapshot, "
     "and must be left out otherwise"
 )
+SUSPEND_SNAPSHOT_RESTORES = (
+    "retentionPolicy.whenSuspended: Snapshot requires restorePolicy.source: NewestSnapshot"
+)
+SUSPEND_SNAPSHOT_NOT_CREATED = (
+    "retentionPolicy.whenSuspended: Snapshot cannot be used with creationPolicy.whenSuspended: "
+    "Create"
+)
+
+
+def snapshot_on_suspend(policy: Obj) -> None:
+    """retentionPolicy.whenSuspended: Snapshot for a policy that restores from the newest
+    snapshot and starts empty without one (as the rules allow). Derived, not drawn: the other
+    cases' draws stay as they were."""
+    restore = policy.get("restorePolicy") or {}
+    if restore.get("source") == "NewestSnapshot" and restore.get("whenMissing") == "CreateEmpty":
+        policy.setdefault("retentionPolicy", {})["whenSuspended"] = "Snapshot"
 
 
 @st.composite
@@ -391,6 +407,7 @@ def valid_jobsets(draw: st.DrawFn, name: str | None = None) -> Obj:
                 k: draw(st.sampled_from(KEEPS)) for k in keys if draw(st.booleans())
             }
         policy.update(draw(snapshot_and_restore()))
+        snapshot_on_suspend(policy)
         policies.append(policy)
     if policies:
         spec["volumeClaimPolicies"] = policies
@@ -404,6 +421,7 @@ def valid_jobsets(draw: st.DrawFn, name: str | None = None) -> Obj:
         if draw(st.booleans()):
             request["replicatedJobs"] = [{"name": u} for u in users]
         request.update(draw(snapshot_and_restore()))
+        snapshot_on_suspend(request)
         spec["volumePolicy"] = request
     return {
         "apiVersion": api.API_VERSION,
@@ -700,20 +718,39 @@ def bad_retention(draw: st.DrawFn, js: Obj) -> str | None:
 
 def bad_restore(draw: st.DrawFn, js: Obj) -> str | None:
     """A restorePolicy without the snapshot name its source needs, or with one it must not have
-    (restore-snapshot-name), in either spelling."""
+    (restore-snapshot-name); or retentionPolicy.whenSuspended: Snapshot without a restore from
+    the newest snapshot, or with creationPolicy.whenSuspended: Create (suspend-snapshot-restores,
+    suspend-snapshot-not-created); in either spelling."""
     targets = _policies(js)
     if js["spec"].get("volumePolicy"):
         targets = [*targets, js["spec"]["volumePolicy"]]
-    draw(st.sampled_from(targets))["restorePolicy"] = draw(
+    policy = draw(st.sampled_from(targets))
+    restore, expected = draw(
         st.sampled_from(
             [
-                {"source": "VolumeSnapshot"},
-                {"source": "VolumeSnapshot", "volumeSnapshotName": "", "whenMissing": "Wait"},
-                {"source": "NewestSnapshot", "volumeSnapshotName": "ckpt-7"},
+                ({"source": "VolumeSnapshot"}, RESTORE_SNAPSHOT_NAME),
+                (
+                    {"source": "VolumeSnapshot", "volumeSnapshotName": "", "whenMissing": "Wait"},
+                    RESTORE_SNAPSHOT_NAME,
+                ),
+                (
+                    {"source": "NewestSnapshot", "volumeSnapshotName": "ckpt-7"},
+                    RESTORE_SNAPSHOT_NAME,
+                ),
+                (
+                    {"source": "VolumeSnapshot", "volumeSnapshotName": "ckpt-7"},
+                    SUSPEND_SNAPSHOT_RESTORES,
+                ),
+                ({"source": "NewestSnapshot"}, SUSPEND_SNAPSHOT_NOT_CREATED),
             ]
         )
     )
-    return RESTORE_SNAPSHOT_NAME
+    policy["restorePolicy"] = restore
+    if expected != RESTORE_SNAPSHOT_NAME:
+        policy.setdefault("retentionPolicy", {})["whenSuspended"] = "Snapshot"
+    if expected == SUSPEND_SNAPSHOT_NOT_CREATED:
+        policy["creationPolicy"] = {"whenSuspended": "Create"}
+    return expected
 
 
 def bad_snapshot_fields(draw: st.DrawFn, js: Obj) -> str | None:
@@ -1330,6 +1367,9 @@ def _volume_allowed_change(draw: st.DrawFn, js: Obj) -> str | None:
             policy.pop("snapshotPolicy", None)
             policy.pop("restorePolicy", None)
             policy.update(draw(snapshot_and_restore()))
+            if (policy.get("retentionPolicy") or {}).get("whenSuspended") == "Snapshot":
+                # As suspend-snapshot-restores asks (not drawn: the other draws stay as they were).
+                policy["restorePolicy"] = {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"}
     return None
 
 

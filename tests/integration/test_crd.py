@@ -67,6 +67,14 @@ RESTORE_SNAPSHOT_NAME = (
     "restorePolicy.volumeSnapshotName is required when restorePolicy.source is VolumeSnapshot, "
     "and must be left out otherwise"
 )
+SUSPEND_SNAPSHOT_RESTORES = (
+    "retentionPolicy.whenSuspended: Snapshot requires restorePolicy.source: NewestSnapshot (the "
+    "claims it deletes are made again from their snapshots when the JobSet is resumed)"
+)
+SUSPEND_SNAPSHOT_NOT_CREATED = (
+    "retentionPolicy.whenSuspended: Snapshot cannot be used with creationPolicy.whenSuspended: "
+    "Create (the claims it deletes would be made again at once, while the JobSet is suspended)"
+)
 
 
 def base() -> Obj:
@@ -1066,6 +1074,80 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         ),
         "",
     ),
+    # retentionPolicy.whenSuspended: Snapshot deletes claims while the JobSet waits: only with a
+    # restore from their snapshots, and only if nothing makes them again while it waits.
+    (
+        "suspend-snapshot-restores",
+        _set(lambda js: policy(js, 1), "retentionPolicy", {"whenSuspended": "Snapshot"}),
+        f"spec: {SUSPEND_SNAPSHOT_RESTORES}",
+    ),
+    (
+        "suspend-snapshot-restores-named-snapshot",
+        _all(
+            _set(lambda js: policy(js, 1), "retentionPolicy", {"whenSuspended": "Snapshot"}),
+            _set(
+                lambda js: policy(js, 1),
+                "restorePolicy",
+                {"source": "VolumeSnapshot", "volumeSnapshotName": "golden"},
+            ),
+        ),
+        f"spec: {SUSPEND_SNAPSHOT_RESTORES}",
+    ),
+    (
+        "suspend-snapshot-restores-volume-policy",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"].update(
+                retentionPolicy={"whenSuspended": "Snapshot"}
+            ),
+        ),
+        f"spec: {SUSPEND_SNAPSHOT_RESTORES}",
+    ),
+    (
+        "suspend-snapshot-not-created",
+        _all(
+            _set(lambda js: policy(js, 1), "retentionPolicy", {"whenSuspended": "Snapshot"}),
+            _set(lambda js: policy(js, 1), "restorePolicy", {"source": "NewestSnapshot"}),
+            _set(lambda js: policy(js, 1), "creationPolicy", {"whenSuspended": "Create"}),
+        ),
+        f"spec: {SUSPEND_SNAPSHOT_NOT_CREATED}",
+    ),
+    (
+        "suspend-snapshot-not-created-volume-policy",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"].update(
+                retentionPolicy={"whenSuspended": "Snapshot"},
+                restorePolicy={"source": "NewestSnapshot"},
+                creationPolicy={"whenSuspended": "Create"},
+            ),
+        ),
+        f"spec: {SUSPEND_SNAPSHOT_NOT_CREATED}",
+    ),
+    (
+        "suspend-snapshot-accepted",
+        _all(
+            _volume_policy,
+            lambda js: spec(js)["volumePolicy"].update(
+                retentionPolicy={"whenSuspended": "Snapshot"},
+                restorePolicy={"source": "NewestSnapshot"},
+                snapshotPolicy={"volumeGroupSnapshotClassName": "csi-group-snapshot"},
+            ),
+            _set(lambda js: policy(js, 0), "retentionPolicy", {"whenSuspended": "Snapshot"}),
+            _set(
+                lambda js: policy(js, 0),
+                "restorePolicy",
+                {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
+            ),
+            _set(lambda js: policy(js, 0), "creationPolicy", {"whenSuspended": "WaitForResume"}),
+        ),
+        "",
+    ),
+    (
+        "retention-when-suspended-enum",
+        _set(lambda js: policy(js, 1), "retentionPolicy", {"whenSuspended": "Delete"}),
+        'spec.volumeClaimPolicies[1].retentionPolicy.whenSuspended: Unsupported value: "Delete"',
+    ),
     (
         "restore-source-required",
         _set(lambda js: policy(js, 1), "restorePolicy", {"whenMissing": "Wait"}),
@@ -1668,6 +1750,7 @@ async def test_defaults_applied_by_the_api_server(kube: Kube, jobsets: str) -> N
         "whenCompleted": "Retain",
         "whenFailed": "Retain",
         "whenScaled": "Retain",
+        "whenSuspended": "Retain",
     }
     assert "suspend" not in stored and "coordinator" not in stored
 

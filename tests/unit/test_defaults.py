@@ -103,6 +103,7 @@ PARSED: Mapping[str, Callable[[JobSet], Any]] = {
             ("whenCompleted", "when_completed"),
             ("whenFailed", "when_failed"),
             ("whenScaled", "when_scaled"),
+            ("whenSuspended", "when_suspended"),
         )
     },
 }

@@ -18,6 +18,9 @@ Scope = Literal["JobSet", "Job", "Pod"]
 # Retain: keep the claim. Delete: delete it. Snapshot: take a VolumeSnapshot of it, and delete
 # the claim only once that snapshot is readyToUse (snapshots.py).
 Keep = Literal["Retain", "Delete", "Snapshot"]
+# retentionPolicy.whenSuspended: keep the claims of a suspended JobSet, or let each go through a
+# snapshot of it while the JobSet waits (suspension.py) and make it again from that on resume.
+KeepWhenSuspended = Literal["Retain", "Snapshot"]
 # restorePolicy.source: each new claim starts from the newest ready snapshot of its name, or from
 # one named VolumeSnapshot.
 RestoreSource = Literal["NewestSnapshot", "VolumeSnapshot"]
@@ -77,6 +80,7 @@ class Retention:
     when_completed: Keep = api.DEFAULT_WHEN_COMPLETED
     when_failed: Keep = api.DEFAULT_WHEN_FAILED
     when_scaled: Keep = api.DEFAULT_WHEN_SCALED
+    when_suspended: KeepWhenSuspended = api.DEFAULT_WHEN_SUSPENDED
 
     @property
     def snapshots(self) -> bool:
@@ -86,6 +90,7 @@ class Retention:
             self.when_completed,
             self.when_failed,
             self.when_scaled,
+            self.when_suspended,
         )
 
 

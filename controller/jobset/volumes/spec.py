@@ -169,6 +169,11 @@ def _retention(raw: Any, where: str) -> Retention:
         when_completed=_keep(fields.WHEN_COMPLETED, raw, where),
         when_failed=_keep(fields.WHEN_FAILED, raw, where),
         when_scaled=_keep(fields.WHEN_SCALED, raw, where),
+        when_suspended=(
+            "Snapshot"
+            if _choice(fields.RETAIN_WHEN_SUSPENDED, raw, where) == "Snapshot"
+            else "Retain"
+        ),
     )
 
 
@@ -178,7 +183,7 @@ def _when_suspended(raw: Any, where: str) -> WhenSuspended:
         raw = {}
     if not isinstance(raw, dict):
         raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
-    value = _choice(fields.WHEN_SUSPENDED, raw, where)
+    value = _choice(fields.CREATE_WHEN_SUSPENDED, raw, where)
     return "Create" if value == "Create" else "WaitForResume"
 
 
@@ -217,6 +222,19 @@ def _restore(raw: Any, policy_where: str) -> RestorePolicy | None:
     )
 
 
+def _checked(policy: VolumePolicy) -> VolumePolicy:
+    """``policy``, if it keeps the rules of ``whenSuspended: Snapshot`` (the admission rules
+    suspend-snapshot-restores and suspend-snapshot-not-created, schema.py, for an object stored
+    without them): its claims are made again from their snapshots, and only once resumed."""
+    if policy.retention.when_suspended != "Snapshot":
+        return policy
+    if policy.restore is None or policy.restore.source != "NewestSnapshot":
+        raise InvalidJobSet(f"{policy.where}: {fields.SUSPEND_SNAPSHOT_RESTORE_RULE}")
+    if policy.when_suspended == "Create":
+        raise InvalidJobSet(f"{policy.where}: {fields.SUSPEND_SNAPSHOT_CREATE_RULE}")
+    return policy
+
+
 def _target_names(raw: Any, where: str) -> tuple[str, ...] | None:
     if raw is None:
         return None
@@ -235,15 +253,17 @@ def _upstream_policy(raw: Any, where: str) -> VolumePolicy:
         raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
     scope = _choice(fields.VOLUME_SCOPE, raw, where)
     chosen: Scope = "Job" if scope == "Job" else "Pod" if scope == "Pod" else "JobSet"
-    return VolumePolicy(
-        templates=_templates(raw.get("templates"), f"{where}.templates"),
-        retention=_retention(raw.get("retentionPolicy"), f"{where}.retentionPolicy"),
-        targets=_target_names(raw.get("targetReplicatedJobs"), f"{where}.targetReplicatedJobs"),
-        scope=chosen,
-        where=where,
-        when_suspended=_when_suspended(raw.get("creationPolicy"), f"{where}.creationPolicy"),
-        snapshots=_snapshots(raw.get("snapshotPolicy"), f"{where}.snapshotPolicy"),
-        restore=_restore(raw.get("restorePolicy"), where),
+    return _checked(
+        VolumePolicy(
+            templates=_templates(raw.get("templates"), f"{where}.templates"),
+            retention=_retention(raw.get("retentionPolicy"), f"{where}.retentionPolicy"),
+            targets=_target_names(raw.get("targetReplicatedJobs"), f"{where}.targetReplicatedJobs"),
+            scope=chosen,
+            where=where,
+            when_suspended=_when_suspended(raw.get("creationPolicy"), f"{where}.creationPolicy"),
+            snapshots=_snapshots(raw.get("snapshotPolicy"), f"{where}.snapshotPolicy"),
+            restore=_restore(raw.get("restorePolicy"), where),
+        )
     )
 
 
@@ -264,15 +284,17 @@ def _request_policy(raw: Any, where: str) -> VolumePolicy:
                 raise InvalidJobSet(f"{where}.replicatedJobs[{i}].name is required")
             names.append(name)
         targets = tuple(names)
-    return VolumePolicy(
-        templates=_templates(raw.get("volumeClaimTemplates"), f"{where}.volumeClaimTemplates"),
-        retention=_retention(raw.get("retentionPolicy"), f"{where}.retentionPolicy"),
-        targets=targets,
-        scope="JobSet",
-        where=where,
-        when_suspended=_when_suspended(raw.get("creationPolicy"), f"{where}.creationPolicy"),
-        snapshots=_snapshots(raw.get("snapshotPolicy"), f"{where}.snapshotPolicy"),
-        restore=_restore(raw.get("restorePolicy"), where),
+    return _checked(
+        VolumePolicy(
+            templates=_templates(raw.get("volumeClaimTemplates"), f"{where}.volumeClaimTemplates"),
+            retention=_retention(raw.get("retentionPolicy"), f"{where}.retentionPolicy"),
+            targets=targets,
+            scope="JobSet",
+            where=where,
+            when_suspended=_when_suspended(raw.get("creationPolicy"), f"{where}.creationPolicy"),
+            snapshots=_snapshots(raw.get("snapshotPolicy"), f"{where}.snapshotPolicy"),
+            restore=_restore(raw.get("restorePolicy"), where),
+        )
     )
 
 

@@ -236,6 +236,19 @@ def test_all_retention_fields_and_empty_scope() -> None:
     assert policy.scope == "JobSet"
 
 
+def test_when_suspended_snapshot_in_both_spellings() -> None:
+    """retentionPolicy.whenSuspended: Retain when left out; Snapshot, with a restore from the
+    newest snapshot, read the same from either spelling."""
+    asked = {"retentionPolicy": {"whenSuspended": "Snapshot"},
+             "restorePolicy": {"source": "NewestSnapshot"}}  # fmt: skip
+    (upstream,) = volume_spec.policies(make([{"templates": [tpl("data")], **asked}]))
+    (request,) = volume_spec.policies(make(vp={"volumeClaimTemplates": [tpl("data")], **asked}))
+    assert upstream.retention.when_suspended == request.retention.when_suspended == "Snapshot"
+    assert upstream.retention.snapshots  # VolumeSnapshotsReady is reported for it
+    (default,) = volume_spec.policies(make([{"templates": [tpl("data")]}]))
+    assert default.retention.when_suspended == "Retain"
+
+
 @pytest.mark.parametrize("key", ["whenDeleted", "whenCompleted", "whenFailed", "whenScaled"])
 def test_snapshot_is_a_retention_value_of_every_retention_field(key: str) -> None:
     retention = {key: "Snapshot"}
@@ -685,8 +698,40 @@ BAD_SNAPSHOT_OR_RESTORE_REQUEST = [
             [mounting("A", 1, ("data",)), mounting("a", 1, ("data",))],
             "claim name 'data-js-a-0' of template 'data' collides",
         ),
+        # The admission rules of whenSuspended: Snapshot, for an object stored without them.
+        (
+            [{"templates": [tpl("data")], "retentionPolicy": {"whenSuspended": "Snapshot"}}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0]: retentionPolicy.whenSuspended: Snapshot requires "
+            "restorePolicy.source: NewestSnapshot",
+        ),
+        (
+            None,
+            {"volumeClaimTemplates": [tpl("data")],
+             "retentionPolicy": {"whenSuspended": "Snapshot"},
+             "restorePolicy": {"source": "VolumeSnapshot", "volumeSnapshotName": "golden"}},
+            None,
+            "spec.volumePolicy: retentionPolicy.whenSuspended: Snapshot requires "
+            "restorePolicy.source: NewestSnapshot",
+        ),
+        (
+            [{"templates": [tpl("data")], "retentionPolicy": {"whenSuspended": "Snapshot"},
+              "restorePolicy": {"source": "NewestSnapshot"},
+              "creationPolicy": {"whenSuspended": "Create"}}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0]: retentionPolicy.whenSuspended: Snapshot cannot be used "
+            "with creationPolicy.whenSuspended: Create",
+        ),
+        (
+            [{"templates": [tpl("data")], "retentionPolicy": {"whenSuspended": "Delete"}}],
+            None,
+            None,
+            "spec.volumeClaimPolicies[0].retentionPolicy.whenSuspended must be Retain or Snapshot",
+        ),
     ],
-)
+)  # fmt: skip
 def test_invalid_policies(vcp: Any, vp: Any, rjobs: list[Obj] | None, message: str) -> None:
     js = make(vcp, vp, rjobs)
     with pytest.raises(InvalidJobSet) as err:
