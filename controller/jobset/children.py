@@ -25,6 +25,8 @@ from controller.runtime.store import Obj, by_controller_uid
 
 JOB_COMPLETE = "Complete"
 JOB_FAILED = "Failed"
+# Set True by the Job controller once it acted on spec.suspend (its active pods deleted).
+JOB_SUSPENDED = "Suspended"
 _FINISHED_TYPES = (JOB_COMPLETE, JOB_FAILED)
 
 
@@ -104,6 +106,11 @@ class ChildJob:
     active: int
     ready: int
     succeeded: int
+    # Pods being deleted (status.terminating): they may still run, and write to their volumes.
+    terminating: int
+    # Its Suspended condition is True: the Job controller has seen spec.suspend and deleted its
+    # active pods (``active`` and ``terminating`` then count what is left).
+    suspended_condition: bool
     start_time: str | None
     # The first Complete or Failed condition that is True: the Job is finished.
     finished: JobCondition | None
@@ -127,6 +134,16 @@ class ChildJob:
     def is_active(self) -> bool:
         """Unfinished, with at least one pod pending or running (``status.active`` > 0)."""
         return self.finished is None and self.active > 0
+
+    @property
+    def pods_stopped(self) -> bool:
+        """No pod of the Job runs or is terminating, and none will start: it is finished or
+        suspended as the Job controller has seen it, with no pod active or terminating, and not
+        being deleted (deleted Foreground, it stays while its pods go, but its status is no
+        longer kept)."""
+        if self.deleting or self.active or self.terminating:
+            return False
+        return self.finished is not None or (self.suspended and self.suspended_condition)
 
     def expected_pods(self, rjob: ReplicatedJob | None = None) -> int:
         """Pods the Job runs at once: min(parallelism, completions).
@@ -190,6 +207,8 @@ def view(job: Obj) -> ChildJob:
         active=_count(status.get("active")),
         ready=_count(status.get("ready")),
         succeeded=_count(status.get("succeeded")),
+        terminating=_count(status.get("terminating")),
+        suspended_condition=any(c.get("type") == JOB_SUSPENDED for c in conditions),
         start_time=start if isinstance(start, str) and start else None,
         finished=None if finished is None else _condition(finished),
         failed_condition=None if failed is None else _condition(failed),

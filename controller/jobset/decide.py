@@ -51,6 +51,7 @@ from controller.jobset.volumes import (
     VolumePlan,
 )
 from controller.jobset.volumes.admission import Blocked
+from controller.jobset.volumes.suspension import RUNNING, Suspension, started_at
 from controller.jobset.writefailures import Failure
 from controller.runtime.store import Obj
 
@@ -387,6 +388,8 @@ def decide(
         pods_in_use=in_use,
         blocked=pod_scope_blocked,
         found=snapshots,
+        # Every Job, of every attempt: a pod of any may still write to a claim.
+        suspended=Suspension(suspend.stopped(jobs), started_at(now)) if jobset.suspend else RUNNING,
     )
     plan.volume = store.plan
     _volume_status(built, store, known, current)

@@ -10,7 +10,8 @@ write and to pace one (``pacing``):
   by name, regardless of order;
 - **milestone**: ``restarts``, ``restartsCountTowardsMax``, ``terminalState``, a condition's
   type, status or reason, the claims' uid record (``volumes.claimUIDs``: pods mount a claim only
-  once its uid is stored), a Job's individual restarts (``jobRestarts``,
+  once its uid is stored), the claims let go while suspended (``volumes.suspensionReleases``: no
+  snapshot of one is taken before that is stored), a Job's individual restarts (``jobRestarts``,
   ``jobRestartsCountTowardsMax``: what makes the failed Job stale, stored before it is replaced),
   and, for a JobSet a queue may manage (``replicas`` given), the facts Kueue reads off the
   counters (any Job active, every Job ready or succeeded, the replicated jobs whose Jobs all
@@ -291,11 +292,41 @@ class ClaimUIDs:
 
 
 @dataclass(frozen=True, slots=True)
+class SuspensionRelease:
+    """One ``volumes.suspensionReleases`` entry: the claims of one volume claim policy (named by
+    its first template) that retention lets go because the JobSet is suspended
+    (``retentionPolicy.whenSuspended: Snapshot``), by uid prefix, and when that began (RFC 3339
+    with microseconds). What it means is ``volumes.suspension``'s; here only the fields."""
+
+    template: str
+    uids: tuple[str, ...]
+    started: str
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> SuspensionRelease | None:
+        """The entry ``raw``; None for one without a template, uids and a start, all strings."""
+        template, uids, started = raw.get("template"), raw.get("uids"), raw.get("started")
+        if not (isinstance(template, str) and isinstance(uids, str) and isinstance(started, str)):
+            return None
+        if not template or not started:
+            return None
+        return cls(template, tuple(u for u in uids.split(",") if u), started)
+
+    def _comparable(self) -> tuple[str, tuple[str, ...], str]:
+        return (self.template, self.uids, self.started)
+
+    def to_dict(self) -> Obj:
+        return {"template": self.template, "uids": ",".join(self.uids), "started": self.started}
+
+
+@dataclass(frozen=True, slots=True)
 class VolumesStatus:
-    """``status.volumes``: the counts per template (progress) and the uid record (a milestone)."""
+    """``status.volumes``: the counts per template (progress), the uid record and the releases
+    while suspended (milestones)."""
 
     templates: tuple[TemplateStatus, ...] = ()
     claim_uids: tuple[ClaimUIDs, ...] = ()
+    suspension_releases: tuple[SuspensionRelease, ...] = ()
 
     @classmethod
     def parse(cls, raw: Any) -> VolumesStatus | None:
@@ -304,23 +335,33 @@ class VolumesStatus:
             return None
         templates = (TemplateStatus.parse(t) for t in _objects(raw.get("templates")))
         uids = (ClaimUIDs.parse(u) for u in _objects(raw.get("claimUIDs")))
+        releases = (SuspensionRelease.parse(r) for r in _objects(raw.get("suspensionReleases")))
         return cls(
-            tuple(t for t in templates if t is not None), tuple(u for u in uids if u is not None)
+            tuple(t for t in templates if t is not None),
+            tuple(u for u in uids if u is not None),
+            tuple(r for r in releases if r is not None),
         )
 
     def _comparable(self) -> tuple[Any, ...]:
         return (
             tuple(t._comparable() for t in self.templates),
-            self._uids_comparable(),
+            self._records_comparable(),
         )
 
-    def _uids_comparable(self) -> tuple[tuple[str, str, str, str], ...]:
-        return tuple(u._comparable() for u in self.claim_uids)
+    def _records_comparable(self) -> tuple[Any, ...]:
+        """The milestone part: the uid record, and the claims let go while suspended (pods
+        must never mount one again once a snapshot of it may be taken: stored at once)."""
+        return (
+            tuple(u._comparable() for u in self.claim_uids),
+            tuple(r._comparable() for r in self.suspension_releases),
+        )
 
     def to_dict(self) -> Obj:
         found: Obj = {"templates": [t.to_dict() for t in self.templates]}
         if self.claim_uids:
             found["claimUIDs"] = [u.to_dict() for u in self.claim_uids]
+        if self.suspension_releases:
+            found["suspensionReleases"] = [r.to_dict() for r in self.suspension_releases]
         return found
 
 
@@ -469,7 +510,7 @@ class JobSetStatus:
             self.restarts_count_towards_max,
             self.terminal_state,
             {c.type: (c.status, c.reason) for c in self.conditions},
-            volumes._uids_comparable(),
+            volumes._records_comparable(),
             # A Job's individual restart (RestartJob) is a decision, not a count: it is what
             # makes the failed Job stale, and it must be stored before that Job is replaced.
             {

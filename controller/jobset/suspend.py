@@ -160,6 +160,13 @@ def plan(
     return SuspendDecision(tuple(found), tuple(clear), RESUMED if walked_all else None)
 
 
+def stopped(jobs: Iterable[ChildJob]) -> bool:
+    """No pod of these Jobs (every attempt's: the JobSet's Jobs) runs or is terminating, nor
+    will start (``ChildJob.pods_stopped``): what a suspended JobSet waits for before its claims
+    may be snapshotted (retentionPolicy.whenSuspended: Snapshot)."""
+    return all(job.pods_stopped for job in jobs)
+
+
 def suspend_patches(jobset: JobSet, jobs: Sequence[ChildJob]) -> list[tuple[str, Obj]]:
     """(Job name, JSON merge patch) for every Job whose suspension must change; [] when none."""
     return list(plan(jobset, jobs).patches)

@@ -167,12 +167,16 @@ def make_job(
     deleting: bool = False,
     start_time: datetime.datetime | None = None,
     pod_labels: Mapping[str, str] | None = None,
+    terminating: int = 0,
+    suspended_condition: bool = False,
 ) -> Obj:
     """A child Job as the cache would hold it.
 
     ``failed`` is (reason, message, time) of its Failed condition. ``restart_attempt`` defaults to
     the JobSet's current attempt (``status.restarts``). ``pod_labels``: labels the controller
-    added to its pod template (the template's own are there).
+    added to its pod template (the template's own are there). ``terminating``: its pods being
+    deleted; ``suspended_condition``: its Suspended condition True (the Job controller acted on
+    spec.suspend).
     """
     spec_rjob = jobset.replicated_job(rjob) if isinstance(rjob, str) else rjob
     rjob_name = rjob if isinstance(rjob, str) else rjob.name
@@ -200,10 +204,14 @@ def make_job(
         reason, message, when = failed
         conditions.append(condition("FailureTarget", reason=reason, message=message, time=when))
         conditions.append(condition("Failed", reason=reason, message=message, time=when))
+    if suspended_condition:
+        conditions.append(condition("Suspended", reason="JobSuspended", message="Job suspended"))
     if conditions:
         status["conditions"] = conditions
     if active:
         status["active"] = active
+    if terminating:
+        status["terminating"] = terminating
     if ready:
         status["ready"] = ready
     if succeeded:

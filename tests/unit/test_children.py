@@ -173,6 +173,38 @@ def test_is_active(status: dict[str, Any], active: bool) -> None:
     assert children.view({"status": status}).is_active is active
 
 
+SUSPENDED_CONDITION = condition("Suspended", reason="JobSuspended")
+
+
+@pytest.mark.parametrize(
+    ("job", "stopped"),
+    [
+        pytest.param({"spec": {"suspend": True}, "status": {"conditions": [SUSPENDED_CONDITION]}},
+                     True, id="suspended-as-the-job-controller-saw-it"),
+        # spec.suspend set, the Job controller not there yet: its pods may still run.
+        pytest.param({"spec": {"suspend": True}, "status": {"active": 0}}, False,
+                     id="suspended-not-acted-on-yet"),
+        pytest.param({"spec": {"suspend": True},
+                      "status": {"conditions": [SUSPENDED_CONDITION], "terminating": 2}}, False,
+                     id="pods-terminating"),
+        pytest.param({"spec": {"suspend": True},
+                      "status": {"conditions": [SUSPENDED_CONDITION], "active": 1}}, False,
+                     id="pods-active"),
+        pytest.param({"status": {"conditions": [condition("Complete")]}}, True, id="complete"),
+        pytest.param({"status": {"conditions": [condition("Failed")], "terminating": 1}}, False,
+                     id="failed-pods-terminating"),
+        pytest.param({"status": {"active": 0}}, False, id="running-between-pods"),
+        pytest.param({"metadata": {"deletionTimestamp": "2025-01-01T00:00:00Z"},
+                      "status": {"conditions": [condition("Complete")]}}, False,
+                     id="being-deleted"),
+    ],
+)  # fmt: skip
+def test_pods_stopped(job: dict[str, Any], stopped: bool) -> None:
+    """What a suspended JobSet's claims wait for before a snapshot: no pod runs, is terminating
+    or will start (retentionPolicy.whenSuspended: Snapshot)."""
+    assert children.view(job).pods_stopped is stopped
+
+
 @pytest.mark.parametrize(
     ("spec", "status", "use_rjob", "ready"),
     [

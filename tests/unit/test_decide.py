@@ -20,11 +20,15 @@ import pytest
 from controller.jobset import api, children, model, pacing, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
-from controller.jobset.jobsetstatus import JobSetStatus
+from controller.jobset.jobsetstatus import JobSetStatus, SuspensionRelease
 from controller.jobset.volumes import desired as volume_desired
+from controller.jobset.volumes import snapshots as volume_snapshots
 from controller.jobset.volumes.admission import Blocked
-from controller.jobset.volumes.model import SINGLE_NODE_LABEL
+from controller.jobset.volumes.model import SINGLE_NODE_LABEL, SNAPSHOT_OF_UID_ANNOTATION
+from controller.jobset.volumes.observed import SnapshotView
 from controller.jobset.volumes.record import parse_record
+from controller.jobset.volumes.snapshots import named_snapshot
+from controller.jobset.volumes.suspension import occasion, started_at
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, at, condition, make_job, make_jobset_obj, rjob
 
@@ -95,6 +99,28 @@ def _claim(phase: str, uid: str = CLAIM_UID) -> Obj:
     }
 
 
+def _suspended_status(
+    ready: str, snapshots: str | None = None, *, suspended: bool = True, recorded: bool = True
+) -> Obj:
+    """The status summary of ``_preempted``: VolumesReady's reason, VolumeSnapshotsReady's
+    (written True first, so shown while True), Suspended, data-js Bound unless said otherwise."""
+    conditions = [("VolumesReady", "True" if ready == "ClaimsBound" else "False", ready)]
+    if snapshots is not None:
+        conditions.append(("VolumeSnapshotsReady", "True", snapshots))
+    if suspended:
+        conditions.append(("Suspended", "True", "SuspendedJobs"))
+    out: Obj = {
+        "restarts": 0,
+        "conditions": conditions,
+        "replicatedJobs": {"leader": {"suspended": 1}, "workers": {"suspended": 2}},
+        "volumes": [{"name": "data", "scope": "JobSet", "claimName": "data-js", "desired": 1,
+                     "existing": 1, "bound": 1}],
+    }  # fmt: skip
+    if recorded:
+        out["claimUIDs"] = RECORD
+    return out
+
+
 # Pod scope (built past its refusal: ``Case.pod_scope``): 2 worker Jobs of 3 completion indexes,
 # one pod at a time, each pod mounting its own claim of template "ckpt".
 POD_RJOBS = [
@@ -161,6 +187,77 @@ def _counts(**per_rjob: dict[str, int]) -> list[Obj]:
 
 def _terminating(claim: Obj) -> Obj:
     return {**claim, "metadata": {**claim["metadata"], "deletionTimestamp": "2025-01-01T12:00:00Z"}}
+
+
+# retentionPolicy.whenSuspended: Snapshot (restored from the newest snapshot): data-js goes
+# through a snapshot while the JobSet is suspended, and comes back from it when it is resumed.
+SUSPEND_SPEC: Obj = {
+    "volumeClaimPolicies": [
+        {
+            "templates": [{"metadata": {"name": "data"}, "spec": CLAIM_SPEC}],
+            "retentionPolicy": {"whenSuspended": "Snapshot"},
+            "restorePolicy": {"source": "NewestSnapshot"},
+        }
+    ]
+}
+# Jobs the Job controller has suspended, no pod left (the workers made by this controller, with
+# the label that keeps the pods sharing data-js on one node).
+STOPPED: dict[str, Any] = {"suspended": True, "suspended_condition": True}
+STOPPED_JOBS = (
+    ("leader", 0, STOPPED),
+    ("workers", 0, {**STOPPED, **COLOCATED}),
+    ("workers", 1, {**STOPPED, **COLOCATED}),
+)
+STOPPED_STATUS = {
+    "replicatedJobsStatus": _counts(leader={"suspended": 1}, workers={"suspended": 2})
+}
+# The release that started at T0, holding data-js; the snapshot it takes of it.
+RELEASE = {"template": "data", "uids": "3f9c1a27", "started": started_at(T0)}
+TAKEN = named_snapshot(
+    "data-js", CLAIM_UID, occasion(SuspensionRelease("data", ("3f9c1a27",), started_at(T0)))
+)
+
+
+def _taken(ready: bool) -> Obj:
+    """The release's VolumeSnapshot of data-js, as this controller made it."""
+    return {
+        "metadata": {
+            "name": TAKEN,
+            "namespace": "default",
+            "labels": {api.JOBSET_NAME: "js", "jobset.sigs.k8s.io/volume-template": "data"},
+            "annotations": {SNAPSHOT_OF_UID_ANNOTATION: CLAIM_UID},
+            "creationTimestamp": "2025-01-01T12:00:01Z",
+        },
+        "spec": {"source": {"persistentVolumeClaimName": "data-js"}},
+        "status": {"readyToUse": ready},
+    }
+
+
+def _preempted(
+    *claims: Obj,
+    jobs: tuple[tuple[str, int, dict[str, Any]], ...] = STOPPED_JOBS,
+    suspend: bool = True,
+    releases: list[Obj] | None = None,
+    recorded: bool = True,
+    snapshots: tuple[Obj, ...] = (),
+    record: list[Obj] | None = None,
+) -> Case:
+    """JobSet js under ``SUSPEND_SPEC`` (suspended unless ``suspend`` is False), its Jobs
+    ``jobs``, ``claims`` observed, data-js remembered when ``recorded`` (or ``record``),
+    ``releases`` stored."""
+    volumes: Obj = {}
+    if recorded or record:
+        volumes["claimUIDs"] = record or RECORD
+    if releases:
+        volumes["suspensionReleases"] = releases
+    return Case(
+        jobset={"replicated_jobs": VOLUME_RJOBS, "spec": SUSPEND_SPEC, "suspend": suspend},
+        stored={**STOPPED_STATUS, **({"volumes": volumes} if volumes else {})},
+        finalizers=(RETENTION_FINALIZER,),
+        jobs=jobs,
+        claims=claims,
+        snapshots=snapshots,
+    )
 
 
 def _with_data(
@@ -253,6 +350,8 @@ class Case:
     pod_scope: bool = False
     # Why Pod-scope pods cannot get their claims now (``volumes.admission``), if so.
     pod_scope_blocked: Blocked | None = None
+    # The controller's VolumeSnapshots of the JobSet's claims; None: the API is not served.
+    snapshots: tuple[Obj, ...] | None = None
 
 
 def _run(case: Case, view: bool = False) -> Plan:
@@ -272,6 +371,9 @@ def _run(case: Case, view: bool = False) -> Plan:
         assert not any(_pod_spec(job).get("containers") for job in jobs)
     claims = volumes.views(case.claims)
     found = volumes.model(jobset) if case.pod_scope else None
+    taken = None
+    if case.snapshots is not None:
+        taken = volume_snapshots.snapshots(SnapshotView.of(s) for s in case.snapshots)
     return decide(
         jobset,
         job_views(jobs),
@@ -279,6 +381,7 @@ def _run(case: Case, view: bool = False) -> Plan:
         case.now,
         claims=claims or None,
         model=found,
+        snapshots=taken,
         pod_scope_blocked=case.pod_scope_blocked,
     )
 
@@ -306,6 +409,8 @@ def _status(status: Obj) -> Obj:
         out["volumes"] = [{k: v for k, v in t.items() if v} for t in status["volumes"]["templates"]]
         if "claimUIDs" in status["volumes"]:
             out["claimUIDs"] = status["volumes"]["claimUIDs"]
+        if "suspensionReleases" in status["volumes"]:
+            out["suspensionReleases"] = status["volumes"]["suspensionReleases"]
     return out
 
 
@@ -367,6 +472,10 @@ def _summary(plan: Plan) -> Obj:
             claims["patch"] = [p.name for p in v.patch]
         if v.delete:
             claims["delete"] = list(v.delete)
+        if v.restore:
+            claims["restore"] = dict(v.restore)
+        if v.create_snapshots:
+            claims["create_snapshots"] = [b["metadata"]["name"] for b in v.create_snapshots]
         if v.remove_finalizer:
             claims["remove_finalizer"] = True
         out["claims"] = claims
@@ -939,6 +1048,98 @@ ROWS = [
             "writes": 1,
         },
         id="pod-scope-pods-unresolved-nothing-more-created",
+    ),
+    # --- suspended with retentionPolicy.whenSuspended: Snapshot
+    # Suspended after it ran, every pod gone (each Job suspended as the Job controller saw it):
+    # the release starts, in the status only; data-js is held (never mounted again) and no
+    # snapshot is taken before the release is stored.
+    pytest.param(
+        _preempted(_claim("Bound")),
+        {
+            "events": [("Normal", "SuspendedJobs", "jobset is suspended")],
+            "status": {**_suspended_status("WaitingForSnapshot", "NoSnapshotPending"),
+                       "suspensionReleases": [RELEASE]},
+            "writes": 1,
+        },
+        id="suspended-pods-stopped-release-starts",
+    ),
+    # A pod still terminating: nothing yet.
+    pytest.param(
+        _preempted(_claim("Bound"), jobs=(*STOPPED_JOBS[:2],
+                                          ("workers", 1, {**STOPPED, **COLOCATED,
+                                                          "terminating": 1}))),
+        {
+            "events": [("Normal", "SuspendedJobs", "jobset is suspended")],
+            "status": _suspended_status("ClaimsBound", "NoSnapshotPending"),
+            "writes": 1,
+        },
+        id="suspended-pods-terminating-nothing-yet",
+    ),
+    # The release stored: the snapshot of this release is taken ...
+    pytest.param(
+        _preempted(_claim("Bound"), releases=[RELEASE]),
+        {
+            "claims": {"create_snapshots": [TAKEN]},
+            "events": [("Normal", "SuspendedJobs", "jobset is suspended")],
+            "status": {**_suspended_status("WaitingForSnapshot"), "suspensionReleases": [RELEASE]},
+            "writes": 2,
+        },
+        id="suspended-release-takes-its-snapshot",
+    ),
+    # ... the claim deleted once it is ready, and forgotten by the record (made again, not Lost).
+    pytest.param(
+        _preempted(_claim("Bound"), releases=[RELEASE], snapshots=(_taken(True),)),
+        {
+            "claims": {"delete": ["data-js"]},
+            "events": [("Normal", "SuspendedJobs", "jobset is suspended")],
+            "status": {**_suspended_status("WaitingForSnapshot", "NoSnapshotPending",
+                                           recorded=False),
+                       "suspensionReleases": [RELEASE]},
+            "writes": 2,
+        },
+        id="suspended-snapshot-ready-claim-deleted",
+    ),
+    # Resumed while the snapshot is taken: the claim stays held, the Jobs that mount it stay
+    # suspended (leader mounts nothing: resumed).
+    pytest.param(
+        _preempted(_claim("Bound"), suspend=False, releases=[RELEASE],
+                   snapshots=(_taken(False),)),
+        {
+            "patch": {"js-leader-0": {"spec": {"suspend": False}}},
+            "status": {**_suspended_status("WaitingForSnapshot", suspended=False),
+                       "suspensionReleases": [RELEASE]},
+            "writes": 2,
+        },
+        id="resumed-while-snapshotted-jobs-wait",
+    ),
+    # Resumed, the claim gone: made again from the release's snapshot; its Jobs still wait ...
+    pytest.param(
+        _preempted(suspend=False, recorded=False, snapshots=(_taken(True),)),
+        {
+            "claims": {"create": ["data-js"], "restore": {"data-js": TAKEN}},
+            "patch": {"js-leader-0": {"spec": {"suspend": False}}},
+            "status": {**_suspended_status("ClaimsPending", "NoSnapshotPending",
+                                           suspended=False, recorded=False),
+                       "volumes": [{"name": "data", "scope": "JobSet", "claimName": "data-js",
+                                    "desired": 1, "existing": 1, "pending": 1}]},
+            "writes": 3,
+        },
+        id="resumed-claim-made-again-from-the-snapshot",
+    ),
+    # ... and resume once the new claim's uid is stored.
+    pytest.param(
+        _preempted(_claim("Bound", OTHER_UID), suspend=False, recorded=False,
+                   snapshots=(_taken(True),), record=[{"template": "data", "uids": "77ae0c42"}]),
+        {
+            "patch": {"js-leader-0": {"spec": {"suspend": False}},
+                      "js-workers-0": {"spec": {"suspend": False}},
+                      "js-workers-1": {"spec": {"suspend": False}}},
+            "status": {**_suspended_status("ClaimsBound", "NoSnapshotPending", suspended=False,
+                                           recorded=False),
+                       "claimUIDs": [{"template": "data", "uids": "77ae0c42"}]},
+            "writes": 4,
+        },
+        id="resumed-restored-claim-recorded-jobs-resume",
     ),
     # --- scale-down (extension: replicas may be lowered)
     pytest.param(

@@ -19,6 +19,7 @@ from controller.jobset.jobsetstatus import (
     JobSetStatus,
     ReplicatedJobStatus,
     StatusCondition,
+    SuspensionRelease,
     TemplateStatus,
     VolumesStatus,
     parse_conditions,
@@ -192,6 +193,8 @@ def test_round_trip_status_is_equal() -> None:
 _READY = {"type": "VolumesReady", "status": "False", "reason": "ClaimsPending", "message": "1 of 2"}
 _RJ = {"name": "w", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}
 _UIDS = {"template": "data", "uids": "abcdef01"}
+_STARTED = "2026-12-05T10:00:00.000001Z"
+_RELEASE = {"template": "data", "uids": "3f9c1a27,77ae0c42", "started": _STARTED}
 
 
 @pytest.mark.parametrize(
@@ -267,6 +270,19 @@ _UIDS = {"template": "data", "uids": "abcdef01"}
             {"volumes": {"templates": [{"name": "d", "scope": "JobSet", "bound": 1}]}},
             "progress",
             id="claim-counters",
+        ),
+        # No snapshot of a claim let go while suspended is taken before that is stored.
+        pytest.param(
+            {"volumes": {"templates": []}},
+            {"volumes": {"templates": [], "suspensionReleases": [_RELEASE]}},
+            "milestone",
+            id="suspension-release-started",
+        ),
+        pytest.param(
+            {"volumes": {"templates": [], "suspensionReleases": [_RELEASE]}},
+            {"volumes": {"templates": []}},
+            "milestone",
+            id="suspension-release-ended",
         ),
         pytest.param(
             {"replicatedJobsStatus": [_RJ]},
@@ -565,3 +581,24 @@ def test_the_value_is_frozen() -> None:
         value.restarts = 3  # type: ignore[misc]
     with pytest.raises(FrozenInstanceError):
         value.conditions[0].reason = "mutated"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("raw", "read"),
+    [
+        pytest.param(_RELEASE, SuspensionRelease("data", ("3f9c1a27", "77ae0c42"), _STARTED),
+                     id="read"),
+        pytest.param({**_RELEASE, "uids": ""}, SuspensionRelease("data", (), _STARTED),
+                     id="no-uids"),
+        pytest.param({**_RELEASE, "template": ""}, None, id="no-template"),
+        pytest.param({**_RELEASE, "started": 3}, None, id="start-no-string"),
+        pytest.param({"template": "data", "uids": "3f9c1a27"}, None, id="no-start"),
+    ],
+)  # fmt: skip
+def test_suspension_release_entries(raw: dict[str, Any], read: SuspensionRelease | None) -> None:
+    assert SuspensionRelease.parse(raw) == read
+    if read is not None and read.uids:
+        assert read.to_dict() == raw
+    status = JobSetStatus.parse({"volumes": {"templates": [], "suspensionReleases": [raw, 7]}})
+    assert status.volumes is not None
+    assert status.volumes.suspension_releases == (() if read is None else (read,))

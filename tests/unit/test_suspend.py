@@ -410,3 +410,13 @@ def test_plan_with_the_counts_given_equals_plan_counting_itself(
     ]
     counted = replicated_jobs_status(js, job_views(jobs))
     assert suspend.plan(js, job_views(jobs), counted) == suspend.plan(js, job_views(jobs))
+
+
+def test_stopped_asks_every_job() -> None:
+    """Every Job of the JobSet, of every attempt: a pod of any may still write to a claim."""
+    done = {"spec": {"suspend": True}, "status": {"conditions": [
+        {"type": "Suspended", "status": "True", "reason": "JobSuspended"}]}}  # fmt: skip
+    going = {"spec": {"suspend": True}, "status": {"terminating": 1}}
+    assert suspend.stopped(job_views([done, done]))
+    assert not suspend.stopped(job_views([done, going]))
+    assert suspend.stopped([])  # no Job: no pod

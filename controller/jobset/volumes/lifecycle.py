@@ -25,6 +25,11 @@ Every desired claim is in one state, each reached only with a stated justificati
 - ``Released``: the JobSet finished and ``whenCompleted``/``whenFailed`` (``Delete``, or
   ``Snapshot`` once the claim's snapshot was ready) deleted it.
 
+A claim in one of the states the JobSet owns may also be *held*: ``retentionPolicy.whenSuspended:
+Snapshot`` lets it go through a snapshot because the JobSet is suspended (``suspension.py``); it
+is never mountable again, and once deleted it is ``Missing`` (its uid forgotten), made again
+from that snapshot when the JobSet is resumed.
+
 A ``Missing`` claim with a ``restorePolicy`` is created from a snapshot (``snapshots.restore``),
 or not yet: it stays ``Missing`` while the snapshot it starts from is not ready (or does not
 exist, unless ``whenMissing: CreateEmpty``), and the Jobs that mount it wait.
@@ -35,7 +40,8 @@ not created and an ``Adoptable`` one not adopted, unless its policy's
 (its Jobs, which need them, wait as well). Claims the JobSet has stay, whatever happens to the
 suspension: no retention acts on it. A recorded claim that disappears while suspended is
 ``Lost`` (not ``Missing``), so it is not created again on resume either. A Lost claim the user
-accepted to replace is replaced at once: that is an explicit request. An adoptable claim stays
+accepted to replace is replaced at once: that is an explicit request. (``whenSuspended:
+Snapshot`` asks for claims to go while suspended: see above.) An adoptable claim stays
 retained until the JobSet resumes: adopted, a ``whenDeleted: Delete`` JobSet deleted before it
 ever ran would delete another run's data. Not so a claim whose controller ownerReference names
 the JobSet (upstream's, after a migration): it is the JobSet's already, adopted at once.
@@ -48,14 +54,14 @@ the JobSet owns; ``Snapshot`` deletes one only once a ready VolumeSnapshot of it
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
 from controller.jobset import api
-from controller.jobset.jobsetstatus import ClaimUIDs
+from controller.jobset.jobsetstatus import ClaimUIDs, SuspensionRelease
 from controller.jobset.model import JobSet
-from controller.jobset.volumes import ownership, snapshots
+from controller.jobset.volumes import ownership, snapshots, suspension
 from controller.jobset.volumes.desired import DesiredClaim, Slot, pod_indexes
 from controller.jobset.volumes.model import (
     CLAIM_POD_INDEX_LABEL,
@@ -73,6 +79,7 @@ from controller.jobset.volumes.quantity import quantity
 from controller.jobset.volumes.record import ClaimRecord, uid_prefix
 from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, Snapshots, SnapshotStep
 from controller.jobset.volumes.spec import VolumeModel
+from controller.jobset.volumes.suspension import RUNNING, Suspension
 from controller.runtime.store import Obj
 
 REASON_CLAIM_CREATED = "ClaimCreated"
@@ -116,6 +123,9 @@ class ClaimLifecycle:
     deferred: bool = False
     # Adoptable: why the claim may be adopted (ownership.Proof).
     proof: ownership.Proof | None = None
+    # Let go through a snapshot because the JobSet is suspended (suspension.py): never
+    # mountable again.
+    held: bool = False
 
     @property
     def name(self) -> str:
@@ -123,9 +133,11 @@ class ClaimLifecycle:
 
     @property
     def mountable(self) -> bool:
-        """Pods may use it: the JobSet's own claim, alive, and remembered in the stored status."""
+        """Pods may use it: the JobSet's own claim, alive, remembered in the stored status, and
+        not held for a snapshot (suspension.py)."""
         return (
-            self.state in _IN_USE
+            not self.held
+            and self.state in _IN_USE
             and self.claim is not None
             and self.recorded == uid_prefix(self.claim.uid)
         )
@@ -346,8 +358,10 @@ class Release:
     policy: VolumePolicy
     action: Keep
     # A Snapshot of a case that lets the policy's claims go at once (completion, failure,
-    # deletion), not only a scale-down: it may be a group snapshot.
+    # deletion, suspension), not only a scale-down: it may be a group snapshot.
     together: bool = False
+    # A release while suspended (suspension.occasion): its snapshots and group are its own.
+    occasion: str = ""
 
 
 def together(retention: Retention, deleting: bool, terminal_state: str) -> bool:
@@ -452,6 +466,10 @@ class VolumePlan:
     create_groups: list[Obj] = field(default_factory=list)
     delete_groups: list[str] = field(default_factory=list)
     snapshotting: dict[str, SnapshotStep] = field(default_factory=dict)
+    # retentionPolicy.whenSuspended: Snapshot: the releases after this pass (the status keeps
+    # them), and the claims of a release given up (claim → the Warning Event's message).
+    suspension_releases: tuple[SuspensionRelease, ...] = ()
+    abandoned: dict[str, str] = field(default_factory=dict)
 
     @property
     def writes(self) -> int:
@@ -542,14 +560,14 @@ def _scaled_away_slots(model: VolumeModel, pods_in_use: Mapping[str, int]) -> li
     ]
 
 
-def _grouped(released: Iterable[Release]) -> dict[str, list[Release]]:
-    """The Snapshot releases taken as one group per policy: the policy asks for groups, the case
-    lets its claims go together, and every one of them is Bound (a group cannot take a claim
-    without a volume; such a policy's claims go one by one)."""
-    found: dict[str, list[Release]] = {}
+def _grouped(released: Iterable[Release]) -> dict[tuple[str, str], list[Release]]:
+    """The Snapshot releases taken as one group per policy (and release while suspended): the
+    policy asks for groups, the case lets its claims go together, and every one of them is Bound
+    (a group cannot take a claim without a volume; such a policy's claims go one by one)."""
+    found: dict[tuple[str, str], list[Release]] = {}
     for one in released:
         if one.action == "Snapshot" and one.together and one.policy.snapshots.group_class_name:
-            found.setdefault(snapshots.group_key(one.policy), []).append(one)
+            found.setdefault((snapshots.group_key(one.policy), one.occasion), []).append(one)
     return {k: ones for k, ones in found.items() if all(o.claim.phase == "Bound" for o in ones)}
 
 
@@ -568,26 +586,26 @@ def release(
     groups = _grouped(released) if jobset_uid else {}
     steps: dict[str, SnapshotStep] = {}
     taken_together: dict[str, str] = {}  # claim → the group it is snapshotted in
-    for key, ones in groups.items():
-        name = snapshots.group_name(jobset, jobset_uid, key)
+    for (key, occasion), ones in groups.items():
+        name = snapshots.group_name(jobset, jobset_uid, key, occasion)
         group = found.group(key, name)
         if group is None and found.served:
             result.create_groups.append(
-                snapshots.group_object(ones[0].policy, jobset, jobset_uid, namespace)
+                snapshots.group_object(ones[0].policy, jobset, jobset_uid, namespace, occasion)
             )
         claims = [o.claim for o in ones]
         taken_together.update((c.name, name) for c in claims)
         if not found.served:
-            steps.update({c.name: snapshots.retention_step(c, found) for c in claims})
+            steps.update({c.name: snapshots.retention_step(c, found, occasion) for c in claims})
         else:
-            steps.update(snapshots.group_steps(claims, group, found, name))
+            steps.update(snapshots.group_steps(claims, group, found, name, occasion))
     deleted = []
     for one in released:
         claim = one.claim
         if one.action == "Delete":
             deleted.append(claim)
             continue
-        step = steps.get(claim.name) or snapshots.retention_step(claim, found)
+        step = steps.get(claim.name) or snapshots.retention_step(claim, found, one.occasion)
         # A claim the group did not take (or the API not served) is snapshotted on its own.
         alone = step.snapshot != taken_together.get(claim.name)
         if step.step == "delete":
@@ -595,7 +613,7 @@ def release(
             continue
         if step.step == "take" and alone:
             result.create_snapshots.append(
-                snapshots.snapshot_object(claim, one.policy, jobset, namespace)
+                snapshots.snapshot_object(claim, one.policy, jobset, namespace, one.occasion)
             )
         result.snapshotting[claim.name] = step
     return deleted
@@ -609,12 +627,15 @@ def plan(
     terminal_state: str,
     pods_in_use: Mapping[str, int] | None = None,
     found: Snapshots = NO_SNAPSHOTS,
+    suspended: Suspension = RUNNING,
 ) -> VolumePlan:
     """The volume writes for this pass. ``terminal_state`` is the state after this pass (no claim
     is created for a JobSet that is finishing); deletions follow the stored terminal state.
     ``pods_in_use``: the largest completions of each replicated job's existing Jobs (an elastic
     JobSet's Pod-scope claims are scaled away only once no Job has their index). ``found``: the
-    controller's VolumeSnapshots of the JobSet's claims (retention Snapshot, restorePolicy)."""
+    controller's VolumeSnapshots of the JobSet's claims (retention Snapshot, restorePolicy).
+    ``suspended``: whether no pod of the suspended JobSet runs any more, and the time
+    (retentionPolicy.whenSuspended: Snapshot, ``suspension``)."""
     jobset = model.jobset
     if not model.policies or jobset.deleting:
         # A JobSet being deleted is finalised by ``deletion.plan``, from the stored object
@@ -623,9 +644,11 @@ def plan(
 
     result = VolumePlan(add_finalizer=FINALIZER not in jobset.finalizers)
     finished = bool(terminal_state)
-    states = lifecycle(model, claims, classes)
+    releasing = suspension.stored(model)
+    states, forget = _let_go_while_suspended(
+        model, lifecycle(model, claims, classes), releasing, found
+    )
     record: dict[Slot, str] = {}
-    forget: list[Slot] = []
     after: list[ClaimLifecycle] = []
     for at in states:
         desired, claim = at.desired, at.claim
@@ -697,11 +720,166 @@ def plan(
         pods_in_use=pods_in_use,
     )
     deleted = release(result, released, found, jobset.name, jobset.namespace, jobset.uid)
+    elsewhere = {r.claim.name for r in released}
+    held = _while_suspended(result, model, claims, releasing, found, elsewhere)
+    if started := suspension.starting(
+        model, _bound(states), releasing, suspended, finished=finished or jobset.finished
+    ):
+        held = replace(held, held=held.held | _held_by(started, states))
+    result.suspension_releases = tuple(sorted((*held.releases, *started), key=_by_template))
+    result.mountable -= held.held
+    after = [replace(at, held=True) if at.name in held.held else at for at in after]
+    deleted.extend(held.deleted)
     result.delete = [c.name for c in deleted]
-    result.delete_snapshots = snapshots.prune(model.policies, found)
-    result.delete_groups = snapshots.prune_groups(model.policies, found)
+    result.delete_snapshots = [*snapshots.prune(model.policies, found), *held.given_up]
+    result.delete_groups = [*snapshots.prune_groups(model.policies, found), *held.groups_given_up]
     forget.extend(s for s in map(slot_of, deleted) if s is not None)
     forget.extend(_scaled_away_slots(model, pods_in_use or {}))
     result.record = model.record.changed(record, forget)
     result.claims = after
     return result
+
+
+# ----------------------------------------------------------------------------- suspension
+
+
+def _let_go_while_suspended(
+    model: VolumeModel,
+    states: list[ClaimLifecycle],
+    releasing: Mapping[str, SuspensionRelease],
+    found: Snapshots,
+) -> tuple[list[ClaimLifecycle], list[Slot]]:
+    """``states`` with the recorded claims a release while suspended let go through a ready
+    snapshot (gone, or being deleted) no longer Lost: ``Missing`` (made again from it) or
+    ``Deleting``; and their slots, which the record forgets. The pass that deleted one may have
+    lost its status write, record and all."""
+    result, forget = [], []
+    for at in states:
+        entry = releasing.get(snapshots.group_key(at.desired.policy))
+        gone = (at.state is ClaimState.LOST and at.claim is None) or (
+            at.state is ClaimState.TERMINATING
+        )
+        if (
+            entry is not None
+            and gone
+            and at.recorded is not None
+            and suspension.released_through(entry, at.name, at.recorded, found, model.jobset)
+        ):
+            state = ClaimState.MISSING if at.claim is None else ClaimState.DELETING
+            at = replace(at, state=state, recorded=None, why="")
+            forget.append(at.desired.slot)
+        result.append(at)
+    return result, forget
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What the releases while suspended come to in this pass: the stored ones that go on, the
+    names of the claims held, those deleted now (their snapshot is ready), and the failed
+    snapshots and groups of releases given up, to delete."""
+
+    releases: tuple[SuspensionRelease, ...] = ()
+    held: frozenset[str] = frozenset()
+    deleted: tuple[ClaimView, ...] = ()
+    given_up: tuple[str, ...] = ()
+    groups_given_up: tuple[str, ...] = ()
+
+
+def _by_template(entry: SuspensionRelease) -> str:
+    return entry.template
+
+
+def _bound(states: Iterable[ClaimLifecycle]) -> Iterator[tuple[VolumePolicy, ClaimView]]:
+    """The JobSet's own Bound claims, with their policies: what a release may start with."""
+    for at in states:
+        if at.state is ClaimState.BOUND and at.claim is not None:
+            yield at.desired.policy, at.claim
+
+
+def _while_suspended(
+    result: VolumePlan,
+    model: VolumeModel,
+    claims: Mapping[str, ClaimView],
+    releasing: Mapping[str, SuspensionRelease],
+    found: Snapshots,
+    elsewhere: set[str],
+) -> _Held:
+    """The stored releases while suspended, acted on: their Bound claims (but those another
+    retention case lets go, ``elsewhere``) snapshotted, waited for, or deleted, into ``result``;
+    a release with none left ends, and one given up (``suspension.abandons``) has its failed
+    snapshots deleted and its claims mounted again."""
+    jobset = model.jobset
+    releases: list[SuspensionRelease] = []
+    held: set[str] = set()
+    deleted: list[ClaimView] = []
+    given_up = VolumePlan()
+    for policy in model.policies:
+        entry = releasing.get(snapshots.group_key(policy))
+        if entry is None:
+            continue
+        holding = [
+            c
+            for c in suspension.held(entry, policy, claims.values(), jobset)
+            if c.phase == "Bound" and c.name not in elsewhere
+        ]
+        if not holding:
+            continue  # each of its claims is gone: it ended
+        grouped = suspension.together(policy, holding, claims.values(), jobset)
+        occasion = suspension.occasion(entry)
+        ones = [Release(c, policy, "Snapshot", grouped, occasion) for c in holding]
+        scratch = VolumePlan()
+        gone = release(scratch, ones, found, jobset.name, jobset.namespace, jobset.uid)
+        if suspension.abandons(scratch.snapshotting.values(), jobset):
+            _give_up(result, given_up, entry, holding, scratch, found, jobset)
+            continue
+        releases.append(entry)
+        held.update(c.name for c in holding)
+        deleted.extend(gone)
+        result.create_snapshots.extend(scratch.create_snapshots)
+        result.create_groups.extend(scratch.create_groups)
+        result.snapshotting.update(scratch.snapshotting)
+    return _Held(
+        tuple(releases),
+        frozenset(held),
+        tuple(deleted),
+        tuple(given_up.delete_snapshots),
+        tuple(given_up.delete_groups),
+    )
+
+
+def _give_up(
+    result: VolumePlan,
+    given_up: VolumePlan,
+    entry: SuspensionRelease,
+    holding: list[ClaimView],
+    scratch: VolumePlan,
+    found: Snapshots,
+    jobset: JobSet,
+) -> None:
+    """A release given up: each claim whose snapshot failed is named in a Warning Event, and
+    that snapshot (or the failed group) is deleted: it is no one's checkpoint, and the claim,
+    mounted again, has moved on from it. Members of a group are the snapshot controller's."""
+    occasion = suspension.occasion(entry)
+    group = snapshots.group_name(jobset.name, jobset.uid, entry.template, occasion)
+    for claim in holding:
+        step = scratch.snapshotting.get(claim.name)
+        if step is None or step.step != "failed":
+            continue
+        result.abandoned[claim.name] = suspension.abandoned_message(claim.name, step)
+        if not found.served:
+            continue
+        if step.snapshot == snapshots.snapshot_name(claim, occasion):
+            given_up.delete_snapshots.append(step.snapshot)
+        elif step.snapshot == group and group not in given_up.delete_groups:
+            given_up.delete_groups.append(group)
+
+
+def _held_by(started: Iterable[SuspensionRelease], states: Iterable[ClaimLifecycle]) -> set[str]:
+    """The claims the releases starting in this pass hold: from now on none is mountable."""
+    uids = {(e.template, u) for e in started for u in e.uids}
+    return {
+        at.name
+        for at in states
+        if at.claim is not None
+        and (snapshots.group_key(at.desired.policy), uid_prefix(at.claim.uid)) in uids
+    }

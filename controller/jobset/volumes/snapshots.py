@@ -58,18 +58,34 @@ _MAX_LABEL_VALUE = 63
 _UID_PART = 8
 
 
-def snapshot_name(claim: ClaimView) -> str:
-    """``<claim>-<first 8 hex of its uid>``: one snapshot per claim object, found again by name.
-    A name too long for a DNS subdomain keeps its start and a hash of the rest."""
-    suffix = "-" + claim.uid.replace("-", "")[:_UID_PART]
-    base = claim.name
+def _fit(base: str, suffix: str) -> str:
+    """``base + suffix``; too long for a DNS subdomain, ``base`` keeps its start and a hash of
+    the rest."""
     if len(base) + len(suffix) > _MAX_NAME:
         digest = hashlib.sha256(base.encode()).hexdigest()[:10]
         base = base[: _MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-.") + "-" + digest
     return base + suffix
 
 
-def snapshot_object(claim: ClaimView, policy: VolumePolicy, jobset: str, namespace: str) -> Obj:
+def _occasion_part(occasion: str) -> str:
+    return f"-{occasion}" if occasion else ""
+
+
+def named_snapshot(claim: str, uid: str, occasion: str = "") -> str:
+    """``<claim>-<first 8 hex of its uid>``: one snapshot per claim object, found again by name;
+    with ``occasion`` (a release while suspended, ``suspension.occasion``), ``-<occasion>`` too:
+    one per claim object and release."""
+    return _fit(claim, "-" + uid.replace("-", "")[:_UID_PART] + _occasion_part(occasion))
+
+
+def snapshot_name(claim: ClaimView, occasion: str = "") -> str:
+    """The name of the snapshot retention takes of ``claim`` (``named_snapshot``)."""
+    return named_snapshot(claim.name, claim.uid, occasion)
+
+
+def snapshot_object(
+    claim: ClaimView, policy: VolumePolicy, jobset: str, namespace: str, occasion: str = ""
+) -> Obj:
     """The VolumeSnapshot to create of ``claim``, a claim of the JobSet named ``jobset``. It has
     no ownerReference: it outlives the JobSet on purpose (the next run restores from it)."""
     labels = {api.JOBSET_NAME: jobset}
@@ -85,7 +101,7 @@ def snapshot_object(claim: ClaimView, policy: VolumePolicy, jobset: str, namespa
         "apiVersion": f"{SNAPSHOT_GROUP}/v1",
         "kind": "VolumeSnapshot",
         "metadata": {
-            "name": snapshot_name(claim),
+            "name": snapshot_name(claim, occasion),
             "namespace": namespace,
             "labels": labels,
             "annotations": {SNAPSHOT_OF_UID_ANNOTATION: claim.uid},
@@ -94,23 +110,23 @@ def snapshot_object(claim: ClaimView, policy: VolumePolicy, jobset: str, namespa
     }
 
 
-def group_name(jobset: str, jobset_uid: str, template: str) -> str:
+def group_name(jobset: str, jobset_uid: str, template: str, occasion: str = "") -> str:
     """``<jobSet>-<policy's first template>-<first 8 hex of the JobSet's uid>``: one group per
-    JobSet instance and policy, found again by name."""
-    suffix = "-" + jobset_uid.replace("-", "")[:_UID_PART]
-    base = f"{jobset}-{template}"
-    if len(base) + len(suffix) > _MAX_NAME:
-        digest = hashlib.sha256(base.encode()).hexdigest()[:10]
-        base = base[: _MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-.") + "-" + digest
-    return base + suffix
+    JobSet instance and policy, found again by name; with ``occasion`` (a release while
+    suspended), ``-<occasion>`` too: one per release."""
+    suffix = "-" + jobset_uid.replace("-", "")[:_UID_PART] + _occasion_part(occasion)
+    return _fit(f"{jobset}-{template}", suffix)
 
 
 def group_key(policy: VolumePolicy) -> str:
-    """The template a policy's groups are labelled with (its first)."""
-    return policy.templates[0].name
+    """The template a policy's groups are labelled with (its first; "" for a policy without
+    templates, which has no claims)."""
+    return policy.templates[0].name if policy.templates else ""
 
 
-def group_object(policy: VolumePolicy, jobset: str, jobset_uid: str, namespace: str) -> Obj:
+def group_object(
+    policy: VolumePolicy, jobset: str, jobset_uid: str, namespace: str, occasion: str = ""
+) -> Obj:
     """The VolumeGroupSnapshot of the policy's claims of this JobSet (selected by label: the
     JobSet's name and the policy's templates). No ownerReference: it outlives the JobSet."""
     key = group_key(policy)
@@ -118,7 +134,7 @@ def group_object(policy: VolumePolicy, jobset: str, jobset_uid: str, namespace: 
         "apiVersion": "groupsnapshot.storage.k8s.io/v1",
         "kind": "VolumeGroupSnapshot",
         "metadata": {
-            "name": group_name(jobset, jobset_uid, key),
+            "name": group_name(jobset, jobset_uid, key, occasion),
             "namespace": namespace,
             "labels": {api.JOBSET_NAME: jobset, CLAIM_TEMPLATE_LABEL: key},
             "annotations": {GROUP_OF_JOBSET_ANNOTATION: jobset_uid},
@@ -161,11 +177,16 @@ class Snapshots:
     def member(self, group: GroupView, claim: str) -> SnapshotView | None:
         return self.members.get(group.uid, {}).get(claim)
 
-    def taken_of(self, claim: ClaimView) -> SnapshotView | None:
-        """The snapshot the controller took (or is taking) of exactly this claim object."""
-        name = snapshot_name(claim)
-        for found in self.by_claim.get(claim.name, ()):
-            if found.name == name and found.of_claim_uid == claim.uid:
+    def taken_of(self, claim: ClaimView, occasion: str = "") -> SnapshotView | None:
+        """The snapshot the controller took (or is taking) of exactly this claim object (for the
+        release ``occasion``, if given)."""
+        return self.named_of(claim.name, snapshot_name(claim, occasion), claim.uid)
+
+    def named_of(self, claim: str, name: str, uid: str) -> SnapshotView | None:
+        """The controller's snapshot ``name`` of the claim ``claim`` whose uid is (or starts
+        with) ``uid``."""
+        for found in self.by_claim.get(claim, ()):
+            if found.name == name and uid and (found.of_claim_uid or "").startswith(uid):
                 return found
         return None
 
@@ -234,12 +255,13 @@ class SnapshotStep:
     why: str = ""  # failed: the snapshot's error
 
 
-def retention_step(claim: ClaimView, found: Snapshots) -> SnapshotStep:
+def retention_step(claim: ClaimView, found: Snapshots, occasion: str = "") -> SnapshotStep:
     """``delete`` the claim (its snapshot is ready, or it holds no data: not Bound), ``take`` a
-    snapshot of it, ``wait`` for the snapshot, or keep it because the snapshot ``failed``."""
+    snapshot of it, ``wait`` for the snapshot, or keep it because the snapshot ``failed``.
+    ``occasion``: the release while suspended the snapshot is taken for."""
     if claim.phase != "Bound":
         return SnapshotStep("delete")
-    name = snapshot_name(claim)
+    name = snapshot_name(claim, occasion)
     if not found.served:
         return SnapshotStep(
             "failed",
@@ -247,7 +269,7 @@ def retention_step(claim: ClaimView, found: Snapshots) -> SnapshotStep:
             "this cluster does not serve VolumeSnapshots (install the snapshot "
             "CRDs and controller)",
         )
-    taken = found.taken_of(claim)
+    taken = found.taken_of(claim, occasion)
     if taken is None:
         return SnapshotStep("take", name)
     if taken.ready:
@@ -258,12 +280,16 @@ def retention_step(claim: ClaimView, found: Snapshots) -> SnapshotStep:
 
 
 def group_steps(
-    claims: Iterable[ClaimView], group: GroupView | None, found: Snapshots, name: str
+    claims: Iterable[ClaimView],
+    group: GroupView | None,
+    found: Snapshots,
+    name: str,
+    occasion: str = "",
 ) -> dict[str, SnapshotStep]:
     """What retention does with each claim of one group snapshot in this pass: ``take`` the
     group (none yet), ``wait`` for it, ``failed`` (its error), or once it is ready each claim
     ``delete`` (its member is ready), ``wait`` (its member is not yet), or on its own (the group
-    did not take it: ``retention_step``)."""
+    did not take it: ``retention_step``, for the same ``occasion``)."""
     result = {}
     for claim in claims:
         if group is None:
@@ -275,7 +301,7 @@ def group_steps(
         else:
             member = found.member(group, claim.name)
             if member is None:
-                result[claim.name] = retention_step(claim, found)
+                result[claim.name] = retention_step(claim, found, occasion)
             elif member.ready:
                 result[claim.name] = SnapshotStep("delete", member.name)
             elif member.error:

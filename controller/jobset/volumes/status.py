@@ -12,7 +12,7 @@ from typing import Final
 from controller.jobset import api
 from controller.jobset.jobsetstatus import TemplateStatus, VolumesStatus
 from controller.jobset.status import Condition
-from controller.jobset.volumes import ownership
+from controller.jobset.volumes import ownership, suspension
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, adopt_command, entry_for
 from controller.jobset.volumes.lifecycle import ClaimLifecycle, ClaimState, VolumePlan, released_by
 from controller.jobset.volumes.model import REPLACE_LOST_ANNOTATION, as_dict, as_list, listing
@@ -130,8 +130,13 @@ def template_counts(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> lis
 
 
 def volumes_status(model: VolumeModel, vplan: VolumePlan) -> VolumesStatus:
-    """``status.volumes``: the counts per template and the uid record."""
-    return VolumesStatus(tuple(template_counts(model, vplan.claims)), vplan.record.entries())
+    """``status.volumes``: the counts per template, the uid record and the releases while
+    suspended."""
+    return VolumesStatus(
+        tuple(template_counts(model, vplan.claims)),
+        vplan.record.entries(),
+        vplan.suspension_releases,
+    )
 
 
 def _by_state(claims: Iterable[ClaimLifecycle]) -> dict[ClaimState, list[ClaimLifecycle]]:
@@ -182,11 +187,27 @@ def _no_class_message(claims: list[ClaimLifecycle], total: int) -> str:
 _TAKEN = (ClaimState.MISSING, ClaimState.ADOPTABLE)
 
 
-def _resume_message(missing: list[str], total: int) -> str:
-    return (
+def _resume_message(missing: list[str], total: int, restored: bool) -> str:
+    """``restored``: some of them were let go through a snapshot while suspended."""
+    text = (
         f"{len(missing)} of {total} claims are created when the JobSet is resumed: "
         f"{listing(missing)}. It is suspended; a volume claim policy with "
         "creationPolicy.whenSuspended: Create makes its claims while the JobSet waits"
+    )
+    if restored:
+        text += (
+            "; those retentionPolicy.whenSuspended: Snapshot let go start from their newest "
+            "snapshot"
+        )
+    return text
+
+
+def _held_message(held: list[str], total: int) -> str:
+    return (
+        f"{len(held)} of {total} claims are let go through a snapshot as the JobSet was "
+        f"suspended (retentionPolicy.whenSuspended: Snapshot): {listing(held)}. Each is deleted "
+        "once its snapshot is ready (VolumeSnapshotsReady) and made again from it when the "
+        "JobSet is resumed; the Jobs that mount them wait until then"
     )
 
 
@@ -230,6 +251,8 @@ def volumes_ready(model: VolumeModel, claims: list[ClaimLifecycle]) -> Condition
             "using it stop; then it is lost, and not replaced by an empty claim",
             "Warning",
         )
+    if held := [at.name for at in claims if at.held]:
+        return not_ready(REASON_WAITING_FOR_SNAPSHOT, _held_message(held, total))
     missing = names(ClaimState.MISSING, ClaimState.ADOPTABLE, ClaimState.DELETING)
     restoring = [at for at in by.get(ClaimState.MISSING, []) if at.why]
     if (released := names(ClaimState.RELEASED)) and not missing:
@@ -240,7 +263,8 @@ def volumes_ready(model: VolumeModel, claims: list[ClaimLifecycle]) -> Condition
         )
     taken = [at for state in _TAKEN for at in by.get(state, [])]
     if missing and not by.get(ClaimState.DELETING) and all(at.deferred for at in taken):
-        return not_ready(REASON_WAITING_FOR_RESUME, _resume_message(missing, total))
+        restored = any(suspension.snapshots_on_suspend(at.desired.policy) for at in taken)
+        return not_ready(REASON_WAITING_FOR_RESUME, _resume_message(missing, total, restored))
     if restoring and len(restoring) == len(missing):
         first = restoring[0].why
         more = (

@@ -24,9 +24,10 @@ from controller.jobset.volumes.admission import Blocked
 from controller.jobset.volumes.lifecycle import REASON_CLAIM_REPLACED, VolumePlan, plan
 from controller.jobset.volumes.model import SELECTED_NODE_ANNOTATION
 from controller.jobset.volumes.observed import ClaimView, StorageClasses
-from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, Snapshots
+from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, REASON_SNAPSHOT_FAILED, Snapshots
 from controller.jobset.volumes.spec import VolumeModel
 from controller.jobset.volumes.status import conditions, released_claims, volumes_status
+from controller.jobset.volumes.suspension import RUNNING, Suspension
 from controller.jobset.writefailures import Failure
 from controller.runtime.store import Obj
 
@@ -127,6 +128,9 @@ class Storage:
             others.append(colocated)
         events = tuple(
             Event("Warning", REASON_CLAIM_REPLACED, message) for message in vplan.replaced.values()
+        ) + tuple(
+            Event("Warning", REASON_SNAPSHOT_FAILED, message)
+            for message in vplan.abandoned.values()
         )
         return Report(volumes_status(self.model, vplan), ready, tuple(others), events)
 
@@ -140,11 +144,14 @@ def storage(
     pods_in_use: Mapping[str, int] | None,
     blocked: Blocked | None,
     found: Snapshots | None = None,
+    suspended: Suspension = RUNNING,
 ) -> Storage:
     """The volumes' decisions of this pass. ``terminal_state``: the JobSet's, as this pass
     leaves it (retention on completion or failure); ``pods_in_use``: the largest completions per
     replicated job of the Jobs that exist (Pod scope); ``blocked``: read for Pod scope only;
-    ``found``: the controller's VolumeSnapshots of the JobSet's claims.
+    ``found``: the controller's VolumeSnapshots of the JobSet's claims; ``suspended``: whether the
+    suspended JobSet's pods have all stopped (``suspension``: its claims may go through a
+    snapshot).
     While Pod scope is blocked no claim is created and nothing is mountable."""
     blocked = blocked if model.pod_scope else None
     shared = {c for g in model.colocation.groups for c in g.claims}
@@ -160,5 +167,6 @@ def storage(
         terminal_state=terminal_state,
         pods_in_use=pods_in_use,
         found=NO_SNAPSHOTS if found is None else found,
+        suspended=suspended,
     )
     return Storage(model, gating.gate_pod_scope(vplan, blocked), blocked, nodes)

@@ -225,6 +225,25 @@ def test_state(at: At, state: ClaimState, mountable: bool, why: str) -> None:
     assert found.volume_lost is (why == "persistent volume is lost")
 
 
+@pytest.mark.parametrize(
+    ("state", "held", "mountable"),
+    [
+        pytest.param(ClaimState.BOUND, False, True, id="bound"),
+        # retentionPolicy.whenSuspended: Snapshot lets it go through a snapshot: however it was
+        # before, and whether the JobSet is resumed meanwhile, no pod mounts it again.
+        pytest.param(ClaimState.BOUND, True, False, id="held-for-its-snapshot"),
+        pytest.param(ClaimState.PENDING, True, False, id="held-pending"),
+    ],
+)
+def test_a_claim_held_for_a_snapshot_is_never_mountable(
+    state: ClaimState, held: bool, mountable: bool
+) -> None:
+    js = jobset()
+    (desired,) = volumes.model(js).desired
+    found = ClaimLifecycle(desired, state, ClaimView.of(ours()), P, held=held)
+    assert found.mountable is mountable
+
+
 def test_states_are_per_slot() -> None:
     """Job scope: each Job's claim has its own record entry and its own state."""
     policies = [{"templates": [tpl("ckpt")], "scope": "Job"}]

@@ -7,16 +7,18 @@ claims created, and what the status says.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from controller.jobset import api
+from controller.jobset.jobsetstatus import SuspensionRelease
 from controller.jobset.model import parse
 from controller.jobset.volumes import StorageClasses, deletion, model, views
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import status as volume_status
-from controller.jobset.volumes.lifecycle import VolumePlan
+from controller.jobset.volumes.lifecycle import ClaimState, VolumePlan
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     FINALIZER,
@@ -30,14 +32,17 @@ from controller.jobset.volumes.snapshots import (
     Snapshots,
     group_name,
     group_object,
+    named_snapshot,
     prune,
     prune_groups,
     restore,
+    restored,
     retention_step,
     snapshot_name,
     snapshot_object,
     snapshots,
 )
+from controller.jobset.volumes.suspension import Suspension, occasion
 from controller.runtime.store import Obj
 from tests.unit.volumes.factories import (
     ckpt,
@@ -45,6 +50,7 @@ from tests.unit.volumes.factories import (
     make,
     make_obj,
     mounting,
+    prefix_of,
     recorded,
     tpl,
     uid_of,
@@ -573,3 +579,309 @@ def test_prune_groups_keeps_the_newest_per_policy() -> None:
         group("g3", uid="3", created="2026-12-03T00:00:00Z", ready=False),
     ))  # fmt: skip
     assert prune_groups(model(js).policies, found) == ["g1"]
+
+
+# ----------------------------------------------------------------------------- suspension
+# retentionPolicy.whenSuspended: Snapshot. A release starts once the suspended JobSet's pods have
+# all stopped (its entry stored in status.volumes.suspensionReleases), and acts from the pass that
+# reads the stored entry: the claim is held (never mountable), snapshotted under the release's
+# own name, and deleted once that snapshot is ready.
+
+ON_SUSPEND = {"whenSuspended": "Snapshot"}
+NEWEST = {"source": "NewestSnapshot"}
+STARTED = "2026-12-05T10:00:00.000001Z"
+STOPPED = Suspension(stopped=True, now=STARTED)
+RELEASE = SuspensionRelease("data", (prefix_of("data-js"),), STARTED)
+# The snapshot the release takes of data-js: its name, uid and the release's start.
+TAKEN = named_snapshot("data-js", uid_of("data-js"), occasion(RELEASE))
+
+
+def preempted(
+    claims: list[Obj],
+    *,
+    suspend: bool = True,
+    releases: tuple[SuspensionRelease, ...] = (RELEASE,),
+    record: list[Obj] | None = None,
+    retention: Obj | None = None,
+) -> Any:
+    """JobSet js (workers mount data, whenSuspended Snapshot, restored from the newest snapshot)
+    with ``releases`` stored and ``record`` (default: ``claims``) remembered."""
+    kept = ON_SUSPEND if retention is None else retention
+    obj = make_obj(
+        [{"templates": [tpl("data")], "retentionPolicy": kept, "restorePolicy": NEWEST}],
+        suspend=suspend,
+    )  # fmt: skip
+    obj["status"]["volumes"] = {"suspensionReleases": [r.to_dict() for r in releases]}
+    return recorded(parse(obj), claims if record is None else record)
+
+
+def suspended_pass(
+    js: Any, claims: list[Obj], *snaps: Obj, pods: Suspension = STOPPED
+) -> VolumePlan:
+    return volume_lifecycle.plan(
+        model(js), views(claims), StorageClasses(), terminal_state="", found=found(*snaps),
+        suspended=pods,
+    )  # fmt: skip
+
+
+def snapshots_ready_reason(js: Any, vplan: VolumePlan) -> str:
+    (ready,) = [c for c in volume_status.conditions(model(js), vplan)
+                if c.type == "VolumeSnapshotsReady"]  # fmt: skip
+    return ready.reason
+
+
+@pytest.mark.parametrize(
+    ("pods", "suspend", "retention", "started"),
+    [
+        pytest.param(STOPPED, True, ON_SUSPEND, True, id="stopped-starts"),
+        pytest.param(Suspension(stopped=False, now=STARTED), True, ON_SUSPEND, False,
+                     id="pods-still-running-or-terminating-nothing-yet"),
+        pytest.param(STOPPED, False, ON_SUSPEND, False, id="not-suspended-nothing"),
+        pytest.param(STOPPED, True, {}, False, id="retain-the-default-nothing"),
+    ],
+)  # fmt: skip
+def test_a_release_starts_once_the_suspended_jobsets_pods_stopped(
+    pods: Suspension, suspend: bool, retention: Obj, started: bool
+) -> None:
+    """The pass that starts a release only writes it into the status and holds the claim: no
+    snapshot is taken before the entry is stored."""
+    data = claim("data-js")
+    js = preempted([data], suspend=suspend, releases=(), retention=retention)
+    vplan = suspended_pass(js, [data], pods=pods)
+    assert vplan.suspension_releases == ((RELEASE,) if started else ())
+    assert (vplan.create_snapshots, vplan.create_groups, vplan.delete) == ([], [], [])
+    assert vplan.mountable == (set() if started else {"data-js"})
+    assert [c.held for c in vplan.claims] == [started]
+
+
+def test_retain_keeps_a_preempted_jobsets_claims_once_its_pods_stopped() -> None:
+    """whenSuspended left out (Retain), every other case Snapshot: suspension is still no
+    retention case, also once no pod runs (test_a_preempted_jobset_takes_no_snapshot_...)."""
+    data = claim("data-js")
+    every = {"whenCompleted": "Snapshot", "whenFailed": "Snapshot", "whenDeleted": "Snapshot"}
+    js = preempted([data], releases=(), retention=every)
+    vplan = suspended_pass(js, [data])
+    assert (vplan.create_snapshots, vplan.delete, vplan.suspension_releases) == ([], [], ())
+    assert vplan.mountable == {"data-js"}
+
+
+@pytest.mark.parametrize(
+    ("existing", "suspend", "deleted", "taken", "reason", "kept", "mountable"),
+    [
+        pytest.param([], True, [], [TAKEN], "SnapshotsPending", True, False, id="take"),
+        pytest.param([snap("data-js", name=TAKEN, ready=False)], True, [], [],
+                     "SnapshotsPending", True, False, id="wait-kept"),
+        pytest.param([snap("data-js", name=TAKEN)], True, ["data-js"], [],
+                     "NoSnapshotPending", True, False, id="ready-then-deleted"),
+        pytest.param([snap("data-js", name=TAKEN, ready=False, error="quota")], True, [], [],
+                     "SnapshotFailed", True, False, id="failed-kept-while-suspended"),
+        # A ready snapshot of this very claim, taken for another case (a scale-down given up, an
+        # earlier name): not this release's proof.
+        pytest.param([snap("data-js")], True, [], [TAKEN], "SnapshotsPending", True, False,
+                     id="another-cases-snapshot-is-no-proof"),
+        # Resumed (Kueue admitted it again) while the snapshot is taken: the claim stays held,
+        # so no pod writes to it after the snapshot; the Jobs that mount it wait.
+        pytest.param([snap("data-js", name=TAKEN, ready=False)], False, [], [],
+                     "SnapshotsPending", True, False, id="resumed-while-taken-still-held"),
+        pytest.param([snap("data-js", name=TAKEN)], False, ["data-js"], [],
+                     "NoSnapshotPending", True, False, id="resumed-ready-then-deleted"),
+        # Resumed after it failed: given up; the claim is kept, with its data, and mounted again.
+        pytest.param([snap("data-js", name=TAKEN, ready=False, error="quota")], False, [], [],
+                     "NoSnapshotPending", False, True, id="resumed-after-failure-given-up"),
+    ],
+)  # fmt: skip
+def test_a_held_claim_goes_only_through_a_ready_snapshot_of_its_release(
+    existing: list[Obj],
+    suspend: bool,
+    deleted: list[str],
+    taken: list[str],
+    reason: str,
+    kept: bool,
+    mountable: bool,
+) -> None:
+    data = claim("data-js")
+    js = preempted([data], suspend=suspend)
+    vplan = suspended_pass(js, [data], *existing)
+    assert vplan.delete == deleted
+    assert [b["metadata"]["name"] for b in vplan.create_snapshots] == taken
+    assert snapshots_ready_reason(js, vplan) == reason
+    assert vplan.suspension_releases == ((RELEASE,) if kept else ())
+    assert vplan.mountable == ({"data-js"} if mountable else set())
+    # A claim deleted is forgotten by the record (as whenScaled: Snapshot's): made again, not Lost.
+    assert (vplan.record.get(("data", None, None, None)) is None) == bool(deleted)
+    if kept and not deleted:
+        ready = volume_status.volumes_ready(model(js), vplan.claims)
+        assert (ready.reason, "let go through a snapshot" in ready.message) == (
+            "WaitingForSnapshot",
+            True,
+        )
+    if not kept:
+        assert vplan.delete_snapshots == [TAKEN]  # no one's checkpoint: the claim moved on
+        assert "quota" in vplan.abandoned["data-js"]
+
+
+def test_the_snapshot_of_a_release_is_the_claims_own_labelled_and_annotated() -> None:
+    data = claim("data-js")
+    (body,) = suspended_pass(preempted([data]), [data]).create_snapshots
+    assert (
+        body["metadata"]["name"] == TAKEN == f"data-js-{prefix_of('data-js')}-{occasion(RELEASE)}"
+    )
+    assert body["metadata"]["annotations"] == {SNAPSHOT_OF_UID_ANNOTATION: uid_of("data-js")}
+    assert body["spec"]["source"] == {"persistentVolumeClaimName": "data-js"}
+    # Another release (a later suspension) has a name of its own.
+    later = SuspensionRelease("data", RELEASE.uids, "2026-12-06T08:00:00.000001Z")
+    assert occasion(later) != occasion(RELEASE)
+
+
+def test_once_deleted_the_claim_waits_for_the_resume_then_comes_back_from_its_snapshot() -> None:
+    ready = snap("data-js", name=TAKEN)
+    going = claim("data-js", deleting=True)
+    # Being deleted (pvc-protection), no longer recorded: the release ends, the claim is going.
+    js = preempted([], record=[])
+    vplan = suspended_pass(js, [going], ready)
+    assert vplan.suspension_releases == ()
+    assert [c.state for c in vplan.claims] == [ClaimState.DELETING]
+    # Gone, still suspended: nothing is created while it waits; the status says why.
+    waiting = preempted([], releases=(), record=[])
+    vplan = suspended_pass(waiting, [], ready)
+    assert vplan.create == []
+    condition = volume_status.volumes_ready(model(waiting), vplan.claims)
+    assert condition.reason == "WaitingForResume"
+    assert "whenSuspended: Snapshot let go start from their newest snapshot" in condition.message
+    # Resumed: the claim is created from the release's snapshot (dataSourceRef), not empty.
+    resumed = preempted([], suspend=False, releases=(), record=[])
+    vplan = suspended_pass(resumed, [], ready)
+    assert [d.name for d in vplan.create] == ["data-js"]
+    assert vplan.restore == {"data-js": TAKEN}
+    assert vplan.mountable == set()  # mounted once its uid is stored: the Jobs resume after
+    (desired,) = vplan.create
+    assert restored(desired, TAKEN)["spec"]["dataSourceRef"] == {
+        "apiGroup": "snapshot.storage.k8s.io",
+        "kind": "VolumeSnapshot",
+        "name": TAKEN,
+    }
+
+
+@pytest.mark.parametrize(
+    ("observed", "existing", "state"),
+    [
+        pytest.param([], [snap("data-js", name=TAKEN)], ClaimState.MISSING,
+                     id="gone-through-its-ready-snapshot-not-lost"),
+        pytest.param([claim("data-js", deleting=True)], [snap("data-js", name=TAKEN)],
+                     ClaimState.DELETING, id="going-through-its-ready-snapshot-not-terminating"),
+        # Deleted by someone else before its snapshot was ready: its data may be gone.
+        pytest.param([], [snap("data-js", name=TAKEN, ready=False)], ClaimState.LOST,
+                     id="gone-before-its-snapshot-was-ready-lost"),
+        pytest.param([], [snap("data-js")], ClaimState.LOST, id="another-snapshot-is-no-proof"),
+    ],
+)  # fmt: skip
+def test_a_claim_the_release_deleted_is_not_lost_when_the_record_was_not_stored(
+    observed: list[Obj], existing: list[Obj], state: ClaimState
+) -> None:
+    """The pass that deleted the claim lost its status write: the record still has the claim
+    and the release is still stored. A ready snapshot of the release proves the controller let
+    it go: not Lost (nor made again empty), forgotten, and made again from it once resumed."""
+    js = preempted([claim("data-js")])
+    vplan = suspended_pass(js, observed, *existing)
+    assert [c.state for c in vplan.claims] == [state]
+    forgotten = vplan.record.get(("data", None, None, None)) is None
+    assert forgotten == (state is not ClaimState.LOST)
+    assert vplan.create == []  # suspended: made again only once resumed
+
+
+def test_a_jobset_suspended_at_creation_has_nothing_to_snapshot() -> None:
+    """Queued, never ran: no claim yet (creationPolicy WaitForResume), so no release."""
+    js = preempted([], releases=(), record=[])
+    vplan = suspended_pass(js, [])
+    assert (vplan.suspension_releases, vplan.create, vplan.create_snapshots) == ((), [], [])
+    ready = volume_status.volumes_ready(model(js), vplan.claims)
+    assert ready.reason == "WaitingForResume"
+
+
+def test_a_claim_without_a_volume_is_kept_and_not_released() -> None:
+    """Not Bound (a WaitForFirstConsumer claim never used): it holds no data and costs nothing;
+    deleting it would leave nothing to restore from."""
+    pending = claim("data-js", phase="Pending")
+    vplan = suspended_pass(preempted([pending], releases=()), [pending])
+    assert (vplan.suspension_releases, vplan.delete) == ((), [])
+
+
+# ----------------------------------------------------------------------------- suspension: groups
+
+
+def held_ranks(suspend: bool = True, ranks: int = 2) -> tuple[Any, list[Obj], SuspensionRelease]:
+    claims = [ckpt(i) for i in range(ranks)]
+    entry = SuspensionRelease("ckpt", tuple(sorted(prefix_of(c["metadata"]["name"])
+                                                   for c in claims)), STARTED)  # fmt: skip
+    obj = make_obj(
+        [{"templates": [tpl("ckpt")], "scope": "Job", "retentionPolicy": ON_SUSPEND,
+          "restorePolicy": NEWEST, "snapshotPolicy": GROUPED}],
+        rjobs=[mounting("workers", ranks, ("ckpt",))],
+        suspend=suspend,
+    )  # fmt: skip
+    obj["status"]["volumes"] = {"suspensionReleases": [entry.to_dict()]}
+    return recorded(parse(obj), claims), claims, entry
+
+
+def test_a_release_of_ranks_takes_one_group_of_its_own() -> None:
+    js, claims, entry = held_ranks()
+    name = group_name("js", js.uid, "ckpt", occasion(entry))
+    first = volume_lifecycle.plan(model(js), views(claims), StorageClasses(), terminal_state="",
+                                  found=with_groups(), suspended=STOPPED)  # fmt: skip
+    assert [g["metadata"]["name"] for g in first.create_groups] == [name]
+    assert first.create_snapshots == []  # not one by one
+    assert first.mountable == set()
+    # An earlier group of this JobSet (its completion's, another release's) is not this one.
+    old = {**group(), "metadata": {**group()["metadata"], "name": group_name("js", js.uid, "ckpt")}}
+    again = volume_lifecycle.plan(model(js), views(claims), StorageClasses(), terminal_state="",
+                                  found=with_groups(member("ckpt-js-workers-0"),
+                                                    member("ckpt-js-workers-1"),
+                                                    groups=(old,)),
+                                  suspended=STOPPED)  # fmt: skip
+    assert (again.delete, [g["metadata"]["name"] for g in again.create_groups]) == ([], [name])
+
+
+@pytest.mark.parametrize(
+    ("suspend", "ready", "error", "deleted", "groups_deleted", "mountable"),
+    [
+        pytest.param(True, True, "", ["ckpt-js-workers-0", "ckpt-js-workers-1"], [], set(),
+                     id="ready-every-rank-goes"),
+        pytest.param(True, False, "", [], [], set(), id="not-ready-every-rank-kept"),
+        pytest.param(True, False, "frozen", [], [], set(), id="failed-every-rank-kept"),
+        pytest.param(False, False, "frozen", [], ["GROUP"],
+                     {"ckpt-js-workers-0", "ckpt-js-workers-1"},
+                     id="resumed-after-failure-given-up"),
+    ],
+)  # fmt: skip
+def test_the_ranks_of_a_release_go_together(
+    suspend: bool,
+    ready: bool,
+    error: str,
+    deleted: list[str],
+    groups_deleted: list[str],
+    mountable: set[str],
+) -> None:
+    js, claims, entry = held_ranks(suspend)
+    name = group_name("js", js.uid, "ckpt", occasion(entry))
+    taken = group(name, ready=ready, error=error)
+    found = with_groups(member("ckpt-js-workers-0"), member("ckpt-js-workers-1"), groups=(taken,))
+    vplan = volume_lifecycle.plan(model(js), views(claims), StorageClasses(), terminal_state="",
+                                  found=found, suspended=STOPPED)  # fmt: skip
+    assert sorted(vplan.delete) == deleted
+    assert vplan.delete_groups == [name if g == "GROUP" else g for g in groups_deleted]
+    assert vplan.mountable == mountable
+    assert vplan.create_groups == [] and vplan.create_snapshots == []
+
+
+def test_a_rank_the_group_would_not_take_makes_the_release_go_one_by_one() -> None:
+    """A claim of the policy that the release does not hold (bound after it started) would be in
+    the group's selector: the release snapshots its claims one by one instead."""
+    js, claims, entry = held_ranks(ranks=3)
+    held = SuspensionRelease("ckpt", entry.uids[:2], STARTED)
+    raw = copy.deepcopy(js.raw)
+    raw["status"]["volumes"]["suspensionReleases"] = [held.to_dict()]
+    vplan = volume_lifecycle.plan(model(parse(raw)), views(claims), StorageClasses(),
+                                  terminal_state="", found=with_groups(),
+                                  suspended=STOPPED)  # fmt: skip
+    assert vplan.create_groups == []
+    assert len(vplan.create_snapshots) == 2
