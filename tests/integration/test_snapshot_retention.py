@@ -40,6 +40,8 @@ from tests.support.jobsets import (
     condition,
     get_jobset,
     jobset,
+    mark_suspended,
+    ready_job,
     replicated_job,
     running_controller,
     settled,
@@ -111,6 +113,22 @@ async def release(client: KubeClient, namespace: str, claim: str) -> None:
             raise
 
 
+async def deleted_once_ready(
+    running: RunningController, client: KubeClient, namespace: str, claim: str, snapshot: str
+) -> None:
+    """The claim stays while its snapshot is not ready, however long that takes; once the test
+    (as the snapshot controller) marks it ready, the claim is deleted."""
+    await settled(running, client)
+    kept = await client.get(CLAIMS, claim, namespace)
+    assert not kept["metadata"].get("deletionTimestamp")
+    await set_snapshot_status(client, namespace, snapshot, {"readyToUse": True})
+    await wait_for(
+        lambda: client.get(CLAIMS, claim, namespace),
+        lambda c: bool(c["metadata"].get("deletionTimestamp")),
+        "the claim to be deleted once its snapshot is ready",
+    )
+
+
 async def complete(client: KubeClient, namespace: str, name: str) -> None:
     (job,) = await wait_jobs(client, namespace, name, 1)
     await complete_job(client, namespace, job)
@@ -150,17 +168,7 @@ async def test_a_completed_jobsets_claim_goes_only_through_a_ready_snapshot_and_
         "VolumeSnapshotsReady to say the claim waits for its snapshot",
     )
     assert meta["name"] in condition(pending, "VolumeSnapshotsReady")["message"]  # type: ignore[index]
-    # Not ready: the claim stays, however long the snapshot takes.
-    await settled(snapshotting, client)
-    kept = await client.get(CLAIMS, claim_name, namespace)
-    assert not kept["metadata"].get("deletionTimestamp")
-
-    await set_snapshot_status(client, namespace, meta["name"], {"readyToUse": True})
-    await wait_for(
-        lambda: client.get(CLAIMS, claim_name, namespace),
-        lambda c: bool(c["metadata"].get("deletionTimestamp")),
-        "the claim to be deleted once its snapshot is ready",
-    )
+    await deleted_once_ready(snapshotting, client, namespace, claim_name, meta["name"])
     await wait_for(
         lambda: get_jobset(client, namespace, name),
         lambda obj: (
@@ -368,3 +376,94 @@ async def test_the_ranks_are_snapshotted_together_and_each_restored_from_the_sam
 async def groups_of(client: KubeClient, namespace: str) -> list[Obj]:
     listed: list[Obj] = (await client.list(VOLUME_GROUP_SNAPSHOTS, namespace))["items"]
     return listed
+
+
+async def test_a_suspended_jobsets_claim_goes_through_a_snapshot_and_comes_back_on_resume(
+    snapshotting: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """retentionPolicy.whenSuspended: Snapshot. The JobSet runs, is suspended (as Kueue preempts
+    it); once its Job reports no pod left, its claim is snapshotted and deleted only when the
+    snapshot is ready; resumed, the claim is made again from that snapshot, and the Job resumes
+    only after it. The test plays the Job controller and the snapshot controller."""
+    name, claim_name = "preempted", "data-preempted"
+    body = checkpointed(
+        name,
+        retentionPolicy={"whenSuspended": "Snapshot"},
+        restorePolicy={"source": "NewestSnapshot", "whenMissing": "CreateEmpty"},
+    )
+    await client.create(api.JOBSETS, body, namespace)
+    first = await bind(client, namespace, claim_name)
+    (job,) = await wait_jobs(client, namespace, name, 1)
+    job_name = job["metadata"]["name"]
+    await ready_job(client, namespace, job)
+
+    await client.patch(api.JOBSETS, name, {"spec": {"suspend": True}}, namespace)
+    await wait_for(
+        lambda: client.get(JOBS, job_name, namespace),
+        lambda j: j["spec"].get("suspend") is True,
+        "the Job suspended",
+    )
+    # Its pod is still running (the Job says so): nothing is snapshotted yet.
+    await settled(snapshotting, client)
+    assert await snapshots_of(client, namespace, claim_name) == []
+    # The Job controller's part: the pod gone, the Job says so.
+    await mark_suspended(client, namespace, job, active=0, ready=0, terminating=0)
+
+    (taken,) = await wait_for(
+        lambda: snapshots_of(client, namespace, claim_name), lambda s: len(s) == 1, "a snapshot"
+    )
+    meta = taken["metadata"]
+    assert meta["name"].startswith(f"{claim_name}-{first['metadata']['uid'][:8]}-s")
+    assert meta["annotations"][SNAPSHOT_OF_UID_ANNOTATION] == first["metadata"]["uid"]
+    held = await get_jobset(client, namespace, name)
+    assert held["status"]["volumes"]["suspensionReleases"] == [
+        {
+            "template": "data",
+            "uids": first["metadata"]["uid"][:8],
+            "started": held["status"]["volumes"]["suspensionReleases"][0]["started"],
+        }
+    ]
+    assert (condition(held, "VolumesReady") or {}).get("reason") == "WaitingForSnapshot"
+    await deleted_once_ready(snapshotting, client, namespace, claim_name, meta["name"])
+    await release(client, namespace, claim_name)
+    waiting = await wait_for(
+        lambda: get_jobset(client, namespace, name),
+        lambda obj: (
+            (condition(obj, "VolumesReady") or {}).get("reason") == "WaitingForResume"
+            and not obj["status"]["volumes"].get("suspensionReleases")
+        ),
+        "VolumesReady to say the claim comes back on resume, the release ended",
+    )
+    assert not waiting["status"]["volumes"].get("claimUIDs"), "the deleted claim is forgotten"
+    await settled(snapshotting, client)
+    assert (await client.list(CLAIMS, namespace))["items"] == []  # nothing while suspended
+
+    await client.patch(api.JOBSETS, name, {"spec": {"suspend": False}}, namespace)
+
+    async def claim_then_job() -> tuple[Obj, Obj] | None:
+        """The new claim and the Job; the Job resumed never before the claim exists."""
+        resumed = await client.get(JOBS, job_name, namespace)
+        try:
+            made = await client.get(CLAIMS, claim_name, namespace)
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            assert resumed["spec"].get("suspend") is True, "resumed before its claim exists"
+            return None
+        if resumed["spec"].get("suspend") is not False:
+            return None
+        return made, resumed
+
+    made, resumed = await wait_for(claim_then_job, lambda found: found is not None, "resume")  # type: ignore[misc]
+    assert made["metadata"]["uid"] != first["metadata"]["uid"]
+    assert made["spec"]["dataSourceRef"] == {
+        "apiGroup": "snapshot.storage.k8s.io",
+        "kind": "VolumeSnapshot",
+        "name": meta["name"],
+    }
+    # The Job's resume is a later write than the claim's creation (etcd revisions).
+    assert int(resumed["metadata"]["resourceVersion"]) > int(made["metadata"]["resourceVersion"])
+    recorded = await get_jobset(client, namespace, name)
+    assert recorded["status"]["volumes"]["claimUIDs"] == [
+        {"template": "data", "uids": made["metadata"]["uid"][:8]}
+    ]

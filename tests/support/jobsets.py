@@ -331,6 +331,25 @@ async def fail_job(
     )
 
 
+async def mark_suspended(client: KubeClient, namespace: str, job: Obj, **counters: int) -> None:
+    """The Job controller's Suspended condition on a suspended Job (upstream's tests set it by
+    hand too: Kubernetes lets a suspended Job's scheduling directives change once it has it), and
+    ``counters`` (e.g. no pod ``active`` or ``terminating`` once it deleted them)."""
+    now = _now()
+    condition = {
+        "type": "Suspended",
+        "status": "True",
+        "reason": "JobSuspended",
+        "message": "Job suspended",
+        "lastProbeTime": now,
+        "lastTransitionTime": now,
+    }
+    status = {"conditions": [condition], **counters}
+    await client.patch(
+        JOBS, job["metadata"]["name"], {"status": status}, namespace, subresource="status"
+    )
+
+
 async def ready_job(client: KubeClient, namespace: str, job: Obj) -> None:
     """Report all of a Job's pods as ready (what the startup policies wait for)."""
     pods = int(job["spec"].get("parallelism") or 1)

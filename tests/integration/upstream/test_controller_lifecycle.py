@@ -28,6 +28,7 @@ from tests.support.jobsets import (
     get_jobset,
     jobs_of,
     jobset,
+    mark_suspended,
     ready_job,
     reconciles,
     replicated_job,
@@ -163,24 +164,6 @@ async def active_job(client: KubeClient, namespace: str, job: Obj) -> None:
     await client.patch(
         JOBS, job["metadata"]["name"], {"status": status}, namespace, subresource="status"
     )
-
-
-async def mark_suspended(client: KubeClient, namespace: str, job: Obj) -> None:
-    """The Job controller's Suspended condition on a suspended Job (upstream sets it by hand too,
-    since Kubernetes lets a suspended Job's scheduling directives change once it has it)."""
-    now = _now()
-    condition = {
-        "type": "Suspended",
-        "status": "True",
-        "reason": "JobSuspended",
-        "message": "Job suspended",
-        "lastProbeTime": now,
-        "lastTransitionTime": now,
-    }
-    await client.patch(
-        JOBS, job["metadata"]["name"], {"status": {"conditions": [condition]}}, namespace,
-        subresource="status",
-    )  # fmt: skip
 
 
 def unfinished(job: Obj) -> bool:
