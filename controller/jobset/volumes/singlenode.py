@@ -111,9 +111,24 @@ def _modes(template_spec: Obj) -> frozenset[str]:
     return frozenset(m for m in as_list(template_spec.get("accessModes")) if isinstance(m, str))
 
 
+def _size(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _pods_per_job(rjob: ReplicatedJob) -> int:
+    """Pods of one Job that may run at once, min(parallelism, completions). Read here from the
+    template itself: a JobSet stored under an older schema may hold sizes that are not integers
+    (the API server refuses such a Job; until then they count as Kubernetes' defaults)."""
+    spec = as_dict(rjob.template.get("spec"))
+    parallelism = _size(spec.get("parallelism"))
+    completions = _size(spec.get("completions"))
+    pods = 1 if parallelism is None else parallelism
+    return pods if completions is None else min(pods, completions)
+
+
 def _pods_at_once(rjob: ReplicatedJob) -> int:
     """Pods of one replicated job that may run at once: its Jobs run together."""
-    return rjob.replicas * rjob.pods_per_job
+    return rjob.replicas * _pods_per_job(rjob)
 
 
 def finished_before(jobset: JobSet) -> dict[str, frozenset[str]]:
@@ -206,7 +221,7 @@ def colocation(jobset: JobSet, policies: Iterable[VolumePolicy]) -> Colocation:
                     shared_users[claim] = users
                 continue
             for rjob in users:
-                if rjob.pods_per_job > 1:
+                if _pods_per_job(rjob) > 1:
                     for index in range(rjob.replicas):
                         name = claim_name(template.name, jobset.name, "Job", rjob.name, index)
                         own.setdefault((rjob.name, index), set()).add(name)
@@ -262,11 +277,11 @@ def _once_pod(
         claim = claim_name(template, jobset.name, "JobSet")
         what = f"the pods of {_rjobs_text(frozenset(r.name for r in users))}"
     else:
-        many = [r for r in users if r.pods_per_job > 1]
+        many = [r for r in users if _pods_per_job(r) > 1]
         if policy.scope != "Job" or not many:
             return
         claim = claim_name(template, jobset.name, "Job", many[0].name, 0)
-        what = f"the {many[0].pods_per_job} pods of each Job of {many[0].name}"
+        what = f"the {_pods_per_job(many[0])} pods of each Job of {many[0].name}"
     conflicts.append(
         (
             claim,

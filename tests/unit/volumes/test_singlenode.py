@@ -435,3 +435,16 @@ def test_an_unreadable_annotation_leaves_colocation_on_and_says_so() -> None:
         f'(annotation {COLOCATE_ANNOTATION}: "off" is not "true" or "false", so colocation '
         "stays on)"
     )
+
+
+@pytest.mark.parametrize("size", ["two", [2], None, True, 2.5])
+def test_sizes_that_are_not_integers_count_as_the_defaults(size: object) -> None:
+    """A JobSet stored under an older schema: the colocation is read, never a crash (the API
+    server refuses such a Job when it is created)."""
+    workers = user("workers", 2)
+    workers["template"]["spec"]["parallelism"] = size
+    workers["template"]["spec"]["completions"] = size
+    assert summary(found(make([policy("data")], rjobs=[workers]))) == {
+        "groups": [("data-js", ("data-js",), ["workers"])],
+        "conflicts": [],
+    }
