@@ -396,17 +396,20 @@ class JobSetReconciler:
             ]
         )  # fmt: skip
         failures += await self._snapshot_writes(jobset.raw, vplan)
-        failures += await self._parallel(
-            [
-                self._refusal(
-                    Write.DELETE_CLAIM, name, self.volume_io.delete_claim(jobset.raw, name)
-                )
-                for name in vplan.delete
-            ]
-        )
+        failures += await self._claim_deletes(jobset.raw, vplan)
         if vplan.conflicts:
             self.metrics.claim_conflicts.inc(len(vplan.conflicts))
         return updated, created, failures
+
+    async def _claim_deletes(self, obj: Obj, vplan: VolumePlan) -> list[Failure]:
+        """Retention's claim deletes (each only of the object and version judged)."""
+        io = self.volume_io
+        return await self._parallel(
+            [
+                self._refusal(Write.DELETE_CLAIM, claim.name, io.delete_claim(obj, claim))
+                for claim in vplan.delete
+            ]
+        )
 
     async def _snapshot_writes(self, obj: Obj, vplan: VolumePlan) -> list[Failure]:
         """Retention's VolumeSnapshots and VolumeGroupSnapshots: those to take, then those
@@ -472,12 +475,7 @@ class JobSetReconciler:
             ]
         )  # fmt: skip
         failures += await self._snapshot_writes(obj, vplan)
-        failures += await self._parallel(
-            [
-                self._refusal(Write.DELETE_CLAIM, name, self.volume_io.delete_claim(obj, name))
-                for name in vplan.delete
-            ]
-        )
+        failures += await self._claim_deletes(obj, vplan)
         for name, step in sorted(vplan.snapshotting.items()):
             if step.step == "failed":  # no status to say it while the JobSet goes: an Event
                 text = f"claim {name} is kept: its snapshot {step.snapshot} failed: {step.why}"

@@ -554,12 +554,16 @@ class KubeClient:
         *,
         propagation: str | None = None,
         precondition_uid: str | None = None,
+        precondition_resource_version: str | None = None,
     ) -> Obj:
+        """Deletes the object; with preconditions, only if it still has that uid (and that
+        resourceVersion): 409 Conflict otherwise."""
         options: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if propagation:
             options["propagationPolicy"] = propagation
-        if precondition_uid:
-            options["preconditions"] = {"uid": precondition_uid}
+        preconditions = {"uid": precondition_uid, "resourceVersion": precondition_resource_version}
+        if any(preconditions.values()):
+            options["preconditions"] = {k: v for k, v in preconditions.items() if v}
         return await self._json("DELETE", resource.path(namespace, name), body=options)
 
 

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from controller.jobset import api, volumes
+from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import parse
+from controller.jobset.volumes.io import VolumeIO
+from controller.jobset.volumes.lifecycle import ClaimDelete
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     OWNER_UID_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
 )
+from controller.jobset.volumes.observed import ClaimView
 from controller.runtime.client import CLAIMS, EVENTS, ApiError, KubeClient
 from tests.helpers import wait_for
 from tests.support.admission import BINDINGS, POLICIES
@@ -360,3 +366,49 @@ async def test_refused_claim_delete_while_deleting_is_an_event_and_a_retry(
     await jobset_gone(client, namespace, name)
     claims = await claims_by_name(client, namespace)
     assert claims[claim]["metadata"].get("deletionTimestamp"), claims[claim]
+
+
+async def test_a_claim_delete_never_reaches_another_object_or_version_than_the_one_judged(
+    client: KubeClient, namespace: str
+) -> None:
+    """Retention decides on the cached claim; the cache may be behind. The DELETE carries the
+    judged claim's uid and resourceVersion as preconditions: a claim made again under the name
+    since (no snapshot or proof covers it), or changed since (seen Pending, so deleted without a
+    snapshot, and bound meanwhile), is refused with 409 and kept; the claim as judged is deleted."""
+    jobset_obj = {"metadata": {"name": "js", "namespace": namespace, "uid": "u"}}
+    deleted: list[str] = []
+    io = VolumeIO(
+        client,
+        JobSetMetrics(None),
+        lambda _obj, _type, reason, message: deleted.append(f"{reason}: {message}"),
+        index="jobset-name",
+    )
+    claim = {"metadata": {"name": "data-js"}, "spec": CLAIM_SPEC}
+    judged = ClaimView.of(await client.create(CLAIMS, claim, namespace))
+    # The name now holds another claim: the judged one was deleted (pvc-protection let go, as
+    # kube-controller-manager does once no pod uses it) and a new one made.
+    await client.delete(CLAIMS, "data-js", namespace)
+    await client.patch(CLAIMS, "data-js", {"metadata": {"finalizers": None}}, namespace)
+    await wait_for(
+        lambda: claims_by_name(client, namespace), lambda c: "data-js" not in c, "the claim to go"
+    )
+    again = ClaimView.of(await client.create(CLAIMS, claim, namespace))
+    with pytest.raises(ApiError) as refused:
+        await io.delete_claim(jobset_obj, ClaimDelete.of(judged))
+    assert refused.value.conflict, refused.value
+    assert (await client.get(CLAIMS, "data-js", namespace))["metadata"]["uid"] == again.uid
+    # The same claim, changed since it was judged (here: bound, as the PV controller would).
+    await client.patch(
+        CLAIMS, "data-js", {"status": {"phase": "Bound"}}, namespace, subresource="status"
+    )
+    with pytest.raises(ApiError) as stale:
+        await io.delete_claim(jobset_obj, ClaimDelete.of(again))
+    assert stale.value.conflict, stale.value
+    current = await client.get(CLAIMS, "data-js", namespace)
+    assert not current["metadata"].get("deletionTimestamp")
+    assert deleted == []
+    # The claim as it is now: deleted.
+    await io.delete_claim(jobset_obj, ClaimDelete.of(ClaimView.of(current)))
+    assert deleted == ["ClaimDeleted: deleted claim data-js"]
+    gone = await client.get(CLAIMS, "data-js", namespace)
+    assert gone["metadata"]["uid"] == again.uid and gone["metadata"].get("deletionTimestamp")

@@ -248,7 +248,7 @@ def plan_violations(
             lost = model.record.get(claim.slot)
             if lost is not None and (claim.name, lost) not in model.accepted_losses:
                 found.append(f"claim {claim.name} (uid {lost}) lost, recreated without consent")
-        for name in vplan.delete:
+        for name in vplan.deleted:
             meta = _dict(_dict(claims.get(name)).get("metadata"))
             if name not in claims:
                 found.append(f"claim {name} deleted but not observed")
@@ -263,8 +263,8 @@ def plan_violations(
                 found.append(f"claim {patch.name} patched but not observed")
             elif _dict(meta.get("labels")).get(api.JOBSET_NAME) != jobset.name:
                 found.append(f"claim {patch.name} patched but not labelled for this JobSet")
-        if _duplicates(vplan.delete) or set(made) & set(vplan.delete):
-            found.append(f"claims deleted twice or created and deleted: {vplan.delete}")
+        if _duplicates(vplan.deleted) or set(made) & set(vplan.deleted):
+            found.append(f"claims deleted twice or created and deleted: {vplan.deleted}")
 
     if plan.status is not None:
         found += _status_violations(jobset, plan.status.to_dict())

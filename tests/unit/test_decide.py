@@ -470,8 +470,8 @@ def _summary(plan: Plan) -> Obj:
             claims["create"] = [c.name for c in v.create]
         if v.patch:
             claims["patch"] = [p.name for p in v.patch]
-        if v.delete:
-            claims["delete"] = list(v.delete)
+        if v.deleted:
+            claims["delete"] = list(v.deleted)
         if v.restore:
             claims["restore"] = dict(v.restore)
         if v.create_snapshots:
@@ -1552,7 +1552,7 @@ def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
     one = copy.deepcopy(raw)
     one["spec"]["replicatedJobs"][0]["replicas"] = 1
     first = decide(model.parse(one), job_views(jobs), None, T0, claims=volumes.views(claims))
-    assert first.volume is not None and first.volume.delete == ["ckpt-js-workers-1"]
+    assert first.volume is not None and first.volume.deleted == ["ckpt-js-workers-1"]
     one, wrote = _stored_after(one, first, last_write=0.0, now=1.0)
     # t=11: the pace allows a write; the claim is still terminating (its pod is stopping).
     going = [claims[0], claim(1, deleting=True)]
@@ -1591,7 +1591,7 @@ def test_pod_scope_release_deletes_the_finished_jobs_using_the_claims() -> None:
     plan = decide(js, job_views(jobs), SERVICE, T0, claims=claims, model=found)
     assert sorted(plan.delete_jobs) == ["js-workers-0", "js-workers-1"]
     assert plan.volume is not None
-    assert sorted(plan.volume.delete) == POD_CLAIMS
+    assert sorted(plan.volume.deleted) == POD_CLAIMS
 
 
 NO_RJOBS: dict[str, Any] = {"replicated_jobs": []}

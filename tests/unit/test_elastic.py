@@ -94,8 +94,8 @@ def _summary(plan: Plan) -> Obj:
         out["patch"] = dict(plan.patch_jobs)
     if plan.volume is not None and plan.volume.create:
         out["create_claims"] = sorted(c.name for c in plan.volume.create)
-    if plan.volume is not None and plan.volume.delete:
-        out["delete_claims"] = sorted(plan.volume.delete)
+    if plan.volume is not None and plan.volume.deleted:
+        out["delete_claims"] = sorted(plan.volume.deleted)
     found = [
         (c.status, c.reason)
         for c in (plan.status.conditions if plan.status is not None else ())

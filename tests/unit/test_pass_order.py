@@ -20,7 +20,7 @@ from controller.jobset.passes import WRITE_ORDER
 from controller.jobset.reconciler import JobSetReconciler
 from controller.jobset.status import Event
 from controller.jobset.volumes import VolumePlan
-from controller.jobset.volumes.lifecycle import ClaimPatch
+from controller.jobset.volumes.lifecycle import ClaimDelete, ClaimPatch
 from controller.jobset.volumes.record import read_record, uid_prefix
 from controller.runtime.client import CLAIMS, JOBS, SERVICES, VOLUME_SNAPSHOTS, ApiError, Resource
 from controller.runtime.store import Obj
@@ -83,6 +83,7 @@ class RecordingClient:
     async def delete(
         self, resource: Resource, name: str, namespace: str | None = None,
         *, propagation: str | None = None, precondition_uid: str | None = None,
+        precondition_resource_version: str | None = None,
     ) -> Obj:  # fmt: skip
         await asyncio.sleep(0)
         return self._answer("delete", resource, {"metadata": {"name": name}})
@@ -133,7 +134,7 @@ def _plan_of_every_kind(obj: Obj) -> Plan:
         volume=VolumePlan(
             create=list(desired),
             patch=[patch, ClaimPatch("kept-2", patch.patch, "ClaimAdopted", "adopted")],
-            delete=["gone", "gone-2"],
+            delete=[ClaimDelete("gone", "u1", "1"), ClaimDelete("gone-2", "u2", "2")],
             add_finalizer=True,
             create_snapshots=[_snapshot("kept-3"), _snapshot("kept-4")],
             delete_snapshots=["old-snapshot", "old-snapshot-2"],

@@ -209,7 +209,7 @@ def test_plan_expands_only_bound_claims(
         {"data-js": deferred} if deferred else {}
     )
     assert "data-js" in vplan.mountable, "a claim waiting to grow is still mounted"
-    assert not vplan.create and not vplan.delete
+    assert not vplan.create and not vplan.deleted
 
 
 def test_a_deferred_expansion_still_sends_the_rest_of_the_update() -> None:

@@ -33,6 +33,7 @@ from typing import Any
 from controller.jobset.volumes import ownership
 from controller.jobset.volumes.lifecycle import (
     REASON_CLAIM_RETAINED,
+    ClaimDelete,
     ClaimPatch,
     Release,
     VolumePlan,
@@ -185,7 +186,7 @@ def plan(obj: Obj, claims: Iterable[ClaimView], found: Snapshots = NO_SNAPSHOTS)
         elif todo is not None:
             result.patch.append(todo)
     deleted = release(result, released, found, jobset.name, jobset.namespace, jobset.uid)
-    result.delete = [c.name for c in deleted]
+    result.delete = [ClaimDelete.of(c) for c in deleted]
     # Deletes accepted (pvc-protection may keep a claim until its pods are gone), snapshots
     # ready and retention recorded: the finalizer can go. Otherwise the next pass checks again.
     result.remove_finalizer = not result.delete and not result.patch and not result.snapshotting

@@ -22,6 +22,7 @@ from controller.jobset.volumes.lifecycle import (
     REASON_CLAIM_ADOPTED,
     REASON_CLAIM_CREATED,
     REASON_CLAIM_DELETED,
+    ClaimDelete,
     ClaimPatch,
     VolumePlan,
 )
@@ -246,15 +247,23 @@ class VolumeIO:
             self.metrics.claims_adopted.inc()
         self.event(obj, change.event_type, change.reason, change.message)
 
-    async def delete_claim(self, obj: Obj, name: str) -> None:
+    async def delete_claim(self, obj: Obj, claim: ClaimDelete) -> None:
+        """Deletes the claim judged, only if it is still that object at that version (409
+        otherwise, raised: the pass is retried, and judges what the name holds now)."""
         try:
-            await self.client.delete(CLAIMS, name, namespace_of(obj))
+            await self.client.delete(
+                CLAIMS,
+                claim.name,
+                namespace_of(obj),
+                precondition_uid=claim.uid or None,
+                precondition_resource_version=claim.resource_version or None,
+            )
         except ApiError as err:
             if err.not_found:
                 return
             raise
         self.metrics.claims_deleted.inc()
-        self.event(obj, "Normal", REASON_CLAIM_DELETED, f"deleted claim {name}")
+        self.event(obj, "Normal", REASON_CLAIM_DELETED, f"deleted claim {claim.name}")
 
     async def create_snapshot(self, obj: Obj, body: Obj) -> None:
         """Creates a VolumeSnapshot of one of the JobSet ``obj``'s claims (retention Snapshot), or

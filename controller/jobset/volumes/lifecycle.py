@@ -436,11 +436,27 @@ class ClaimPatch:
     event_type: str = "Normal"
 
 
+@dataclass(frozen=True)
+class ClaimDelete:
+    """A claim to delete, exactly as judged: the DELETE carries its uid and resourceVersion as
+    preconditions, so a claim made again under the name since (no snapshot of it exists), or
+    changed since (a claim seen Pending, so deleted without a snapshot, that has since bound)
+    is never the one deleted: the API server answers 409 and the next pass judges it afresh."""
+
+    name: str
+    uid: str
+    resource_version: str
+
+    @classmethod
+    def of(cls, claim: ClaimView) -> ClaimDelete:
+        return cls(claim.name, claim.uid, claim.resource_version)
+
+
 @dataclass
 class VolumePlan:
     create: list[DesiredClaim] = field(default_factory=list)
     patch: list[ClaimPatch] = field(default_factory=list)
-    delete: list[str] = field(default_factory=list)
+    delete: list[ClaimDelete] = field(default_factory=list)
     add_finalizer: bool = False
     remove_finalizer: bool = False
     # Every desired claim's state after this pass (claims it creates count as Pending).
@@ -470,6 +486,11 @@ class VolumePlan:
     # them), and the claims of a release given up (claim → the Warning Event's message).
     suspension_releases: tuple[SuspensionRelease, ...] = ()
     abandoned: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def deleted(self) -> list[str]:
+        """The names of the claims this pass deletes."""
+        return [d.name for d in self.delete]
 
     @property
     def writes(self) -> int:
@@ -730,7 +751,7 @@ def plan(
     result.mountable -= held.held
     after = [replace(at, held=True) if at.name in held.held else at for at in after]
     deleted.extend(held.deleted)
-    result.delete = [c.name for c in deleted]
+    result.delete = [ClaimDelete.of(c) for c in deleted]
     result.delete_snapshots = [*snapshots.prune(model.policies, found), *held.given_up]
     result.delete_groups = [*snapshots.prune_groups(model.policies, found), *held.groups_given_up]
     forget.extend(s for s in map(slot_of, deleted) if s is not None)

@@ -34,6 +34,8 @@ class ClaimView:
 
     name: str
     uid: str
+    # The version judged: a delete carries it (and the uid) as preconditions (``ClaimDelete``).
+    resource_version: str = field(hash=False, compare=False)
     phase: str  # Pending | Bound | Lost | "" (not reported yet)
     labels: Mapping[str, str] = field(hash=False)
     annotations: Mapping[str, str] = field(hash=False)
@@ -55,6 +57,7 @@ class ClaimView:
         return cls(
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
             phase=phase if isinstance(phase, str) else "",
             labels=_strings(meta.get("labels")),
             annotations=_strings(meta.get("annotations")),

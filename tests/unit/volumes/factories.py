@@ -124,6 +124,9 @@ def prefix_of(name: str, generation: int = 0) -> str:
     return uid_prefix(uid_of(name, generation))
 
 
+CLAIM_VERSION = "42"  # every observed claim's resourceVersion
+
+
 def claim(
     name: str,
     *,
@@ -159,6 +162,7 @@ def claim(
         "name": name,
         "namespace": "default",
         "uid": uid if uid is not None else uid_of(name),
+        "resourceVersion": CLAIM_VERSION,
         "labels": labels,
         "annotations": notes,
     }

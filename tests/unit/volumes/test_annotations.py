@@ -218,7 +218,7 @@ def test_a_claim_restored_where_the_jobsets_own_was_lost() -> None:
     model = volumes.model(named)
     vplan = volume_lifecycle.plan(model, views([restored]), StorageClasses(), terminal_state="")
     assert [at.state for at in vplan.claims] == [ClaimState.LOST]
-    assert (vplan.create, vplan.patch, vplan.delete) == ([], [], [])
+    assert (vplan.create, vplan.patch, vplan.deleted) == ([], [], [])
     assert rejections(model, vplan.claims) == {
         ADOPT_ANNOTATION: [
             f'"{entry}": the claim data-js this JobSet had (uid {lost}) was lost; the one of '
@@ -230,14 +230,14 @@ def test_a_claim_restored_where_the_jobsets_own_was_lost() -> None:
     first = volume_lifecycle.plan(
         volumes.model(both), views([restored]), StorageClasses(), terminal_state=""
     )
-    assert (first.create, first.patch, first.delete) == ([], [], [])
+    assert (first.create, first.patch, first.deleted) == ([], [], [])
     assert dict(first.record.uids) == {}  # the lost claim forgotten
     after = make_obj_with(both, {}, record=first.record)
     second = volume_lifecycle.plan(
         volumes.model(after), views([restored]), StorageClasses(), terminal_state=""
     )
     assert [p.reason for p in second.patch] == [REASON_CLAIM_ADOPTED]
-    assert (second.create, second.delete) == ([], [])
+    assert (second.create, second.deleted) == ([], [])
     assert dict(second.record.uids) == {("data", None, None, None): prefix_of("data-js", 1)}
 
 

@@ -159,8 +159,8 @@ CASES = [
 
 def _summary(plan: VolumePlan) -> Obj:
     out: Obj = {}
-    if plan.delete:
-        out["delete"] = sorted(plan.delete)
+    if plan.deleted:
+        out["delete"] = sorted(plan.deleted)
     for change in plan.patch:
         out.setdefault("keep", {})[change.name] = (change.event_type, change.message)
     if plan.remove_finalizer:
@@ -202,7 +202,7 @@ def test_deletion_plan_reads_any_stored_object() -> None:
     for spec, status in (([], "x"), ({"volumePolicy": 3}, None), (None, {"terminalState": 1})):
         obj: Obj = {"metadata": meta, "spec": spec, "status": status}
         plan = deletion.plan(obj, views([data()]).values())
-        assert (plan.delete, [c.name for c in plan.patch]) == ([], ["data-js"])
+        assert (plan.deleted, [c.name for c in plan.patch]) == ([], ["data-js"])
 
 
 def live(*policies: Obj) -> Obj:

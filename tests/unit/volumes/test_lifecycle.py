@@ -28,6 +28,7 @@ from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import spec as volume_spec
 from controller.jobset.volumes.desired import Slot
 from controller.jobset.volumes.lifecycle import (
+    ClaimDelete,
     ClaimLifecycle,
     ClaimState,
     claims_to_delete,
@@ -38,6 +39,7 @@ from controller.jobset.volumes.model import SELECTED_NODE_ANNOTATION
 from controller.jobset.volumes.record import ClaimRecord, read_record
 from controller.runtime.store import Obj
 from tests.unit.volumes.factories import (
+    CLAIM_VERSION,
     RETAINED,
     accepting,
     ckpt,
@@ -302,8 +304,8 @@ def summary(vplan: VolumePlan) -> Obj:
         out["create"] = [d.name for d in vplan.create]
     if vplan.patch:
         out["patch"] = [(p.name, p.reason) for p in vplan.patch]
-    if vplan.delete:
-        out["delete"] = list(vplan.delete)
+    if vplan.deleted:
+        out["delete"] = list(vplan.deleted)
     if vplan.remove_finalizer:
         out["remove_finalizer"] = True
     if vplan.conflicts:
@@ -638,7 +640,7 @@ def test_scaled_away_claims_in_the_plan(
     existing = [ckpt(0), ckpt(1)]
     js = retention_jobset({"whenScaled": when_scaled}, 1)
     vplan = plan(recorded(js, existing), existing)
-    assert vplan.delete == delete
+    assert vplan.deleted == delete
     assert dict(vplan.record.uids) == {
         ("ckpt", "workers", i, None): prefix_of(f"ckpt-js-workers-{i}") for i in record
     }
@@ -665,7 +667,7 @@ def test_a_scaled_away_claim_still_recorded_after_its_delete(
         {**ckpt(1), "metadata": {**ckpt(1)["metadata"], "deletionTimestamp": "x"}},
     ]
     vplan = plan(js, terminating)
-    assert vplan.delete == []
+    assert vplan.deleted == []
     assert dict(vplan.record.uids) == {
         ("ckpt", "workers", i, None): prefix_of(f"ckpt-js-workers-{i}") for i in record
     }
@@ -719,7 +721,10 @@ def test_retention_deletes_only_after_the_terminal_state_is_stored(
         terminal_state=stored or None,
     )
     vplan = plan(js, existing, after_this_pass)
-    assert vplan.delete == (["data-js"] if deleted else [])
+    assert vplan.deleted == (["data-js"] if deleted else [])
+    # The delete names the very object and version judged (the DELETE's preconditions).
+    judged = ClaimDelete("data-js", uid_of("data-js"), CLAIM_VERSION)
+    assert vplan.delete == ([judged] if deleted else [])
     assert dict(vplan.record.uids) == ({} if deleted else RECORDED)
 
 
@@ -774,7 +779,7 @@ def test_pod_scope_scaled_away(
     js = recorded(pod_jobset({"whenScaled": when_scaled}, 1), existing)
     model = volumes.model(js)
     vplan = volume_lifecycle.plan(model, views(existing), CLASSES, terminal_state="")
-    assert vplan.delete == delete
+    assert vplan.deleted == delete
     assert dict(vplan.record.uids) == {
         ("ckpt", "workers", j, p): prefix_of(f"ckpt-js-workers-{j}-{p}") for j, p in record
     }

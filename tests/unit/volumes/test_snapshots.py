@@ -197,7 +197,7 @@ def test_when_completed_snapshot_deletes_the_claim_only_through_a_ready_snapshot
         vm, views([data]), StorageClasses(), terminal_state=api.TERMINAL_COMPLETED,
         found=found(*existing),
     )  # fmt: skip
-    assert vplan.delete == deleted
+    assert vplan.deleted == deleted
     names = [b["metadata"]["name"] for b in vplan.create_snapshots]
     assert len(names) == len(taken)
     assert all(n.startswith(t) for n, t in zip(names, taken, strict=True))
@@ -214,7 +214,7 @@ def test_delete_and_retain_policies_write_no_snapshot_condition() -> None:
     vplan = volume_lifecycle.plan(
         vm, views([data]), StorageClasses(), terminal_state=api.TERMINAL_COMPLETED
     )
-    assert vplan.delete == ["data-js"] and vplan.create_snapshots == []
+    assert vplan.deleted == ["data-js"] and vplan.create_snapshots == []
     assert "VolumeSnapshotsReady" not in {c.type for c in volume_status.conditions(vm, vplan)}
 
 
@@ -229,14 +229,14 @@ def test_when_scaled_snapshot_keeps_a_scaled_away_claim_until_its_snapshot_is_re
     vm = model(js)
     first = volume_lifecycle.plan(vm, views(existing), StorageClasses(), terminal_state="",
                                   found=found())  # fmt: skip
-    assert first.delete == []
+    assert first.deleted == []
     assert [b["spec"]["source"]["persistentVolumeClaimName"] for b in first.create_snapshots] == [
         "ckpt-js-workers-1"
     ]
     ready = snap("ckpt-js-workers-1", template="ckpt")
     second = volume_lifecycle.plan(vm, views(existing), StorageClasses(), terminal_state="",
                                    found=found(ready))  # fmt: skip
-    assert second.delete == ["ckpt-js-workers-1"]
+    assert second.deleted == ["ckpt-js-workers-1"]
 
 
 # ----------------------------------------------------------------------------- pruning
@@ -358,21 +358,21 @@ def test_when_deleted_snapshot_holds_the_finalizer_until_the_snapshot_is_ready()
     obj["metadata"]["finalizers"] = [FINALIZER]
     data = claim("data-js")
     first = deletion.plan(obj, views([data]).values(), found())
-    assert (first.delete, first.remove_finalizer) == ([], False)
+    assert (first.deleted, first.remove_finalizer) == ([], False)
     assert [b["metadata"]["name"] for b in first.create_snapshots] == [snapshot_name(view(data))]
     waiting = deletion.plan(obj, views([data]).values(), found(snap("data-js", ready=False)))
-    assert (waiting.delete, waiting.create_snapshots, waiting.remove_finalizer) == ([], [], False)
+    assert (waiting.deleted, waiting.create_snapshots, waiting.remove_finalizer) == ([], [], False)
     failed = deletion.plan(obj, views([data]).values(), found(snap("data-js", ready=False,
                                                                     error="quota")))  # fmt: skip
-    assert (failed.delete, failed.remove_finalizer) == ([], False)
+    assert (failed.deleted, failed.remove_finalizer) == ([], False)
     assert failed.snapshotting["data-js"].step == "failed"
     ready = deletion.plan(obj, views([data]).values(), found(snap("data-js")))
-    assert (ready.delete, ready.remove_finalizer) == (["data-js"], False)
+    assert (ready.deleted, ready.remove_finalizer) == (["data-js"], False)
     gone = deletion.plan(obj, [], found(snap("data-js")))
     assert gone.remove_finalizer
     # Without the snapshot API the claim is never let go.
     unserved = deletion.plan(obj, views([data]).values(), NO_SNAPSHOTS)
-    assert (unserved.delete, unserved.remove_finalizer) == ([], False)
+    assert (unserved.deleted, unserved.remove_finalizer) == ([], False)
 
 
 def test_a_snapshot_retention_claim_holds_a_foreground_ttl_delete() -> None:
@@ -406,7 +406,7 @@ def test_a_preempted_jobset_takes_no_snapshot_and_keeps_its_claims() -> None:
     vplan = volume_lifecycle.plan(
         vm, views([data]), StorageClasses(), terminal_state="", found=found()
     )
-    assert (vplan.create_snapshots, vplan.delete, vplan.snapshotting) == ([], [], {})
+    assert (vplan.create_snapshots, vplan.deleted, vplan.snapshotting) == ([], [], {})
     (ready,) = [c for c in volume_status.conditions(vm, vplan) if c.type == "VolumeSnapshotsReady"]
     assert (ready.status, ready.reason) == ("True", "NoSnapshotPending")
 
@@ -521,7 +521,7 @@ def test_completion_snapshots_the_ranks_together(
         found=found,
     )  # fmt: skip
     assert len(vplan.create_groups) == created
-    assert sorted(vplan.delete) == deleted
+    assert sorted(vplan.deleted) == deleted
     assert {s.step for s in vplan.snapshotting.values()} == steps
     individual = [b["spec"]["source"]["persistentVolumeClaimName"] for b in vplan.create_snapshots]
     assert individual == (["ckpt-js-workers-1"] if "take" in steps and groups else [])
@@ -538,7 +538,7 @@ def test_an_unbound_rank_makes_the_policy_snapshot_claim_by_claim() -> None:
     assert [b["spec"]["source"]["persistentVolumeClaimName"] for b in vplan.create_snapshots] == [
         "ckpt-js-workers-0"
     ]
-    assert vplan.delete == ["ckpt-js-workers-1"]  # never bound: no data
+    assert vplan.deleted == ["ckpt-js-workers-1"]  # never bound: no data
 
 
 def test_restore_takes_every_rank_from_the_newest_group() -> None:
@@ -649,7 +649,7 @@ def test_a_release_starts_once_the_suspended_jobsets_pods_stopped(
     js = preempted([data], suspend=suspend, releases=(), retention=retention)
     vplan = suspended_pass(js, [data], pods=pods)
     assert vplan.suspension_releases == ((RELEASE,) if started else ())
-    assert (vplan.create_snapshots, vplan.create_groups, vplan.delete) == ([], [], [])
+    assert (vplan.create_snapshots, vplan.create_groups, vplan.deleted) == ([], [], [])
     assert vplan.mountable == (set() if started else {"data-js"})
     assert [c.held for c in vplan.claims] == [started]
 
@@ -661,7 +661,7 @@ def test_retain_keeps_a_preempted_jobsets_claims_once_its_pods_stopped() -> None
     every = {"whenCompleted": "Snapshot", "whenFailed": "Snapshot", "whenDeleted": "Snapshot"}
     js = preempted([data], releases=(), retention=every)
     vplan = suspended_pass(js, [data])
-    assert (vplan.create_snapshots, vplan.delete, vplan.suspension_releases) == ([], [], ())
+    assert (vplan.create_snapshots, vplan.deleted, vplan.suspension_releases) == ([], [], ())
     assert vplan.mountable == {"data-js"}
 
 
@@ -702,7 +702,7 @@ def test_a_held_claim_goes_only_through_a_ready_snapshot_of_its_release(
     data = claim("data-js")
     js = preempted([data], suspend=suspend)
     vplan = suspended_pass(js, [data], *existing)
-    assert vplan.delete == deleted
+    assert vplan.deleted == deleted
     assert [b["metadata"]["name"] for b in vplan.create_snapshots] == taken
     assert snapshots_ready_reason(js, vplan) == reason
     assert vplan.suspension_releases == ((RELEASE,) if kept else ())
@@ -803,7 +803,7 @@ def test_a_claim_without_a_volume_is_kept_and_not_released() -> None:
     deleting it would leave nothing to restore from."""
     pending = claim("data-js", phase="Pending")
     vplan = suspended_pass(preempted([pending], releases=()), [pending])
-    assert (vplan.suspension_releases, vplan.delete) == ((), [])
+    assert (vplan.suspension_releases, vplan.deleted) == ((), [])
 
 
 # ----------------------------------------------------------------------------- suspension: groups
@@ -838,7 +838,7 @@ def test_a_release_of_ranks_takes_one_group_of_its_own() -> None:
                                                     member("ckpt-js-workers-1"),
                                                     groups=(old,)),
                                   suspended=STOPPED)  # fmt: skip
-    assert (again.delete, [g["metadata"]["name"] for g in again.create_groups]) == ([], [name])
+    assert (again.deleted, [g["metadata"]["name"] for g in again.create_groups]) == ([], [name])
 
 
 @pytest.mark.parametrize(
@@ -867,7 +867,7 @@ def test_the_ranks_of_a_release_go_together(
     found = with_groups(member("ckpt-js-workers-0"), member("ckpt-js-workers-1"), groups=(taken,))
     vplan = volume_lifecycle.plan(model(js), views(claims), StorageClasses(), terminal_state="",
                                   found=found, suspended=STOPPED)  # fmt: skip
-    assert sorted(vplan.delete) == deleted
+    assert sorted(vplan.deleted) == deleted
     assert vplan.delete_groups == [name if g == "GROUP" else g for g in groups_deleted]
     assert vplan.mountable == mountable
     assert vplan.create_groups == [] and vplan.create_snapshots == []

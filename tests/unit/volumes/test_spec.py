@@ -1053,7 +1053,7 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
         (n, in_use[phase], False) for n in names
     ]
     first = volume_lifecycle.plan(model, found, StorageClasses(), terminal_state="")
-    assert (first.create, first.patch, first.delete, first.mountable) == ([], [], [], set())
+    assert (first.create, first.patch, first.deleted, first.mountable) == ([], [], [], set())
     assert first.record.uids == {c.slot: uid_prefix(uid_of(c.name)) for c in desired}
     assert parse_record({"claimUIDs": first.record.render()}) == first.record
     # ... and once that record is stored, every one is mountable and the pass writes no claim.
@@ -1062,7 +1062,7 @@ def test_properties_of_claims_and_mounts(obj: Obj, phase: str) -> None:
     stored = volumes.model(parse(raw))
     second = volume_lifecycle.plan(stored, found, StorageClasses(), terminal_state="")
     assert second.mountable == set(names)
-    assert (second.create, second.patch, second.delete) == ([], [], [])
+    assert (second.create, second.patch, second.deleted) == ([], [], [])
     assert second.record == stored.record
     assert claims_to_delete(js, policies, found.values(), deleting=False, terminal_state="") == []
     mounted_claims: set[str] = set()

@@ -430,7 +430,7 @@ def test_created_suspended_then_resumed_then_suspended_again() -> None:
     assert all(patch == {"spec": {"suspend": True}} for _, patch in preempted.patch_jobs)
     assert preempted.delete_jobs == []
     assert preempted.volume is not None
-    assert (preempted.volume.create, preempted.volume.delete) == ([], [])
+    assert (preempted.volume.create, preempted.volume.deleted) == ([], [])
     assert preempted.volume.mountable == {"data-js"}
     assert read_record(preempted.status.volumes if preempted.status else None).get(
         DATA
@@ -443,4 +443,4 @@ def test_deleting_a_jobset_that_never_ran_touches_nothing() -> None:
     obj = copy.deepcopy(jobset(annotations=None).raw)
     obj["metadata"]["deletionTimestamp"] = "2025-01-01T12:00:00Z"
     vplan = volumes.deletion.plan(obj, views([retained()]).values())
-    assert (vplan.delete, vplan.patch, vplan.remove_finalizer) == ([], [], True)
+    assert (vplan.deleted, vplan.patch, vplan.remove_finalizer) == ([], [], True)
