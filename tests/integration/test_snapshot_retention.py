@@ -38,6 +38,7 @@ from tests.support.jobsets import (
     RunningController,
     complete_job,
     condition,
+    fail_job,
     get_jobset,
     jobset,
     mark_suspended,
@@ -45,6 +46,7 @@ from tests.support.jobsets import (
     replicated_job,
     running_controller,
     settled,
+    wait_condition,
     wait_jobs,
     with_mounts,
 )
@@ -244,6 +246,77 @@ async def test_a_failed_snapshot_keeps_the_claim_and_says_why(
     await settled(snapshotting, client)
     kept = await client.get(CLAIMS, claim_name, namespace)
     assert not kept["metadata"].get("deletionTimestamp"), "a failed snapshot let the claim go"
+
+
+async def test_a_failed_jobsets_claim_goes_only_through_a_ready_snapshot(
+    snapshotting: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """whenFailed: Snapshot: the JobSet fails (its Job failed, no restarts left); its claim is
+    snapshotted and deleted only once the snapshot is ready, as on completion."""
+    name, claim_name = "crashed", "data-crashed"
+    await client.create(
+        api.JOBSETS, checkpointed(name, retentionPolicy={"whenFailed": "Snapshot"}), namespace
+    )
+    first = await bind(client, namespace, claim_name)
+    (job,) = await wait_jobs(client, namespace, name, 1)
+    await fail_job(client, namespace, job)
+    await wait_condition(client, namespace, name, "Failed")
+    (taken,) = await wait_for(
+        lambda: snapshots_of(client, namespace, claim_name), lambda s: len(s) == 1, "a snapshot"
+    )
+    meta = taken["metadata"]
+    assert meta["annotations"][SNAPSHOT_OF_UID_ANNOTATION] == first["metadata"]["uid"]
+    await deleted_once_ready(snapshotting, client, namespace, claim_name, meta["name"])
+
+
+async def test_a_claim_starts_from_the_snapshot_its_policy_names(
+    snapshotting: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """restorePolicy source VolumeSnapshot: the claim waits until the named snapshot exists and
+    is ready (whenMissing left out: Wait), then starts from it, whoever took it (here a user's
+    snapshot of another claim, no label of ours), and the status names it."""
+    name, claim_name, golden = "named", "data-named", "golden-dataset"
+    await client.create(
+        api.JOBSETS,
+        checkpointed(
+            name, restorePolicy={"source": "VolumeSnapshot", "volumeSnapshotName": golden}
+        ),
+        namespace,
+    )
+    waiting = await wait_for(
+        lambda: get_jobset(client, namespace, name),
+        lambda obj: (condition(obj, "VolumesReady") or {}).get("reason") == "WaitingForSnapshot",
+        "VolumesReady to say the claim waits for the named snapshot",
+    )
+    assert golden in condition(waiting, "VolumesReady")["message"]  # type: ignore[index]
+    snapshot = {
+        "apiVersion": "snapshot.storage.k8s.io/v1",
+        "kind": "VolumeSnapshot",
+        "metadata": {"name": golden},
+        "spec": {"source": {"persistentVolumeClaimName": "prepared-by-hand"}},
+    }
+    await client.create(VOLUME_SNAPSHOTS, snapshot, namespace)
+    await settled(snapshotting, client)  # there, but not ready: still no claim, no Job
+    assert (await client.list(CLAIMS, namespace))["items"] == []
+    assert (await client.list(JOBS, namespace))["items"] == []
+    await set_snapshot_status(client, namespace, golden, {"readyToUse": True})
+    made = await wait_for(
+        lambda: client.get(CLAIMS, claim_name, namespace), lambda c: bool(c), "the claim"
+    )
+    assert made["spec"]["dataSourceRef"] == {
+        "apiGroup": "snapshot.storage.k8s.io",
+        "kind": "VolumeSnapshot",
+        "name": golden,
+    }
+    await bind(client, namespace, claim_name)
+    reported = await wait_for(
+        lambda: get_jobset(client, namespace, name),
+        lambda obj: obj["status"]["volumes"]["templates"][0].get("bound") == 1,
+        "status.volumes to count the claim Bound",
+    )
+    (template,) = reported["status"]["volumes"]["templates"]
+    assert (template["restored"], template.get("restoredFrom")) == (1, golden)
+    await wait_jobs(client, namespace, name, 1)
 
 
 async def test_a_claim_that_starts_from_a_snapshot_waits_for_one(

@@ -167,12 +167,24 @@ def test_retention_step(phase: str, existing: list[Obj], served: bool, step: str
     assert retention_step(data, found(*existing, served=served)).step == step
 
 
-def completed(retention: dict[str, str], claims: list[Obj], **kw: Any) -> Any:
+def completed(
+    retention: dict[str, str],
+    claims: list[Obj],
+    terminal_state: str = api.TERMINAL_COMPLETED,
+    **kw: Any,
+) -> Any:
     js = make(
         [{"templates": [tpl("data")], "retentionPolicy": retention, **kw}],
-        terminal_state=api.TERMINAL_COMPLETED,
+        terminal_state=terminal_state,
     )
     return recorded(js, claims)
+
+
+# Each terminal state, and the retention field that acts on it.
+OCCASIONS = [
+    pytest.param("whenCompleted", api.TERMINAL_COMPLETED, id="completed"),
+    pytest.param("whenFailed", api.TERMINAL_FAILED, id="failed"),
+]
 
 
 @pytest.mark.parametrize(
@@ -187,14 +199,21 @@ def completed(retention: dict[str, str], claims: list[Obj], **kw: Any) -> Any:
                      ("False", "SnapshotFailed"), id="failed-kept"),
     ],
 )  # fmt: skip
-def test_when_completed_snapshot_deletes_the_claim_only_through_a_ready_snapshot(
-    existing: list[Obj], deleted: list[str], taken: list[str], condition: tuple[str, str]
+@pytest.mark.parametrize(("field", "terminal_state"), OCCASIONS)
+def test_terminal_snapshot_deletes_the_claim_only_through_a_ready_snapshot(
+    field: str,
+    terminal_state: str,
+    existing: list[Obj],
+    deleted: list[str],
+    taken: list[str],
+    condition: tuple[str, str],
 ) -> None:
+    """whenCompleted: Snapshot on Completed, whenFailed: Snapshot on Failed, alike."""
     data = claim("data-js")
-    js = completed(SNAPSHOT_ON_COMPLETION, [data])
+    js = completed({field: "Snapshot"}, [data], terminal_state)
     vm = model(js)
     vplan = volume_lifecycle.plan(
-        vm, views([data]), StorageClasses(), terminal_state=api.TERMINAL_COMPLETED,
+        vm, views([data]), StorageClasses(), terminal_state=terminal_state,
         found=found(*existing),
     )  # fmt: skip
     assert vplan.deleted == deleted
@@ -205,6 +224,22 @@ def test_when_completed_snapshot_deletes_the_claim_only_through_a_ready_snapshot
     assert (ready.status, ready.reason) == condition
     if condition[1] == "SnapshotFailed":
         assert ready.event_type == "Warning" and "quota" in ready.message
+
+
+@pytest.mark.parametrize(("field", "terminal_state"), OCCASIONS)
+def test_a_snapshot_for_the_other_terminal_state_keeps_the_claim_untouched(
+    field: str, terminal_state: str
+) -> None:
+    """whenFailed: Snapshot on a Completed JobSet (and the reverse) is the default, Retain:
+    nothing is snapshotted or deleted."""
+    other = "whenFailed" if field == "whenCompleted" else "whenCompleted"
+    data = claim("data-js")
+    js = completed({other: "Snapshot"}, [data], terminal_state)
+    vm = model(js)
+    vplan = volume_lifecycle.plan(
+        vm, views([data]), StorageClasses(), terminal_state=terminal_state
+    )
+    assert (vplan.deleted, vplan.create_snapshots, vplan.snapshotting) == ([], [], {})
 
 
 def test_delete_and_retain_policies_write_no_snapshot_condition() -> None:
