@@ -39,9 +39,9 @@ from controller.jobset import (
     writefailures,
 )
 from controller.jobset.children import ChildJob
-from controller.jobset.jobsetstatus import JobSetStatus, StatusCondition
+from controller.jobset.jobsetstatus import Condition, JobSetStatus
 from controller.jobset.model import JobSet
-from controller.jobset.status import Condition, Event
+from controller.jobset.status import Event
 from controller.jobset.volumes import (
     Blocked,
     ClaimView,
@@ -90,7 +90,7 @@ class Plan:
         )
 
 
-def _announced(conditions: tuple[StatusCondition, ...], kind: str) -> tuple[str, ...] | None:
+def _announced(conditions: tuple[Condition, ...], kind: str) -> tuple[str, ...] | None:
     found = next((c for c in conditions if c.type == kind), None)
     return None if found is None else (found.status, found.reason, found.message)
 

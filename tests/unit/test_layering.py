@@ -181,6 +181,21 @@ def test_one_obj_alias_at_the_io_edge() -> None:
     assert defining == ["controller/runtime/store.py"]
 
 
+def test_one_condition_type_for_the_jobsets_conditions() -> None:
+    """The JobSet's conditions are one frozen type, ``jobsetstatus.Condition``, wherever they are
+    built (the decision code), set, compared and written (the status); the other condition type
+    is a child Job's (``children.JobCondition``), read, never written."""
+    defining = []
+    for path in sorted((REPO / "controller").rglob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Condition"):
+                defining.append(f"{path.relative_to(REPO)}: {node.name}")
+    assert defining == [
+        "controller/jobset/children.py: JobCondition",
+        "controller/jobset/jobsetstatus.py: Condition",
+    ]
+
+
 def test_the_reconciler_reads_no_clock_of_its_own() -> None:
     """Its clocks are injected (``clock``, ``wall_clock``): no call of ``time.monotonic()``,
     ``time.time()`` or ``datetime.now()`` in it."""

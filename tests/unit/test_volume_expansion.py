@@ -16,8 +16,8 @@ import pytest
 from controller.jobset import api, model, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import decide
+from controller.jobset.jobsetstatus import Condition
 from controller.jobset.model import JobSet
-from controller.jobset.status import Condition
 from controller.jobset.volumes import StorageClasses
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import status as volume_status

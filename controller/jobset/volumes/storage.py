@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from controller.jobset import api, suspend, writefailures
 from controller.jobset.children import ChildJob
 from controller.jobset.construct import DesiredJob
-from controller.jobset.jobsetstatus import VolumesStatus
+from controller.jobset.jobsetstatus import Condition, VolumesStatus
 from controller.jobset.model import JobSet
-from controller.jobset.status import Condition, Event
+from controller.jobset.status import Event
 from controller.jobset.suspend import SuspendDecision
 from controller.jobset.volumes import deletion, gating, singlenode
 from controller.jobset.volumes.admission import Blocked
