@@ -12,9 +12,9 @@ controller because it is the controller's code. No cluster is needed. Invalid in
 message naming the problem and exit status 1; a replicated job that gets no Job is named on
 stderr.
 
-A Job whose pods get Pod-scope claims mounts a placeholder (``volumes.podscope``); after it comes a
-sample Pod (completion index 0 of the first Job of each such replicated job) as the admission
-policy admits it: with its own claim.
+A Job whose pods get Pod-scope claims mounts a placeholder; after it comes a sample Pod (completion
+index 0 of the first Job of each such replicated job) as the admission policy admits it
+(``volumes.admitted_pod``): with its own claim.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from controller.api.validation import Contract, ContractMismatch
 from controller.jobset import api, children, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
-from controller.jobset.volumes import podscope, snapshots
 
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
 # The CRD of a clone of the repository (the package sits beside manifests/).
@@ -135,10 +134,10 @@ def fresh_reconcile(obj: dict[str, Any], now: datetime.datetime) -> list[dict[st
             children.views(cluster.jobs),
             cluster.service,
             now,
-            claims=volumes.views(cluster.claims.values()),
+            claims={name: volumes.ClaimView.of(c) for name, c in cluster.claims.items()},
             # A cluster that serves VolumeSnapshots and has none yet (restorePolicy waits for
             # one, or starts empty, as its whenMissing says).
-            snapshots=snapshots.snapshots(()),
+            snapshots=volumes.Snapshots(),
         )
         created = _apply(cluster, jobset, plan)
         made.extend(created)
@@ -219,32 +218,15 @@ SAMPLE_INDEX = 0
 def sample_pod(job: dict[str, Any]) -> dict[str, Any] | None:
     """Pod ``SAMPLE_INDEX`` of a Job with Pod-scope claims as the admission policy admits it
     (placeholders resolved to that index's claims); None for a Job without them."""
-    template = job["spec"]["template"]
-    labels = dict((template.get("metadata") or {}).get("labels") or {})
-    if labels.get(volumes.POD_SCOPE_LABEL) != "true":
-        return None
-    spec = copy.deepcopy(template["spec"])
-    for volume in spec.get("volumes") or []:
-        claim = volume.get("persistentVolumeClaim") or {}
-        if podscope.is_placeholder(str(claim.get("claimName", ""))):
-            claim["claimName"] = podscope.resolved_claim_name(claim["claimName"], SAMPLE_INDEX)
-    index = str(SAMPLE_INDEX)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            # The Job controller adds a random suffix; "sample" stands for it.
-            "name": f"{job['metadata']['name']}-{index}-sample",
-            "namespace": job["metadata"]["namespace"],
-            "labels": {**labels, podscope.COMPLETION_INDEX_ANNOTATION: index},
-            "annotations": {
-                podscope.COMPLETION_INDEX_ANNOTATION: index,
-                "stateful-jobset.render/sample": "a pod of this Job as the Pod-scope admission "
-                "policy admits it: the claim of its completion index, not the placeholder",
-            },
-        },
-        "spec": spec,
-    }
+    # The Job controller adds a random suffix; "sample" stands for it.
+    name = f"{job['metadata']['name']}-{SAMPLE_INDEX}-sample"
+    pod = volumes.admitted_pod(job, SAMPLE_INDEX, name)
+    if pod is not None:
+        pod["metadata"]["annotations"]["stateful-jobset.render/sample"] = (
+            "a pod of this Job as the Pod-scope admission policy admits it: the claim of its "
+            "completion index, not the placeholder"
+        )
+    return pod
 
 
 def main(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:

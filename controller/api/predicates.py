@@ -24,7 +24,7 @@ from controller.api.fields import DEFAULT_RULE_NAME_PREFIX, RULE_NAME_REGEX
 from controller.jobset import api as jobset_api
 from controller.jobset import placement
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
-from controller.jobset.volumes.quantity import quantity
+from controller.jobset.quantity import quantity
 
 # Shared with schema.py, which writes them into the CEL.
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")

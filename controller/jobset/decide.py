@@ -39,10 +39,11 @@ from controller.jobset import (
     writefailures,
 )
 from controller.jobset.children import ChildJob
-from controller.jobset.jobsetstatus import JobSetStatus, StatusCondition
+from controller.jobset.jobsetstatus import Condition, JobSetStatus
 from controller.jobset.model import JobSet
-from controller.jobset.status import Condition, Event
+from controller.jobset.status import Event
 from controller.jobset.volumes import (
+    Blocked,
     ClaimView,
     Snapshots,
     Storage,
@@ -50,8 +51,6 @@ from controller.jobset.volumes import (
     VolumeModel,
     VolumePlan,
 )
-from controller.jobset.volumes.admission import Blocked
-from controller.jobset.volumes.suspension import RUNNING, Suspension, started_at
 from controller.jobset.writefailures import Failure
 from controller.runtime.store import Obj
 
@@ -91,7 +90,7 @@ class Plan:
         )
 
 
-def _announced(conditions: tuple[StatusCondition, ...], kind: str) -> tuple[str, ...] | None:
+def _announced(conditions: tuple[Condition, ...], kind: str) -> tuple[str, ...] | None:
     found = next((c for c in conditions if c.type == kind), None)
     return None if found is None else (found.status, found.reason, found.message)
 
@@ -304,12 +303,12 @@ def decide(
     (``failure.match_messages_in_thread``). ``others``: Jobs with this JobSet's name label that
     are not its own, by name. ``failures``: the writes of this pass the API server refused (the
     reconciler decides again with them once it knows, for the status). ``pod_scope_blocked``:
-    why Pod-scope pods cannot get their claims now (``volumes.admission``: the policy missing,
-    settling, or pods admitted without it), if so; read only for a JobSet with a Pod-scope
-    policy, which then gets nothing created. ``restart_job``: the RestartJob feature gate is on
-    (new Jobs carry ``job-restart-attempt``; the reconciler refuses the RestartJob actions
-    without it, ``failure.gate_refusal``). ``resize``: the ElasticJobSet gate is on (running
-    Jobs follow their template's parallelism and completions, ``elastic``).
+    why Pod-scope pods cannot get their claims now (``VolumeIO.pod_scope_blocked``: the policy
+    missing, settling, or pods admitted without it), if so; read only for a JobSet with a
+    Pod-scope policy, which then gets nothing created. ``restart_job``: the RestartJob feature
+    gate is on (new Jobs carry ``job-restart-attempt``; the reconciler refuses the RestartJob
+    actions without it, ``failure.gate_refusal``). ``resize``: the ElasticJobSet gate is on
+    (running Jobs follow their template's parallelism and completions, ``elastic``).
     """
     plan = Plan()
     known = list(failures)  # and the Job names held by others, found below
@@ -317,7 +316,7 @@ def decide(
     classes = classes or StorageClasses()
     if jobset.deleting:
         # Children go with garbage collection; the reconciler finalises the JobSet (claims by
-        # their retention) with ``volumes.deletion``, without parsing it.
+        # their retention) with ``VolumeIO.deletion_plan``, without parsing it.
         return plan
     if model is None:
         model = volumes.model(jobset)
@@ -389,7 +388,8 @@ def decide(
         blocked=pod_scope_blocked,
         found=snapshots,
         # Every Job, of every attempt: a pod of any may still write to a claim.
-        suspended=Suspension(suspend.stopped(jobs), started_at(now)) if jobset.suspend else RUNNING,
+        jobs=jobs,
+        now=now,
     )
     plan.volume = store.plan
     _volume_status(built, store, known, current)

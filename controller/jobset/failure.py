@@ -51,9 +51,9 @@ from dataclasses import dataclass, replace
 
 from controller.jobset import api, children, messagepatterns
 from controller.jobset.children import ChildJob
-from controller.jobset.jobsetstatus import ReplicatedJobStatus
+from controller.jobset.jobsetstatus import Condition, ReplicatedJobStatus
 from controller.jobset.model import FailurePolicyRule, JobSet
-from controller.jobset.status import FALSE, Condition, parse_time
+from controller.jobset.status import FALSE, parse_time
 from controller.runtime.threads import run_in_daemon_thread
 
 DEFAULT_ACTION = api.RESTART_JOBSET

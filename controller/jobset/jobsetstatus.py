@@ -63,20 +63,29 @@ def _objects(value: Any) -> Iterable[Obj]:
 
 
 @dataclass(frozen=True, slots=True)
-class StatusCondition:
-    """One ``metav1.Condition`` of the status. ``observed_generation`` None: not written (the one
-    optional field)."""
+class Condition:
+    """One of the JobSet's conditions, a ``metav1.Condition``: the one type in which they are
+    built (by the decision code: type, status, reason, message), set into the status
+    (``status.set_condition`` stamps ``last_transition_time`` and ``observed_generation``),
+    compared and written (``to_dict``). ``observed_generation`` None: not written (the one optional
+    field). ``event_type``: the type of the Event that announces a change to the condition when the
+    decision code sets it (None: no Event); never written, and None in the status."""
 
     type: str
     status: str
     reason: str = ""
     message: str = ""
+    event_type: str | None = None
     last_transition_time: str = ""
     observed_generation: int | None = None
 
     @property
     def is_true(self) -> bool:
         return self.status == "True"
+
+    def announced(self, event_type: str | None) -> Condition:
+        """The same condition, announced by an Event of ``event_type``."""
+        return replace(self, event_type=event_type)
 
     def _comparable(self) -> tuple[str, str, str, str, int]:
         return (
@@ -100,23 +109,23 @@ class StatusCondition:
         return found
 
 
-def parse_conditions(value: Any) -> tuple[StatusCondition, ...]:
+def parse_conditions(value: Any) -> tuple[Condition, ...]:
     """The status conditions, a list keyed by type: one with no type, or with the type of one
     before it (an edited status; fuzz-found), is no condition and is dropped from the next
     status written."""
-    found: dict[str, StatusCondition] = {}
+    found: dict[str, Condition] = {}
     for raw in _objects(value):
         kind = raw.get("type")
         if not isinstance(kind, str) or not kind or kind in found:
             continue
         generation = raw.get("observedGeneration")
-        found[kind] = StatusCondition(
+        found[kind] = Condition(
             kind,
             _text(raw.get("status")),
             _text(raw.get("reason")),
             _text(raw.get("message")),
-            _text(raw.get("lastTransitionTime")),
-            _count(generation) if generation is not None else None,
+            last_transition_time=_text(raw.get("lastTransitionTime")),
+            observed_generation=_count(generation) if generation is not None else None,
         )
     return tuple(found.values())
 
@@ -409,7 +418,7 @@ class JobSetStatus:
     restarts: int = 0
     restarts_count_towards_max: int = 0
     terminal_state: str = ""
-    conditions: tuple[StatusCondition, ...] = ()
+    conditions: tuple[Condition, ...] = ()
     replicated_jobs_status: tuple[ReplicatedJobStatus, ...] = ()
     volumes: VolumesStatus | None = None
     job_restarts: Mapping[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
@@ -458,7 +467,7 @@ class JobSetStatus:
 
     # ------------------------------------------------------------------------- reading
 
-    def condition(self, kind: str) -> StatusCondition | None:
+    def condition(self, kind: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == kind), None)
 
     def is_true(self, kind: str) -> bool:

@@ -43,8 +43,7 @@ from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import InvalidJobSet, JobSet
 from controller.jobset.parses import Parses
 from controller.jobset.passes import Memory, Outcomes, Settled
-from controller.jobset.volumes import VolumePlan, deletion
-from controller.jobset.volumes.io import VolumeIO
+from controller.jobset.volumes import VolumeIO, VolumePlan
 from controller.jobset.writefailures import Failure, Write
 from controller.runtime.client import JOBS, SERVICES, ApiError, KubeClient
 from controller.runtime.controller import Result
@@ -92,7 +91,8 @@ class JobSetReconciler:
         self.services = services
         self.metrics = metrics or JobSetMetrics(None)
         # The volumes' cache reads (claims, storage classes, Pod-scope admission) and claim
-        # writes, and the claim names each JobSet wants (routing claim events).
+        # writes, and the claim names each JobSet wants (routing claim events: setup's
+        # ``volume_io.watch``).
         self.volume_io = VolumeIO(
             client,
             self.metrics,
@@ -106,7 +106,6 @@ class JobSetReconciler:
             volume_snapshots=volume_snapshots,
             volume_group_snapshots=volume_group_snapshots,
         )
-        self.wanted = self.volume_io.wanted
         self._wall = wall_clock
         # Seconds on a monotonic clock (expectations, pacing, the Pod-scope settle window):
         # injected, so that tests drive time instead of sleeping through it.
@@ -461,11 +460,9 @@ class JobSetReconciler:
         )
 
     async def _finalise(self, key: str, obj: Obj) -> Result:
-        """Retention for a JobSet being deleted (``volumes.deletion``: from the stored object,
-        whatever its spec), then the finalizer goes."""
-        labelled = self.volume_io.labelled_claims(key)
-        taken = self.volume_io.snapshots_of(key, namespace_of(obj) or "", None)
-        vplan = deletion.plan(obj, volumes.views(labelled).values(), taken)
+        """Retention for a JobSet being deleted (``VolumeIO.deletion_plan``: from the stored
+        object, whatever its spec), then the finalizer goes."""
+        vplan = self.volume_io.deletion_plan(key, obj)
         failures = await self._parallel(
             [
                 self._refusal(Write.PATCH_CLAIM, change.name,

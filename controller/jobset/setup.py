@@ -6,7 +6,7 @@ from controller.api import specpolicy
 from controller.config import Config
 from controller.jobset import api, children, metrics, triggers
 from controller.jobset.reconciler import JOBSET_INDEX, JobSetReconciler
-from controller.jobset.volumes import watches as volume_watches
+from controller.jobset.volumes import VolumeIO
 from controller.runtime.client import (
     JOBS,
     SERVICES,
@@ -36,8 +36,8 @@ def setup(manager: Manager[Config]) -> JobSetReconciler:
     # Only whether a JobSet's Service exists is read (children.service_view: metadata only).
     services = manager.cache(SERVICES, label_selector=owned, transform=children.service_view)
     # What the volumes read and watch (claims, storage classes, quotas, the Pod-scope admission
-    # policy, Pod-scope pods): volume_watches.
-    volume_caches = volume_watches.caches(manager, JOBSET_INDEX)
+    # policy, Pod-scope pods, snapshots): their handlers go on once the reconciler exists.
+    volume_caches = VolumeIO.caches(manager, JOBSET_INDEX)
     # The spec's cross-field and immutability rules are a ValidatingAdmissionPolicy beside the
     # CRD: watched only to say, in a metric, whether it is installed (reduced to what that reads).
     spec_policies = (
@@ -107,15 +107,7 @@ def setup(manager: Manager[Config]) -> JobSetReconciler:
         volume_snapshots=volume_caches.volume_snapshots,
         volume_group_snapshots=volume_caches.volume_group_snapshots,
     )
-    volume_watches.watch(
-        volume_caches,
-        jobsets,
-        queue,
-        enqueue_parent,
-        reconciler.wanted,
-        batch_period,
-        reconciler.volume_io.wanted_snapshots,
-    )
+    reconciler.volume_io.watch(volume_caches, jobsets, queue, enqueue_parent, batch_period)
 
     manager.controller(CONTROLLER, queue, reconciler.reconcile, object_label="jobset")
     return reconciler

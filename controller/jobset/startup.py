@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from controller.jobset import api, children
 from controller.jobset.children import ChildJob
-from controller.jobset.jobsetstatus import ReplicatedJobStatus
+from controller.jobset.jobsetstatus import Condition, ReplicatedJobStatus
 from controller.jobset.model import JobSet, ReplicatedJob
-from controller.jobset.status import TRUE, Condition
+from controller.jobset.status import TRUE
 
 # The startup conditions; both are set with status True.
 IN_ORDER_IN_PROGRESS = Condition(

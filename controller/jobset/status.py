@@ -26,7 +26,7 @@ from typing import Any
 
 from controller.jobset import api, children
 from controller.jobset.children import ChildJob
-from controller.jobset.jobsetstatus import ReplicatedJobStatus, StatusCondition
+from controller.jobset.jobsetstatus import Condition, ReplicatedJobStatus
 from controller.jobset.model import JobSet
 
 TRUE = "True"
@@ -36,23 +36,6 @@ FALSE = "False"
 EXCLUSIVE_CONDITIONS: tuple[frozenset[str], ...] = (
     frozenset({api.STARTUP_POLICY_IN_PROGRESS, api.STARTUP_POLICY_COMPLETED}),
 )
-
-
-@dataclass(frozen=True)
-class Condition:
-    """A condition the controller sets (``set_condition`` writes it into the status), and the
-    type of the Event that announces a change to it (None: no Event). The one shape of a
-    condition in the decision code; the status holds ``jobsetstatus.StatusCondition`` records."""
-
-    type: str
-    status: str
-    reason: str
-    message: str
-    event_type: str | None = None
-
-    def announced(self, event_type: str | None) -> Condition:
-        """The same condition, announced by an Event of ``event_type``."""
-        return replace(self, event_type=event_type)
 
 
 # ----------------------------------------------------------------------------- time
@@ -144,7 +127,7 @@ def _exclusive_with(kind: str) -> frozenset[str]:
 
 
 def set_condition(
-    conditions: tuple[StatusCondition, ...],
+    conditions: tuple[Condition, ...],
     type: str,
     status: str,
     reason: str,
@@ -153,7 +136,7 @@ def set_condition(
     observed_generation: int | None = None,
     *,
     add_when_false: bool = False,
-) -> tuple[StatusCondition, ...]:
+) -> tuple[Condition, ...]:
     """Conditions with ``type`` set to the given status, reason and message.
 
     - Same status as before: ``lastTransitionTime`` is kept; reason, message and
@@ -168,7 +151,7 @@ def set_condition(
     """
     stamp = format_time(now)
     partners = _exclusive_with(type) if status == TRUE else frozenset()
-    result: list[StatusCondition] = []
+    result: list[Condition] = []
     found = changed = False
     for current in conditions:
         if current.type == type:
@@ -200,13 +183,20 @@ def set_condition(
             changed = True
         result.append(current)
     if not found and (status == TRUE or add_when_false):
-        result.append(StatusCondition(type, status, reason, message, stamp, observed_generation))
+        result.append(
+            Condition(
+                type,
+                status,
+                reason,
+                message,
+                last_transition_time=stamp,
+                observed_generation=observed_generation,
+            )
+        )
         changed = True
     return tuple(result) if changed else conditions
 
 
-def remove_condition(
-    conditions: tuple[StatusCondition, ...], type: str
-) -> tuple[StatusCondition, ...]:
+def remove_condition(conditions: tuple[Condition, ...], type: str) -> tuple[Condition, ...]:
     """Conditions without any of type ``type``."""
     return tuple(c for c in conditions if c.type != type)

@@ -28,10 +28,10 @@ from typing import Any
 
 from controller.jobset import api, children
 from controller.jobset.children import ChildJob
-from controller.jobset.jobsetstatus import ReplicatedJobStatus
+from controller.jobset.jobsetstatus import Condition, ReplicatedJobStatus
 from controller.jobset.model import JobSet, ReplicatedJob
 from controller.jobset.startup import all_started, dependencies_met
-from controller.jobset.status import FALSE, TRUE, Condition, replicated_jobs_status
+from controller.jobset.status import FALSE, TRUE, replicated_jobs_status
 from controller.runtime.store import Obj
 
 SUSPENDED = Condition(api.SUSPENDED, TRUE, api.REASON_SUSPENDED, api.MESSAGE_SUSPENDED)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from controller.jobset import api
 from controller.jobset.api import REASON_CLAIM_CREATION_FAILED, REASON_CLAIMS_MISSING, VOLUMES_READY
-from controller.jobset.status import Condition
+from controller.jobset.jobsetstatus import Condition
 from controller.runtime.client import ApiError
 
 JOB_CREATION_FAILED = "JobCreationFailed"

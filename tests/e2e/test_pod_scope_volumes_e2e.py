@@ -25,6 +25,7 @@ from controller.jobset.volumes.model import (
     CLAIM_POD_INDEX_LABEL,
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
+    POD_SCOPE_LABEL,
     SELECTED_NODE_ANNOTATION,
 )
 from controller.jobset.volumes.podscope import COMPLETION_INDEX_ANNOTATION, POLICY_NAME
@@ -424,7 +425,7 @@ async def test_a_stray_pod_with_the_jobsets_labels_does_not_block_it(
         "kind": "Pod",
         "metadata": {
             "name": "stray",
-            "labels": {volumes.POD_SCOPE_LABEL: "true", api.JOBSET_NAME: NAME},
+            "labels": {POD_SCOPE_LABEL: "true", api.JOBSET_NAME: NAME},
         },
         "spec": {
             "containers": [{"name": "main", "image": "busybox"}],

@@ -56,6 +56,7 @@ from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.volumes import spec as volume_spec
 from controller.jobset.volumes.lifecycle import waits_for_resume
+from controller.jobset.volumes.observed import views as claim_views
 from tests.helpers import Kube
 from tests.support.crd import CRD_FILE, install_crd
 from tests.unit.volumes.factories import applied
@@ -1040,7 +1041,7 @@ def _plan_jobs(jobset: JobSet) -> tuple[list[Obj], list[str], Obj | None]:
     and their uids recorded in the status (as the reconciler does), so its Jobs mount them."""
     first = decide(jobset, [], None, NOW)
     stored, claims = applied(jobset, first)
-    second = decide(parse(stored), [], None, NOW, claims=volumes.views(claims.values()))
+    second = decide(parse(stored), [], None, NOW, claims=claim_views(claims.values()))
     return second.create_jobs, sorted(claims), first.create_service
 
 

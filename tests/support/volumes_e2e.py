@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from controller.jobset import api
-from controller.jobset.volumes.quantity import parse_quantity
+from controller.jobset.quantity import parse_quantity
 from controller.runtime.client import CLAIMS, PODS, ApiError, KubeClient, Resource
 from tests.helpers import Kube, wait_for
 from tests.support.examples import EXAMPLES

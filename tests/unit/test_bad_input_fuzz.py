@@ -49,6 +49,7 @@ from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.volumes.desired import DesiredClaim
 from controller.jobset.volumes.model import OWNER_UID_ANNOTATION, REPLACE_LOST_ANNOTATION
+from controller.jobset.volumes.observed import views as claim_views
 from controller.jobset.volumes.record import ClaimRecord
 from tests.support.examples import SUPPORTED
 from tests.unit.volumes.factories import applied
@@ -284,7 +285,7 @@ def _children_of(base: Obj, state: str) -> tuple[Obj, list[Obj], dict[str, Obj]]
     responses) are recorded in the status, and the next pass mounts them."""
     jobset = parse(base)
     recorded, claims = applied(jobset, decide(jobset, [], None, NOW))
-    second = decide(parse(recorded), [], None, NOW, claims=volumes.views(claims.values()))
+    second = decide(parse(recorded), [], None, NOW, claims=claim_views(claims.values()))
     assert (second.volume.mountable if second.volume else set()) == set(claims)
     jobs: list[Obj] = []
     for i, job in enumerate(second.create_jobs):
@@ -321,7 +322,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Obj, list[Obj], dict[str, Obj]]:
 def _outcome(obj: Obj, jobs: list[Any], claims: dict[str, Any]) -> None:
     try:
         jobset = parse(obj)
-        plan = decide(jobset, job_views(jobs), None, NOW, claims=volumes.views(claims.values()))
+        plan = decide(jobset, job_views(jobs), None, NOW, claims=claim_views(claims.values()))
     except InvalidJobSet as err:
         assert str(err), "an InvalidJobSet must explain itself"
         return

@@ -24,8 +24,13 @@ from controller.jobset.jobsetstatus import JobSetStatus, SuspensionRelease
 from controller.jobset.volumes import desired as volume_desired
 from controller.jobset.volumes import snapshots as volume_snapshots
 from controller.jobset.volumes.admission import Blocked
-from controller.jobset.volumes.model import SINGLE_NODE_LABEL, SNAPSHOT_OF_UID_ANNOTATION
+from controller.jobset.volumes.model import (
+    POD_SCOPE_LABEL,
+    SINGLE_NODE_LABEL,
+    SNAPSHOT_OF_UID_ANNOTATION,
+)
 from controller.jobset.volumes.observed import SnapshotView
+from controller.jobset.volumes.observed import views as claim_views
 from controller.jobset.volumes.record import parse_record
 from controller.jobset.volumes.snapshots import named_snapshot
 from controller.jobset.volumes.suspension import occasion, started_at
@@ -369,7 +374,7 @@ def _run(case: Case, view: bool = False) -> Plan:
         assert all(_pod_spec(job).get("containers") for job in jobs)  # something to drop
         jobs = [children.job_view(copy.deepcopy(job)) for job in jobs]
         assert not any(_pod_spec(job).get("containers") for job in jobs)
-    claims = volumes.views(case.claims)
+    claims = claim_views(case.claims)
     found = volumes.model(jobset) if case.pod_scope else None
     taken = None
     if case.snapshots is not None:
@@ -442,9 +447,7 @@ def _summary(plan: Plan) -> Obj:
         labelled = [
             j["metadata"]["name"]
             for j in plan.create_jobs
-            if (j["spec"]["template"].get("metadata") or {})
-            .get("labels", {})
-            .get(volumes.POD_SCOPE_LABEL)
+            if (j["spec"]["template"].get("metadata") or {}).get("labels", {}).get(POD_SCOPE_LABEL)
             == "true"
         ]
         if labelled:
@@ -1542,28 +1545,28 @@ def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
     # Steady at 2 replicas, its status written at t=0.
     js = model.parse(two)
     jobs = [make_job(js, "workers", i, active=1) for i in range(2)]
-    steady = decide(js, job_views(jobs), None, T0, claims=volumes.views(claims))
+    steady = decide(js, job_views(jobs), None, T0, claims=claim_views(claims))
     raw, _ = _stored_after(two, steady, last_write=0.0, now=0.0)
     assert (
-        decide(model.parse(raw), job_views(jobs), None, T0, claims=volumes.views(claims)).status
+        decide(model.parse(raw), job_views(jobs), None, T0, claims=claim_views(claims)).status
         is None
     )
     # t=1: scaled down to 1. The claim of workers-1 is deleted with its Job.
     one = copy.deepcopy(raw)
     one["spec"]["replicatedJobs"][0]["replicas"] = 1
-    first = decide(model.parse(one), job_views(jobs), None, T0, claims=volumes.views(claims))
+    first = decide(model.parse(one), job_views(jobs), None, T0, claims=claim_views(claims))
     assert first.volume is not None and first.volume.deleted == ["ckpt-js-workers-1"]
     one, wrote = _stored_after(one, first, last_write=0.0, now=1.0)
     # t=11: the pace allows a write; the claim is still terminating (its pod is stopping).
     going = [claims[0], claim(1, deleting=True)]
-    second = decide(model.parse(one), job_views(jobs[:1]), None, T0, claims=volumes.views(going))
+    second = decide(model.parse(one), job_views(jobs[:1]), None, T0, claims=claim_views(going))
     one, _ = _stored_after(one, second, last_write=0.0 if not wrote else 1.0, now=11.0)
     record = parse_record(one["status"].get("volumes"))
     assert record.get(("ckpt", "workers", 1, None)) is None
     # Scaled up again once the claim is gone: a new, empty claim, as whenScaled: Delete promised.
     up = copy.deepcopy(one)
     up["spec"]["replicatedJobs"][0]["replicas"] = 2
-    third = decide(model.parse(up), job_views(jobs[:1]), None, T0, claims=volumes.views(claims[:1]))
+    third = decide(model.parse(up), job_views(jobs[:1]), None, T0, claims=claim_views(claims[:1]))
     assert third.volume is not None
     assert [c.name for c in third.volume.create] == ["ckpt-js-workers-1"]
 
@@ -1587,7 +1590,7 @@ def test_pod_scope_release_deletes_the_finished_jobs_using_the_claims() -> None:
         )
         for j in range(2)
     ]
-    claims = volumes.views(_pod_claim(j, p) for j, p in POD_INDEXES)
+    claims = claim_views(_pod_claim(j, p) for j, p in POD_INDEXES)
     plan = decide(js, job_views(jobs), SERVICE, T0, claims=claims, model=found)
     assert sorted(plan.delete_jobs) == ["js-workers-0", "js-workers-1"]
     assert plan.volume is not None

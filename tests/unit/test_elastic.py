@@ -18,6 +18,7 @@ import pytest
 from controller.jobset import elastic, model, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import Plan, decide
+from controller.jobset.volumes.observed import views as claim_views
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_job, make_jobset_obj, rjob
 from tests.unit.test_decide import CLAIM_SPEC, RETENTION_FINALIZER, _pod_claim
@@ -76,7 +77,7 @@ def _run(case: Case) -> Plan:
         job = make_job(jobset, "workers", 0, **case.job_state)
         job["spec"]["parallelism"], job["spec"]["completions"] = case.job
         jobs.append(job)
-    claims = volumes.views([_pod_claim(0, p) for p in case.claims])
+    claims = claim_views([_pod_claim(0, p) for p in case.claims])
     return decide(
         jobset,
         job_views(jobs),

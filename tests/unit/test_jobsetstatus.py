@@ -16,9 +16,9 @@ from controller.jobset import api
 from controller.jobset.jobsetstatus import (
     EMPTY,
     ClaimUIDs,
+    Condition,
     JobSetStatus,
     ReplicatedJobStatus,
-    StatusCondition,
     SuspensionRelease,
     TemplateStatus,
     VolumesStatus,
@@ -438,7 +438,7 @@ def test_what_is_written_reads_back_byte_for_byte() -> None:
             id="empty-no-terminal-state-no-volumes",
         ),
         pytest.param(
-            JobSetStatus(conditions=(StatusCondition("A", "True"),)),
+            JobSetStatus(conditions=(Condition("A", "True"),)),
             {"restarts": 0, "restartsCountTowardsMax": 0,
              "conditions": [{"type": "A", "status": "True", "lastTransitionTime": "",
                              "reason": "", "message": ""}],
@@ -502,7 +502,7 @@ def test_fields_of_the_wrong_type_read_as_absent() -> None:
         }
     )
     assert value == JobSetStatus(
-        conditions=(StatusCondition("A", "", observed_generation=0),),
+        conditions=(Condition("A", "", observed_generation=0),),
         replicated_jobs_status=(ReplicatedJobStatus("w", job_restarts=(1, 0, 0, 0)),),
     )
     assert JobSetStatus.parse("junk") == JobSetStatus.parse(None) == EMPTY
@@ -511,7 +511,7 @@ def test_fields_of_the_wrong_type_read_as_absent() -> None:
 def test_conditions_are_keyed_by_type_the_first_of_each() -> None:
     first = {"type": "Suspended", "status": "True", "reason": "a"}
     found = parse_conditions([{}, {"type": ""}, {"type": 3}, first, {**first, "reason": "b"}])
-    assert found == (StatusCondition("Suspended", "True", "a"),)
+    assert found == (Condition("Suspended", "True", "a"),)
     assert parse_conditions("junk") == parse_conditions(None) == ()
 
 
@@ -561,7 +561,9 @@ def test_conditions_are_looked_up_by_type() -> None:
     value = JobSetStatus.parse({"conditions": [_c(api.COMPLETED), _c(api.SUSPENDED, "False")]})
     assert value.is_true(api.COMPLETED) and not value.is_true(api.SUSPENDED)
     assert not value.is_true(api.FAILED) and value.condition(api.FAILED) is None
-    assert value.condition(api.SUSPENDED) == StatusCondition(api.SUSPENDED, "False", "R", "m", S_T0)
+    assert value.condition(api.SUSPENDED) == Condition(
+        api.SUSPENDED, "False", "R", "m", last_transition_time=S_T0
+    )
 
 
 def test_with_claim_uids_keeps_the_rest() -> None:

@@ -181,6 +181,21 @@ def test_one_obj_alias_at_the_io_edge() -> None:
     assert defining == ["controller/runtime/store.py"]
 
 
+def test_one_condition_type_for_the_jobsets_conditions() -> None:
+    """The JobSet's conditions are one frozen type, ``jobsetstatus.Condition``, wherever they are
+    built (the decision code), set, compared and written (the status); the other condition type
+    is a child Job's (``children.JobCondition``), read, never written."""
+    defining = []
+    for path in sorted((REPO / "controller").rglob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Condition"):
+                defining.append(f"{path.relative_to(REPO)}: {node.name}")
+    assert defining == [
+        "controller/jobset/children.py: JobCondition",
+        "controller/jobset/jobsetstatus.py: Condition",
+    ]
+
+
 def test_the_reconciler_reads_no_clock_of_its_own() -> None:
     """Its clocks are injected (``clock``, ``wall_clock``): no call of ``time.monotonic()``,
     ``time.time()`` or ``datetime.now()`` in it."""
@@ -204,15 +219,100 @@ def _default_wall_line(path: Path) -> int:
     raise AssertionError("no wall_clock parameter")
 
 
+VOLUMES = "controller.jobset.volumes"
+# The one module outside the package that reads a module of it: the generator of
+# manifests/pod-scope/ (``make crd``), which writes the package's own shipped admission policy
+# (``admission.policy``, ``binding``) as YAML. It is tooling the running controller never imports.
+VOLUMES_GENERATORS = {("controller/api/admissiongen.py", f"{VOLUMES}.admission")}
+
+
+def volumes_reached(path: Path) -> set[str]:
+    """What a file takes of the volumes package: ``controller.jobset.volumes.<name>`` for each
+    name it imports from it or reads as an attribute of it (``volumes.storage``), and each
+    module of it it imports (``controller.jobset.volumes.io``, however imported)."""
+    found: set[str] = set()
+    bound: set[str] = set()  # local names of the package itself
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(f"{VOLUMES}."):
+                    found.add(alias.name)
+                elif alias.name == VOLUMES and alias.asname:
+                    bound.add(alias.asname)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if node.module == "controller.jobset" and alias.name == "volumes":
+                    bound.add(alias.asname or alias.name)
+                elif node.module == VOLUMES:
+                    found.add(f"{VOLUMES}.{alias.name}")
+                elif node.module.startswith(f"{VOLUMES}."):
+                    found.add(node.module)
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+        ):
+            found.add(f"{VOLUMES}.{node.attr}")
+    return found
+
+
+def test_the_volumes_package_is_reached_only_through_its_interface() -> None:
+    """Outside ``controller/jobset/volumes/`` the product takes of the package only the names it
+    exports (``__all__``): no module of it (``volumes.suspension``, ``volumes.io``, however
+    imported), no other name. What the rest of the controller needs to know of the volumes is
+    asked of those (``Storage``'s methods, ``VolumeIO``'s), so the package's modules can change
+    without the controller noticing. (Tests of the package's internals may read its modules.)"""
+    from controller.jobset import volumes
+
+    exported = {f"{VOLUMES}.{name}" for name in volumes.__all__}
+    package = REPO / "controller/jobset/volumes"
+    offending, reached = [], {}
+    for path in sorted((REPO / "controller").rglob("*.py")):
+        if path.is_relative_to(package):
+            continue
+        where = str(path.relative_to(REPO))
+        reached[where] = volumes_reached(path)
+        for name in sorted(reached[where] - exported):
+            if (where, name) not in VOLUMES_GENERATORS:
+                offending.append(f"{where} takes {name}")
+    assert offending == []
+    # The walk sees the real uses: decide asks ``volumes.storage``, the reconciler holds a
+    # ``VolumeIO``, and the generator is still the one exception.
+    assert f"{VOLUMES}.storage" in reached["controller/jobset/decide.py"]
+    assert f"{VOLUMES}.VolumeIO" in reached["controller/jobset/reconciler.py"]
+    assert {(w, n) for w, names in reached.items() for n in names - exported} == VOLUMES_GENERATORS
+
+
+def test_what_a_file_takes_of_the_volumes_package(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import controller.jobset.volumes.io\n"
+        "import controller.jobset.volumes as v\n"
+        "from controller.jobset import api, volumes\n"
+        "from controller.jobset.volumes import Storage, deletion\n"
+        "from controller.jobset.volumes.suspension import RUNNING\n"
+        "def f(jobset):\n"
+        "    from controller.jobset.volumes import podscope as p\n"
+        "    return volumes.storage, v.snapshots, jobset.status.volumes, api.FINALIZER\n"
+    )
+    assert volumes_reached(path) == {
+        f"{VOLUMES}.{name}"
+        for name in ("io", "Storage", "deletion", "suspension", "podscope", "storage", "snapshots")
+    }
+
+
 def test_the_volumes_package_exports_a_narrow_interface() -> None:
     """What the rest of the controller uses of ``controller.jobset.volumes`` is its ``__all__``
-    (11 names, from 90; ``Snapshots`` is what a pass reads of the VolumeSnapshots); the rest is
-    reached through the submodule that defines it. The number grows only with a new kind of
-    input. ``decide`` asks one object (``volumes.Storage``) everything it needs to know of the
-    volumes in a pass; the uids of the claims a pass creates are recorded through
+    (12 names, from 90; the test above keeps the rest of the controller to them). The number
+    grows only with a new kind of input. ``decide`` asks one object (``volumes.Storage``)
+    everything it needs to know of the volumes in a pass, the suspended JobSet's releases
+    included (``storage(..., jobs=, now=)``); the reconciler reads the caches, plans a deleted
+    JobSet's retention and writes through ``VolumeIO``, and setup makes and watches the volumes'
+    informers through it too. The uids of the claims a pass creates are recorded through
     ``VolumeIO.claim_creates``, ``VolumePlan.claim_uids_with`` and the status value, without
     the claims' slots leaving the package."""
     from controller.jobset import volumes
 
-    assert len(volumes.__all__) <= 11
+    assert len(volumes.__all__) <= 12
     assert all(hasattr(volumes, name) for name in volumes.__all__)

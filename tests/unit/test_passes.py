@@ -14,9 +14,9 @@ from controller.jobset import pacing, passes, volumes
 from controller.jobset.decide import Plan
 from controller.jobset.jobsetstatus import (
     ClaimUIDs,
+    Condition,
     JobSetStatus,
     ReplicatedJobStatus,
-    StatusCondition,
 )
 from controller.jobset.passes import FRESH, Memory, Outcomes, Pace
 from controller.jobset.status import Event
@@ -86,7 +86,7 @@ JOBSET = make_jobset()  # stored status: {"restarts": 0}; never suspended (no qu
 STORED = JOBSET.status
 COUNTERS = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("workers", active=2),))
 MILESTONE = replace(STORED, restarts=1)
-REFUSED = replace(STORED, conditions=(StatusCondition("x", "True", "Refused"),))
+REFUSED = replace(STORED, conditions=(Condition("x", "True", "Refused"),))
 # A claim the plan creates (of slot ("data", "workers", 0, None)) and its uid once created.
 (DATA_CLAIM,) = volumes.model(
     make([{"templates": [tpl("data")], "scope": "Job"}], rjobs=[mounting("workers", 1, ("data",))])

@@ -24,15 +24,16 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, construct, volumes
+from controller.jobset import quantity as quantitymod
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import decide
 from controller.jobset.model import InvalidJobSet, JobSet
 from controller.jobset.volumes import desired as desiredmod
 from controller.jobset.volumes import desired as volume_desired
-from controller.jobset.volumes import quantity as quantitymod
 from controller.jobset.volumes import spec as volume_spec
 from controller.jobset.volumes.desired import claims_for_job
 from controller.jobset.volumes.model import MAX_CLAIMS
+from controller.jobset.volumes.observed import views as claim_views
 from controller.jobset.volumes.spec import claim_count
 from tests.unit.jobset_factories import make_jobset, rjob
 
@@ -392,7 +393,7 @@ def test_mounting_hundreds_of_claims_is_linear() -> None:
 
 
 def test_a_storage_quantity_is_parsed_once_per_text() -> None:
-    """Every pass reads the storage of every claim it sees (``volumes.views``) and of every
+    """Every pass reads the storage of every claim it sees (``observed.views``) and of every
     template: the same few texts. Each is parsed once (counted: the parser's misses), then
     remembered; what is read stays exact."""
     quantitymod._parse_text.cache_clear()
@@ -404,7 +405,7 @@ def test_a_storage_quantity_is_parsed_once_per_text() -> None:
         for i in range(200)
     ]
     for _ in range(5):
-        found = volumes.views(claims)
+        found = claim_views(claims)
     assert quantitymod._parse_text.cache_info().misses == 2
     assert found["data-1"].storage == 2**30
     assert found["data-0"].storage == 500 * 2**20

@@ -8,8 +8,7 @@ from hypothesis import strategies as st
 
 from controller.jobset import api, startup
 from controller.jobset.children import views as job_views
-from controller.jobset.jobsetstatus import ReplicatedJobStatus
-from controller.jobset.status import Condition
+from controller.jobset.jobsetstatus import Condition, ReplicatedJobStatus
 from tests.unit.jobset_factories import make_job, make_jobset, rjob, stored_counts
 
 IN_PROGRESS = Condition(

@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 
 from controller.jobset import api
 from controller.jobset.children import views as job_views
-from controller.jobset.jobsetstatus import JobSetStatus, ReplicatedJobStatus, StatusCondition
+from controller.jobset.jobsetstatus import Condition, JobSetStatus, ReplicatedJobStatus
 from controller.jobset.status import (
-    Condition,
     format_time,
     parse_time,
     remove_condition,
@@ -218,8 +217,15 @@ def _c(
     *,
     time: str = S_T0,
     observedGeneration: int | None = None,
-) -> StatusCondition:
-    return StatusCondition(kind, status, reason, message, time, observedGeneration)
+) -> Condition:
+    return Condition(
+        kind,
+        status,
+        reason,
+        message,
+        last_transition_time=time,
+        observed_generation=observedGeneration,
+    )
 
 
 @pytest.mark.parametrize(
@@ -339,10 +345,10 @@ def _c(
     ],
 )
 def test_set_condition(
-    before: list[StatusCondition],
+    before: list[Condition],
     args: tuple[str, str, str, str],
     gen: int | None,
-    after: list[StatusCondition],
+    after: list[Condition],
 ) -> None:
     stored = tuple(before)
     result = set_condition(stored, *args, NOW, gen)
@@ -372,7 +378,7 @@ def test_a_stored_condition_of_unreadable_type_is_no_condition(kind: object) -> 
     found by the bad-input fuzz)."""
     odd = {"type": kind, "status": "True", "reason": "R", "message": "m"}
     stored = JobSetStatus.parse({"conditions": [odd, {**odd, "type": "A"}]}).conditions
-    assert stored == (StatusCondition("A", "True", "R", "m"),)
+    assert stored == (Condition("A", "True", "R", "m"),)
     for status in ("True", "False"):
         result = set_condition(stored, "Suspended", status, "R", "m", NOW)
         assert result[0] == stored[0]
@@ -395,9 +401,7 @@ def test_set_condition_returns_new_values() -> None:
         pytest.param([_c("A"), _c("A")], "A", [], id="duplicates"),
     ],
 )
-def test_remove_condition(
-    before: list[StatusCondition], kind: str, after: list[StatusCondition]
-) -> None:
+def test_remove_condition(before: list[Condition], kind: str, after: list[Condition]) -> None:
     assert remove_condition(tuple(before), kind) == tuple(after)
 
 
@@ -418,7 +422,7 @@ def test_set_condition_is_idempotent(
     calls: list[tuple[str, str, str, str, int | None]],
     last: tuple[str, str, str, str, int | None],
 ) -> None:
-    conditions: tuple[StatusCondition, ...] = ()
+    conditions: tuple[Condition, ...] = ()
     for i, (kind, value, reason, message, gen) in enumerate(calls):
         conditions = set_condition(conditions, kind, value, reason, message, at(i), gen)
     kind, value, reason, message, gen = last

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from controller.jobset import api, suspend
 from controller.jobset.children import view as job_view
 from controller.jobset.children import views as job_views
-from controller.jobset.status import Condition, replicated_jobs_status
+from controller.jobset.jobsetstatus import Condition
+from controller.jobset.status import replicated_jobs_status
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_job, make_jobset, rjob
 

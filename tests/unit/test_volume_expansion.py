@@ -16,8 +16,8 @@ import pytest
 from controller.jobset import api, model, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import decide
+from controller.jobset.jobsetstatus import Condition
 from controller.jobset.model import JobSet
-from controller.jobset.status import Condition
 from controller.jobset.volumes import StorageClasses
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import status as volume_status
@@ -28,6 +28,7 @@ from controller.jobset.volumes.model import (
     OWNER_UID_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
 )
+from controller.jobset.volumes.observed import views as claim_views
 from controller.jobset.volumes.ownership import compatible
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import T0, make_job, make_jobset_obj, rjob
@@ -158,7 +159,7 @@ def test_growth(phase: str, storage_class: str | None, have: str, want: str, exp
 
 def _plan(js: JobSet, claim: Obj) -> volumes.VolumePlan:
     return volume_lifecycle.plan(
-        volumes.model(js), volumes.views([claim]), CLASSES, terminal_state=""
+        volumes.model(js), claim_views([claim]), CLASSES, terminal_state=""
     )
 
 
@@ -383,7 +384,7 @@ def test_a_pending_claim_waiting_to_grow_holds_nothing_back(
         make_job(js, name, 0, complete=complete, succeeded=int(complete), suspended=suspended)
         for name, complete, suspended in jobs
     ]
-    claims = volumes.views([_claim("Pending", "wffc-expandable")])
+    claims = claim_views([_claim("Pending", "wffc-expandable")])
     plan = decide(js, job_views(children), None, NOW, claims=claims, classes=CLASSES)
     assert [j["metadata"]["name"] for j in plan.create_jobs] == created
     for job in plan.create_jobs:

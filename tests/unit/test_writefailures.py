@@ -10,7 +10,7 @@ import pytest
 
 from controller.jobset import api, model, volumes, writefailures
 from controller.jobset.decide import Plan, decide
-from controller.jobset.status import Condition
+from controller.jobset.jobsetstatus import Condition
 from controller.jobset.writefailures import Failure, Write
 from controller.runtime.client import ApiError
 from controller.runtime.store import Obj

@@ -1,6 +1,7 @@
 """Volumes: the claims a JobSet needs, how its Jobs mount them, who owns them, what to keep.
 
-One module per concern, all pure (the reconciler performs the writes):
+One module per concern, all pure but the edge (``watches``, ``io``; the reconciler orders the
+writes):
 
 - ``model``: the parsed policies' data and the names of the labels and annotations we write;
 - ``spec``: parsing and validating the JobSet's policies into a ``VolumeModel``, once;
@@ -12,36 +13,53 @@ One module per concern, all pure (the reconciler performs the writes):
 - ``annotations``: the user's adopt-claims and replace-lost-claims entries, and which are rejected;
 - ``record``: the uids of the claims the JobSet had, kept in its status;
 - ``lifecycle``: each desired claim's state and the writes of this pass, retention included;
+- ``rejections``: why entries of those annotations were not accepted;
 - ``gating``: what the claims allow the Jobs: to be created, resumed, resized, or kept running;
+- ``singlenode``: keeping on one node the pods that share a ReadWriteOnce claim at once;
 - ``snapshots``: retention to a VolumeSnapshot, pruning to historyLimit, restore from one;
 - ``deletion``: retention when the JobSet is deleted, read from the stored object whatever its
   spec (deletion must not depend on parsing it);
+- ``suspension``: retention while suspended, through a snapshot, and the resume from it;
 - ``status``: what the status and conditions say about the claims;
-- ``io``: the reads of the caches and the claim writes a reconcile pass makes for them.
+- ``storage``: the one object ``decide`` asks (``storage(...)`` → ``Storage``);
+- ``watches``: the informers the volumes read or watch, and which JobSets each event brings back;
+- ``io``: the informers, the reads of the caches, the retention of a JobSet being deleted, and the
+  claim and snapshot writes a reconcile pass makes (``VolumeIO``).
 
-The package exports what the rest of the controller uses (``__all__``); anything else is
-imported from the module that defines it.
+The rest of the controller uses only what the package exports (``__all__``), never a module of it
+(``tests/unit/test_layering.py``): the model (``model`` → ``VolumeModel``); what a pass observes
+(``ClaimView``, ``StorageClasses``, ``Snapshots``, and ``Blocked``: why Pod-scope pods cannot get
+their claims now); the decisions (``storage`` → ``Storage``, whose ``plan`` is a ``VolumePlan``);
+the edge (``VolumeIO``); the retention finalizer (``FINALIZER``); and a pod as the Pod-scope
+admission policy admits it (``admitted_pod``, for ``render``). Decisions about the volumes are
+made inside the package, behind those. The one exception is a generator: ``make crd`` writes the
+shipped admission policy of ``admission`` into ``manifests/pod-scope/``
+(``controller.api.admissiongen``).
 """
 
 from __future__ import annotations
 
+from controller.jobset.volumes.admission import Blocked
+from controller.jobset.volumes.io import VolumeIO
 from controller.jobset.volumes.lifecycle import VolumePlan
-from controller.jobset.volumes.model import FINALIZER, POD_SCOPE_LABEL
-from controller.jobset.volumes.observed import ClaimView, StorageClasses, views
+from controller.jobset.volumes.model import FINALIZER
+from controller.jobset.volumes.observed import ClaimView, StorageClasses
+from controller.jobset.volumes.podscope import admitted_pod
 from controller.jobset.volumes.snapshots import Snapshots
 from controller.jobset.volumes.spec import VolumeModel, model
 from controller.jobset.volumes.storage import Storage, storage
 
 __all__ = [
     "FINALIZER",
-    "POD_SCOPE_LABEL",
+    "Blocked",
     "ClaimView",
     "Snapshots",
     "Storage",
     "StorageClasses",
+    "VolumeIO",
     "VolumeModel",
     "VolumePlan",
+    "admitted_pod",
     "model",
     "storage",
-    "views",
 ]

@@ -1,22 +1,26 @@
-"""The volumes' edge: what a pass reads of the caches for them, and the claim writes.
+"""The volumes' edge: their informers and event routing, what a pass reads of the caches for
+them, and the claim writes.
 
-The reconciler holds one :class:`VolumeIO` and asks it, per JobSet, for the claims (those
-labelled with the JobSet's name and any claim of a name it wants, which it remembers in
-``wanted`` to route claim events), the storage classes, and whether Pod-scope pods can get their
-claims now (``admission.readiness``, whose first sighting of the policy it keeps); and it
-creates, patches and deletes claims (and VolumeSnapshots: retention Snapshot, pruning) through
-it, each write with its metric and Event. Deciding
-stays pure (``volumes.plan``, ``gating``); orchestration (which writes, in what order, what a
-refusal means) stays in the reconciler.
+``VolumeIO.caches`` makes the informers the volumes read or watch, and ``VolumeIO.watch`` routes
+their events to the JobSets (``watches``); ``jobset.setup`` calls both. The reconciler holds one
+:class:`VolumeIO` and asks it, per JobSet, for the claims (those labelled with the JobSet's name
+and any claim of a name it wants, which it remembers in ``wanted`` to route claim events), the
+storage classes, whether Pod-scope pods can get their claims now (``admission.readiness``, whose
+first sighting of the policy it keeps), and, for a JobSet being deleted, its retention
+(``deletion_plan``); and it creates, patches and deletes claims (and VolumeSnapshots: retention
+Snapshot, pruning) through it, each write with its metric and Event. Deciding stays pure
+(``lifecycle.plan``, ``gating``, ``deletion.plan``); orchestration (which writes, in what order,
+what a refusal means) stays in the reconciler.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection
+from typing import Any
 
 from controller.jobset.metrics import JobSetMetrics
 from controller.jobset.model import JobSet
-from controller.jobset.volumes import admission, podscope
+from controller.jobset.volumes import admission, deletion, podscope, watches
 from controller.jobset.volumes.desired import DesiredClaim
 from controller.jobset.volumes.lifecycle import (
     REASON_CLAIM_ADOPTED,
@@ -33,6 +37,7 @@ from controller.jobset.volumes.observed import (
     GroupView,
     SnapshotView,
     StorageClasses,
+    views,
 )
 from controller.jobset.volumes.observed import storage_classes as storage_classes_of
 from controller.jobset.volumes.snapshots import (
@@ -43,6 +48,7 @@ from controller.jobset.volumes.snapshots import (
     snapshots,
 )
 from controller.jobset.volumes.spec import VolumeModel
+from controller.jobset.volumes.watches import VolumeCaches
 from controller.jobset.wanted import WantedClaims
 from controller.runtime.client import (
     CLAIMS,
@@ -51,9 +57,10 @@ from controller.runtime.client import (
     ApiError,
     KubeClient,
 )
-from controller.runtime.manager import Cache
+from controller.runtime.manager import Cache, Manager
 from controller.runtime.store import Obj, namespace_of
 from controller.runtime.views import Summary, Views
+from controller.runtime.workqueue import WorkQueue
 
 # (the JobSet object, Event type, reason, message)
 EventSink = Callable[[Obj, str, str, str], None]
@@ -113,6 +120,35 @@ class VolumeIO:
             else None
         )
 
+    # -------------------------------------------------------------- watches
+
+    @staticmethod
+    def caches(manager: Manager[Any], index: str) -> VolumeCaches:
+        """The volumes' informers (``watches.caches``); claims, Pod-scope pods and snapshots
+        indexed by their JobSet (``index``)."""
+        return watches.caches(manager, index)
+
+    def watch(
+        self,
+        found: VolumeCaches,
+        jobsets: Cache,
+        queue: WorkQueue[str],
+        enqueue_parent: Callable[[Obj], None],
+        batch_period: float,
+    ) -> None:
+        """The event handlers on ``found`` (``watches.watch``): claim and snapshot events go to
+        the JobSets labelled for them and to those that want their names (``wanted``,
+        ``wanted_snapshots``, kept by this object's reads)."""
+        watches.watch(
+            found,
+            jobsets,
+            queue,
+            enqueue_parent,
+            self.wanted,
+            batch_period,
+            self.wanted_snapshots,
+        )
+
     # --------------------------------------------------------------- reads
 
     def claims_of(self, key: str, jobset: JobSet, model: VolumeModel) -> dict[str, ClaimView]:
@@ -162,6 +198,13 @@ class VolumeIO:
     def labelled_claims(self, key: str) -> list[Obj]:
         """The claims labelled with the JobSet's name (what its deletion retains or deletes)."""
         return self.claims.by_index(self.index, key) if self.claims is not None else []
+
+    def deletion_plan(self, key: str, obj: Obj) -> VolumePlan:
+        """Retention for the JobSet ``obj`` being deleted (``deletion.plan``: from the stored
+        object, whatever its spec), over the claims labelled with its name and the controller's
+        snapshots of them."""
+        taken = self.snapshots_of(key, namespace_of(obj) or "", None)
+        return deletion.plan(obj, views(self.labelled_claims(key)).values(), taken)
 
     def classes(self) -> StorageClasses:
         return StorageClasses() if self.class_view is None else self.class_view.get()

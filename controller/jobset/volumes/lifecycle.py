@@ -61,6 +61,7 @@ from typing import Final, Literal
 from controller.jobset import api
 from controller.jobset.jobsetstatus import ClaimUIDs, SuspensionRelease
 from controller.jobset.model import JobSet
+from controller.jobset.quantity import quantity
 from controller.jobset.volumes import ownership, snapshots, suspension
 from controller.jobset.volumes.desired import DesiredClaim, Slot, pod_indexes
 from controller.jobset.volumes.model import (
@@ -75,7 +76,6 @@ from controller.jobset.volumes.model import (
     storage_of,
 )
 from controller.jobset.volumes.observed import ClaimView, StorageClasses
-from controller.jobset.volumes.quantity import quantity
 from controller.jobset.volumes.record import ClaimRecord, uid_prefix
 from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, Snapshots, SnapshotStep
 from controller.jobset.volumes.spec import VolumeModel

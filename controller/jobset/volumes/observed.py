@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from controller.jobset import api
+from controller.jobset.quantity import quantity
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     GROUP_OF_JOBSET_ANNOTATION,
@@ -20,7 +21,6 @@ from controller.jobset.volumes.model import (
     as_list,
     storage_of,
 )
-from controller.jobset.volumes.quantity import quantity
 from controller.runtime.store import Obj, stable_metadata
 
 

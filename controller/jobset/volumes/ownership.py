@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from controller.jobset import api
 from controller.jobset.model import JobSet, owner_reference
+from controller.jobset.quantity import quantity
 from controller.jobset.volumes.annotations import (
     ADOPT_ANNOTATION,
     ClaimEntry,
@@ -43,7 +44,6 @@ from controller.jobset.volumes.model import (
     storage_of,
 )
 from controller.jobset.volumes.observed import ClaimView
-from controller.jobset.volumes.quantity import quantity
 from controller.runtime.store import Obj
 
 Classification = Literal["owned", "adoptable", "conflict"]

@@ -15,13 +15,17 @@ a claim that can never exist: it never starts with another index's claim or with
 The controller writes the placeholders (``desired.mount``) and watches the pods that carry the
 label of Pod scope (``pod_view``): one of the JobSet's own Jobs still mounting a placeholder
 (``unresolved_pods``) was admitted without the rewrite, and its JobSet says so (``admission``).
+``admitted_pod`` is a pod as the policy admits it (``python -m controller render`` prints one).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from controller.jobset.volumes.model import POD_SCOPE_LABEL
 
 # What the policy replaces; capitals make the placeholder an impossible claim name.
 PLACEHOLDER_SUFFIX = "POD-INDEX"
@@ -69,6 +73,34 @@ def pod_claim_name(
     return resolved_claim_name(
         placeholder_claim_name(template, jobset, replicated_job, job_index), pod_index
     )
+
+
+def admitted_pod(job: Mapping[str, Any], index: int, name: str) -> dict[str, Any] | None:
+    """The pod of completion index ``index`` of a Job with Pod-scope claims, named ``name`` (the
+    Job controller adds a random suffix), as the Job controller creates it and the policy admits
+    it: the template's labels and spec, the index as label and annotation, each placeholder
+    resolved to that index's claim. None for a Job whose template lacks the label of Pod scope."""
+    template = job["spec"]["template"]
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    if labels.get(POD_SCOPE_LABEL) != "true":
+        return None
+    spec = copy.deepcopy(template["spec"])
+    for volume in spec.get("volumes") or []:
+        claim = volume.get("persistentVolumeClaim") or {}
+        if is_placeholder(str(claim.get("claimName", ""))):
+            claim["claimName"] = resolved_claim_name(claim["claimName"], index)
+    text = str(index)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": job["metadata"]["namespace"],
+            "labels": {**labels, COMPLETION_INDEX_ANNOTATION: text},
+            "annotations": {COMPLETION_INDEX_ANNOTATION: text},
+        },
+        "spec": spec,
+    }
 
 
 def placeholders(pod: Mapping[str, Any]) -> list[str]:

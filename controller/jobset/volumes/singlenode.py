@@ -47,8 +47,8 @@ from dataclasses import dataclass
 
 from controller.jobset import children, placement
 from controller.jobset.children import ChildJob
+from controller.jobset.jobsetstatus import Condition
 from controller.jobset.model import JobSet, ReplicatedJob
-from controller.jobset.status import Condition
 from controller.jobset.volumes.desired import claim_name, targeted
 from controller.jobset.volumes.model import (
     COLOCATE_ANNOTATION,

@@ -161,10 +161,11 @@ def group_object(
 class Snapshots:
     """The controller's snapshots of a JobSet's claims (labelled with its name), by claim name,
     newest first; and a way to find any snapshot of the namespace by name (restore from a
-    named one). ``served``: the VolumeSnapshot API is there (its CRD installed)."""
+    named one). ``served``: the VolumeSnapshot API is there (its CRD installed). ``Snapshots()``:
+    none, on a cluster that serves them."""
 
-    by_claim: Mapping[str, tuple[SnapshotView, ...]]
-    named: Callable[[str], SnapshotView | None]
+    by_claim: Mapping[str, tuple[SnapshotView, ...]] = field(default_factory=dict)
+    named: Callable[[str], SnapshotView | None] = lambda _: None
     served: bool = True
     # The controller's VolumeGroupSnapshots by the policy's first template, newest first, and
     # their members: group uid → claim name → member VolumeSnapshot.
@@ -238,7 +239,7 @@ def snapshots(
     return Snapshots(ordered, named, served, newest_first, held)
 
 
-NO_SNAPSHOTS = Snapshots({}, lambda _: None, served=False)
+NO_SNAPSHOTS = Snapshots(served=False)
 
 
 # ----------------------------------------------------------------------------- retention

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from controller.api import fields
 from controller.api.fields import Field
 from controller.jobset.model import InvalidJobSet, JobSet, ReplicatedJob
+from controller.jobset.quantity import quantity
 from controller.jobset.volumes import annotations as annotationsmod
 from controller.jobset.volumes import podscope, singlenode
 from controller.jobset.volumes import record as recordmod
@@ -61,7 +62,6 @@ from controller.jobset.volumes.model import (
     as_dict,
     storage_of,
 )
-from controller.jobset.volumes.quantity import quantity
 from controller.runtime.store import Obj
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -10,8 +10,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from controller.jobset import api
-from controller.jobset.jobsetstatus import TemplateStatus, VolumesStatus
-from controller.jobset.status import Condition
+from controller.jobset.jobsetstatus import Condition, TemplateStatus, VolumesStatus
 from controller.jobset.volumes import ownership, suspension
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION, adopt_command, entry_for
 from controller.jobset.volumes.lifecycle import ClaimLifecycle, ClaimState, VolumePlan, released_by

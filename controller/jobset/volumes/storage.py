@@ -4,20 +4,22 @@
 resized? must that one be suspended, or deleted because retention released its claims?), gets the
 claim writes (``Storage.plan``) and what the status says of the volumes (``Storage.report``).
 How the answers are reached (claim lifecycle, ownership, storage classes, the Pod-scope admission
-policy) stays inside the package.
+policy, whether a suspended JobSet's pods have stopped so that its claims may go through a
+snapshot) stays inside the package.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from controller.jobset import api, writefailures
+from controller.jobset import api, suspend, writefailures
 from controller.jobset.children import ChildJob
 from controller.jobset.construct import DesiredJob
-from controller.jobset.jobsetstatus import VolumesStatus
+from controller.jobset.jobsetstatus import Condition, VolumesStatus
 from controller.jobset.model import JobSet
-from controller.jobset.status import Condition, Event
+from controller.jobset.status import Event
 from controller.jobset.suspend import SuspendDecision
 from controller.jobset.volumes import deletion, gating, singlenode
 from controller.jobset.volumes.admission import Blocked
@@ -27,7 +29,7 @@ from controller.jobset.volumes.observed import ClaimView, StorageClasses
 from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, REASON_SNAPSHOT_FAILED, Snapshots
 from controller.jobset.volumes.spec import VolumeModel
 from controller.jobset.volumes.status import conditions, released_claims, volumes_status
-from controller.jobset.volumes.suspension import RUNNING, Suspension
+from controller.jobset.volumes.suspension import RUNNING, Suspension, started_at
 from controller.jobset.writefailures import Failure
 from controller.runtime.store import Obj
 
@@ -144,14 +146,16 @@ def storage(
     pods_in_use: Mapping[str, int] | None,
     blocked: Blocked | None,
     found: Snapshots | None = None,
-    suspended: Suspension = RUNNING,
+    jobs: Sequence[ChildJob] = (),
+    now: datetime.datetime | None = None,
 ) -> Storage:
     """The volumes' decisions of this pass. ``terminal_state``: the JobSet's, as this pass
     leaves it (retention on completion or failure); ``pods_in_use``: the largest completions per
     replicated job of the Jobs that exist (Pod scope); ``blocked``: read for Pod scope only;
-    ``found``: the controller's VolumeSnapshots of the JobSet's claims; ``suspended``: whether the
-    suspended JobSet's pods have all stopped (``suspension``: its claims may go through a
-    snapshot).
+    ``found``: the controller's VolumeSnapshots of the JobSet's claims; ``jobs`` and ``now``:
+    every Job of the JobSet (of every attempt: a pod of any may still write to a claim) and the
+    time of the pass, read while it is suspended (``suspension``: once no pod of them runs, its
+    claims may go through a snapshot; without ``now``, as a finished JobSet's pass, none does).
     While Pod scope is blocked no claim is created and nothing is mountable."""
     blocked = blocked if model.pod_scope else None
     shared = {c for g in model.colocation.groups for c in g.claims}
@@ -167,6 +171,15 @@ def storage(
         terminal_state=terminal_state,
         pods_in_use=pods_in_use,
         found=NO_SNAPSHOTS if found is None else found,
-        suspended=suspended,
+        suspended=_suspension(model, jobs, now),
     )
     return Storage(model, gating.gate_pod_scope(vplan, blocked), blocked, nodes)
+
+
+def _suspension(
+    model: VolumeModel, jobs: Sequence[ChildJob], now: datetime.datetime | None
+) -> Suspension:
+    """What this pass knows of a suspended JobSet's pods for a release (``suspension``)."""
+    if now is None or not model.jobset.suspend:
+        return RUNNING
+    return Suspension(suspend.stopped(jobs), started_at(now))

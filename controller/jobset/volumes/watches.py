@@ -1,9 +1,10 @@
 """What the volumes watch, and which JobSets each event brings back to the queue.
 
 ``caches`` makes the informers the volumes read or watch (claims, storage classes, quotas, the
-Pod-scope admission policy and binding, Pod-scope pods); ``watch`` puts the event handlers on
-them once the reconciler exists (claim events are routed by the claim names each JobSet wants).
-Both are called by ``jobset.setup``, which owns the JobSets' queue.
+Pod-scope admission policy and binding, Pod-scope pods, snapshots); ``watch`` puts the event
+handlers on them once the reconciler exists (claim events are routed by the claim names each
+JobSet wants). ``jobset.setup``, which owns the JobSets' queue, reaches both through ``VolumeIO``
+(``VolumeIO.caches``, ``VolumeIO.watch``: the names each JobSet wants are that object's).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from controller.jobset.volumes.model import (
     REPLACE_LOST_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
 )
+from controller.jobset.volumes.observed import views as claim_views
 from controller.jobset.volumes.record import ClaimRecord, uid_prefix
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import make_jobset_obj, rjob
@@ -229,7 +230,7 @@ def owner(uid: str = "uid-js", name: str = "js") -> Obj:
 
 
 def views(claims: Iterable[Obj]) -> dict[str, ClaimView]:
-    return volumes.views(claims)
+    return claim_views(claims)
 
 
 def slot_of(obj: Obj) -> Slot:

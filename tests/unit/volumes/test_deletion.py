@@ -15,9 +15,9 @@ from controller.jobset.volumes import (
     FINALIZER,
     VolumePlan,
     deletion,
-    views,
 )
 from controller.jobset.volumes.model import CLAIM_TEMPLATE_LABEL, RETAINED_FROM_ANNOTATION
+from controller.jobset.volumes.observed import views
 from controller.jobset.volumes.ownership import retain_patch
 from controller.runtime.store import Obj
 from tests.unit.volumes.factories import (

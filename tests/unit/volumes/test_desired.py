@@ -22,6 +22,7 @@ from controller.jobset.volumes.model import (
     CLAIM_POD_INDEX_LABEL,
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
+    POD_SCOPE_LABEL,
     Retention,
     VolumePolicy,
 )
@@ -309,7 +310,7 @@ def test_mount_pod_scope_placeholder_and_label() -> None:
     assert template["spec"]["volumes"] == [
         {"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt-js-workers-1-POD-INDEX"}}
     ]
-    assert template["metadata"]["labels"] == {"team": "a", volumes.POD_SCOPE_LABEL: "true"}
+    assert template["metadata"]["labels"] == {"team": "a", POD_SCOPE_LABEL: "true"}
     assert volume_desired.mount(mounted, js, model.policies, "workers", 1) == mounted
 
 
@@ -318,4 +319,4 @@ def test_mount_without_a_placeholder_adds_no_label() -> None:
     job = construct.desired_job(js, js.replicated_jobs[0], 0)
     mounted = volume_desired.mount(job, js, volume_spec.policies(js), "workers", 0)
     labels = (mounted["spec"]["template"].get("metadata") or {}).get("labels") or {}
-    assert volumes.POD_SCOPE_LABEL not in labels
+    assert POD_SCOPE_LABEL not in labels

@@ -19,6 +19,7 @@ from controller.jobset.volumes.model import (
     OWNER_UID_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
 )
+from controller.jobset.volumes.observed import views as claim_views
 from controller.jobset.volumes.ownership import (
     adoption_patch,
     classify,
@@ -116,7 +117,7 @@ def test_claim_view(obj: Obj, expected: dict[str, Any]) -> None:
 
 
 def test_views_by_name() -> None:
-    found = volumes.views([claim("a"), claim("b", phase="Pending")])
+    found = claim_views([claim("a"), claim("b", phase="Pending")])
     assert {name: view.phase for name, view in found.items()} == {"a": "Bound", "b": "Pending"}
     assert found["a"] == ClaimView.of(claim("a"))  # a frozen value
     with pytest.raises(AttributeError):

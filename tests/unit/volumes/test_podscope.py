@@ -115,6 +115,41 @@ def _pod(*claims: str, **meta: object) -> dict[str, object]:
     }
 
 
+def test_admitted_pod_mounts_its_completion_indexs_claims() -> None:
+    """A pod of a Pod-scope Job as the policy admits it: every placeholder resolved to the claim
+    of its completion index, other volumes as they were, the index as label and annotation; a
+    Job whose template lacks the label of Pod scope has none."""
+    placeholder = podscope.placeholder_claim_name("ckpt", "train", "workers", 1)
+    volumes: list[dict[str, Any]] = [
+        {"name": "ckpt", "persistentVolumeClaim": {"claimName": placeholder}},
+        {"name": "shared", "persistentVolumeClaim": {"claimName": "shared-train"}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    template: dict[str, Any] = {"metadata": {"labels": {POD_SCOPE_LABEL: "true", "team": "a"}},
+                "spec": {"volumes": volumes}}  # fmt: skip
+    job = {"metadata": {"name": "train-workers-1", "namespace": "ns"},
+           "spec": {"template": template}}  # fmt: skip
+    pod = podscope.admitted_pod(job, 2, "train-workers-1-2-x")
+    assert pod is not None
+    index = {podscope.COMPLETION_INDEX_ANNOTATION: "2"}
+    assert pod["metadata"] == {
+        "name": "train-workers-1-2-x",
+        "namespace": "ns",
+        "labels": {POD_SCOPE_LABEL: "true", "team": "a", **index},
+        "annotations": index,
+    }
+    assert [
+        v.get("persistentVolumeClaim", {}).get("claimName") for v in pod["spec"]["volumes"]
+    ] == [
+        "ckpt-train-workers-1-2",
+        "shared-train",
+        None,
+    ]
+    assert volumes[0]["persistentVolumeClaim"]["claimName"] == placeholder  # the Job is unchanged
+    template["metadata"]["labels"] = {"team": "a"}
+    assert podscope.admitted_pod(job, 2, "train-workers-1-2-x") is None
+
+
 def test_placeholders_are_the_claims_the_policy_left_unresolved() -> None:
     pod = _pod("ckpt-js-w-0-POD-INDEX", "ckpt-js-w-0-1", "shared-js")
     assert podscope.placeholders(pod) == ["ckpt-js-w-0-POD-INDEX"]

@@ -17,6 +17,7 @@ from controller.jobset.volumes.model import (
     SELECTED_NODE_ANNOTATION,
     SINGLE_NODE_LABEL,
 )
+from controller.jobset.volumes.observed import views as claim_views
 from controller.jobset.volumes.singlenode import Group
 from controller.runtime.store import Obj
 from tests.unit.jobset_factories import make_job
@@ -384,7 +385,7 @@ def test_new_jobs_are_mounted_colocated_and_prefer_the_node_the_scheduler_chose(
     placed = claim("data-js", annotations={SELECTED_NODE_ANNOTATION: "node-2"})
     store = volumes.storage(
         volumes.model(js),
-        {"data-js": volumes.views([placed])["data-js"]},
+        {"data-js": claim_views([placed])["data-js"]},
         StorageClasses(),
         terminal_state="",
         pods_in_use=None,

@@ -15,7 +15,7 @@ import pytest
 from controller.jobset import api
 from controller.jobset.jobsetstatus import SuspensionRelease
 from controller.jobset.model import parse
-from controller.jobset.volumes import StorageClasses, deletion, model, views
+from controller.jobset.volumes import StorageClasses, deletion, model
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.lifecycle import ClaimState, VolumePlan
@@ -26,7 +26,7 @@ from controller.jobset.volumes.model import (
     SNAPSHOT_CLAIM_LABEL,
     SNAPSHOT_OF_UID_ANNOTATION,
 )
-from controller.jobset.volumes.observed import ClaimView, GroupView, SnapshotView
+from controller.jobset.volumes.observed import ClaimView, GroupView, SnapshotView, views
 from controller.jobset.volumes.snapshots import (
     NO_SNAPSHOTS,
     Snapshots,

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from controller.jobset import api, construct, volumes
 from controller.jobset.model import InvalidJobSet, parse
-from controller.jobset.volumes import POD_SCOPE_LABEL, StorageClasses, podscope
+from controller.jobset.quantity import parse_quantity
+from controller.jobset.volumes import StorageClasses, podscope
 from controller.jobset.volumes import desired as volume_desired
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import spec as volume_spec
@@ -28,6 +29,7 @@ from controller.jobset.volumes.model import (
     CLAIM_SCOPE_LABEL,
     CLAIM_TEMPLATE_LABEL,
     OWNER_UID_ANNOTATION,
+    POD_SCOPE_LABEL,
     REPLACE_LOST_ANNOTATION,
     ClaimTemplate,
     RestorePolicy,
@@ -35,7 +37,6 @@ from controller.jobset.volumes.model import (
     SnapshotPolicy,
 )
 from controller.jobset.volumes.ownership import classify, compatible, update_patch
-from controller.jobset.volumes.quantity import parse_quantity
 from controller.jobset.volumes.record import ClaimRecord, parse_record, uid_prefix
 from controller.jobset.volumes.spec import claim_count
 from controller.runtime.store import Obj

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, volumes
-from controller.jobset.jobsetstatus import JobSetStatus
+from controller.jobset.jobsetstatus import Condition, JobSetStatus
 from controller.jobset.model import JobSet, parse
-from controller.jobset.status import Condition
 from controller.jobset.volumes import StorageClasses, VolumeModel, VolumePlan
 from controller.jobset.volumes import lifecycle as volume_lifecycle
 from controller.jobset.volumes import status as volume_status

@@ -10,6 +10,7 @@ import pytest
 from controller.jobset import volumes
 from controller.jobset.volumes import StorageClasses
 from controller.jobset.volumes.lifecycle import lifecycle
+from controller.jobset.volumes.observed import views as claim_views
 from controller.jobset.volumes.status import volumes_ready, waits_for_volumes
 from tests.unit.jobset_factories import condition, make_jobset_obj
 from tests.unit.volumes.factories import claim, make, mounting, tpl
@@ -131,7 +132,7 @@ def test_volumes_ready_names_a_missing_storage_class(
 ) -> None:
     templates = [_tpl(t, template_class) for t, (template_class, _, _) in claims.items()]
     jobset = make([{"templates": templates}], rjobs=[mounting("workers", 1, tuple(claims))])
-    found = volumes.views(
+    found = claim_views(
         claim(f"{t}-js", template=t, spec=_tpl(t, claim_class)["spec"], phase=phase)
         for t, (_, claim_class, phase) in claims.items()
     )

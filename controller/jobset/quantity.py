@@ -1,4 +1,8 @@
-"""Kubernetes resource quantities (``10Gi``, ``500M``, ``1.5e3``, ``250m``) as exact numbers."""
+"""Kubernetes resource quantities (``10Gi``, ``500M``, ``1.5e3``, ``250m``) as exact numbers.
+
+Read by the volume policies and claims (storage sizes) and by the API's rule predicates
+(``controller.api.predicates``), which must agree on what a quantity is.
+"""
 
 from __future__ import annotations
 
