@@ -399,10 +399,13 @@ def _kueue_facts(
     (``PodsReady``) and the replicated jobs whose Jobs all succeeded (``ReclaimablePods``)."""
     if replicas is None:
         return ()
-    started = sum(r.ready + r.succeeded for r in entries)
-    succeeded = {r.name: r.succeeded for r in entries}
+    # One entry per name, later ones winning, as ``same_as`` reads them: a status stored with a
+    # name twice (not by this controller) is then "none" and not a milestone, never both.
+    by_name = {r.name: r for r in entries}.values()
+    started = sum(r.ready + r.succeeded for r in by_name)
+    succeeded = {r.name: r.succeeded for r in by_name}
     return (
-        any(r.active > 0 for r in entries),
+        any(r.active > 0 for r in by_name),
         started == sum(replicas.values()),
         sorted(n for n, count in replicas.items() if count > 0 and succeeded.get(n, 0) >= count),
     )
