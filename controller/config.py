@@ -77,6 +77,8 @@ class Config:
     # are gathered into one pass: a Job's pods start, become ready and finish together, and
     # each step is an event of every one of its Jobs.
     child_event_batch_period: float
+    # Seconds a snapshot that retention waits for may take before VolumeSnapshotsReady warns.
+    snapshot_warn_after: float
     # The spec.managedBy value served; upstream's reserved one (UPSTREAM_MANAGED_BY) by default.
     managed_by: str
     feature_gates: FeatureGates = DEFAULT_GATES
@@ -198,6 +200,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
          "controller batches pod events), as are changes of the JobSet's status alone (mostly the "
          "echo of its own status write); changes to its spec or metadata are acted on at once; "
          "0 reconciles on every event", 0.25, type=float)  # fmt: skip
+    flag("--snapshot-warn-after", "seconds a VolumeSnapshot (or group) that retention "
+         "Snapshot waits for may take to become ready before VolumeSnapshotsReady says "
+         "SnapshotNotReady with a Warning Event; the claim is kept either way (large volumes on "
+         "cloud storage take many minutes)", 1800.0, type=float)  # fmt: skip
     flag("--managed-by", "the spec.managedBy value this controller serves; JobSets with another "
          "value are left alone, and JobSets without the field are served only with the default "
          "(upstream's reserved value, so this controller replaces upstream JobSet). Another value "
@@ -305,6 +311,11 @@ def from_args(args: argparse.Namespace) -> Config:
         raise ConfigError(
             f"--child-event-batch-period must be between 0 and 60 seconds, got {batch_period}"
         )
+    snapshot_warn_after = float(args.snapshot_warn_after)
+    if not snapshot_warn_after > 0:  # also rejects NaN
+        raise ConfigError(
+            f"--snapshot-warn-after must be more than 0 seconds, got {snapshot_warn_after}"
+        )
     managed_by = str(args.managed_by)
     if not valid_managed_by(managed_by):
         raise ConfigError(
@@ -344,6 +355,7 @@ def from_args(args: argparse.Namespace) -> Config:
         status_progress_period=progress,
         status_progress_rate=progress_rate,
         child_event_batch_period=batch_period,
+        snapshot_warn_after=snapshot_warn_after,
         managed_by=managed_by,
         feature_gates=feature_gates,
         event_loop=event_loop,

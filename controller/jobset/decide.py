@@ -270,6 +270,11 @@ def _volume_status(
     built.events.extend(report.events)
 
 
+def _sooner(a: float | None, b: float | None) -> float | None:
+    """The sooner of two requeue delays (None: none)."""
+    return b if a is None else a if b is None else min(a, b)
+
+
 def _close(plan: Plan, built: _Status, failures: Sequence[Failure]) -> Plan:
     """The plan with its status: the writes of the pass that failed are part of it."""
     for found in (writefailures.job_creation(failures), writefailures.child_writes(failures)):
@@ -295,6 +300,7 @@ def decide(
     pod_scope_blocked: Blocked | None = None,
     restart_job: bool = False,
     resize: bool = False,
+    snapshot_warn_after: datetime.timedelta | None = None,
 ) -> Plan:
     """Raises ``InvalidJobSet`` when the volume policies cannot be acted on.
 
@@ -309,6 +315,8 @@ def decide(
     gate is on (new Jobs carry ``job-restart-attempt``; the reconciler refuses the RestartJob
     actions without it, ``failure.gate_refusal``). ``resize``: the ElasticJobSet gate is on
     (running Jobs follow their template's parallelism and completions, ``elastic``).
+    ``snapshot_warn_after``: how long retention may wait for a snapshot before the status warns
+    (None: the volumes' default).
     """
     plan = Plan()
     known = list(failures)  # and the Job names held by others, found below
@@ -345,6 +353,8 @@ def decide(
             pods_in_use=in_use,
             blocked=pod_scope_blocked,
             found=snapshots,
+            now=now,
+            warn_after=snapshot_warn_after,
         )
         plan.volume = store.plan
         # Retention on completion/failure releases storage: the finished Jobs' pods still use
@@ -361,6 +371,7 @@ def decide(
             # retention ran. This pass's claim patches drop the ownerReference; delete after.
             plan.delete_jobset = False
             plan.requeue_after = TTL_HOLD_SECONDS
+        plan.requeue_after = _sooner(plan.requeue_after, store.look_again)
         return plan
 
     counted = status.replicated_jobs_status(jobset, current)
@@ -390,8 +401,10 @@ def decide(
         # Every Job, of every attempt: a pod of any may still write to a claim.
         jobs=jobs,
         now=now,
+        warn_after=snapshot_warn_after,
     )
     plan.volume = store.plan
+    plan.requeue_after = store.look_again
     _volume_status(built, store, known, current)
 
     if outcome is not None:
@@ -439,7 +452,9 @@ def decide(
         plan.completed = True
         _close(plan, built, known)
         if jobset.ttl_seconds_after_finished is not None:
-            plan.requeue_after = float(jobset.ttl_seconds_after_finished)
+            plan.requeue_after = _sooner(
+                plan.requeue_after, float(jobset.ttl_seconds_after_finished)
+            )
         return plan
 
     suspension = store.withhold_resume(suspend.plan(jobset, current, counted), current)

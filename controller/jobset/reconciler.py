@@ -75,6 +75,7 @@ class JobSetReconciler:
         status_progress_rate: float = 0.0,
         managed_by: str = api.CONTROLLER_NAME,
         feature_gates: FeatureGates = features.DEFAULT,
+        snapshot_warn_after: datetime.timedelta | None = None,
         admission_policies: Cache | None = None,
         admission_bindings: Cache | None = None,
         pods: Cache | None = None,
@@ -85,6 +86,8 @@ class JobSetReconciler:
     ) -> None:
         self.client = client
         self.recorder = recorder
+        # How long a snapshot retention waits for may take before the status warns.
+        self.snapshot_warn_after = snapshot_warn_after
         self.jobsets = jobsets
         # Typed views of the cached Jobs, made once per object the cache stores.
         self.job_views: Views[ChildJob] = Views(jobs, children.view)
@@ -201,6 +204,7 @@ class JobSetReconciler:
                     message_matches=matches, others=others, failures=failures,
                     pod_scope_blocked=blocked, restart_job=self.feature_gates.restart_job,
                     resize=self.feature_gates.elastic_jobset,
+                    snapshot_warn_after=self.snapshot_warn_after,
                 )  # fmt: skip
 
             plan = decide_with(())
@@ -462,7 +466,7 @@ class JobSetReconciler:
     async def _finalise(self, key: str, obj: Obj) -> Result:
         """Retention for a JobSet being deleted (``VolumeIO.deletion_plan``: from the stored
         object, whatever its spec), then the finalizer goes."""
-        vplan = self.volume_io.deletion_plan(key, obj)
+        vplan = self.volume_io.deletion_plan(key, obj, self._wall(), self.snapshot_warn_after)
         failures = await self._parallel(
             [
                 self._refusal(Write.PATCH_CLAIM, change.name,
@@ -474,9 +478,16 @@ class JobSetReconciler:
         failures += await self._snapshot_writes(obj, vplan)
         failures += await self._claim_deletes(obj, vplan)
         for name, step in sorted(vplan.snapshotting.items()):
-            if step.step == "failed":  # no status to say it while the JobSet goes: an Event
+            # No status to say it while the JobSet goes: an Event.
+            if step.step == "failed":
                 text = f"claim {name} is kept: its snapshot {step.snapshot} failed: {step.why}"
                 self._event(obj, "Warning", "SnapshotFailed", text)
+            elif name in vplan.overdue.claims:
+                text = (
+                    f"claim {name} is kept: its snapshot {step.snapshot} is not ready long after "
+                    "it was asked for, and reports no error (is the snapshot controller running?)"
+                )
+                self._event(obj, "Warning", "SnapshotNotReady", text)
         if failures:
             # No status to carry them while the JobSet goes: each one is an Event, and the key
             # goes back to the queue with backoff.
@@ -484,7 +495,9 @@ class JobSetReconciler:
                 self._event(obj, "Warning", writefailures.event_reason(found), found.text)
             return Result(requeue=True)
         if not vplan.remove_finalizer:
-            return Result()  # the next pass (the claims' events) checks again
+            # The next pass (the claims' and snapshots' events) checks again; a wait that may
+            # become overdue is looked at then, since a stuck snapshot sends no event.
+            return Result(requeue_after=vplan.overdue.look_again)
         meta = obj.get("metadata") or {}
         patch = finalizers.remove_patch(meta, volumes.FINALIZER)
         if patch is None:

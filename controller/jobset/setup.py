@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 from controller.api import specpolicy
 from controller.config import Config
 from controller.jobset import api, children, metrics, triggers
@@ -101,6 +103,7 @@ def setup(manager: Manager[Config]) -> JobSetReconciler:
         status_progress_rate=manager.config.status_progress_rate,
         managed_by=manager.config.managed_by,
         feature_gates=manager.config.feature_gates,
+        snapshot_warn_after=datetime.timedelta(seconds=manager.config.snapshot_warn_after),
         admission_policies=volume_caches.admission_policies,
         admission_bindings=volume_caches.admission_bindings,
         pods=volume_caches.pods,

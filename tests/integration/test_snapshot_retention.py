@@ -319,6 +319,54 @@ async def test_a_claim_starts_from_the_snapshot_its_policy_names(
     await wait_jobs(client, namespace, name, 1)
 
 
+async def test_a_snapshot_that_never_becomes_ready_keeps_the_claim_and_warns(
+    kube: Kube, client: KubeClient, namespace: str
+) -> None:
+    """A snapshot with neither readyToUse nor an error (no snapshot controller at work, as
+    here): the claim is kept; once the wait has lasted --snapshot-warn-after (2 s here),
+    VolumeSnapshotsReady says SnapshotNotReady with a Warning Event naming the claim, with no
+    other event to wake the controller (it looks again when the wait becomes overdue)."""
+    await install_other_crds(kube, csi.snapshot_crds())
+    async with running_controller(kube, namespace, "--snapshot-warn-after=2") as running:
+        name, claim_name = "stuck", "data-stuck"
+        await client.create(
+            api.JOBSETS,
+            checkpointed(name, retentionPolicy={"whenCompleted": "Snapshot"}),
+            namespace,
+        )
+        await bind(client, namespace, claim_name)
+        await complete(client, namespace, name)
+        (taken,) = await wait_for(
+            lambda: snapshots_of(client, namespace, claim_name), lambda s: len(s) == 1, "a snapshot"
+        )
+        late = await wait_for(
+            lambda: get_jobset(client, namespace, name),
+            lambda obj: (
+                (condition(obj, "VolumeSnapshotsReady") or {}).get("reason") == "SnapshotNotReady"
+            ),
+            "VolumeSnapshotsReady to say the snapshot is long in coming",
+        )
+        message = condition(late, "VolumeSnapshotsReady")["message"]  # type: ignore[index]
+        assert claim_name in message and taken["metadata"]["name"] in message
+        await wait_for(
+            lambda: events(client, namespace, name, "SnapshotNotReady"),
+            lambda found: any(claim_name in m for m in found),
+            "a Warning Event naming the claim",
+        )
+        await settled(running, client)
+        kept = await client.get(CLAIMS, claim_name, namespace)
+        assert not kept["metadata"].get("deletionTimestamp"), "a late snapshot let the claim go"
+        # Ready at last: the claim goes, and the condition clears.
+        await set_snapshot_status(
+            client, namespace, taken["metadata"]["name"], {"readyToUse": True}
+        )
+        await wait_for(
+            lambda: client.get(CLAIMS, claim_name, namespace),
+            lambda c: bool(c["metadata"].get("deletionTimestamp")),
+            "the claim to be deleted once its snapshot is ready",
+        )
+
+
 async def test_a_claim_that_starts_from_a_snapshot_waits_for_one(
     snapshotting: RunningController, client: KubeClient, namespace: str
 ) -> None:

@@ -23,6 +23,8 @@ def test_defaults_follow_controller_runtime() -> None:
     assert config.address("0") is None
     # As the Job controller gathers pod events, a JobSet's child events are gathered briefly.
     assert config.child_event_batch_period == 0.25
+    # Snapshots of large cloud volumes take many minutes: a warning only after half an hour.
+    assert config.snapshot_warn_after == 1800
 
 
 def test_environment_variables_set_flags_and_flags_win(tmp_path: Path) -> None:
@@ -54,6 +56,8 @@ def test_environment_variables_set_flags_and_flags_win(tmp_path: Path) -> None:
         (["--child-event-batch-period=-0.1"], "--child-event-batch-period must be between 0"),
         (["--child-event-batch-period=61"], "--child-event-batch-period must be between 0"),
         (["--child-event-batch-period=nan"], "--child-event-batch-period must be between 0"),
+        (["--snapshot-warn-after=0"], "--snapshot-warn-after must be more than 0 seconds"),
+        (["--snapshot-warn-after=nan"], "--snapshot-warn-after must be more than 0 seconds"),
         (["--metrics-bind-address=nonsense"], "must be host:port or 0"),
         (["--event-loop=trio"], "invalid command line"),
         (["--managed-by=canary"], "--managed-by must be a domain-prefixed path"),

@@ -1112,6 +1112,8 @@ ROWS = [
             "status": {**_suspended_status("WaitingForSnapshot", suspended=False),
                        "suspensionReleases": [RELEASE]},
             "writes": 2,
+            # Asked for 1 s after T0: looked at again when its wait would be overdue.
+            "requeue_after": 1801.0,
         },
         id="resumed-while-snapshotted-jobs-wait",
     ),

@@ -25,12 +25,13 @@ The retention finalizer goes once nothing is left to delete or keep.
 from __future__ import annotations
 
 import collections
+import datetime
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from controller.jobset.volumes import ownership
+from controller.jobset.volumes import ownership, snapshots
 from controller.jobset.volumes.lifecycle import (
     REASON_CLAIM_RETAINED,
     ClaimDelete,
@@ -50,7 +51,7 @@ from controller.jobset.volumes.model import (
     as_list,
 )
 from controller.jobset.volumes.observed import ClaimView
-from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, Snapshots
+from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, WARN_AFTER, Snapshots
 from controller.jobset.volumes.spec import readable_policies
 from controller.runtime.store import Obj
 
@@ -166,11 +167,18 @@ def _one(claim: ClaimView, jobset: Deleted) -> Release | ClaimPatch | None:
     return _keep(claim, jobset, why)
 
 
-def plan(obj: Obj, claims: Iterable[ClaimView], found: Snapshots = NO_SNAPSHOTS) -> VolumePlan:
+def plan(
+    obj: Obj,
+    claims: Iterable[ClaimView],
+    found: Snapshots = NO_SNAPSHOTS,
+    now: datetime.datetime | None = None,
+    warn_after: datetime.timedelta | None = None,
+) -> VolumePlan:
     """The claim writes for a JobSet being deleted, and whether its finalizer can go.
 
     ``claims``: the claims labelled with the JobSet's name (those it does not own are ignored);
-    ``found``: the controller's VolumeSnapshots of them (retention Snapshot).
+    ``found``: the controller's VolumeSnapshots of them (retention Snapshot); ``now`` and
+    ``warn_after``: which waits for them are overdue (``VolumePlan.overdue``).
     """
     result = VolumePlan()
     jobset = read(obj)
@@ -187,6 +195,8 @@ def plan(obj: Obj, claims: Iterable[ClaimView], found: Snapshots = NO_SNAPSHOTS)
             result.patch.append(todo)
     deleted = release(result, released, found, jobset.name, jobset.namespace, jobset.uid)
     result.delete = [ClaimDelete.of(c) for c in deleted]
+    if now is not None:
+        result.overdue = snapshots.overdue(result.snapshotting, now, warn_after or WARN_AFTER)
     # Deletes accepted (pvc-protection may keep a claim until its pods are gone), snapshots
     # ready and retention recorded: the finalizer can go. Otherwise the next pass checks again.
     result.remove_finalizer = not result.delete and not result.patch and not result.snapshotting

@@ -15,6 +15,7 @@ what a refusal means) stays in the reconciler.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
@@ -199,12 +200,19 @@ class VolumeIO:
         """The claims labelled with the JobSet's name (what its deletion retains or deletes)."""
         return self.claims.by_index(self.index, key) if self.claims is not None else []
 
-    def deletion_plan(self, key: str, obj: Obj) -> VolumePlan:
+    def deletion_plan(
+        self,
+        key: str,
+        obj: Obj,
+        now: datetime.datetime | None = None,
+        warn_after: datetime.timedelta | None = None,
+    ) -> VolumePlan:
         """Retention for the JobSet ``obj`` being deleted (``deletion.plan``: from the stored
         object, whatever its spec), over the claims labelled with its name and the controller's
-        snapshots of them."""
+        snapshots of them; the waits for those longer than ``warn_after`` at ``now``, overdue."""
         taken = self.snapshots_of(key, namespace_of(obj) or "", None)
-        return deletion.plan(obj, views(self.labelled_claims(key)).values(), taken)
+        claims = views(self.labelled_claims(key)).values()
+        return deletion.plan(obj, claims, taken, now, warn_after)
 
     def classes(self) -> StorageClasses:
         return StorageClasses() if self.class_view is None else self.class_view.get()

@@ -77,7 +77,13 @@ from controller.jobset.volumes.model import (
 )
 from controller.jobset.volumes.observed import ClaimView, StorageClasses
 from controller.jobset.volumes.record import ClaimRecord, uid_prefix
-from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, Snapshots, SnapshotStep
+from controller.jobset.volumes.snapshots import (
+    NO_SNAPSHOTS,
+    NOT_LATE,
+    Overdue,
+    Snapshots,
+    SnapshotStep,
+)
 from controller.jobset.volumes.spec import VolumeModel
 from controller.jobset.volumes.suspension import RUNNING, Suspension
 from controller.runtime.store import Obj
@@ -482,6 +488,9 @@ class VolumePlan:
     create_groups: list[Obj] = field(default_factory=list)
     delete_groups: list[str] = field(default_factory=list)
     snapshotting: dict[str, SnapshotStep] = field(default_factory=dict)
+    # Of those, the waits that have lasted too long (``snapshots.overdue``; set by the caller
+    # that knows the time).
+    overdue: Overdue = NOT_LATE
     # retentionPolicy.whenSuspended: Snapshot: the releases after this pass (the status keeps
     # them), and the claims of a release given up (claim → the Warning Event's message).
     suspension_releases: tuple[SuspensionRelease, ...] = ()

@@ -28,6 +28,10 @@ def _strings(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in as_dict(value).items() if v is not None}
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 @dataclass(frozen=True)
 class ClaimView:
     """A PersistentVolumeClaim as the volume logic sees it; ``raw`` is the cached object."""
@@ -201,6 +205,8 @@ class SnapshotView:
     # A member of a VolumeGroupSnapshot (the snapshot controller makes one per claim of the
     # group, owned by it): the group's uid.
     group_uid: str | None = None
+    # metadata.creationTimestamp: when it was asked for (how long a wait for it has lasted).
+    requested: str = ""
 
     @classmethod
     def of(cls, obj: Obj) -> SnapshotView:
@@ -220,6 +226,7 @@ class SnapshotView:
             created=created if isinstance(created, str) else "",
             deleting=bool(meta.get("deletionTimestamp")),
             group_uid=group_of(obj),
+            requested=_text(meta.get("creationTimestamp")),
         )
 
     @property
@@ -261,6 +268,7 @@ class GroupView:
     error: str
     created: str
     deleting: bool
+    requested: str = ""  # metadata.creationTimestamp
 
     @classmethod
     def of(cls, obj: Obj) -> GroupView:
@@ -277,6 +285,7 @@ class GroupView:
             error=error if isinstance(error, str) else "",
             created=created if isinstance(created, str) else "",
             deleting=bool(meta.get("deletionTimestamp")),
+            requested=_text(meta.get("creationTimestamp")),
         )
 
     @property

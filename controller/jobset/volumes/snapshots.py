@@ -32,12 +32,14 @@ resume from the same step. ``historyLimit`` counts groups per policy.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from controller.jobset import api
+from controller.jobset.status import parse_time
 from controller.jobset.volumes.desired import DesiredClaim
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
@@ -254,6 +256,8 @@ class SnapshotStep:
     step: Step
     snapshot: str = ""  # the snapshot's name (take, wait, failed)
     why: str = ""  # failed: the snapshot's error
+    # wait: when the snapshot (or group) waited for was asked for (its creationTimestamp).
+    requested: str = ""
 
 
 def retention_step(claim: ClaimView, found: Snapshots, occasion: str = "") -> SnapshotStep:
@@ -277,7 +281,7 @@ def retention_step(claim: ClaimView, found: Snapshots, occasion: str = "") -> Sn
         return SnapshotStep("delete", name)
     if taken.error:
         return SnapshotStep("failed", name, taken.error)
-    return SnapshotStep("wait", name)
+    return SnapshotStep("wait", name, requested=taken.requested)
 
 
 def group_steps(
@@ -298,7 +302,7 @@ def group_steps(
         elif group.error:
             result[claim.name] = SnapshotStep("failed", name, group.error)
         elif not group.ready:
-            result[claim.name] = SnapshotStep("wait", name)
+            result[claim.name] = SnapshotStep("wait", name, requested=group.requested)
         else:
             member = found.member(group, claim.name)
             if member is None:
@@ -308,8 +312,44 @@ def group_steps(
             elif member.error:
                 result[claim.name] = SnapshotStep("failed", member.name, member.error)
             else:
-                result[claim.name] = SnapshotStep("wait", member.name)
+                result[claim.name] = SnapshotStep("wait", member.name, requested=member.requested)
     return result
+
+
+@dataclass(frozen=True)
+class Overdue:
+    """The waits for a snapshot that have lasted ``after`` or longer (claim → its step), and in
+    how many seconds the next wait becomes overdue (None: no other wait)."""
+
+    claims: Mapping[str, SnapshotStep] = field(default_factory=dict)
+    look_again: float | None = None
+
+
+NOT_LATE = Overdue()
+# How long a snapshot may take before the condition warns: large volumes on cloud storage take
+# many minutes to copy (the controller's --snapshot-warn-after).
+WARN_AFTER = datetime.timedelta(minutes=30)
+
+
+def overdue(
+    steps: Mapping[str, SnapshotStep], now: datetime.datetime, after: datetime.timedelta
+) -> Overdue:
+    """Which of the claims retention keeps for a snapshot have waited ``after`` or longer since
+    the snapshot was asked for, with no error reported (a snapshot controller or csi-snapshotter
+    that is not running, a driver that never finishes): the condition and a Warning say so.
+    Pure: ``now`` is the pass's time."""
+    late: dict[str, SnapshotStep] = {}
+    soonest: float | None = None
+    for claim, step in steps.items():
+        requested = parse_time(step.requested) if step.step == "wait" else None
+        if requested is None:
+            continue
+        left = (requested + after - now).total_seconds()
+        if left <= 0:
+            late[claim] = step
+        elif soonest is None or left < soonest:
+            soonest = left
+    return Overdue(late, soonest)
 
 
 def prune_groups(policies: Iterable[VolumePolicy], found: Snapshots) -> list[str]:

@@ -60,6 +60,7 @@ REASON_ANNOTATIONS_ACCEPTED = "VolumeAnnotationsAccepted"
 REASON_NO_SNAPSHOT_PENDING = "NoSnapshotPending"
 REASON_SNAPSHOTS_PENDING = "SnapshotsPending"
 REASON_SNAPSHOT_FAILED = "SnapshotFailed"
+REASON_SNAPSHOT_NOT_READY = "SnapshotNotReady"
 
 # Lost claims listed in the command that accepts their replacement; beyond it the message says
 # where to find the rest (status.volumes.claimUIDs).
@@ -349,7 +350,8 @@ def conditions(model: VolumeModel, vplan: VolumePlan) -> list[Condition]:
 
 def snapshots_ready(vplan: VolumePlan) -> Condition:
     """VolumeSnapshotsReady: the claims retention keeps until their snapshot is ready. A failed
-    snapshot is a Warning: the claim stays (and costs) until it is dealt with."""
+    snapshot is a Warning: the claim stays (and costs) until it is dealt with; so is one not
+    ready long after it was asked for, with no error said (``VolumePlan.overdue``)."""
     failed = {n: s for n, s in vplan.snapshotting.items() if s.step == "failed"}
     if failed:
         text = "; ".join(
@@ -362,6 +364,19 @@ def snapshots_ready(vplan: VolumePlan) -> Condition:
             REASON_SNAPSHOT_FAILED,
             f"{len(failed)} claims are kept because their snapshot failed ({text}); delete the "
             "failed VolumeSnapshot to have it taken again",
+            "Warning",
+        )
+    if vplan.overdue.claims:
+        waiting = [f"{name} ({s.snapshot})" for name, s in sorted(vplan.overdue.claims.items())]
+        return Condition(
+            VOLUME_SNAPSHOTS_READY,
+            "False",
+            REASON_SNAPSHOT_NOT_READY,
+            f"{len(waiting)} claims are kept: their snapshot is not ready long after it was "
+            f"asked for, and reports no error: {listing(waiting)}. The claims go once it is "
+            "ready; if it never becomes ready, check that the snapshot controller and the CSI "
+            "driver's csi-snapshotter run (kubectl describe volumesnapshot <name>, and its "
+            "VolumeSnapshotContent)",
             "Warning",
         )
     if vplan.snapshotting:

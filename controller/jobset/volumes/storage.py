@@ -26,7 +26,13 @@ from controller.jobset.volumes.admission import Blocked
 from controller.jobset.volumes.lifecycle import REASON_CLAIM_REPLACED, VolumePlan, plan
 from controller.jobset.volumes.model import SELECTED_NODE_ANNOTATION
 from controller.jobset.volumes.observed import ClaimView, StorageClasses
-from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, REASON_SNAPSHOT_FAILED, Snapshots
+from controller.jobset.volumes.snapshots import (
+    NO_SNAPSHOTS,
+    REASON_SNAPSHOT_FAILED,
+    WARN_AFTER,
+    Snapshots,
+    overdue,
+)
 from controller.jobset.volumes.spec import VolumeModel
 from controller.jobset.volumes.status import conditions, released_claims, volumes_status
 from controller.jobset.volumes.suspension import RUNNING, Suspension, started_at
@@ -55,6 +61,12 @@ class Storage:
     # The node the scheduler chose for each WaitForFirstConsumer claim of ours, by claim name
     # (only those the Jobs' pods must share, ``singlenode``).
     nodes: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def look_again(self) -> float | None:
+        """Seconds until a snapshot wait becomes overdue (the status must then say so, and no
+        event may come: a snapshot that is stuck does not change)."""
+        return self.plan.overdue.look_again
 
     def may_create(self, job: DesiredJob) -> bool:
         """Every claim the Job's pods use is mountable (Pod scope: the claims of all its
@@ -146,16 +158,18 @@ def storage(
     pods_in_use: Mapping[str, int] | None,
     blocked: Blocked | None,
     found: Snapshots | None = None,
-    jobs: Sequence[ChildJob] = (),
+    jobs: Sequence[ChildJob] | None = None,
     now: datetime.datetime | None = None,
+    warn_after: datetime.timedelta | None = None,
 ) -> Storage:
     """The volumes' decisions of this pass. ``terminal_state``: the JobSet's, as this pass
     leaves it (retention on completion or failure); ``pods_in_use``: the largest completions per
     replicated job of the Jobs that exist (Pod scope); ``blocked``: read for Pod scope only;
-    ``found``: the controller's VolumeSnapshots of the JobSet's claims; ``jobs`` and ``now``:
-    every Job of the JobSet (of every attempt: a pod of any may still write to a claim) and the
-    time of the pass, read while it is suspended (``suspension``: once no pod of them runs, its
-    claims may go through a snapshot; without ``now``, as a finished JobSet's pass, none does).
+    ``found``: the controller's VolumeSnapshots of the JobSet's claims; ``jobs``: every Job of
+    the JobSet (of every attempt: a pod of any may still write to a claim), read while it is
+    suspended (``suspension``: once no pod of them runs, its claims may go through a snapshot;
+    None, as a finished JobSet's pass, none does); ``now``: the time of the pass (that too, and
+    how long the snapshots retention waits for have taken: ``warn_after``, ``VolumePlan.overdue``).
     While Pod scope is blocked no claim is created and nothing is mountable."""
     blocked = blocked if model.pod_scope else None
     shared = {c for g in model.colocation.groups for c in g.claims}
@@ -173,13 +187,15 @@ def storage(
         found=NO_SNAPSHOTS if found is None else found,
         suspended=_suspension(model, jobs, now),
     )
+    if now is not None:
+        vplan.overdue = overdue(vplan.snapshotting, now, warn_after or WARN_AFTER)
     return Storage(model, gating.gate_pod_scope(vplan, blocked), blocked, nodes)
 
 
 def _suspension(
-    model: VolumeModel, jobs: Sequence[ChildJob], now: datetime.datetime | None
+    model: VolumeModel, jobs: Sequence[ChildJob] | None, now: datetime.datetime | None
 ) -> Suspension:
     """What this pass knows of a suspended JobSet's pods for a release (``suspension``)."""
-    if now is None or not model.jobset.suspend:
+    if jobs is None or now is None or not model.jobset.suspend:
         return RUNNING
     return Suspension(suspend.stopped(jobs), started_at(now))

@@ -8,6 +8,7 @@ claims created, and what the status says.
 from __future__ import annotations
 
 import copy
+import datetime
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from controller.jobset.jobsetstatus import SuspensionRelease
 from controller.jobset.model import parse
 from controller.jobset.volumes import StorageClasses, deletion, model
 from controller.jobset.volumes import lifecycle as volume_lifecycle
+from controller.jobset.volumes import snapshots as snapshots_mod
 from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.lifecycle import ClaimState, VolumePlan
 from controller.jobset.volumes.model import (
@@ -30,6 +32,7 @@ from controller.jobset.volumes.observed import ClaimView, GroupView, SnapshotVie
 from controller.jobset.volumes.snapshots import (
     NO_SNAPSHOTS,
     Snapshots,
+    SnapshotStep,
     group_name,
     group_object,
     named_snapshot,
@@ -920,3 +923,71 @@ def test_a_rank_the_group_would_not_take_makes_the_release_go_one_by_one() -> No
                                   suspended=STOPPED)  # fmt: skip
     assert vplan.create_groups == []
     assert len(vplan.create_snapshots) == 2
+
+
+# ----------------------------------------------------------------------------- overdue
+
+NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+AFTER = datetime.timedelta(minutes=30)
+READY = "VolumeSnapshotsReady"
+
+
+@pytest.mark.parametrize(
+    ("steps", "late", "look_again"),
+    [
+        pytest.param({}, [], None, id="nothing-waited-for"),
+        pytest.param({"a": SnapshotStep("wait", "a-1", requested="2026-12-01T11:30:00Z")},
+                     ["a"], None, id="waited-exactly-that-long"),
+        pytest.param({"a": SnapshotStep("wait", "a-1", requested="2026-12-01T11:59:00Z")},
+                     [], 1740.0, id="asked-a-minute-ago"),
+        pytest.param({"a": SnapshotStep("wait", "a-1", requested="2026-12-01T10:00:00Z"),
+                      "b": SnapshotStep("wait", "b-1", requested="2026-12-01T11:50:00Z"),
+                      "c": SnapshotStep("wait", "c-1", requested="2026-12-01T11:45:00Z")},
+                     ["a"], 900.0, id="the-next-to-become-late-sets-the-look-again"),
+        # A failure is said as such; a snapshot to take was just asked for; a wait with no
+        # time read (a malformed object) is never judged late.
+        pytest.param({"a": SnapshotStep("failed", "a-1", "quota", requested="2026-12-01T10:00:00Z"),
+                      "b": SnapshotStep("take", "b-1"),
+                      "c": SnapshotStep("wait", "c-1", requested="yesterday")},
+                     [], None, id="only-waits-with-a-time"),
+    ],
+)  # fmt: skip
+def test_overdue(steps: dict[str, SnapshotStep], late: list[str], look_again: float | None) -> None:
+    found = snapshots_mod.overdue(steps, NOW, AFTER)
+    assert (sorted(found.claims), found.look_again) == (late, look_again)
+
+
+def test_a_snapshot_long_in_coming_is_a_warning_and_the_claim_stays() -> None:
+    data = claim("data-js")
+    js = completed(SNAPSHOT_ON_COMPLETION, [data])
+    vm = model(js)
+    asked = snap("data-js", ready=False)
+    asked["metadata"]["creationTimestamp"] = "2026-12-01T11:00:00Z"
+    vplan = volume_lifecycle.plan(
+        vm, views([data]), StorageClasses(), terminal_state=api.TERMINAL_COMPLETED,
+        found=found(asked),
+    )  # fmt: skip
+    assert vplan.deleted == [] and vplan.snapshotting["data-js"].step == "wait"
+    (pending,) = [
+        c for c in volume_status.conditions(vm, vplan) if c.type == "VolumeSnapshotsReady"
+    ]
+    assert (pending.reason, pending.event_type) == ("SnapshotsPending", None)
+    vplan.overdue = snapshots_mod.overdue(vplan.snapshotting, NOW, AFTER)
+    (late,) = [c for c in volume_status.conditions(vm, vplan) if c.type == READY]
+    assert (late.status, late.reason, late.event_type) == ("False", "SnapshotNotReady", "Warning")
+    assert "data-js" in late.message and asked["metadata"]["name"] in late.message
+
+
+def test_a_deleted_jobsets_late_snapshot_is_overdue_in_its_deletion_plan() -> None:
+    """whenDeleted: Snapshot, the JobSet being deleted: the deletion plan says which waits are
+    overdue (the reconciler's Warning Event; no status while the JobSet goes)."""
+    data = claim("data-js")
+    obj = make_obj([{"templates": [tpl("data")], "retentionPolicy": {"whenDeleted": "Snapshot"}}],
+                   deleting=True)  # fmt: skip
+    obj["metadata"]["finalizers"] = [FINALIZER]
+    asked = snap("data-js", ready=False)
+    asked["metadata"]["creationTimestamp"] = "2026-12-01T11:00:00Z"
+    early = deletion.plan(obj, [view(data)], found(asked), NOW - 2 * AFTER, AFTER)
+    assert (early.overdue.claims, early.overdue.look_again) == ({}, 1800.0)
+    late = deletion.plan(obj, [view(data)], found(asked), NOW, AFTER)
+    assert list(late.overdue.claims) == ["data-js"] and not late.remove_finalizer
