@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from controller.api import fields
-from controller.api.fields import Field
+from controller.api.fields import Field, ListField
 from controller.jobset import api, messagepatterns, placement
 from controller.jobset.jobsetstatus import JobSetStatus
 from controller.runtime.store import Obj
@@ -206,14 +206,6 @@ def _dict(value: Any, where: str) -> Obj:
     return value
 
 
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidJobSet(f"{where} must be a list, got {type(value).__name__}")
-    return value
-
-
 def _int(value: Any, where: str, default: int, minimum: int = 0) -> int:
     if value is None:
         return default
@@ -232,15 +224,28 @@ def _str(value: Any, where: str, default: str = "") -> str:
     return value
 
 
-def _strings(value: Any, where: str) -> tuple[str, ...]:
-    return tuple(_str(v, f"{where}[{i}]") for i, v in enumerate(_list(value, where)))
-
-
 def _get(declared: Field[T], parent: Obj, where: str) -> T | None:
     """The field ``declared`` of ``parent`` (at ``where``), read as its one definition says
     (``controller.api.fields``: type, bounds, allowed values, what leaving it out means)."""
     try:
         return declared.read(parent.get(declared.name), f"{where}.{declared.name}")
+    except fields.FieldInvalid as err:
+        raise InvalidJobSet(str(err)) from None
+
+
+def _items(declared: ListField, parent: Obj, where: str) -> list[Any]:
+    """The list ``declared`` of ``parent`` (at ``where``), [] when left out, within its bounds
+    (``controller.api.fields``)."""
+    try:
+        return declared.read(parent.get(declared.name), f"{where}.{declared.name}")
+    except fields.FieldInvalid as err:
+        raise InvalidJobSet(str(err)) from None
+
+
+def _strings(declared: ListField, parent: Obj, where: str) -> tuple[str, ...]:
+    """``_items`` of a list of strings, each checked too."""
+    try:
+        return declared.read_strings(parent.get(declared.name), f"{where}.{declared.name}")
     except fields.FieldInvalid as err:
         raise InvalidJobSet(str(err)) from None
 
@@ -277,11 +282,11 @@ def _template_with_defaults(template: Obj, where: str) -> Obj:
     if not isinstance(pod_spec, dict):
         raise InvalidJobSet(f"{where}.spec.template.spec must be an object")
     pod_spec.setdefault("restartPolicy", api.DEFAULT_POD_RESTART_POLICY)
-    containers = pod_spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        raise InvalidJobSet(
-            f"{where}.spec.template.spec.containers must list at least one container"
-        )
+    pod_where = f"{where}.spec.template.spec"
+    if not isinstance(pod_spec.get("containers"), list) or not pod_spec["containers"]:
+        raise InvalidJobSet(f"{pod_where}.containers must list at least one container")
+    _items(fields.CONTAINERS, pod_spec, pod_where)
+    _items(fields.INIT_CONTAINERS, pod_spec, pod_where)
     return result
 
 
@@ -292,7 +297,7 @@ def _replicated_job(raw: Any, index: int) -> ReplicatedJob:
     if not name:
         raise InvalidJobSet(f"{where}.name is required")
     depends = []
-    for j, dep in enumerate(_list(obj.get("dependsOn"), f"{where}.dependsOn")):
+    for j, dep in enumerate(_items(fields.DEPENDS_ON, obj, where)):
         dep_where = f"{where}.dependsOn[{j}]"
         dep_obj = _dict(dep, dep_where)
         status = _got(fields.DEPENDENCY_STATUS, dep_obj, dep_where)
@@ -315,13 +320,11 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
     obj = _dict(raw, "spec.failurePolicy")
     rules = []
     program = 0  # RE2 instructions of all patterns so far
-    for i, rule_raw in enumerate(_list(obj.get("rules"), "spec.failurePolicy.rules")):
+    for i, rule_raw in enumerate(_items(fields.FAILURE_RULES, obj, "spec.failurePolicy")):
         where = f"spec.failurePolicy.rules[{i}]"
         rule = _dict(rule_raw, where)
         action = _got(fields.FAILURE_ACTION, rule, where)
-        patterns = _strings(
-            rule.get("onJobFailureMessagePatterns"), f"{where}.onJobFailureMessagePatterns"
-        )
+        patterns = _strings(fields.FAILURE_RULE_PATTERNS, rule, where)
         compiled = []
         for pattern in patterns:
             try:
@@ -343,13 +346,9 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
                 name=_get(fields.FAILURE_RULE_NAME, rule, where)
                 or f"{fields.DEFAULT_RULE_NAME_PREFIX}{i}",
                 action=action,
-                on_job_failure_reasons=_strings(
-                    rule.get("onJobFailureReasons"), f"{where}.onJobFailureReasons"
-                ),
+                on_job_failure_reasons=_strings(fields.FAILURE_RULE_REASONS, rule, where),
                 on_job_failure_message_patterns=patterns,
-                target_replicated_jobs=_strings(
-                    rule.get("targetReplicatedJobs"), f"{where}.targetReplicatedJobs"
-                ),
+                target_replicated_jobs=_strings(fields.FAILURE_RULE_TARGETS, rule, where),
                 compiled_patterns=tuple(compiled),
             )
         )
@@ -415,8 +414,7 @@ def parse(obj: Obj) -> JobSet:
     meta = _dict(obj.get("metadata"), "metadata")
     spec = _dict(obj.get("spec"), "spec")
     replicated = tuple(
-        _replicated_job(r, i)
-        for i, r in enumerate(_list(spec.get("replicatedJobs"), "spec.replicatedJobs"))
+        _replicated_job(r, i) for i, r in enumerate(_items(fields.REPLICATED_JOBS, spec, "spec"))
     )
     # No replicated jobs is valid, as upstream: such a JobSet creates no Jobs and, since no Job
     # ever succeeds, never completes (success is decided only once a Job has succeeded).
@@ -445,9 +443,7 @@ def parse(obj: Obj) -> JobSet:
     operator = _got(fields.SUCCESS_OPERATOR, success_raw, "spec.successPolicy")
     success = SuccessPolicy(
         operator="Any" if operator == "Any" else "All",
-        target_replicated_jobs=_strings(
-            success_raw.get("targetReplicatedJobs"), "spec.successPolicy.targetReplicatedJobs"
-        ),
+        target_replicated_jobs=_strings(fields.SUCCESS_TARGETS, success_raw, "spec.successPolicy"),
     )
     for target in success.target_replicated_jobs:
         if target not in names:

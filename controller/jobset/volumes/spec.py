@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from controller.api import fields
-from controller.api.fields import Field
+from controller.api import bounds, fields
+from controller.api.fields import Field, ListField, MapField
 from controller.jobset.model import InvalidJobSet, JobSet, ReplicatedJob
 from controller.jobset.volumes import annotations as annotationsmod
 from controller.jobset.volumes import podscope, singlenode
@@ -66,20 +66,23 @@ from controller.runtime.store import Obj
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_MAX_LABEL = 63
-_MAX_SUBDOMAIN = 253
 T = TypeVar("T", str, int, bool)
 
 
-def _str_map(value: Any, where: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidJobSet(f"{where} must be an object, got {type(value).__name__}")
-    for key, item in value.items():
-        if not isinstance(item, str):
-            raise InvalidJobSet(f"{where}.{key} must be a string, got {item!r}")
-    return dict(value)
+def _str_map(declared: MapField, raw: Obj, where: str) -> dict[str, str]:
+    """The map ``declared`` of ``raw`` (at ``where``), as its one definition reads it."""
+    try:
+        return declared.read(raw.get(declared.name), f"{where}.{declared.name}")
+    except fields.FieldInvalid as err:
+        raise InvalidJobSet(str(err)) from None
+
+
+def _items(declared: ListField, raw: Any, where: str) -> list[Any]:
+    """The list ``raw`` (``declared``, at ``where``), [] when left out, within its bounds."""
+    try:
+        return declared.read(raw, where)
+    except fields.FieldInvalid as err:
+        raise InvalidJobSet(str(err)) from None
 
 
 def _template(raw: Any, where: str) -> ClaimTemplate:
@@ -93,10 +96,10 @@ def _template(raw: Any, where: str) -> ClaimTemplate:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidJobSet(f"{where}.metadata.name is required (it names the pod volume)")
-    if len(name) > _MAX_LABEL or not _DNS_LABEL.match(name):
+    if len(name) > bounds.MAX_NAME or not _DNS_LABEL.match(name):
         raise InvalidJobSet(
             f"{where}.metadata.name {name!r} must be a DNS-1123 label (lowercase letters, "
-            f"digits and '-', at most {_MAX_LABEL} characters): it names the pod volume"
+            f"digits and '-', at most {bounds.MAX_NAME} characters): it names the pod volume"
         )
     if meta.get("namespace"):
         raise InvalidJobSet(
@@ -115,18 +118,14 @@ def _template(raw: Any, where: str) -> ClaimTemplate:
         )
     return ClaimTemplate(
         name=name,
-        labels=_str_map(meta.get("labels"), f"{where}.metadata.labels"),
-        annotations=_str_map(meta.get("annotations"), f"{where}.metadata.annotations"),
+        labels=_str_map(fields.CLAIM_LABELS, meta, f"{where}.metadata"),
+        annotations=_str_map(fields.CLAIM_ANNOTATIONS, meta, f"{where}.metadata"),
         spec=copy.deepcopy(spec),
     )
 
 
-def _templates(raw: Any, where: str) -> tuple[ClaimTemplate, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise InvalidJobSet(f"{where} must be a list, got {type(raw).__name__}")
-    return tuple(_template(t, f"{where}[{i}]") for i, t in enumerate(raw))
+def _templates(declared: ListField, raw: Any, where: str) -> tuple[ClaimTemplate, ...]:
+    return tuple(_template(t, f"{where}[{i}]") for i, t in enumerate(_items(declared, raw, where)))
 
 
 def _read(declared: Field[T], raw: Obj, where: str) -> T | None:
@@ -238,10 +237,8 @@ def _checked(policy: VolumePolicy) -> VolumePolicy:
 def _target_names(raw: Any, where: str) -> tuple[str, ...] | None:
     if raw is None:
         return None
-    if not isinstance(raw, list):
-        raise InvalidJobSet(f"{where} must be a list, got {type(raw).__name__}")
     names = []
-    for i, item in enumerate(raw):
+    for i, item in enumerate(_items(fields.POLICY_TARGETS, raw, where)):
         if not isinstance(item, str) or not item:
             raise InvalidJobSet(f"{where}[{i}] must be a replicated job name, got {item!r}")
         names.append(item)
@@ -255,7 +252,9 @@ def _upstream_policy(raw: Any, where: str) -> VolumePolicy:
     chosen: Scope = "Job" if scope == "Job" else "Pod" if scope == "Pod" else "JobSet"
     return _checked(
         VolumePolicy(
-            templates=_templates(raw.get("templates"), f"{where}.templates"),
+            templates=_templates(
+                fields.POLICY_TEMPLATES, raw.get("templates"), f"{where}.templates"
+            ),
             retention=_retention(raw.get("retentionPolicy"), f"{where}.retentionPolicy"),
             targets=_target_names(raw.get("targetReplicatedJobs"), f"{where}.targetReplicatedJobs"),
             scope=chosen,
@@ -273,20 +272,22 @@ def _request_policy(raw: Any, where: str) -> VolumePolicy:
     targets_raw = raw.get("replicatedJobs")
     targets: tuple[str, ...] | None = None
     if targets_raw is not None:
-        if not isinstance(targets_raw, list):
-            raise InvalidJobSet(
-                f"{where}.replicatedJobs must be a list, got {type(targets_raw).__name__}"
-            )
+        targets_where = f"{where}.replicatedJobs"
         names = []
-        for i, item in enumerate(targets_raw):
-            name = item.get("name") if isinstance(item, dict) else None
-            if not isinstance(name, str) or not name:
-                raise InvalidJobSet(f"{where}.replicatedJobs[{i}].name is required")
+        for i, item in enumerate(_items(fields.VOLUME_POLICY_TARGETS, targets_raw, targets_where)):
+            named = item if isinstance(item, dict) else {}
+            name = _read(fields.VOLUME_POLICY_TARGET_NAME, named, f"{targets_where}[{i}]")
+            if not name:
+                raise InvalidJobSet(f"{targets_where}[{i}].name is required")
             names.append(name)
         targets = tuple(names)
     return _checked(
         VolumePolicy(
-            templates=_templates(raw.get("volumeClaimTemplates"), f"{where}.volumeClaimTemplates"),
+            templates=_templates(
+                fields.VOLUME_POLICY_TEMPLATES,
+                raw.get("volumeClaimTemplates"),
+                f"{where}.volumeClaimTemplates",
+            ),
             retention=_retention(raw.get("retentionPolicy"), f"{where}.retentionPolicy"),
             targets=targets,
             scope="JobSet",
@@ -299,22 +300,26 @@ def _request_policy(raw: Any, where: str) -> VolumePolicy:
 
 
 def _valid_claim_name(name: str) -> bool:
-    return len(name) <= _MAX_SUBDOMAIN and bool(_DNS_SUBDOMAIN.match(name))
+    return len(name) <= bounds.MAX_CLAIM_NAME and bool(_DNS_SUBDOMAIN.match(name))
 
 
-def _not_a_list(value: Any) -> VolumePolicy:
-    raise InvalidJobSet(f"spec.volumeClaimPolicies must be a list, got {type(value).__name__}")
+def _refused(problem: str) -> VolumePolicy:
+    raise InvalidJobSet(problem)
 
 
 def _entries(spec: Obj) -> Iterator[Callable[[], VolumePolicy]]:
     """Each policy entry of the spec, in order, as a parser that raises ``InvalidJobSet`` when
-    the entry (only that one) is invalid."""
+    the entry (only that one) is invalid; a list of entries that is not one, or is too long, is
+    refused first (the entries of a list that is only too long are still read)."""
     upstream = spec.get("volumeClaimPolicies")
-    if upstream is not None and not isinstance(upstream, list):
-        yield functools.partial(_not_a_list, upstream)
-    elif upstream is not None:
+    where = "spec.volumeClaimPolicies"
+    try:
+        fields.VOLUME_CLAIM_POLICIES.read(upstream, where)
+    except fields.FieldInvalid as err:
+        yield functools.partial(_refused, str(err))
+    if isinstance(upstream, list):
         for i, raw in enumerate(upstream):
-            yield functools.partial(_upstream_policy, raw, f"spec.volumeClaimPolicies[{i}]")
+            yield functools.partial(_upstream_policy, raw, f"{where}[{i}]")
     request = spec.get("volumePolicy")
     if request is not None:
         yield functools.partial(_request_policy, request, "spec.volumePolicy")
@@ -437,11 +442,11 @@ def _validate_pod_rjob(jobset: JobSet, policy: VolumePolicy, rjob: ReplicatedJob
         name = podscope.pod_claim_name(
             template.name, jobset.name, rjob.name, rjob.replicas - 1, pods - 1
         )
-        if len(name) > _MAX_SUBDOMAIN:
+        if len(name) > bounds.MAX_CLAIM_NAME:
             raise InvalidJobSet(
                 f"{policy.where}: the Pod-scope claim of the last pod of the last Job, {name!r}, "
-                f"has {len(name)} characters, more than the {_MAX_SUBDOMAIN} of a claim name: "
-                "shorten the JobSet, template or replicated job name"
+                f"has {len(name)} characters, more than the {bounds.MAX_CLAIM_NAME} of a claim "
+                "name: shorten the JobSet, template or replicated job name"
             )
 
 
@@ -461,7 +466,8 @@ def _validate_claim_names(jobset: JobSet, found: tuple[VolumePolicy, ...]) -> No
         if not _valid_claim_name(name):
             raise InvalidJobSet(
                 f"{policy.where}: claim name {name!r} must be a DNS-1123 subdomain of at most "
-                f"{_MAX_SUBDOMAIN} characters: shorten the JobSet, template or replicated job name"
+                f"{bounds.MAX_CLAIM_NAME} characters: shorten the JobSet, template or replicated "
+                "job name"
             )
         if name in seen:
             raise InvalidJobSet(
