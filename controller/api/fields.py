@@ -1,8 +1,9 @@
-"""The JobSet's own fields and lists, one typed record each: the single definition of a field's
-type, bounds, allowed values, default and description, and of a list's or a map's bounds.
+"""The JobSet's own fields, lists and objects, one typed record each: the single definition of a
+field's type, bounds, allowed values, default and description, of a list's or a map's bounds, and
+of an object's description, required keys and default.
 
-From a :class:`Field` (a scalar), a :class:`ListField` (a list) or a :class:`MapField` (a map of
-strings) come both
+From a :class:`Field` (a scalar), a :class:`ListField` (a list), a :class:`MapField` (a map of
+strings) or an :class:`ObjectField` (a policy, a replicated job) come both
 
 - its node in the CRD's structural schema (``schema()``, placed by ``schema.Builder``; for a list
   or map of an embedded Kubernetes type, ``bound()`` writes its bounds into the inlined node),
@@ -17,13 +18,15 @@ parser together (tests/unit/test_fields.py). The parser reads a stored object, w
 server has already checked against the schema; it checks again because the object may have been
 stored under an older CRD, or under upstream JobSet's. The numbers are ``bounds``'.
 
-The objects around these fields, and the rules across fields, are ``schema``'s.
+``schema`` places the records into the CRD (an object's properties are its fields' records, by
+their names) and holds the rules across fields.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
 from controller.api import bounds
 from controller.jobset import api
@@ -31,6 +34,7 @@ from controller.jobset import api
 # A node of a structural (OpenAPI v3) schema, as the CRD has it.
 Schema = dict[str, Any]
 T = TypeVar("T", str, int, bool)
+R_co = TypeVar("R_co", covariant=True)
 ListType = Literal["atomic", "set", "map"]
 
 # The rule name a failure policy rule gets when it has none: this prefix and its index.
@@ -49,6 +53,16 @@ ACCESS_MODES: Final = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWr
 
 class FieldInvalid(ValueError):
     """A field's value is not one the schema admits; the message names the field."""
+
+
+class Record(Protocol[R_co]):
+    """A record of this module (a field, list, map or object): its key in the object that holds
+    it, and the parser's reading of its value there."""
+
+    @property
+    def name(self) -> str: ...
+
+    def read(self, value: Any, where: str) -> R_co: ...
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -247,8 +261,68 @@ class MapField:
         }
 
 
+def _names(path: str, description: str, list_type: ListType = "atomic") -> ListField:
+    """A list of replicated job names."""
+    return ListField(
+        path,
+        description,
+        max_items=bounds.MAX_REPLICATED_JOBS,
+        item_max_length=bounds.MAX_NAME,
+        list_type=list_type,
+    )
+
+
+def _implied(declared: Field[Any]) -> dict[str, Any]:
+    """The default of an object that stands for a field the schema gives no default of its own
+    (the object's default writes it)."""
+    return {declared.name: declared.when_absent}
+
+
+@dataclass(frozen=True)
+class ObjectField:
+    """One object of the JobSet's own (a policy, a replicated job): its description, the keys it
+    requires and the default the API server writes when it is left out. Its properties are the
+    records of its fields and lists, placed by ``schema``."""
+
+    path: str  # as docs/api.md and messages name it; [] for the items of a list
+    description: str
+    required: tuple[str, ...] = ()
+    default: Mapping[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """The object's key in the object that holds it."""
+        return self.path.rsplit(".", 1)[-1].removesuffix("[]")
+
+    def schema(self, properties: Schema) -> Schema:
+        """The object's node in the CRD's structural schema, with ``properties`` the nodes of its
+        fields."""
+        node: Schema = {"type": "object", "description": self.description, "properties": properties}
+        if self.required:
+            node["required"] = list(self.required)
+        if self.default is not None:
+            node["default"] = dict(self.default)
+        return node
+
+    def read(self, value: Any, where: str) -> dict[str, Any] | None:
+        """``value`` (the object at ``where`` of a stored object); left out, its default (a copy)
+        or None; raises :class:`FieldInvalid` for a value that is not an object. Its required
+        keys are its fields' to read (each record says what leaving it out means)."""
+        if value is None:
+            return None if self.default is None else dict(self.default)
+        return self.read_given(value, where)
+
+    def read_given(self, value: Any, where: str) -> dict[str, Any]:
+        """``value``, an object that is there (an item of a list: null is none); raises
+        :class:`FieldInvalid` for a value that is not an object."""
+        if not isinstance(value, dict):
+            raise FieldInvalid(f"{where} must be an object, got {type(value).__name__}")
+        return value
+
+
 # ------------------------------------------------------------------------ replicated jobs
 
+SPEC: Final = ObjectField("spec", "The desired state of the JobSet.")
 REPLICATED_JOB_NAME: Final = Field(
     "spec.replicatedJobs[].name",
     str,
@@ -288,6 +362,16 @@ DEPENDENCY_STATUS: Final = Field(
     enum=("Ready", "Complete"),
 )
 
+REPLICATED_JOB: Final = ObjectField(
+    "spec.replicatedJobs[]",
+    "A group of identical child Jobs made from one template.",
+    required=(REPLICATED_JOB_NAME.name, "template"),
+)
+DEPENDENCY: Final = ObjectField(
+    "spec.replicatedJobs[].dependsOn[]",
+    "A dependency on an earlier replicated job.",
+    required=(DEPENDENCY_NAME.name, DEPENDENCY_STATUS.name),
+)
 REPLICATED_JOBS: Final = ListField(
     "spec.replicatedJobs",
     "The groups of child Jobs that form the set. May be left out or empty, as upstream: such a "
@@ -341,6 +425,13 @@ PUBLISH_NOT_READY_ADDRESSES: Final = Field(
     default=api.DEFAULT_PUBLISH_NOT_READY_ADDRESSES,
 )
 
+NETWORK: Final = ObjectField(
+    "spec.network",
+    "Networking of the child pods: a headless Service named after the subdomain, and stable pod "
+    "hostnames. The defaults apply also when the field is left out.",
+    default={},
+)
+
 # ---------------------------------------------------------------------- success and failure
 
 SUCCESS_OPERATOR: Final = Field(
@@ -351,11 +442,15 @@ SUCCESS_OPERATOR: Final = Field(
     implied=api.DEFAULT_SUCCESS_OPERATOR,  # successPolicy's own default
     enum=("All", "Any"),
 )
-SUCCESS_TARGETS: Final = ListField(
+SUCCESS_TARGETS: Final = _names(
     "spec.successPolicy.targetReplicatedJobs",
     "The replicated jobs the operator looks at. Empty or left out: all.",
-    max_items=bounds.MAX_REPLICATED_JOBS,
-    item_max_length=bounds.MAX_NAME,
+)
+SUCCESS_POLICY: Final = ObjectField(
+    "spec.successPolicy",
+    "When the JobSet has succeeded. Left out, it is {operator: All}: every child Job must succeed.",
+    required=(SUCCESS_OPERATOR.name,),
+    default=_implied(SUCCESS_OPERATOR),
 )
 MAX_RESTARTS: Final = Field(
     "spec.failurePolicy.maxRestarts",
@@ -419,11 +514,20 @@ FAILURE_RULE_PATTERNS: Final = ListField(
     # compiled size, messagepatterns.MAX_POLICY_PROGRAM).
     item_max_length=bounds.MAX_PATTERN,
 )
-FAILURE_RULE_TARGETS: Final = ListField(
+FAILURE_RULE_TARGETS: Final = _names(
     "spec.failurePolicy.rules[].targetReplicatedJobs",
     "Match only Jobs of these replicated jobs. Empty or left out: all.",
-    max_items=bounds.MAX_REPLICATED_JOBS,
-    item_max_length=bounds.MAX_NAME,
+)
+
+FAILURE_RULE: Final = ObjectField(
+    "spec.failurePolicy.rules[]",
+    "Matches a failed child Job to an action. Rules are tried in order; the first match wins.",
+    required=(FAILURE_ACTION.name,),
+)
+FAILURE_POLICY: Final = ObjectField(
+    "spec.failurePolicy",
+    "When the JobSet restarts or fails after a child Job failed. Left out: the first failed Job "
+    "fails the JobSet.",
 )
 
 # ------------------------------------------------------------------ startup, the rest of spec
@@ -435,6 +539,13 @@ STARTUP_ORDER: Final = Field(
     "before it is ready.",
     implied=api.DEFAULT_STARTUP_ORDER,  # startupPolicy's own default
     enum=("AnyOrder", "InOrder"),
+)
+STARTUP_POLICY: Final = ObjectField(
+    "spec.startupPolicy",
+    "Deprecated, use dependsOn. The order in which replicated jobs start. Left out, it is "
+    "{startupPolicyOrder: AnyOrder}.",
+    required=(STARTUP_ORDER.name,),
+    default=_implied(STARTUP_ORDER),
 )
 COORDINATOR_REPLICATED_JOB: Final = Field(
     "spec.coordinator.replicatedJob",
@@ -457,6 +568,12 @@ COORDINATOR_POD_INDEX: Final = Field(
     "set). Defaults to 0.",
     implied=0,
     minimum=0,
+)
+COORDINATOR: Final = ObjectField(
+    "spec.coordinator",
+    "A pod all other pods can reach: its stable address <hostname>.<subdomain> is put in the "
+    "jobset.sigs.k8s.io/coordinator label and annotation of every Job and pod.",
+    required=(COORDINATOR_REPLICATED_JOB.name,),
 )
 MANAGED_BY: Final = Field(
     "spec.managedBy",
@@ -527,12 +644,10 @@ POLICY_TEMPLATES: Final = ListField(
     "alone) and a storage request greater than zero.",
     max_items=bounds.MAX_TEMPLATES_PER_POLICY,
 )
-POLICY_TARGETS: Final = ListField(
+POLICY_TARGETS: Final = _names(
     "spec.volumeClaimPolicies[].targetReplicatedJobs",
     "The replicated jobs whose pods get the volumes. Left out: every replicated job with a "
     "volumeMount of a template's name.",
-    max_items=bounds.MAX_REPLICATED_JOBS,
-    item_max_length=bounds.MAX_NAME,
     list_type="set",
 )
 VOLUME_POLICY_TEMPLATES: Final = ListField(
@@ -670,6 +785,45 @@ RESTORE_WHEN_MISSING: Final = Field(
     implied="Wait",
     enum=("Wait", "CreateEmpty"),
 )
+RETENTION_POLICY: Final = ObjectField(
+    "retentionPolicy",
+    "What happens to the claims made from the templates. Left out, every field has its default.",
+    default={},
+)
+CREATION_POLICY: Final = ObjectField(
+    "creationPolicy",
+    "When the claims made from the templates are created. Left out, whenSuspended is "
+    "WaitForResume. May be changed at any time.",
+)
+SNAPSHOT_POLICY: Final = ObjectField(
+    "snapshotPolicy",
+    "How the snapshots of retention Snapshot are taken and how many are kept (the VolumeSnapshot "
+    "CRDs and a snapshot controller must be installed). Left out, every field has its default. "
+    "May be changed at any time.",
+)
+RESTORE_POLICY: Final = ObjectField(
+    "restorePolicy",
+    "Where the data of the claims the controller creates comes from: a VolumeSnapshot (the "
+    "claim's dataSourceRef). Left out: new claims start empty. May be changed at any time: it "
+    "applies to the claims created from then on.",
+    required=(RESTORE_SOURCE.name,),
+)
+VOLUME_CLAIM_POLICY: Final = ObjectField(
+    "spec.volumeClaimPolicies[]",
+    "Volume claim templates, the replicated jobs whose pods get the volumes, and what happens to "
+    "the claims.",
+)
+VOLUME_POLICY: Final = ObjectField(
+    "spec.volumePolicy",
+    "The original request's spelling of one JobSet-scope volume claim policy: the same as a "
+    "volumeClaimPolicies entry with templates = volumeClaimTemplates and targetReplicatedJobs = "
+    "the names in replicatedJobs.",
+)
+VOLUME_POLICY_TARGET: Final = ObjectField(
+    "spec.volumePolicy.replicatedJobs[]",
+    "A replicated job, by name.",
+    required=(VOLUME_POLICY_TARGET_NAME.name,),
+)
 # The rules of retentionPolicy.whenSuspended: Snapshot (schema.py's suspend-snapshot-restores
 # and suspend-snapshot-not-created), in the words the admission policy and the parser both use.
 SUSPEND_SNAPSHOT_RESTORE_RULE: Final = (
@@ -743,3 +897,21 @@ LISTS: Final[tuple[ListField, ...]] = (
     VOLUME_POLICY_TARGETS,
 )
 MAPS: Final[tuple[MapField, ...]] = (CLAIM_LABELS, CLAIM_ANNOTATIONS, CLAIM_REQUESTS, CLAIM_LIMITS)
+OBJECTS: Final[tuple[ObjectField, ...]] = (
+    SPEC,
+    REPLICATED_JOB,
+    DEPENDENCY,
+    NETWORK,
+    SUCCESS_POLICY,
+    FAILURE_POLICY,
+    FAILURE_RULE,
+    STARTUP_POLICY,
+    COORDINATOR,
+    VOLUME_CLAIM_POLICY,
+    VOLUME_POLICY,
+    VOLUME_POLICY_TARGET,
+    RETENTION_POLICY,
+    CREATION_POLICY,
+    SNAPSHOT_POLICY,
+    RESTORE_POLICY,
+)

@@ -453,14 +453,15 @@ def gets_template(r: str, name: str) -> str:
 # ---------------------------------------------------------------- schema building blocks
 
 
-def _nodes(*declared: fields.Field[Any]) -> dict[str, Schema]:
-    """The schema nodes of scalar fields, by name (``fields``: their one definition)."""
+def _nodes(*declared: fields.Field[Any] | fields.ListField) -> dict[str, Schema]:
+    """The schema nodes of scalar fields and lists of strings, by name (``fields``: their one
+    definition)."""
     return {f.name: f.schema() for f in declared}
 
 
-def _implied(declared: fields.Field[Any]) -> Schema:
-    """The default of the object around a field the schema gives no default of its own."""
-    return {declared.name: declared.when_absent}
+def _list(declared: fields.ListField, items: Schema) -> dict[str, Schema]:
+    """The schema node of a list whose items are ``items``, by name."""
+    return {declared.name: declared.schema(items)}
 
 
 def string(description: str, **extra: Any) -> Schema:
@@ -469,10 +470,6 @@ def string(description: str, **extra: Any) -> Schema:
 
 def integer(description: str, fmt: str = "int32", **extra: Any) -> Schema:
     return {"type": "integer", "format": fmt, "description": description, **extra}
-
-
-def boolean(description: str, **extra: Any) -> Schema:
-    return {"type": "boolean", "description": description, **extra}
 
 
 def obj(description: str, properties: dict[str, Schema], **extra: Any) -> Schema:
@@ -516,17 +513,12 @@ class Builder:
     # ------------------------------------------------------------ spec fields
 
     def network(self) -> Schema:
-        node = obj(
-            "Networking of the child pods: a headless Service named after the subdomain, and "
-            "stable pod hostnames. The defaults apply also when the field is left out.",
-            {
-                **_nodes(
-                    fields.ENABLE_DNS_HOSTNAMES,
-                    fields.SUBDOMAIN,
-                    fields.PUBLISH_NOT_READY_ADDRESSES,
-                ),
-            },
-            default={},
+        node = fields.NETWORK.schema(
+            _nodes(
+                fields.ENABLE_DNS_HOSTNAMES,
+                fields.SUBDOMAIN,
+                fields.PUBLISH_NOT_READY_ADDRESSES,
+            )
         )
         return self.attach(
             node,
@@ -546,31 +538,20 @@ class Builder:
         )
 
     def success_policy(self) -> Schema:
-        node = obj(
-            "When the JobSet has succeeded. Left out, it is {operator: All}: every child Job "
-            "must succeed.",
-            {
-                **_nodes(fields.SUCCESS_OPERATOR),
-                "targetReplicatedJobs": fields.SUCCESS_TARGETS.schema(),
-            },
-            required=["operator"],
-            default=_implied(fields.SUCCESS_OPERATOR),
-        )
+        node = fields.SUCCESS_POLICY.schema(_nodes(fields.SUCCESS_OPERATOR, fields.SUCCESS_TARGETS))
         return self.attach(
             node, immutable("spec.successPolicy", "the success criterion of a running JobSet")
         )
 
     def failure_rule(self) -> Schema:
-        node = obj(
-            "Matches a failed child Job to an action. Rules are tried in order; the first "
-            "match wins.",
-            {
-                **_nodes(fields.FAILURE_RULE_NAME, fields.FAILURE_ACTION),
-                "onJobFailureReasons": fields.FAILURE_RULE_REASONS.schema(),
-                "onJobFailureMessagePatterns": fields.FAILURE_RULE_PATTERNS.schema(),
-                "targetReplicatedJobs": fields.FAILURE_RULE_TARGETS.schema(),
-            },
-            required=["action"],
+        node = fields.FAILURE_RULE.schema(
+            _nodes(
+                fields.FAILURE_RULE_NAME,
+                fields.FAILURE_ACTION,
+                fields.FAILURE_RULE_REASONS,
+                fields.FAILURE_RULE_PATTERNS,
+                fields.FAILURE_RULE_TARGETS,
+            )
         )
         reasons = _cel_list(JOB_FAILURE_REASONS)
         return self.attach(
@@ -619,13 +600,11 @@ class Builder:
         ]
 
     def failure_policy(self) -> Schema:
-        node = obj(
-            "When the JobSet restarts or fails after a child Job failed. Left out: the first "
-            "failed Job fails the JobSet.",
+        node = fields.FAILURE_POLICY.schema(
             {
                 **_nodes(fields.MAX_RESTARTS, fields.RESTART_STRATEGY),
-                "rules": fields.FAILURE_RULES.schema(self.failure_rule()),
-            },
+                **_list(fields.FAILURE_RULES, self.failure_rule()),
+            }
         )
         return self.attach(
             node,
@@ -633,31 +612,18 @@ class Builder:
         )
 
     def startup_policy(self) -> Schema:
-        node = obj(
-            "Deprecated, use dependsOn. The order in which replicated jobs start. Left out, it "
-            "is {startupPolicyOrder: AnyOrder}.",
-            {
-                **_nodes(fields.STARTUP_ORDER),
-            },
-            required=["startupPolicyOrder"],
-            default=_implied(fields.STARTUP_ORDER),
-        )
+        node = fields.STARTUP_POLICY.schema(_nodes(fields.STARTUP_ORDER))
         return self.attach(
             node, immutable("spec.startupPolicy", "the start order of a running JobSet")
         )
 
     def coordinator(self) -> Schema:
-        node = obj(
-            "A pod all other pods can reach: its stable address <hostname>.<subdomain> is put "
-            "in the jobset.sigs.k8s.io/coordinator label and annotation of every Job and pod.",
-            {
-                **_nodes(
-                    fields.COORDINATOR_REPLICATED_JOB,
-                    fields.COORDINATOR_JOB_INDEX,
-                    fields.COORDINATOR_POD_INDEX,
-                ),
-            },
-            required=["replicatedJob"],
+        node = fields.COORDINATOR.schema(
+            _nodes(
+                fields.COORDINATOR_REPLICATED_JOB,
+                fields.COORDINATOR_JOB_INDEX,
+                fields.COORDINATOR_POD_INDEX,
+            )
         )
         return self.attach(
             node, immutable("spec.coordinator", "the coordinator address already given to pods")
@@ -665,61 +631,49 @@ class Builder:
 
     @staticmethod
     def retention_policy() -> Schema:
-        return obj(
-            "What happens to the claims made from the templates. Left out, every field has its "
-            "default.",
-            {
-                **_nodes(
-                    fields.WHEN_DELETED,
-                    fields.WHEN_COMPLETED,
-                    fields.WHEN_FAILED,
-                    fields.WHEN_SCALED,
-                    fields.RETAIN_WHEN_SUSPENDED,
-                ),
-            },
-            default={},
+        return fields.RETENTION_POLICY.schema(
+            _nodes(
+                fields.WHEN_DELETED,
+                fields.WHEN_COMPLETED,
+                fields.WHEN_FAILED,
+                fields.WHEN_SCALED,
+                fields.RETAIN_WHEN_SUSPENDED,
+            )
         )
 
     @staticmethod
     def creation_policy() -> Schema:
-        return obj(
-            "When the claims made from the templates are created. Left out, whenSuspended is "
-            "WaitForResume. May be changed at any time.",
-            {
-                **_nodes(fields.CREATE_WHEN_SUSPENDED),
-            },
-        )
+        return fields.CREATION_POLICY.schema(_nodes(fields.CREATE_WHEN_SUSPENDED))
 
     @staticmethod
     def snapshot_policy() -> Schema:
-        return obj(
-            "How the snapshots of retention Snapshot are taken and how many are kept (the "
-            "VolumeSnapshot CRDs and a snapshot controller must be installed). Left out, every "
-            "field has its default. May be changed at any time.",
-            {
-                **_nodes(
-                    fields.SNAPSHOT_CLASS_NAME,
-                    fields.GROUP_SNAPSHOT_CLASS_NAME,
-                    fields.SNAPSHOT_HISTORY_LIMIT,
-                ),
-            },
+        return fields.SNAPSHOT_POLICY.schema(
+            _nodes(
+                fields.SNAPSHOT_CLASS_NAME,
+                fields.GROUP_SNAPSHOT_CLASS_NAME,
+                fields.SNAPSHOT_HISTORY_LIMIT,
+            )
         )
 
     @staticmethod
     def restore_policy() -> Schema:
-        return obj(
-            "Where the data of the claims the controller creates comes from: a VolumeSnapshot "
-            "(the claim's dataSourceRef). Left out: new claims start empty. May be changed at "
-            "any time: it applies to the claims created from then on.",
-            {
-                **_nodes(
-                    fields.RESTORE_SOURCE,
-                    fields.RESTORE_SNAPSHOT_NAME,
-                    fields.RESTORE_WHEN_MISSING,
-                ),
-            },
-            required=["source"],
+        return fields.RESTORE_POLICY.schema(
+            _nodes(
+                fields.RESTORE_SOURCE,
+                fields.RESTORE_SNAPSHOT_NAME,
+                fields.RESTORE_WHEN_MISSING,
+            )
         )
+
+    def claim_policies(self) -> dict[str, Schema]:
+        """The retention, creation, snapshot and restore policies of a volume claim policy (both
+        spellings), by name."""
+        return {
+            fields.RETENTION_POLICY.name: self.retention_policy(),
+            fields.CREATION_POLICY.name: self.creation_policy(),
+            fields.SNAPSHOT_POLICY.name: self.snapshot_policy(),
+            fields.RESTORE_POLICY.name: self.restore_policy(),
+        }
 
     def claim_template(self) -> Schema:
         template = copy.deepcopy(self.claim_raw)
@@ -915,44 +869,25 @@ class Builder:
         ]
 
     def volume_claim_policy(self) -> Schema:
-        node = obj(
-            "Volume claim templates, the replicated jobs whose pods get the volumes, and what "
-            "happens to the claims.",
+        node = fields.VOLUME_CLAIM_POLICY.schema(
             {
-                "templates": fields.POLICY_TEMPLATES.schema(self.claim_template()),
-                "retentionPolicy": self.retention_policy(),
-                "creationPolicy": self.creation_policy(),
-                "snapshotPolicy": self.snapshot_policy(),
-                "restorePolicy": self.restore_policy(),
-                "targetReplicatedJobs": fields.POLICY_TARGETS.schema(),
-                **_nodes(fields.VOLUME_SCOPE),
-            },
+                **_list(fields.POLICY_TEMPLATES, self.claim_template()),
+                **self.claim_policies(),
+                **_nodes(fields.POLICY_TARGETS, fields.VOLUME_SCOPE),
+            }
         )
         return self.attach(
             node, *self.template_rules("spec.volumeClaimPolicies[]", "", "templates")
         )
 
     def volume_policy(self) -> Schema:
-        node = obj(
-            "The original request's spelling of one JobSet-scope volume claim policy: the same "
-            "as a volumeClaimPolicies entry with templates = volumeClaimTemplates and "
-            "targetReplicatedJobs = the names in replicatedJobs.",
+        target = fields.VOLUME_POLICY_TARGET.schema(_nodes(fields.VOLUME_POLICY_TARGET_NAME))
+        node = fields.VOLUME_POLICY.schema(
             {
-                "replicatedJobs": fields.VOLUME_POLICY_TARGETS.schema(
-                    obj(
-                        "A replicated job, by name.",
-                        _nodes(fields.VOLUME_POLICY_TARGET_NAME),
-                        required=["name"],
-                    )
-                ),
-                "volumeClaimTemplates": fields.VOLUME_POLICY_TEMPLATES.schema(
-                    self.claim_template()
-                ),
-                "retentionPolicy": self.retention_policy(),
-                "creationPolicy": self.creation_policy(),
-                "snapshotPolicy": self.snapshot_policy(),
-                "restorePolicy": self.restore_policy(),
-            },
+                **_list(fields.VOLUME_POLICY_TARGETS, target),
+                **_list(fields.VOLUME_POLICY_TEMPLATES, self.claim_template()),
+                **self.claim_policies(),
+            }
         )
         return self.attach(
             node,
@@ -985,23 +920,16 @@ class Builder:
         return template
 
     def replicated_job(self) -> Schema:
-        node = obj(
-            "A group of identical child Jobs made from one template.",
+        dependency = fields.DEPENDENCY.schema(
+            _nodes(fields.DEPENDENCY_NAME, fields.DEPENDENCY_STATUS)
+        )
+        node = fields.REPLICATED_JOB.schema(
             {
                 **_nodes(fields.REPLICATED_JOB_NAME, fields.GROUP_NAME),
                 "template": self.job_template(),
                 **_nodes(fields.REPLICAS),
-                "dependsOn": fields.DEPENDS_ON.schema(
-                    obj(
-                        "A dependency on an earlier replicated job.",
-                        {
-                            **_nodes(fields.DEPENDENCY_NAME, fields.DEPENDENCY_STATUS),
-                        },
-                        required=["name", "status"],
-                    )
-                ),
-            },
-            required=["name", "template"],
+                **_list(fields.DEPENDS_ON, dependency),
+            }
         )
         return self.attach(
             node,
@@ -2000,23 +1928,22 @@ class Builder:
 
     def spec(self) -> Schema:
         vcp_update, vp_update = self.policy_update_rules()
-        spec = obj(
-            "The desired state of the JobSet.",
+        spec = fields.SPEC.schema(
             {
-                "replicatedJobs": fields.REPLICATED_JOBS.schema(self.replicated_job()),
-                "network": self.network(),
-                "successPolicy": self.success_policy(),
-                "failurePolicy": self.failure_policy(),
-                "startupPolicy": self.startup_policy(),
+                **_list(fields.REPLICATED_JOBS, self.replicated_job()),
+                fields.NETWORK.name: self.network(),
+                fields.SUCCESS_POLICY.name: self.success_policy(),
+                fields.FAILURE_POLICY.name: self.failure_policy(),
+                fields.STARTUP_POLICY.name: self.startup_policy(),
                 **_nodes(fields.SUSPEND),
-                "coordinator": self.coordinator(),
-                "managedBy": self.managed_by(),
+                fields.COORDINATOR.name: self.coordinator(),
+                fields.MANAGED_BY.name: self.managed_by(),
                 **_nodes(fields.TTL_SECONDS_AFTER_FINISHED),
-                "volumeClaimPolicies": self.attach(
+                fields.VOLUME_CLAIM_POLICIES.name: self.attach(
                     fields.VOLUME_CLAIM_POLICIES.schema(self.volume_claim_policy()), *vcp_update
                 ),
-                "volumePolicy": self.attach(self.volume_policy(), *vp_update),
-            },
+                fields.VOLUME_POLICY.name: self.attach(self.volume_policy(), *vp_update),
+            }
         )
         return self.attach(spec, *self.spec_rules())
 
@@ -2039,7 +1966,7 @@ class Builder:
                         "generateName": {"type": "string"},
                     },
                 },
-                "spec": self.spec(),
+                fields.SPEC.name: self.spec(),
                 "status": self.status(),
             },
             required=["spec"],

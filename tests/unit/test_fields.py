@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from controller.api import bounds, fielddocs, fields, predicates, schema, specpolicy
-from controller.api.fields import Field, FieldInvalid, ListField, MapField, Schema
+from controller.api.fields import Field, FieldInvalid, ListField, MapField, ObjectField, Schema
 from controller.api.validation import Contract, embedded_types
 from controller.jobset.model import InvalidJobSet, JobSet, parse
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
@@ -27,7 +27,7 @@ DOCS = REPO / "docs" / "api.md"
 # Where the retention, creation, snapshot and restore policies sit (both spellings of a volume
 # policy).
 POLICY_SITES = ("spec.volumeClaimPolicies[]", "spec.volumePolicy")
-POLICY_OBJECTS = ("retentionPolicy.", "creationPolicy.", "snapshotPolicy.", "restorePolicy.")
+POLICY_OBJECTS = ("retentionPolicy", "creationPolicy", "snapshotPolicy", "restorePolicy")
 # Where a volume claim template sits (its lists' and maps' records name paths inside one).
 TEMPLATE_SITES = (
     "spec.volumeClaimPolicies[].templates[]",
@@ -57,8 +57,8 @@ def _built() -> Schema:
     return schema.custom_resource_definition(*embedded_types(_installed()))
 
 
-def _paths(declared: Field[Any]) -> list[str]:
-    if declared.path.startswith(POLICY_OBJECTS):
+def _paths(declared: Field[Any] | ObjectField) -> list[str]:
+    if declared.path.split(".", 1)[0] in POLICY_OBJECTS:
         return [f"{site}.{declared.path}" for site in POLICY_SITES]
     return [declared.path]
 
@@ -75,26 +75,31 @@ def test_every_field_is_its_node_in_the_installed_crd() -> None:
             assert _without_rules(node) == declared.schema(), path
 
 
-def _scalars(node: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    if path in EMBEDDED:
-        return
-    if node.get("type") in ("string", "integer", "boolean"):
+def _spec_nodes(embedded: bool = False) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every node of the installed CRD's spec with its path; inside the embedded Kubernetes types
+    too only if ``embedded``."""
+
+    def walk(node: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        if path in EMBEDDED and not embedded:
+            return
         yield path, node
-    for name, child in (node.get("properties") or {}).items():
-        yield from _scalars(child, f"{path}.{name}" if path else name)
-    if isinstance(node.get("items"), dict):
-        yield from _scalars(node["items"], f"{path}[]")
+        for name, child in (node.get("properties") or {}).items():
+            yield from walk(child, f"{path}.{name}")
+        if isinstance(node.get("items"), dict):
+            yield from walk(node["items"], f"{path}[]")
+
+    return walk(fielddocs.node_at(_root(_installed()), "spec"), "spec")
 
 
 def test_every_bounded_or_defaulted_field_of_the_spec_is_declared_once() -> None:
     """A scalar of the JobSet's own spec with a bound, allowed values or a default is a
     ``Field``: the parser cannot read it with constants of its own."""
     declared = {path for f in fields.ALL for path in _paths(f)}
-    spec = fielddocs.node_at(_root(_installed()), "spec")
     constrained = [
         path
-        for path, node in _scalars(spec, "spec")
-        if {"enum", "minimum", "maximum", "default"} & node.keys()
+        for path, node in _spec_nodes()
+        if node.get("type") in ("string", "integer", "boolean")
+        and {"enum", "minimum", "maximum", "default"} & node.keys()
     ]
     assert len(constrained) >= 20
     assert [p for p in constrained if p not in declared] == []
@@ -350,15 +355,6 @@ def _bounded_paths(declared: ListField | MapField) -> list[str]:
     return [declared.path]
 
 
-def _bounded(node: Mapping[str, Any], path: str) -> Iterator[str]:
-    if {"maxItems", "minItems", "maxProperties"} & node.keys():
-        yield path
-    for name, child in (node.get("properties") or {}).items():
-        yield from _bounded(child, f"{path}.{name}")
-    if isinstance(node.get("items"), dict):
-        yield from _bounded(node["items"], f"{path}[]")
-
-
 def test_every_list_and_map_is_its_node_in_the_installed_crd() -> None:
     root = _root(_installed())
     for declared in fields.LISTS:
@@ -386,7 +382,8 @@ def test_every_bounded_list_or_map_of_the_spec_is_declared_once() -> None:
     records: list[ListField | MapField] = [*fields.LISTS, *fields.MAPS]
     declared = [path for d in records for path in _bounded_paths(d)]
     assert len(declared) == len(set(declared))
-    found = list(_bounded(fielddocs.node_at(_root(_installed()), "spec"), "spec"))
+    bounded = {"maxItems", "minItems", "maxProperties"}
+    found = [path for path, node in _spec_nodes(embedded=True) if bounded & node.keys()]
     assert len(found) >= 20
     assert [path for path in found if path not in declared] == []
 
@@ -604,6 +601,91 @@ def test_a_too_long_list_of_policies_still_lets_each_policy_be_read_for_deletion
     found, problems = readable_policies(spec)
     assert len(found) == 52
     assert problems == ["spec.volumeClaimPolicies must have at most 50 items, got 52"]
+
+
+# ---------------------------------------------------------------------------------- objects
+
+
+def test_every_object_is_its_node_in_the_installed_crd() -> None:
+    """Its description, required keys and default; its properties are its fields' records."""
+    root = _root(_installed())
+    for declared in fields.OBJECTS:
+        for path in _paths(declared):
+            node = fielddocs.node_at(root, path)
+            kept = {
+                k: v for k, v in node.items() if k not in ("properties", "x-kubernetes-validations")
+            }
+            assert kept == {k: v for k, v in declared.schema({}).items() if k != "properties"}, path
+            for key in declared.required:
+                assert key in node["properties"], f"{path}: required {key} is no field"
+
+
+def test_every_object_of_the_spec_is_declared_once() -> None:
+    declared = [path for d in fields.OBJECTS for path in _paths(d)]
+    assert len(declared) == len(set(declared))
+    found = [
+        path
+        for path, node in _spec_nodes()
+        if node.get("type") == "object" and "properties" in node
+    ]
+    assert len(found) >= 15
+    assert sorted(found) == sorted(declared)
+
+
+def _policy(spec: Schema) -> Schema:
+    found: Schema = spec["volumeClaimPolicies"][0]
+    found["restorePolicy"] = {"source": "NewestSnapshot"}
+    return found
+
+
+# Each object that requires a key, where it is in ``base``'s spec (made there if need be).
+REQUIRING: list[tuple[ObjectField, str, Any]] = [
+    (fields.REPLICATED_JOB, "spec.replicatedJobs[1]", lambda s: s["replicatedJobs"][1]),
+    (
+        fields.DEPENDENCY,
+        "spec.replicatedJobs[1].dependsOn[0]",
+        lambda s: s["replicatedJobs"][1]["dependsOn"][0],
+    ),
+    (fields.SUCCESS_POLICY, "spec.successPolicy", lambda s: s["successPolicy"]),
+    (fields.FAILURE_RULE, "spec.failurePolicy.rules[0]", lambda s: s["failurePolicy"]["rules"][0]),
+    (fields.STARTUP_POLICY, "spec.startupPolicy", lambda s: s.setdefault("startupPolicy", {})),
+    (fields.COORDINATOR, "spec.coordinator", lambda s: s["coordinator"]),
+    (
+        fields.RESTORE_POLICY,
+        "spec.volumeClaimPolicies[0].restorePolicy",
+        lambda s: _policy(s)["restorePolicy"],
+    ),
+    (
+        fields.VOLUME_POLICY_TARGET,
+        "spec.volumePolicy.replicatedJobs[0]",
+        lambda s: _request_spelling(s)["replicatedJobs"][0],
+    ),
+]
+
+
+def test_every_object_that_requires_keys_is_listed() -> None:
+    assert {d.path for d, _, _ in REQUIRING} == {d.path for d in fields.OBJECTS if d.required}
+
+
+@pytest.mark.parametrize(
+    ("declared", "where", "site"), REQUIRING, ids=[d.path for d, _, _ in REQUIRING]
+)
+def test_the_parsers_read_an_objects_required_keys_as_the_schema_does(
+    declared: ObjectField, where: str, site: Any
+) -> None:
+    """A required key left out (an object stored under an older CRD) is refused, naming it,
+    unless the object's default says what it means: then the parser reads that."""
+    for key in declared.required:
+        body = base()
+        obj = site(body["spec"])
+        obj.pop(key, None)
+        field = next((f for f in fields.ALL if f.path == f"{declared.path}.{key}"), None)
+        if field is not None and field.when_absent is not None:
+            assert declared.default == {key: field.when_absent}
+            assert _refusal(body) is None
+            continue
+        refusal = _refusal(body)
+        assert refusal is not None and refusal.startswith(f"{where}.{key}"), refusal
 
 
 # ------------------------------------------------------------------------- the rules' numbers
