@@ -50,9 +50,9 @@ import yaml
 
 from controller import features
 from controller.api import fielddocs, schema, specpolicy
+from controller.api.fields import Schema
 from controller.features import FeatureGates
 
-Schema = dict[str, Any]
 OpenAPIDocs = Mapping[str, Mapping[str, Any]]
 
 BATCH_V1_PATH = "/openapi/v3/apis/batch/v1"

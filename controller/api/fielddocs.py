@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from controller.api import schema
+from controller.api.fields import Schema
 
-Schema = Mapping[str, Any]
 BEGIN = re.compile(r"<!-- fields: (?P<path>[\w.\[\]]+) -->\n")
 END = "<!-- end fields -->"
 # Fields this controller adds to upstream's API (docs/api.md "Extensions over upstream").

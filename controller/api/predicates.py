@@ -20,28 +20,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.api.fields import DEFAULT_RULE_NAME_PREFIX, RULE_NAME_REGEX
+from controller.api import bounds
+from controller.api.fields import (
+    ACCESS_MODES,
+    DEFAULT_RULE_NAME_PREFIX,
+    JOB_FAILURE_REASONS,
+    RULE_NAME_REGEX,
+)
 from controller.jobset import api as jobset_api
 from controller.jobset import placement
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
 from controller.jobset.quantity import quantity
 
-# Shared with schema.py, which writes them into the CEL.
-ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
-FAILURE_REASONS = (
-    "BackoffLimitExceeded",
-    "DeadlineExceeded",
-    "FailedIndexes",
-    "MaxFailedIndexesExceeded",
-    "PodFailurePolicy",
-)
-RESTART_JOB_ACTIONS = ("RestartJob", "RestartJobAndIgnoreMaxRestarts")
-MAX_ANNOTATIONS_SIZE = 256 * 1024  # Kubernetes' limit for all annotations, keys and values
-MAX_LABEL_VALUE = 63
-MAX_TOPOLOGY_KEY = 317
-MAX_CLAIM_NAME = 253
-MAX_JOB_NAME = 63
-MAX_INT32 = 2147483647
 MANAGED_BY_PATH = r"^[-A-Za-z0-9._~!$&'()*+,;=:%/]+$"
 
 Node = Mapping[str, Any]
@@ -78,8 +68,8 @@ _DNS_1123_SUBDOMAIN = f"{_DNS_1123_LABEL}(\\.{_DNS_1123_LABEL})*"
 def dns1035_label_errors(value: str) -> list[str]:
     """Kubernetes' IsDNS1035Label: its explanations, in its order (``format.dns1035Label()``)."""
     errors = []
-    if len(value.encode()) > 63:
-        errors.append("must be no more than 63 characters")
+    if len(value.encode()) > bounds.MAX_DNS_LABEL:
+        errors.append(f"must be no more than {bounds.MAX_DNS_LABEL} characters")
     if not matches(f"^{_DNS_1035}$", value):
         errors.append(
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
@@ -90,11 +80,13 @@ def dns1035_label_errors(value: str) -> list[str]:
 
 
 def is_dns1123_label(value: str) -> bool:
-    return len(value.encode()) <= 63 and matches(f"^{_DNS_1123_LABEL}$", value)
+    return len(value.encode()) <= bounds.MAX_DNS_LABEL and matches(f"^{_DNS_1123_LABEL}$", value)
 
 
 def is_dns1123_subdomain(value: str) -> bool:
-    return len(value.encode()) <= 253 and matches(f"^{_DNS_1123_SUBDOMAIN}$", value)
+    return len(value.encode()) <= bounds.MAX_DNS_SUBDOMAIN and matches(
+        f"^{_DNS_1123_SUBDOMAIN}$", value
+    )
 
 
 def is_qualified_name(value: str) -> bool:
@@ -114,6 +106,12 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 def digits(n: int) -> int:
     """Decimal digits of a non-negative int32."""
     return len(str(max(n, 0)))
+
+
+def job_index_pattern() -> str:
+    """A job index written out: no more digits than the most child Jobs a JobSet may have (a
+    longer number is no index of a JobSet's Job)."""
+    return f"^(0|[1-9][0-9]{{0,{digits(jobset_api.MAX_CHILD_JOBS) - 1}}})$"
 
 
 # ---------------------------------------------------------------- reading the object
@@ -170,7 +168,7 @@ def replicas_times_parallelism(rjob: Node) -> Verdict:
     parallelism = get(rjob, "template", "spec", "parallelism")
     if parallelism is None:
         return None
-    return unless(rjob["replicas"] * parallelism <= MAX_INT32, rjob["name"])
+    return unless(rjob["replicas"] * parallelism <= bounds.MAX_INT32, rjob["name"])
 
 
 def group_name_format(rjob: Node) -> Verdict:
@@ -181,7 +179,8 @@ def exclusive_topology_key(rjob: Node) -> Verdict:
     annotations = get(rjob, "template", "metadata", "annotations") or {}
     if EXCLUSIVE_TOPOLOGY not in annotations:
         return None
-    return unless(1 <= len(annotations[EXCLUSIVE_TOPOLOGY]) <= MAX_TOPOLOGY_KEY, rjob["name"])
+    key = annotations[EXCLUSIVE_TOPOLOGY]
+    return unless(1 <= len(key) <= bounds.MAX_LABEL_KEY, rjob["name"])
 
 
 # ---------------------------------------------------------------- fields
@@ -200,17 +199,17 @@ def failure_rule_name_format(rule: Node) -> Verdict:
 
 
 def failure_rule_reasons(rule: Node) -> Verdict:
-    return first(r for r in rule.get("onJobFailureReasons") or () if r not in FAILURE_REASONS)
+    return first(r for r in rule.get("onJobFailureReasons") or () if r not in JOB_FAILURE_REASONS)
 
 
 def restart_job_gated(rule: Node) -> Verdict:
-    return unless(rule["action"] not in RESTART_JOB_ACTIONS)
+    return unless(rule["action"] not in jobset_api.RESTART_JOB_ACTIONS)
 
 
 def managed_by_format(value: str) -> Verdict:
     slash = value.find("/")
     holds = (
-        len(value) <= 63
+        len(value) <= bounds.MAX_MANAGED_BY
         and slash > 0
         and is_dns1123_subdomain(value[:slash])
         and matches(MANAGED_BY_PATH, value[slash + 1 :])
@@ -284,7 +283,7 @@ def annotation_keys(template: Node) -> Verdict:
 def annotations_size(template: Node) -> Verdict:
     annotations = get(template, "metadata", "annotations") or {}
     size = sum(len(k) + len(v) for k, v in annotations.items())
-    return unless(size <= MAX_ANNOTATIONS_SIZE, template["metadata"]["name"])
+    return unless(size <= bounds.MAX_ANNOTATIONS_SIZE, template["metadata"]["name"])
 
 
 def template_names_format(field: str) -> Predicate:
@@ -434,7 +433,7 @@ coordinator_pod_index = _on_coordinator(_pod_index_below_completions)
 
 def restart_job_replicas(spec: Node) -> Verdict:
     rules = items(spec, "failurePolicy", "rules")
-    if not any(p["action"] in RESTART_JOB_ACTIONS for p in rules):
+    if not any(p["action"] in jobset_api.RESTART_JOB_ACTIONS for p in rules):
         return None
     return unless(all(r["replicas"] <= jobset_api.MAX_REPLICAS_RESTART_JOB for r in _rjobs(spec)))
 
@@ -611,7 +610,7 @@ def child_job_names(jobset: Node) -> Verdict:
     return first(
         f"replicatedJob {r['name']}"
         for r in rjobs
-        if not (_names_ok(jobset, r) and _job_name_length(jobset, r) <= MAX_JOB_NAME)
+        if not (_names_ok(jobset, r) and _job_name_length(jobset, r) <= bounds.MAX_JOB_NAME)
     )
 
 
@@ -620,8 +619,10 @@ def pod_names(jobset: Node) -> Verdict:
         if not is_indexed_with_completions(rjob):
             return False
         completions = rjob["template"]["spec"]["completions"]
-        length = _job_name_length(jobset, rjob) + 1 + digits(completions - 1) + 6
-        return not (_names_ok(jobset, rjob) and length <= MAX_JOB_NAME)
+        length = (
+            _job_name_length(jobset, rjob) + 1 + digits(completions - 1) + bounds.POD_NAME_SUFFIX
+        )
+        return not (_names_ok(jobset, rjob) and length <= bounds.MAX_JOB_NAME)
 
     return first(f"replicatedJob {r['name']}" for r in _spec_rjobs(jobset) or [] if bad(r))
 
@@ -636,12 +637,14 @@ def claim_names(jobset: Node) -> Verdict:
     for policy in items(spec, "volumeClaimPolicies"):
         suffix = name if policy["scope"] == "JobSet" else longest_job
         if any(
-            len(t["metadata"]["name"]) + 1 + suffix > MAX_CLAIM_NAME
+            len(t["metadata"]["name"]) + 1 + suffix > bounds.MAX_CLAIM_NAME
             for t in items(policy, "templates")
         ):
             return Broken()
     templates = items(spec, "volumePolicy", "volumeClaimTemplates")
-    return unless(all(len(t["metadata"]["name"]) + 1 + name <= MAX_CLAIM_NAME for t in templates))
+    return unless(
+        all(len(t["metadata"]["name"]) + 1 + name <= bounds.MAX_CLAIM_NAME for t in templates)
+    )
 
 
 def pod_scope_indexed(jobset: Node) -> Verdict:
@@ -687,7 +690,7 @@ def claim_names_unique(jobset: Node) -> Verdict:
     )
     dash = js.rfind("-")
     last = js[dash + 1 :]
-    index_ok = dash > 0 and matches("^(0|[1-9][0-9]{0,4})$", last)
+    index_ok = dash > 0 and matches(job_index_pattern(), last)
     job_r_i = [
         f"{js}-{lower_ascii(r['name'])}-{last}"
         for r in rjobs
@@ -733,7 +736,7 @@ def coordinator_address(jobset: Node) -> Verdict:
         + len(subdomain)
         + 4
     )
-    return unless(length <= MAX_LABEL_VALUE)
+    return unless(length <= bounds.MAX_LABEL_VALUE)
 
 
 # ---------------------------------------------------------------- transition (update) rules

@@ -6,13 +6,17 @@ extensions. Admission checks that upstream performs in a webhook are expressed h
 message; ``docs/api.md`` lists every rule and what the controller checks instead.
 
 Every rule is a :class:`Rule`; :func:`rules` returns them all (for the docs and the tests).
-The scalar fields are ``controller.api.fields`` records, whose nodes are placed here with
-:func:`_nodes` and which the parser reads with the same bounds, allowed values and defaults.
+The scalar fields and the lists are ``controller.api.fields`` records, whose nodes are placed here
+(:func:`_nodes`, ``ListField.schema``; the bounds of the embedded Kubernetes types' lists and maps
+with ``bound``) and which the parser reads with the same bounds, allowed values and defaults. A
+number in a rule's CEL or message is one of ``controller.api.bounds``, read when the rule is
+built, as its predicate reads it.
 
 CEL cost. The API server estimates the worst-case cost of every rule from the schema's bounds and
 rejects the CRD when one could be too expensive (10M units per rule, 100M for the CRD). Hence:
 
-- the ``MAX_*`` bounds (``maxItems``/``maxLength``/``maxProperties``) on what rules iterate;
+- the bounds (``maxItems``/``maxLength``/``maxProperties``) on what rules iterate: ``bounds``'
+  numbers, in ``fields``' records of the lists and maps;
 - an optional list is guarded with ``has()`` or collected with the three-argument ``map`` over
   ``[base]`` (:func:`collect`): ``c ? l : []``, ``l.filter(...)`` and ``x.?l.orValue([])`` make
   the estimator lose the bounds of the elements;
@@ -34,23 +38,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller import features
-from controller.api import fields, predicates
+from controller.api import bounds, fields, predicates
 from controller.api.fields import (
-    DEFAULT_RULE_NAME_PREFIX,
-    MAX_NAME,
-    MAX_OBJECT_NAME,
-    RULE_NAME_REGEX,
-)
-from controller.api.predicates import (
     ACCESS_MODES,
-    FAILURE_REASONS,
-    MAX_ANNOTATIONS_SIZE,
+    DEFAULT_RULE_NAME_PREFIX,
+    JOB_FAILURE_REASONS,
+    RULE_NAME_REGEX,
+    Schema,
 )
 from controller.features import FeatureGates
 from controller.jobset import api as jobset_api
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
-
-Schema = dict[str, Any]
 
 GROUP = "jobset.x-k8s.io"
 VERSION = "v1alpha2"
@@ -58,25 +56,8 @@ KIND = "JobSet"
 PLURAL = "jobsets"
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
-# Bounds that keep the estimated CEL cost within the API server's limits.
-MAX_REPLICATED_JOBS = 100  # upstream: no bound; 128 would exceed untargeted-mount's CEL budget
-MAX_CHILD_JOBS = jobset_api.MAX_CHILD_JOBS
-MAX_CONTAINERS = 16  # containers, and initContainers, of one pod template
-MAX_VOLUME_MOUNTS = 64  # per container
-MAX_POD_VOLUMES = 256  # Kubernetes: no bound; 512 would exceed untargeted-mount's CEL budget
-MAX_FAILURE_RULES = 100  # upstream: no bound; 128 would exceed failure-rule-names-unique's
-MAX_DEPENDS_ON = 5  # upstream's maxItems for replicatedJobs[].dependsOn
-MAX_VOLUME_CLAIM_POLICIES = 50
-MAX_TEMPLATES_PER_POLICY = 50  # upstream's maxItems for volumeClaimPolicies[].templates
-MAX_CLAIM_RESOURCES = 16  # keys of a claim template's resources.requests / limits
-MAX_ACCESS_MODES = len(ACCESS_MODES)  # more would repeat one
-MAX_CLAIM_LABELS = 32  # labels, and annotations, of a claim template
-MAX_LABEL_VALUE = 63  # Kubernetes' own limit for a label value
-MAX_LABEL_KEY = 317  # Kubernetes' own limit: a DNS subdomain prefix (253), '/', a name (63)
-MAX_QUANTITY = 64  # a quantity written as a string, e.g. "1000Gi"
 # The exclusive-topology annotation's value on a replicated job's template (CEL).
 EXCLUSIVE_VALUE = f"self.template.metadata.annotations['{EXCLUSIVE_TOPOLOGY}']"
-MAX_PATTERN = 1024
 
 # A label value (Kubernetes' IsValidLabelValue; its length is bounded by the schema's maxLength):
 # letters, digits, '-', '_' and '.' (RE2's \w is ASCII), starting and ending with a letter or digit.
@@ -181,6 +162,11 @@ def _squash(cel: str) -> str:
 def _q(text: str) -> str:
     """A CEL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _cel_list(values: Iterable[str]) -> str:
+    """A CEL list of string literals."""
+    return "[" + ", ".join(_q(v) for v in values) + "]"
 
 
 def _attach(node: Schema, rules: Iterable[Rule], registry: list[Rule]) -> Schema:
@@ -467,14 +453,15 @@ def gets_template(r: str, name: str) -> str:
 # ---------------------------------------------------------------- schema building blocks
 
 
-def _nodes(*declared: fields.Field[Any]) -> dict[str, Schema]:
-    """The schema nodes of scalar fields, by name (``fields``: their one definition)."""
+def _nodes(*declared: fields.Field[Any] | fields.ListField) -> dict[str, Schema]:
+    """The schema nodes of scalar fields and lists of strings, by name (``fields``: their one
+    definition)."""
     return {f.name: f.schema() for f in declared}
 
 
-def _implied(declared: fields.Field[Any]) -> Schema:
-    """The default of the object around a field the schema gives no default of its own."""
-    return {declared.name: declared.when_absent}
+def _list(declared: fields.ListField, items: Schema) -> dict[str, Schema]:
+    """The schema node of a list whose items are ``items``, by name."""
+    return {declared.name: declared.schema(items)}
 
 
 def string(description: str, **extra: Any) -> Schema:
@@ -485,10 +472,6 @@ def integer(description: str, fmt: str = "int32", **extra: Any) -> Schema:
     return {"type": "integer", "format": fmt, "description": description, **extra}
 
 
-def boolean(description: str, **extra: Any) -> Schema:
-    return {"type": "boolean", "description": description, **extra}
-
-
 def obj(description: str, properties: dict[str, Schema], **extra: Any) -> Schema:
     return {"type": "object", "description": description, "properties": properties, **extra}
 
@@ -497,12 +480,6 @@ def array(description: str, items: Schema, list_type: str = "atomic", **extra: A
     node: Schema = {"type": "array", "description": description, "items": items, **extra}
     node["x-kubernetes-list-type"] = list_type
     return node
-
-
-def name_list(description: str) -> Schema:
-    return array(
-        description, {"type": "string", "maxLength": MAX_NAME}, maxItems=MAX_REPLICATED_JOBS
-    )
 
 
 def immutable(where: str, protects: str) -> Rule:
@@ -536,17 +513,12 @@ class Builder:
     # ------------------------------------------------------------ spec fields
 
     def network(self) -> Schema:
-        node = obj(
-            "Networking of the child pods: a headless Service named after the subdomain, and "
-            "stable pod hostnames. The defaults apply also when the field is left out.",
-            {
-                **_nodes(
-                    fields.ENABLE_DNS_HOSTNAMES,
-                    fields.SUBDOMAIN,
-                    fields.PUBLISH_NOT_READY_ADDRESSES,
-                ),
-            },
-            default={},
+        node = fields.NETWORK.schema(
+            _nodes(
+                fields.ENABLE_DNS_HOSTNAMES,
+                fields.SUBDOMAIN,
+                fields.PUBLISH_NOT_READY_ADDRESSES,
+            )
         )
         return self.attach(
             node,
@@ -557,7 +529,8 @@ class Builder:
                 where="spec.network",
                 rule="!has(self.subdomain) || self.subdomain == '' || "
                 "!format.dns1035Label().validate(self.subdomain).hasValue()",
-                message="spec.network.subdomain must be a DNS-1035 label of at most 63 characters",
+                message="spec.network.subdomain must be a DNS-1035 label of at most "
+                f"{bounds.MAX_DNS_LABEL} characters",
                 detail="format.dns1035Label().validate(self.subdomain).value()[0]",
                 field_path=".subdomain",
                 protects="the headless Service, whose name is a DNS-1035 label",
@@ -565,50 +538,22 @@ class Builder:
         )
 
     def success_policy(self) -> Schema:
-        node = obj(
-            "When the JobSet has succeeded. Left out, it is {operator: All}: every child Job "
-            "must succeed.",
-            {
-                **_nodes(fields.SUCCESS_OPERATOR),
-                "targetReplicatedJobs": name_list(
-                    "The replicated jobs the operator looks at. Empty or left out: all."
-                ),
-            },
-            required=["operator"],
-            default=_implied(fields.SUCCESS_OPERATOR),
-        )
+        node = fields.SUCCESS_POLICY.schema(_nodes(fields.SUCCESS_OPERATOR, fields.SUCCESS_TARGETS))
         return self.attach(
             node, immutable("spec.successPolicy", "the success criterion of a running JobSet")
         )
 
     def failure_rule(self) -> Schema:
-        node = obj(
-            "Matches a failed child Job to an action. Rules are tried in order; the first "
-            "match wins.",
-            {
-                **_nodes(fields.FAILURE_RULE_NAME, fields.FAILURE_ACTION),
-                "onJobFailureReasons": array(
-                    "Match only Jobs that failed with one of these reasons (the reason of the "
-                    "Job's Failed condition). Empty: any reason.",
-                    {"type": "string", "maxLength": MAX_NAME},
-                    maxItems=len(FAILURE_REASONS),
-                ),
-                "onJobFailureMessagePatterns": array(
-                    "Match only Jobs whose failure message matches one of these regular "
-                    "expressions (Go's RE2 syntax; one matching anywhere in the message is "
-                    "enough, as upstream). Empty: any message. The controller refuses a pattern "
-                    "that does not compile (SpecInvalid).",
-                    # No maxItems, as upstream: no rule reads the patterns (the controller
-                    # bounds their compiled size, messagepatterns.MAX_POLICY_PROGRAM).
-                    {"type": "string", "maxLength": MAX_PATTERN},
-                ),
-                "targetReplicatedJobs": name_list(
-                    "Match only Jobs of these replicated jobs. Empty or left out: all."
-                ),
-            },
-            required=["action"],
+        node = fields.FAILURE_RULE.schema(
+            _nodes(
+                fields.FAILURE_RULE_NAME,
+                fields.FAILURE_ACTION,
+                fields.FAILURE_RULE_REASONS,
+                fields.FAILURE_RULE_PATTERNS,
+                fields.FAILURE_RULE_TARGETS,
+            )
         )
-        reasons = "[" + ", ".join(_q(r) for r in FAILURE_REASONS) + "]"
+        reasons = _cel_list(JOB_FAILURE_REASONS)
         return self.attach(
             node,
             Rule(
@@ -629,7 +574,7 @@ class Builder:
                 where="spec.failurePolicy.rules[]",
                 rule=f"!has(self.onJobFailureReasons) || self.onJobFailureReasons.all(x, "
                 f"x in {reasons})",
-                message="onJobFailureReasons may contain only " + ", ".join(FAILURE_REASONS),
+                message="onJobFailureReasons may contain only " + ", ".join(JOB_FAILURE_REASONS),
                 detail=f"self.onJobFailureReasons.filter(x, !(x in {reasons}))[0]",
                 field_path=".onJobFailureReasons",
                 protects="rules that could never match: Job failure reasons are a fixed set",
@@ -646,7 +591,7 @@ class Builder:
                 id="restart-job-gated",
                 check=predicates.restart_job_gated,
                 where="spec.failurePolicy.rules[]",
-                rule="!(self.action in ['RestartJob', 'RestartJobAndIgnoreMaxRestarts'])",
+                rule=f"!(self.action in {_cel_list(jobset_api.RESTART_JOB_ACTIONS)})",
                 message=jobset_api.MESSAGE_RESTART_JOB_GATED,
                 field_path=".action",
                 protects="a JobSet whose policy the controller would not run (the RestartJob "
@@ -655,18 +600,11 @@ class Builder:
         ]
 
     def failure_policy(self) -> Schema:
-        node = obj(
-            "When the JobSet restarts or fails after a child Job failed. Left out: the first "
-            "failed Job fails the JobSet.",
+        node = fields.FAILURE_POLICY.schema(
             {
                 **_nodes(fields.MAX_RESTARTS, fields.RESTART_STRATEGY),
-                "rules": array(
-                    "Rules matched in order against a failed child Job. Without a match, the "
-                    "action is RestartJobSet.",
-                    self.failure_rule(),
-                    maxItems=MAX_FAILURE_RULES,
-                ),
-            },
+                **_list(fields.FAILURE_RULES, self.failure_rule()),
+            }
         )
         return self.attach(
             node,
@@ -674,31 +612,18 @@ class Builder:
         )
 
     def startup_policy(self) -> Schema:
-        node = obj(
-            "Deprecated, use dependsOn. The order in which replicated jobs start. Left out, it "
-            "is {startupPolicyOrder: AnyOrder}.",
-            {
-                **_nodes(fields.STARTUP_ORDER),
-            },
-            required=["startupPolicyOrder"],
-            default=_implied(fields.STARTUP_ORDER),
-        )
+        node = fields.STARTUP_POLICY.schema(_nodes(fields.STARTUP_ORDER))
         return self.attach(
             node, immutable("spec.startupPolicy", "the start order of a running JobSet")
         )
 
     def coordinator(self) -> Schema:
-        node = obj(
-            "A pod all other pods can reach: its stable address <hostname>.<subdomain> is put "
-            "in the jobset.sigs.k8s.io/coordinator label and annotation of every Job and pod.",
-            {
-                **_nodes(
-                    fields.COORDINATOR_REPLICATED_JOB,
-                    fields.COORDINATOR_JOB_INDEX,
-                    fields.COORDINATOR_POD_INDEX,
-                ),
-            },
-            required=["replicatedJob"],
+        node = fields.COORDINATOR.schema(
+            _nodes(
+                fields.COORDINATOR_REPLICATED_JOB,
+                fields.COORDINATOR_JOB_INDEX,
+                fields.COORDINATOR_POD_INDEX,
+            )
         )
         return self.attach(
             node, immutable("spec.coordinator", "the coordinator address already given to pods")
@@ -706,61 +631,49 @@ class Builder:
 
     @staticmethod
     def retention_policy() -> Schema:
-        return obj(
-            "What happens to the claims made from the templates. Left out, every field has its "
-            "default.",
-            {
-                **_nodes(
-                    fields.WHEN_DELETED,
-                    fields.WHEN_COMPLETED,
-                    fields.WHEN_FAILED,
-                    fields.WHEN_SCALED,
-                    fields.RETAIN_WHEN_SUSPENDED,
-                ),
-            },
-            default={},
+        return fields.RETENTION_POLICY.schema(
+            _nodes(
+                fields.WHEN_DELETED,
+                fields.WHEN_COMPLETED,
+                fields.WHEN_FAILED,
+                fields.WHEN_SCALED,
+                fields.RETAIN_WHEN_SUSPENDED,
+            )
         )
 
     @staticmethod
     def creation_policy() -> Schema:
-        return obj(
-            "When the claims made from the templates are created. Left out, whenSuspended is "
-            "WaitForResume. May be changed at any time.",
-            {
-                **_nodes(fields.CREATE_WHEN_SUSPENDED),
-            },
-        )
+        return fields.CREATION_POLICY.schema(_nodes(fields.CREATE_WHEN_SUSPENDED))
 
     @staticmethod
     def snapshot_policy() -> Schema:
-        return obj(
-            "How the snapshots of retention Snapshot are taken and how many are kept (the "
-            "VolumeSnapshot CRDs and a snapshot controller must be installed). Left out, every "
-            "field has its default. May be changed at any time.",
-            {
-                **_nodes(
-                    fields.SNAPSHOT_CLASS_NAME,
-                    fields.GROUP_SNAPSHOT_CLASS_NAME,
-                    fields.SNAPSHOT_HISTORY_LIMIT,
-                ),
-            },
+        return fields.SNAPSHOT_POLICY.schema(
+            _nodes(
+                fields.SNAPSHOT_CLASS_NAME,
+                fields.GROUP_SNAPSHOT_CLASS_NAME,
+                fields.SNAPSHOT_HISTORY_LIMIT,
+            )
         )
 
     @staticmethod
     def restore_policy() -> Schema:
-        return obj(
-            "Where the data of the claims the controller creates comes from: a VolumeSnapshot "
-            "(the claim's dataSourceRef). Left out: new claims start empty. May be changed at "
-            "any time: it applies to the claims created from then on.",
-            {
-                **_nodes(
-                    fields.RESTORE_SOURCE,
-                    fields.RESTORE_SNAPSHOT_NAME,
-                    fields.RESTORE_WHEN_MISSING,
-                ),
-            },
-            required=["source"],
+        return fields.RESTORE_POLICY.schema(
+            _nodes(
+                fields.RESTORE_SOURCE,
+                fields.RESTORE_SNAPSHOT_NAME,
+                fields.RESTORE_WHEN_MISSING,
+            )
         )
+
+    def claim_policies(self) -> dict[str, Schema]:
+        """The retention, creation, snapshot and restore policies of a volume claim policy (both
+        spellings), by name."""
+        return {
+            fields.RETENTION_POLICY.name: self.retention_policy(),
+            fields.CREATION_POLICY.name: self.creation_policy(),
+            fields.SNAPSHOT_POLICY.name: self.snapshot_policy(),
+            fields.RESTORE_POLICY.name: self.restore_policy(),
+        }
 
     def claim_template(self) -> Schema:
         template = copy.deepcopy(self.claim_raw)
@@ -780,20 +693,18 @@ class Builder:
         template["required"] = ["metadata"]
         metadata = template["properties"]["metadata"]
         metadata["required"] = ["name"]
-        metadata["properties"]["name"]["maxLength"] = MAX_NAME
+        metadata["properties"]["name"]["maxLength"] = bounds.MAX_NAME
         resources = template["properties"]["spec"]["properties"]["resources"]["properties"]
-        for key in ("requests", "limits"):
-            resources[key]["maxProperties"] = MAX_CLAIM_RESOURCES
-            resources[key]["additionalProperties"]["maxLength"] = MAX_QUANTITY
+        for key, declared in (("requests", fields.CLAIM_REQUESTS), ("limits", fields.CLAIM_LIMITS)):
+            declared.bound(resources[key])
             # The schema's pattern admits strings Kubernetes cannot parse (1e2.5, 1e1000).
             resources[key]["additionalProperties"]["x-kubernetes-validations"] = [
                 QUANTITY_RULE.render()
             ]
-        template["properties"]["spec"]["properties"]["accessModes"]["maxItems"] = MAX_ACCESS_MODES
-        for key in ("labels", "annotations"):
-            metadata["properties"][key]["maxProperties"] = MAX_CLAIM_LABELS
+        fields.CLAIM_ACCESS_MODES.bound(template["properties"]["spec"]["properties"]["accessModes"])
+        fields.CLAIM_LABELS.bound(metadata["properties"]["labels"])
+        fields.CLAIM_ANNOTATIONS.bound(metadata["properties"]["annotations"])
         label_value = metadata["properties"]["labels"]["additionalProperties"]
-        label_value["maxLength"] = MAX_LABEL_VALUE
         # On each value rather than on the map: the cost estimator bounds a value looked up in a
         # map by the request size, not by its maxLength.
         self.attach(
@@ -806,8 +717,8 @@ class Builder:
                 message="metadata.labels values of a volume claim template must be empty or "
                 "letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
                 detail="self",
-                protects="claims Kubernetes would refuse (label value syntax; at most 63 "
-                "characters is the schema's maxLength)",
+                protects="claims Kubernetes would refuse (label value syntax; at most "
+                f"{fields.CLAIM_LABELS.value_max_length} characters is the schema's maxLength)",
             ),
         )
         return self.attach(template, *self.claim_rules())
@@ -820,7 +731,7 @@ class Builder:
         where = "volume claim templates"
         modes = "self.spec.accessModes"
         has_modes = f"has(self.spec) && has({modes})"
-        allowed = "[" + ", ".join(_q(m) for m in ACCESS_MODES) + "]"
+        allowed = _cel_list(ACCESS_MODES)
         requests = "self.spec.resources.requests"
         has_storage = (
             f"has(self.spec) && has(self.spec.resources) && has({requests}) && "
@@ -898,7 +809,8 @@ class Builder:
                 where=where,
                 rule=f"!has({labels}) || {labels}.all(k, !{bad_key})",
                 message="metadata.labels keys of a volume claim template must be qualified names: "
-                "an optional DNS subdomain prefix and '/', then at most 63 letters, digits, "
+                f"an optional DNS subdomain prefix and '/', then at most {bounds.MAX_LABEL_VALUE} "
+                "letters, digits, "
                 "'-', '_' or '.', starting and ending with a letter or digit",
                 detail=f"{labels}.filter(k, {bad_key})[0]",
                 field_path=".metadata.labels",
@@ -920,9 +832,9 @@ class Builder:
                 check=predicates.annotations_size,
                 where=where,
                 rule=f"!has({annotations}) || {annotations}.map(k, size(k) + "
-                f"size({annotations}[k])).sum() <= {MAX_ANNOTATIONS_SIZE}",
+                f"size({annotations}[k])).sum() <= {bounds.MAX_ANNOTATIONS_SIZE}",
                 message="metadata.annotations of a volume claim template must not exceed "
-                f"{MAX_ANNOTATIONS_SIZE} bytes in all (keys and values)",
+                f"{bounds.MAX_ANNOTATIONS_SIZE} bytes in all (keys and values)",
                 detail=name,
                 field_path=".metadata.annotations",
                 protects="claims Kubernetes would refuse (annotations too large)",
@@ -957,68 +869,25 @@ class Builder:
         ]
 
     def volume_claim_policy(self) -> Schema:
-        node = obj(
-            "Volume claim templates, the replicated jobs whose pods get the volumes, and what "
-            "happens to the claims.",
+        node = fields.VOLUME_CLAIM_POLICY.schema(
             {
-                "templates": array(
-                    "PersistentVolumeClaim templates. The controller makes claims from them; "
-                    "pods use one through a volumeMount with the template's name. "
-                    "metadata.name (required, a DNS-1123 label) names the pod volume and "
-                    f"prefixes the claim names; labels and annotations (up to {MAX_CLAIM_LABELS} "
-                    "each) go to the claims; metadata.namespace must be left out; other metadata "
-                    "is pruned and status ignored. What Kubernetes requires of a claim is "
-                    f"checked at admission: one to {MAX_ACCESS_MODES} access modes "
-                    "(ReadWriteOncePod only alone) and a storage request greater than zero.",
-                    self.claim_template(),
-                    maxItems=MAX_TEMPLATES_PER_POLICY,
-                ),
-                "retentionPolicy": self.retention_policy(),
-                "creationPolicy": self.creation_policy(),
-                "snapshotPolicy": self.snapshot_policy(),
-                "restorePolicy": self.restore_policy(),
-                "targetReplicatedJobs": array(
-                    "The replicated jobs whose pods get the volumes. Left out: every replicated "
-                    "job with a volumeMount of a template's name.",
-                    {"type": "string", "maxLength": MAX_NAME},
-                    list_type="set",
-                    maxItems=MAX_REPLICATED_JOBS,
-                ),
-                **_nodes(fields.VOLUME_SCOPE),
-            },
+                **_list(fields.POLICY_TEMPLATES, self.claim_template()),
+                **self.claim_policies(),
+                **_nodes(fields.POLICY_TARGETS, fields.VOLUME_SCOPE),
+            }
         )
         return self.attach(
             node, *self.template_rules("spec.volumeClaimPolicies[]", "", "templates")
         )
 
     def volume_policy(self) -> Schema:
-        node = obj(
-            "The original request's spelling of one JobSet-scope volume claim policy: the same "
-            "as a volumeClaimPolicies entry with templates = volumeClaimTemplates and "
-            "targetReplicatedJobs = the names in replicatedJobs.",
+        target = fields.VOLUME_POLICY_TARGET.schema(_nodes(fields.VOLUME_POLICY_TARGET_NAME))
+        node = fields.VOLUME_POLICY.schema(
             {
-                "replicatedJobs": array(
-                    "The replicated jobs whose pods get the volumes. Left out: every replicated "
-                    "job with a volumeMount of a template's name.",
-                    obj(
-                        "A replicated job, by name.",
-                        {"name": string("Name of the replicated job.", maxLength=MAX_NAME)},
-                        required=["name"],
-                    ),
-                    list_type="map",
-                    maxItems=MAX_REPLICATED_JOBS,
-                    **{"x-kubernetes-list-map-keys": ["name"]},
-                ),
-                "volumeClaimTemplates": array(
-                    "PersistentVolumeClaim templates, as in volumeClaimPolicies[].templates.",
-                    self.claim_template(),
-                    maxItems=MAX_TEMPLATES_PER_POLICY,
-                ),
-                "retentionPolicy": self.retention_policy(),
-                "creationPolicy": self.creation_policy(),
-                "snapshotPolicy": self.snapshot_policy(),
-                "restorePolicy": self.restore_policy(),
-            },
+                **_list(fields.VOLUME_POLICY_TARGETS, target),
+                **_list(fields.VOLUME_POLICY_TEMPLATES, self.claim_template()),
+                **self.claim_policies(),
+            }
         )
         return self.attach(
             node,
@@ -1038,47 +907,29 @@ class Builder:
         job_spec["properties"]["completionMode"]["default"] = jobset_api.DEFAULT_COMPLETION_MODE
         pod = job_spec["properties"]["template"]["properties"]["spec"]
         pod["properties"]["restartPolicy"]["default"] = jobset_api.DEFAULT_POD_RESTART_POLICY
-        # A pod needs a container: caught here, not when the Job is created.
-        pod["properties"]["containers"]["minItems"] = 1
-        for key in ("containers", "initContainers"):
-            containers = pod["properties"][key]
-            containers["maxItems"] = MAX_CONTAINERS
+        # A pod needs a container (CONTAINERS' minItems): caught here, not when the Job is
+        # created.
+        for declared in (fields.CONTAINERS, fields.INIT_CONTAINERS):
+            containers = declared.bound(pod["properties"][declared.name])
             container = containers["items"]["properties"]
-            container["name"]["maxLength"] = MAX_NAME
-            container["volumeMounts"]["maxItems"] = MAX_VOLUME_MOUNTS
-            container["volumeMounts"]["items"]["properties"]["name"]["maxLength"] = MAX_NAME
-        pod["properties"]["volumes"]["maxItems"] = MAX_POD_VOLUMES
-        pod["properties"]["volumes"]["items"]["properties"]["name"]["maxLength"] = MAX_NAME
+            container["name"]["maxLength"] = bounds.MAX_NAME
+            mounts = fields.VOLUME_MOUNTS.bound(container["volumeMounts"])
+            mounts["items"]["properties"]["name"]["maxLength"] = bounds.MAX_NAME
+        volumes = fields.POD_VOLUMES.bound(pod["properties"]["volumes"])
+        volumes["items"]["properties"]["name"]["maxLength"] = bounds.MAX_NAME
         return template
 
     def replicated_job(self) -> Schema:
-        node = obj(
-            "A group of identical child Jobs made from one template.",
+        dependency = fields.DEPENDENCY.schema(
+            _nodes(fields.DEPENDENCY_NAME, fields.DEPENDENCY_STATUS)
+        )
+        node = fields.REPLICATED_JOB.schema(
             {
                 **_nodes(fields.REPLICATED_JOB_NAME, fields.GROUP_NAME),
                 "template": self.job_template(),
                 **_nodes(fields.REPLICAS),
-                "dependsOn": array(
-                    "Start this replicated job only when every named earlier replicated job "
-                    "reached its status: Ready (its ready, succeeded and failed Jobs reach its "
-                    "replicas) or Complete (its succeeded Jobs reach its replicas). At most "
-                    f"{MAX_DEPENDS_ON} entries, one per name, naming replicated jobs listed "
-                    "before this one; not on the first replicated job, nor with startupPolicy "
-                    "InOrder. While the JobSet is suspended its Jobs are created suspended as "
-                    "their dependencies allow; on resume the chain starts again.",
-                    obj(
-                        "A dependency on an earlier replicated job.",
-                        {
-                            **_nodes(fields.DEPENDENCY_NAME, fields.DEPENDENCY_STATUS),
-                        },
-                        required=["name", "status"],
-                    ),
-                    list_type="map",
-                    maxItems=MAX_DEPENDS_ON,
-                    **{"x-kubernetes-list-map-keys": ["name"]},
-                ),
-            },
-            required=["name", "template"],
+                **_list(fields.DEPENDS_ON, dependency),
+            }
         )
         return self.attach(
             node,
@@ -1087,8 +938,9 @@ class Builder:
                 check=predicates.replicas_times_parallelism,
                 where="spec.replicatedJobs[]",
                 rule="!has(self.template.spec) || !has(self.template.spec.parallelism) || "
-                "self.replicas * self.template.spec.parallelism <= 2147483647",
-                message="replicas times the template's parallelism must not exceed 2147483647",
+                f"self.replicas * self.template.spec.parallelism <= {bounds.MAX_INT32}",
+                message="replicas times the template's parallelism must not exceed "
+                f"{bounds.MAX_INT32}",
                 detail="self.name",
                 protects="pod counts that overflow the 32-bit counters of Jobs and JobSets",
             ),
@@ -1097,7 +949,8 @@ class Builder:
                 check=predicates.group_name_format,
                 where="spec.replicatedJobs[]",
                 rule="!format.dns1035Label().validate(self.groupName).hasValue()",
-                message="groupName must be a DNS-1035 label of at most 63 characters",
+                message="groupName must be a DNS-1035 label of at most "
+                f"{bounds.MAX_DNS_LABEL} characters",
                 detail="format.dns1035Label().validate(self.groupName).value()[0]",
                 field_path=".groupName",
                 protects="the jobset.sigs.k8s.io/group-name label of Jobs and pods",
@@ -1111,9 +964,10 @@ class Builder:
                 where="spec.replicatedJobs[]",
                 rule=f"!has(self.template.metadata) || !has(self.template.metadata.annotations) "
                 f"|| !({_q(EXCLUSIVE_TOPOLOGY)} in self.template.metadata.annotations) || "
-                f"(size({EXCLUSIVE_VALUE}) >= 1 && size({EXCLUSIVE_VALUE}) <= 317)",
+                f"(size({EXCLUSIVE_VALUE}) >= 1 && "
+                f"size({EXCLUSIVE_VALUE}) <= {bounds.MAX_LABEL_KEY})",
                 message=f"the {EXCLUSIVE_TOPOLOGY} annotation of a replicated job's template "
-                "must name a node label key (1 to 317 characters)",
+                f"must name a node label key (1 to {bounds.MAX_LABEL_KEY} characters)",
                 detail="self.name",
                 field_path=".template.metadata.annotations",
                 protects="child Jobs the API server would refuse (a pod affinity topologyKey "
@@ -1122,26 +976,18 @@ class Builder:
         )
 
     def managed_by(self) -> Schema:
-        node = string(
-            "The controller that reconciles this JobSet. Left out or "
-            "jobset.sigs.k8s.io/jobset-controller: the default controller (this one, unless "
-            "started with another --managed-by); another value: only a controller serving that "
-            "value, others leave the JobSet alone. A domain-prefixed path (example.com/name) of "
-            "at most 63 characters. Immutable.",
-            maxLength=MAX_OBJECT_NAME,
-        )
         return self.attach(
-            node,
+            fields.MANAGED_BY.schema(),
             Rule(
                 id="managed-by-format",
                 check=predicates.managed_by_format,
                 where="spec.managedBy",
-                rule="size(self) <= 63 && self.indexOf('/') > 0 && "
+                rule=f"size(self) <= {bounds.MAX_MANAGED_BY} && self.indexOf('/') > 0 && "
                 "!format.dns1123Subdomain().validate(self.substring(0, self.indexOf('/')))"
                 ".hasValue() && self.substring(self.indexOf('/') + 1)"
                 ".matches('^[-A-Za-z0-9._~!$&\\'()*+,;=:%/]+$')",
                 message="spec.managedBy must be a domain-prefixed path (e.g. example.com/name) "
-                "of at most 63 characters",
+                f"of at most {bounds.MAX_MANAGED_BY} characters",
                 detail="self",
                 protects="a controller name no controller could match",
             ),
@@ -1154,7 +1000,7 @@ class Builder:
         per Job index, at most 1024 (maxItems)."""
         if not self.gates.restart_job:
             return []
-        actions = "['RestartJob', 'RestartJobAndIgnoreMaxRestarts']"
+        actions = _cel_list(jobset_api.RESTART_JOB_ACTIONS)
         limit = jobset_api.MAX_REPLICAS_RESTART_JOB
         return [
             Rule(
@@ -1188,9 +1034,9 @@ class Builder:
                 id="child-jobs-bounded",
                 check=predicates.child_jobs_bounded,
                 where="spec",
-                rule=f"!{HAS_RJ} || {RJ}.map(r, r.replicas).sum() <= {MAX_CHILD_JOBS}",
+                rule=f"!{HAS_RJ} || {RJ}.map(r, r.replicas).sum() <= {jobset_api.MAX_CHILD_JOBS}",
                 message=f"the replicas of all replicated jobs must add up to at most "
-                f"{MAX_CHILD_JOBS} child Jobs",
+                f"{jobset_api.MAX_CHILD_JOBS} child Jobs",
                 field_path=".replicatedJobs",
                 protects="a JobSet too large to plan in one reconcile (the controller plans "
                 "every child Job each time)",
@@ -1764,18 +1610,18 @@ class Builder:
         pod_index = f"({completions} > 0 ? {completions} - 1 : 0)"
         # A child Job name is <jobSet>-<replicatedJob>-<digits>: a DNS-1035 label when the JobSet
         # name starts with a letter, both names use only [-a-z0-9] (the replicated job name in
-        # lower case) and the whole is at most 63 characters.
+        # lower case) and the whole is at most MAX_JOB_NAME characters.
         chars_ok = (
             f"{js}.matches('^[a-z][-a-z0-9]*$') && r.name.lowerAscii().matches('^[-a-z0-9]*$')"
         )
         job_len = f"size({js}) + size(r.name) + 2 + {digits(job_index)}"
-        job_bad = f"!({chars_ok} && {job_len} <= 63)"
+        job_bad = f"!({chars_ok} && {job_len} <= {bounds.MAX_JOB_NAME})"
         indexed = (
             "has(r.template.spec) && has(r.template.spec.completionMode) && "
             "r.template.spec.completionMode == 'Indexed' && has(r.template.spec.completions)"
         )
-        pod_len = f"{job_len} + 1 + {digits(pod_index)} + 6"
-        pod_bad = f"{indexed} && !({chars_ok} && {pod_len} <= 63)"
+        pod_len = f"{job_len} + 1 + {digits(pod_index)} + {bounds.POD_NAME_SUFFIX}"
+        pod_bad = f"{indexed} && !({chars_ok} && {pod_len} <= {bounds.MAX_JOB_NAME})"
         shared_len = f"size(t.metadata.name) + 1 + size({js})"
         # The longest child Job name (mj), worked out once: comparing every template with every
         # replicated job would cost their product.
@@ -1787,7 +1633,8 @@ class Builder:
             "p",
             "templates",
             "t",
-            f"p.scope == 'JobSet' ? {shared_len} <= 253 : {per_job_len} <= 253",
+            f"p.scope == 'JobSet' ? {shared_len} <= {bounds.MAX_CLAIM_NAME} : "
+            f"{per_job_len} <= {bounds.MAX_CLAIM_NAME}",
         )
         not_indexed = (
             "p.scope == 'Pod' && has(p.targetReplicatedJobs) && "
@@ -1799,7 +1646,10 @@ class Builder:
             + ")"
             + " && "
             + guarded_all(
-                "self", "spec.volumePolicy.volumeClaimTemplates", "t", f"{shared_len} <= 253"
+                "self",
+                "spec.volumePolicy.volumeClaimTemplates",
+                "t",
+                f"{shared_len} <= {bounds.MAX_CLAIM_NAME}",
             )
         )
         # The coordinator's address goes into a label of every Job and pod: its characters are
@@ -1824,7 +1674,7 @@ class Builder:
                 message="child Job names (<jobSet>-<replicatedJob>-<jobIndex>) must be DNS-1035 "
                 "labels: the JobSet name must start with a letter, both names may contain only "
                 "letters, digits and '-' (the replicated job name is used in lower case), and "
-                "the longest Job name must fit in 63 characters",
+                f"the longest Job name must fit in {bounds.MAX_JOB_NAME} characters",
                 detail=f"'replicatedJob ' + {rj}.map(r, {job_bad}, r.name)[0]",
                 field_path=".spec.replicatedJobs",
                 protects="child Jobs the API server would refuse",
@@ -1835,7 +1685,8 @@ class Builder:
                 where="(root)",
                 rule=f"{guard}{rj}.all(r, !({pod_bad}))",
                 message="pod names (<jobSet>-<replicatedJob>-<jobIndex>-<podIndex>-<suffix>) "
-                "must be DNS-1035 labels of at most 63 characters: shorten the JobSet or "
+                f"must be DNS-1035 labels of at most {bounds.MAX_JOB_NAME} characters: shorten the "
+                "JobSet or "
                 "replicated job name",
                 detail=f"'replicatedJob ' + {rj}.map(r, {pod_bad}, r.name)[0]",
                 field_path=".spec.replicatedJobs",
@@ -1849,7 +1700,7 @@ class Builder:
                 message="claim names (<template>-<jobSet>, "
                 "<template>-<jobSet>-<replicatedJob>-<jobIndex> for scope Job, and "
                 "<template>-<jobSet>-<replicatedJob>-<jobIndex>-<podIndex> for scope Pod) must "
-                "be at most 253 characters",
+                f"be at most {bounds.MAX_CLAIM_NAME} characters",
                 field_path=".spec",
                 protects="claims the API server would refuse",
             ),
@@ -1872,9 +1723,10 @@ class Builder:
                 id="coordinator-address",
                 check=predicates.coordinator_address,
                 where="(root)",
-                rule=f"!has(self.spec) || !has({c}) || {address_len} <= {MAX_LABEL_VALUE}",
+                rule=f"!has(self.spec) || !has({c}) || {address_len} <= {bounds.MAX_LABEL_VALUE}",
                 message="the coordinator's address (<jobSet>-<replicatedJob>-<jobIndex>-"
-                "<podIndex>.<subdomain>) must fit in a label value of at most 63 characters: "
+                f"<podIndex>.<subdomain>) must fit in a label value of at most "
+                f"{bounds.MAX_LABEL_VALUE} characters: "
                 "shorten the JobSet, replicated job or subdomain name",
                 field_path=".spec.coordinator",
                 protects="Jobs and pods whose coordinator label the API server would refuse",
@@ -1930,7 +1782,9 @@ class Builder:
         )
         # (B) J-r2-i for each r2 with replicas > i; the Y of those that end with -J (Y-J == J-r2-i).
         last = f"{js}.substring({js}.lastIndexOf('-') + 1)"
-        index_ok = f"{js}.lastIndexOf('-') > 0 && {last}.matches('^(0|[1-9][0-9]{{0,4}})$')"
+        index_ok = (
+            f"{js}.lastIndexOf('-') > 0 && {last}.matches({_q(predicates.job_index_pattern())})"
+        )
         job_r_i = (
             f"self.spec.replicatedJobs.map(r, {index_ok} && int({last}) < r.replicas, "
             f"{js} + '-' + r.name.lowerAscii() + '-' + {last})"
@@ -1990,7 +1844,8 @@ class Builder:
             "A condition in the metav1.Condition shape.",
             {
                 "type": string(
-                    "Type of the condition, e.g. Completed, Failed, Suspended.", maxLength=316
+                    "Type of the condition, e.g. Completed, Failed, Suspended.",
+                    maxLength=bounds.MAX_CONDITION_TYPE,
                 ),
                 "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
                 "observedGeneration": integer(
@@ -2000,9 +1855,13 @@ class Builder:
                 ),
                 "lastTransitionTime": string("When the status last changed.", format="date-time"),
                 "reason": string(
-                    "A CamelCase reason for the last transition.", maxLength=1024, minLength=1
+                    "A CamelCase reason for the last transition.",
+                    maxLength=bounds.MAX_CONDITION_REASON,
+                    minLength=1,
                 ),
-                "message": string("A human-readable explanation.", maxLength=32768),
+                "message": string(
+                    "A human-readable explanation.", maxLength=bounds.MAX_CONDITION_MESSAGE
+                ),
             },
             required=["type", "status", "lastTransitionTime", "reason", "message"],
         )
@@ -2069,38 +1928,22 @@ class Builder:
 
     def spec(self) -> Schema:
         vcp_update, vp_update = self.policy_update_rules()
-        spec = obj(
-            "The desired state of the JobSet.",
+        spec = fields.SPEC.schema(
             {
-                "replicatedJobs": array(
-                    "The groups of child Jobs that form the set. May be left out or empty, as "
-                    "upstream: such a JobSet gets its headless Service, creates no Job and never "
-                    "completes nor fails; it stays until deleted.",
-                    self.replicated_job(),
-                    list_type="map",
-                    maxItems=MAX_REPLICATED_JOBS,
-                    **{"x-kubernetes-list-map-keys": ["name"]},
-                ),
-                "network": self.network(),
-                "successPolicy": self.success_policy(),
-                "failurePolicy": self.failure_policy(),
-                "startupPolicy": self.startup_policy(),
+                **_list(fields.REPLICATED_JOBS, self.replicated_job()),
+                fields.NETWORK.name: self.network(),
+                fields.SUCCESS_POLICY.name: self.success_policy(),
+                fields.FAILURE_POLICY.name: self.failure_policy(),
+                fields.STARTUP_POLICY.name: self.startup_policy(),
                 **_nodes(fields.SUSPEND),
-                "coordinator": self.coordinator(),
-                "managedBy": self.managed_by(),
+                fields.COORDINATOR.name: self.coordinator(),
+                fields.MANAGED_BY.name: self.managed_by(),
                 **_nodes(fields.TTL_SECONDS_AFTER_FINISHED),
-                "volumeClaimPolicies": self.attach(
-                    array(
-                        "Volume claim templates whose claims the controller makes, mounts into "
-                        "the pods of the targeted replicated jobs, and keeps or deletes as the "
-                        "retention policy says.",
-                        self.volume_claim_policy(),
-                        maxItems=MAX_VOLUME_CLAIM_POLICIES,
-                    ),
-                    *vcp_update,
+                fields.VOLUME_CLAIM_POLICIES.name: self.attach(
+                    fields.VOLUME_CLAIM_POLICIES.schema(self.volume_claim_policy()), *vcp_update
                 ),
-                "volumePolicy": self.attach(self.volume_policy(), *vp_update),
-            },
+                fields.VOLUME_POLICY.name: self.attach(self.volume_policy(), *vp_update),
+            }
         )
         return self.attach(spec, *self.spec_rules())
 
@@ -2119,11 +1962,11 @@ class Builder:
                 "metadata": {
                     "type": "object",
                     "properties": {
-                        "name": {"type": "string", "maxLength": MAX_OBJECT_NAME},
+                        "name": {"type": "string", "maxLength": bounds.MAX_OBJECT_NAME},
                         "generateName": {"type": "string"},
                     },
                 },
-                "spec": self.spec(),
+                fields.SPEC.name: self.spec(),
                 "status": self.status(),
             },
             required=["spec"],

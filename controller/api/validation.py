@@ -29,8 +29,8 @@ from typing import Any
 
 from controller import features
 from controller.api import predicates, schema, specpolicy
+from controller.api.fields import Schema
 
-Schema = dict[str, Any]
 KIND_QUALIFIED = f"{schema.KIND}.{schema.GROUP}"
 SKIPPED = (
     "some validation rules were not checked because the object was invalid; correct the "

@@ -29,9 +29,8 @@ from typing import Any, cast
 
 import re2
 
-# The CRD's maxLength for one pattern (controller.api.schema.MAX_PATTERN), checked here too for
-# objects stored under an older CRD.
-MAX_PATTERN_LENGTH = 1024
+from controller.api import bounds
+
 # RE2's memory budget for one pattern (program + DFA cache). 256 KiB fits about 8,000
 # instructions (e.g. ``[^a]{1000}``); compiling a pattern that does not fit stops after ~10 ms.
 PATTERN_MAX_MEM = 256 << 10
@@ -122,8 +121,9 @@ def encode(message: str) -> bytes:
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _compiled(source: str) -> Pattern | str:
     """The compiled pattern, or why it is refused (cached either way)."""
-    if len(source) > MAX_PATTERN_LENGTH:
-        return f"longer than {MAX_PATTERN_LENGTH} characters"
+    # The CRD's maxLength for one pattern, checked here too for objects stored under an older CRD.
+    if len(source) > bounds.MAX_PATTERN:
+        return f"longer than {bounds.MAX_PATTERN} characters"
     refused = _go_only_error(source)
     if refused is not None:
         return refused

@@ -9,17 +9,19 @@ field, so the reconciler can report it as a condition and an Event instead of cr
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from controller.api import fields
-from controller.api.fields import Field
+from controller.api.fields import Field, ListField, ObjectField, Record
 from controller.jobset import api, messagepatterns, placement
 from controller.jobset.jobsetstatus import JobSetStatus
 from controller.runtime.store import Obj
 
 DependencyStatus = Literal["Ready", "Complete"]
 T = TypeVar("T", str, int, bool)
+R = TypeVar("R")
 
 
 class InvalidJobSet(ValueError):
@@ -206,14 +208,6 @@ def _dict(value: Any, where: str) -> Obj:
     return value
 
 
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidJobSet(f"{where} must be a list, got {type(value).__name__}")
-    return value
-
-
 def _int(value: Any, where: str, default: int, minimum: int = 0) -> int:
     if value is None:
         return default
@@ -232,22 +226,40 @@ def _str(value: Any, where: str, default: str = "") -> str:
     return value
 
 
-def _strings(value: Any, where: str) -> tuple[str, ...]:
-    return tuple(_str(v, f"{where}[{i}]") for i, v in enumerate(_list(value, where)))
-
-
-def _get(declared: Field[T], parent: Obj, where: str) -> T | None:
-    """The field ``declared`` of ``parent`` (at ``where``), read as its one definition says
-    (``controller.api.fields``: type, bounds, allowed values, what leaving it out means)."""
+def as_invalid(read: Callable[[Any, str], R], value: Any, where: str) -> R:
+    """``read(value, where)``: a ``controller.api.fields`` record's reading of the value at
+    ``where``, its refusal (``FieldInvalid``, naming the field) raised as ``InvalidJobSet``."""
     try:
-        return declared.read(parent.get(declared.name), f"{where}.{declared.name}")
+        return read(value, where)
     except fields.FieldInvalid as err:
         raise InvalidJobSet(str(err)) from None
 
 
+def read_field(declared: Record[R], parent: Obj, where: str) -> R:
+    """The field, list, map or object ``declared`` of ``parent`` (at ``where``), read as its one
+    definition says (``controller.api.fields``: type, bounds, allowed values, what leaving it
+    out means)."""
+    return as_invalid(declared.read, parent.get(declared.name), f"{where}.{declared.name}")
+
+
+def read_object(declared: ObjectField, parent: Obj, where: str) -> Obj:
+    """``read_field`` of an object; left out (without a default of its own), empty."""
+    return read_field(declared, parent, where) or {}
+
+
+def _strings(declared: ListField, parent: Obj, where: str) -> tuple[str, ...]:
+    """``read_field`` of a list of strings, each checked too."""
+    return as_invalid(declared.read_strings, parent.get(declared.name), f"{where}.{declared.name}")
+
+
+def read_item(declared: ObjectField, value: Any, where: str) -> Obj:
+    """The item at ``where`` of a list of objects (``declared``: their record)."""
+    return as_invalid(declared.read_given, value, where)
+
+
 def _got(declared: Field[T], parent: Obj, where: str) -> T:
-    """``_get`` of a field that has a value: given, or meant by leaving it out."""
-    value = _get(declared, parent, where)
+    """``read_field`` of a field that has a value: given, or meant by leaving it out."""
+    value = read_field(declared, parent, where)
     if value is None:
         raise InvalidJobSet(f"{where}.{declared.name} is required")
     return value
@@ -277,24 +289,24 @@ def _template_with_defaults(template: Obj, where: str) -> Obj:
     if not isinstance(pod_spec, dict):
         raise InvalidJobSet(f"{where}.spec.template.spec must be an object")
     pod_spec.setdefault("restartPolicy", api.DEFAULT_POD_RESTART_POLICY)
-    containers = pod_spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        raise InvalidJobSet(
-            f"{where}.spec.template.spec.containers must list at least one container"
-        )
+    pod_where = f"{where}.spec.template.spec"
+    if not isinstance(pod_spec.get("containers"), list) or not pod_spec["containers"]:
+        raise InvalidJobSet(f"{pod_where}.containers must list at least one container")
+    read_field(fields.CONTAINERS, pod_spec, pod_where)
+    read_field(fields.INIT_CONTAINERS, pod_spec, pod_where)
     return result
 
 
 def _replicated_job(raw: Any, index: int) -> ReplicatedJob:
-    where = f"spec.replicatedJobs[{index}]"
-    obj = _dict(raw, where)
-    name = _get(fields.REPLICATED_JOB_NAME, obj, where)
+    where = f"{fields.REPLICATED_JOBS.path}[{index}]"
+    obj = read_item(fields.REPLICATED_JOB, raw, where)
+    name = read_field(fields.REPLICATED_JOB_NAME, obj, where)
     if not name:
-        raise InvalidJobSet(f"{where}.name is required")
+        raise InvalidJobSet(f"{where}.{fields.REPLICATED_JOB_NAME.name} is required")
     depends = []
-    for j, dep in enumerate(_list(obj.get("dependsOn"), f"{where}.dependsOn")):
-        dep_where = f"{where}.dependsOn[{j}]"
-        dep_obj = _dict(dep, dep_where)
+    for j, dep in enumerate(read_field(fields.DEPENDS_ON, obj, where)):
+        dep_where = f"{where}.{fields.DEPENDS_ON.name}[{j}]"
+        dep_obj = read_item(fields.DEPENDENCY, dep, dep_where)
         status = _got(fields.DEPENDENCY_STATUS, dep_obj, dep_where)
         dep_name = _got(fields.DEPENDENCY_NAME, dep_obj, dep_where)
         depends.append(DependsOn(dep_name, "Ready" if status == "Ready" else "Complete"))
@@ -309,19 +321,17 @@ def _replicated_job(raw: Any, index: int) -> ReplicatedJob:
     )
 
 
-def _failure_policy(raw: Any) -> FailurePolicy | None:
-    if raw is None:
+def _failure_policy(spec: Obj) -> FailurePolicy | None:
+    obj = read_field(fields.FAILURE_POLICY, spec, "spec")
+    if obj is None:
         return None
-    obj = _dict(raw, "spec.failurePolicy")
     rules = []
     program = 0  # RE2 instructions of all patterns so far
-    for i, rule_raw in enumerate(_list(obj.get("rules"), "spec.failurePolicy.rules")):
-        where = f"spec.failurePolicy.rules[{i}]"
-        rule = _dict(rule_raw, where)
+    for i, rule_raw in enumerate(read_field(fields.FAILURE_RULES, obj, fields.FAILURE_POLICY.path)):
+        where = f"{fields.FAILURE_RULES.path}[{i}]"
+        rule = read_item(fields.FAILURE_RULE, rule_raw, where)
         action = _got(fields.FAILURE_ACTION, rule, where)
-        patterns = _strings(
-            rule.get("onJobFailureMessagePatterns"), f"{where}.onJobFailureMessagePatterns"
-        )
+        patterns = _strings(fields.FAILURE_RULE_PATTERNS, rule, where)
         compiled = []
         for pattern in patterns:
             try:
@@ -340,22 +350,18 @@ def _failure_policy(raw: Any) -> FailurePolicy | None:
                 )
         rules.append(
             FailurePolicyRule(
-                name=_get(fields.FAILURE_RULE_NAME, rule, where)
+                name=read_field(fields.FAILURE_RULE_NAME, rule, where)
                 or f"{fields.DEFAULT_RULE_NAME_PREFIX}{i}",
                 action=action,
-                on_job_failure_reasons=_strings(
-                    rule.get("onJobFailureReasons"), f"{where}.onJobFailureReasons"
-                ),
+                on_job_failure_reasons=_strings(fields.FAILURE_RULE_REASONS, rule, where),
                 on_job_failure_message_patterns=patterns,
-                target_replicated_jobs=_strings(
-                    rule.get("targetReplicatedJobs"), f"{where}.targetReplicatedJobs"
-                ),
+                target_replicated_jobs=_strings(fields.FAILURE_RULE_TARGETS, rule, where),
                 compiled_patterns=tuple(compiled),
             )
         )
     return FailurePolicy(
-        max_restarts=_got(fields.MAX_RESTARTS, obj, "spec.failurePolicy"),
-        restart_strategy=_got(fields.RESTART_STRATEGY, obj, "spec.failurePolicy"),
+        max_restarts=_got(fields.MAX_RESTARTS, obj, fields.FAILURE_POLICY.path),
+        restart_strategy=_got(fields.RESTART_STRATEGY, obj, fields.FAILURE_POLICY.path),
         rules=tuple(rules),
     )
 
@@ -413,10 +419,10 @@ def with_new_status(previous: JobSet, obj: Obj) -> JobSet | None:
 def parse(obj: Obj) -> JobSet:
     """A cached JobSet object → ``JobSet``; raises ``InvalidJobSet`` naming what is wrong."""
     meta = _dict(obj.get("metadata"), "metadata")
-    spec = _dict(obj.get("spec"), "spec")
+    spec = as_invalid(fields.SPEC.read, obj.get(fields.SPEC.name), fields.SPEC.path) or {}
     replicated = tuple(
         _replicated_job(r, i)
-        for i, r in enumerate(_list(spec.get("replicatedJobs"), "spec.replicatedJobs"))
+        for i, r in enumerate(read_field(fields.REPLICATED_JOBS, spec, fields.SPEC.path))
     )
     # No replicated jobs is valid, as upstream: such a JobSet creates no Jobs and, since no Job
     # ever succeeds, never completes (success is decided only once a Job has succeeded).
@@ -433,38 +439,36 @@ def parse(obj: Obj) -> JobSet:
             f"spec.replicatedJobs: names must be unique, repeated: {', '.join(duplicates)}"
         )
 
-    network_raw = _dict(spec.get("network"), "spec.network")
+    network_raw = read_object(fields.NETWORK, spec, "spec")
+    at = fields.NETWORK.path
     network = Network(
-        enable_dns_hostnames=_got(fields.ENABLE_DNS_HOSTNAMES, network_raw, "spec.network"),
-        subdomain=_get(fields.SUBDOMAIN, network_raw, "spec.network") or "",
-        publish_not_ready_addresses=_got(
-            fields.PUBLISH_NOT_READY_ADDRESSES, network_raw, "spec.network"
-        ),
+        enable_dns_hostnames=_got(fields.ENABLE_DNS_HOSTNAMES, network_raw, at),
+        subdomain=read_field(fields.SUBDOMAIN, network_raw, at) or "",
+        publish_not_ready_addresses=_got(fields.PUBLISH_NOT_READY_ADDRESSES, network_raw, at),
     )
-    success_raw = _dict(spec.get("successPolicy"), "spec.successPolicy")
-    operator = _got(fields.SUCCESS_OPERATOR, success_raw, "spec.successPolicy")
+    success_raw = read_object(fields.SUCCESS_POLICY, spec, "spec")
+    at = fields.SUCCESS_POLICY.path
+    operator = _got(fields.SUCCESS_OPERATOR, success_raw, at)
     success = SuccessPolicy(
         operator="Any" if operator == "Any" else "All",
-        target_replicated_jobs=_strings(
-            success_raw.get("targetReplicatedJobs"), "spec.successPolicy.targetReplicatedJobs"
-        ),
+        target_replicated_jobs=_strings(fields.SUCCESS_TARGETS, success_raw, at),
     )
     for target in success.target_replicated_jobs:
         if target not in names:
             raise InvalidJobSet(
                 f"spec.successPolicy.targetReplicatedJobs: {target!r} is not a replicated job"
             )
-    startup = _dict(spec.get("startupPolicy"), "spec.startupPolicy")
-    coordinator_raw = spec.get("coordinator")
+    startup = read_object(fields.STARTUP_POLICY, spec, "spec")
+    c = read_field(fields.COORDINATOR, spec, "spec")
     coordinator = None
-    if coordinator_raw is not None:
-        c = _dict(coordinator_raw, "spec.coordinator")
+    if c is not None:
+        at = fields.COORDINATOR.path
         coordinator = Coordinator(
-            replicated_job=_get(fields.COORDINATOR_REPLICATED_JOB, c, "spec.coordinator") or "",
-            job_index=_got(fields.COORDINATOR_JOB_INDEX, c, "spec.coordinator"),
-            pod_index=_got(fields.COORDINATOR_POD_INDEX, c, "spec.coordinator"),
+            replicated_job=_got(fields.COORDINATOR_REPLICATED_JOB, c, at),
+            job_index=_got(fields.COORDINATOR_JOB_INDEX, c, at),
+            pod_index=_got(fields.COORDINATOR_POD_INDEX, c, at),
         )
-    managed_by = spec.get("managedBy")
+    managed_by = spec.get(fields.MANAGED_BY.name)
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
     _check_placement(
@@ -481,12 +485,13 @@ def parse(obj: Obj) -> JobSet:
         replicated_jobs=replicated,
         network=network,
         success_policy=success,
-        failure_policy=_failure_policy(spec.get("failurePolicy")),
-        startup_in_order=_got(fields.STARTUP_ORDER, startup, "spec.startupPolicy") == "InOrder",
+        failure_policy=_failure_policy(spec),
+        startup_in_order=_got(fields.STARTUP_ORDER, startup, fields.STARTUP_POLICY.path)
+        == "InOrder",
         suspend=_got(fields.SUSPEND, spec, "spec"),
         coordinator=coordinator,
         managed_by=managed_by if isinstance(managed_by, str) and managed_by else None,
-        ttl_seconds_after_finished=_get(fields.TTL_SECONDS_AFTER_FINISHED, spec, "spec"),
+        ttl_seconds_after_finished=read_field(fields.TTL_SECONDS_AFTER_FINISHED, spec, "spec"),
         status=JobSetStatus.parse(obj.get("status")),
         labels=dict(labels or {}),
         annotations=dict(annotations or {}),

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controller.api import bounds
 from controller.jobset import api
 from controller.runtime.store import Obj
 
@@ -35,9 +36,9 @@ NO_SCHEDULE_TAINT = "alpha.jobset.sigs.k8s.io/no-schedule"
 
 TOPOLOGY_KEY_RULE = (
     "must be a node label key (a qualified name: an optional DNS subdomain prefix and '/', then "
-    "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+    f"at most {bounds.MAX_LABEL_VALUE} letters, digits, '-', '_' or '.', starting and ending with "
+    "a letter or digit)"
 )
-MAX_LABEL_VALUE = 63
 
 # Matched whole (fullmatch): ``$`` would also admit a trailing newline, which Kubernetes refuses.
 _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
@@ -74,12 +75,12 @@ def qualified_name_error(key: str) -> str | None:
         prefix = parts[0]
         if not prefix:
             return f"{key!r} has an empty prefix before '/'"
-        if len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix):
+        if len(prefix) > bounds.MAX_DNS_SUBDOMAIN or not _SUBDOMAIN.fullmatch(prefix):
             return f"{key!r}: the prefix must be a lower-case DNS subdomain"
     if not name:
         return f"{key!r}: the name part is empty"
-    if len(name) > MAX_LABEL_VALUE:
-        return f"{key!r}: the name part is longer than 63 characters"
+    if len(name) > bounds.MAX_LABEL_VALUE:
+        return f"{key!r}: the name part is longer than {bounds.MAX_LABEL_VALUE} characters"
     if not _NAME.fullmatch(name):
         return f"{key!r}: the name part has a character other than letters, digits, '-', '_', '.'"
     return None
@@ -132,12 +133,12 @@ def child_annotations(
 def node_selector_error(namespace: str, job: str, where: str) -> str | None:
     """The refusal of a Job whose node-selector label value Kubernetes would refuse, or None."""
     value = namespaced_job(namespace, job)
-    if len(value) <= MAX_LABEL_VALUE:
+    if len(value) <= bounds.MAX_LABEL_VALUE:
         return None
     return (
         f"{where}: the node-selector strategy selects the node label {NAMESPACED_JOB}="
-        f"<namespace>_<job name>, and {value!r} is longer than {MAX_LABEL_VALUE} characters: "
-        "shorten the namespace, JobSet or replicated job name"
+        f"<namespace>_<job name>, and {value!r} is longer than {bounds.MAX_LABEL_VALUE} "
+        "characters: shorten the namespace, JobSet or replicated job name"
     )
 
 

@@ -1,16 +1,19 @@
 """docs/api.md's field tables come from the schema, so a bound, a default or a description is
-written once (``controller/api/schema.py``) and the CRD, ``kubectl explain``, the tables and
-``render``'s validation follow it."""
+written once (``controller/api/fields.py``, ``schema.py``) and the CRD, ``kubectl explain``, the
+tables, ``render``'s validation and the parser follow it."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
 import yaml
 
-from controller.api import crdgen, fielddocs, schema, specpolicy
+from controller.api import crdgen, fielddocs, fields, schema, specpolicy
 from controller.api.validation import Contract, embedded_types
+from controller.jobset.model import InvalidJobSet, parse
 from tests.integration.test_crd import base
 from tests.support.crd import CRD_FILE, REPO
 
@@ -41,7 +44,7 @@ def test_every_spec_field_has_a_row() -> None:
 def test_a_changed_bound_changes_the_crd_the_docs_and_the_validation(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(schema, "MAX_DEPENDS_ON", 2)
+    monkeypatch.setattr(fields, "DEPENDS_ON", dataclasses.replace(fields.DEPENDS_ON, max_items=2))
     job_template, claim = embedded_types(_installed())
     crd = schema.custom_resource_definition(job_template, claim)
     root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -58,6 +61,12 @@ def test_a_changed_bound_changes_the_crd_the_docs_and_the_validation(
     assert refusal is not None
     too_many = f"spec.replicatedJobs[{len(rjobs) - 1}].dependsOn: Too many: 3: must have at most 2"
     assert f"{too_many} items" in refusal.message, refusal.message
+    stored = copy.deepcopy(body)
+    stored["metadata"] = {"name": "train", "namespace": "default", "uid": "u-1"}
+    with pytest.raises(InvalidJobSet) as refused:
+        parse(stored)
+    where = f"spec.replicatedJobs[{len(rjobs) - 1}].dependsOn"
+    assert str(refused.value) == f"{where} must have at most 2 items, got 3"
 
 
 def test_types_and_defaults_read_as_the_schema_says() -> None:

@@ -166,19 +166,30 @@ def test_a_circle_is_found_through_any_import(tmp_path: Path) -> None:
     assert find_cycle(module_graph(package)) is None
 
 
-def test_one_obj_alias_at_the_io_edge() -> None:
-    """``Obj`` (a raw object as the API server sends it) is defined once, by the runtime's store;
-    the rest of the product imports it, so one can find every place that still handles raw
-    objects."""
+def defined_in(name: str) -> list[str]:
+    """The product's modules that assign ``name`` at their top level."""
     defining = []
     for path in sorted((REPO / "controller").rglob("*.py")):
         for node in ast.parse(path.read_text(), str(path)).body:
             targets = node.targets if isinstance(node, ast.Assign) else []
             if isinstance(node, ast.AnnAssign):
                 targets = [node.target]
-            if any(isinstance(t, ast.Name) and t.id == "Obj" for t in targets):
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 defining.append(str(path.relative_to(REPO)))
-    assert defining == ["controller/runtime/store.py"]
+    return defining
+
+
+def test_one_obj_alias_at_the_io_edge() -> None:
+    """``Obj`` (a raw object as the API server sends it) is defined once, by the runtime's store;
+    the rest of the product imports it, so one can find every place that still handles raw
+    objects."""
+    assert defined_in("Obj") == ["controller/runtime/store.py"]
+
+
+def test_one_schema_alias() -> None:
+    """``Schema`` (a node of the CRD's structural schema) is defined once, beside the records
+    that make the nodes of the JobSet's fields; the rest of ``controller.api`` imports it."""
+    assert defined_in("Schema") == ["controller/api/fields.py"]
 
 
 def test_one_condition_type_for_the_jobsets_conditions() -> None:

@@ -136,25 +136,40 @@ def test_failure_policy_with_backtracking_patterns_decides_at_once() -> None:
     assert (decision.action, decision.rule) == (api.RESTART_JOBSET, None)
 
 
+INVALID = "is not a valid regular expression"
+
+
 @pytest.mark.parametrize(
-    ("pattern", "valid"),
+    ("pattern", "refused"),
     [
-        pytest.param(r"oom\z", True, id="go-end-of-text"),
-        pytest.param(r"(?<=exit )137", False, id="lookbehind"),
-        pytest.param(r"\C", False, id="any-byte"),
-        pytest.param("x" * 1024, True, id="1024-characters"),
-        pytest.param("x" * 1025, False, id="1025-characters"),
-        pytest.param(r"\pL{1000}", False, id="program-too-large"),
+        pytest.param(r"oom\z", None, id="go-end-of-text"),
+        pytest.param(r"(?<=exit )137", INVALID, id="lookbehind"),
+        pytest.param(r"\C", INVALID, id="any-byte"),
+        pytest.param("x" * 1024, None, id="1024-characters"),
+        # The CRD's maxLength for a pattern (fields.FAILURE_RULE_PATTERNS), read by the parser.
+        pytest.param(
+            "x" * 1025,
+            r"onJobFailureMessagePatterns\[0\] must be at most 1024 characters, got 1025",
+            id="1025-characters",
+        ),
+        pytest.param(r"\pL{1000}", INVALID, id="program-too-large"),
     ],
 )
-def test_parse_validates_with_re2(pattern: str, valid: bool) -> None:
-    if valid:
+def test_parse_validates_with_re2(pattern: str, refused: str | None) -> None:
+    if refused is None:
         rule = _js([pattern]).failure_policy.rules[0]
         assert rule.compiled_patterns is not None
         assert [p.source for p in rule.compiled_patterns if p is not None] == [pattern]
         return
-    with pytest.raises(InvalidJobSet, match="is not a valid regular expression"):
+    with pytest.raises(InvalidJobSet, match=refused):
         _js([pattern])
+
+
+def test_a_pattern_longer_than_the_crd_admits_is_not_compiled() -> None:
+    """A rule not made by the parser compiles its patterns on first use: the same bound."""
+    assert messagepatterns.compile("x" * 1024).source == "x" * 1024
+    with pytest.raises(messagepatterns.PatternError, match="longer than 1024 characters"):
+        messagepatterns.compile("x" * 1025)
 
 
 def test_parse_refuses_patterns_too_large_together() -> None:

@@ -27,11 +27,18 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from controller.api import fields
-from controller.api.fields import Field
-from controller.jobset.model import InvalidJobSet, JobSet, ReplicatedJob
+from controller.api import bounds, fields
+from controller.api.fields import Field, ListField
+from controller.jobset.model import (
+    InvalidJobSet,
+    JobSet,
+    ReplicatedJob,
+    read_field,
+    read_item,
+    read_object,
+)
 from controller.jobset.quantity import quantity
 from controller.jobset.volumes import annotations as annotationsmod
 from controller.jobset.volumes import podscope, singlenode
@@ -66,20 +73,6 @@ from controller.runtime.store import Obj
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_MAX_LABEL = 63
-_MAX_SUBDOMAIN = 253
-T = TypeVar("T", str, int, bool)
-
-
-def _str_map(value: Any, where: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidJobSet(f"{where} must be an object, got {type(value).__name__}")
-    for key, item in value.items():
-        if not isinstance(item, str):
-            raise InvalidJobSet(f"{where}.{key} must be a string, got {item!r}")
-    return dict(value)
 
 
 def _template(raw: Any, where: str) -> ClaimTemplate:
@@ -93,10 +86,10 @@ def _template(raw: Any, where: str) -> ClaimTemplate:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidJobSet(f"{where}.metadata.name is required (it names the pod volume)")
-    if len(name) > _MAX_LABEL or not _DNS_LABEL.match(name):
+    if len(name) > bounds.MAX_NAME or not _DNS_LABEL.match(name):
         raise InvalidJobSet(
             f"{where}.metadata.name {name!r} must be a DNS-1123 label (lowercase letters, "
-            f"digits and '-', at most {_MAX_LABEL} characters): it names the pod volume"
+            f"digits and '-', at most {bounds.MAX_NAME} characters): it names the pod volume"
         )
     if meta.get("namespace"):
         raise InvalidJobSet(
@@ -115,106 +108,85 @@ def _template(raw: Any, where: str) -> ClaimTemplate:
         )
     return ClaimTemplate(
         name=name,
-        labels=_str_map(meta.get("labels"), f"{where}.metadata.labels"),
-        annotations=_str_map(meta.get("annotations"), f"{where}.metadata.annotations"),
+        labels=read_field(fields.CLAIM_LABELS, meta, f"{where}.metadata"),
+        annotations=read_field(fields.CLAIM_ANNOTATIONS, meta, f"{where}.metadata"),
         spec=copy.deepcopy(spec),
     )
 
 
-def _templates(raw: Any, where: str) -> tuple[ClaimTemplate, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise InvalidJobSet(f"{where} must be a list, got {type(raw).__name__}")
-    return tuple(_template(t, f"{where}[{i}]") for i, t in enumerate(raw))
+def _templates(declared: ListField, policy: Obj, where: str) -> tuple[ClaimTemplate, ...]:
+    at = f"{where}.{declared.name}"
+    return tuple(
+        _template(t, f"{at}[{i}]") for i, t in enumerate(read_field(declared, policy, where))
+    )
 
 
-def _read(declared: Field[T], raw: Obj, where: str) -> T | None:
-    """The field ``declared`` of ``raw``, as its one definition (``controller.api.fields``)
-    reads it: a value the schema admits, or what leaving it out means (None: nothing)."""
-    try:
-        return declared.read(raw.get(declared.name), f"{where}.{declared.name}")
-    except fields.FieldInvalid as err:
-        raise InvalidJobSet(str(err)) from None
-
-
-def _choice(declared: Field[str], raw: Obj, where: str) -> str:
-    """Like ``_read``, for a field that has a meaning when left out."""
-    value = _read(declared, raw, where)
+def _choice(declared: Field[str], found: Obj, where: str) -> str:
+    """``read_field`` of a field that has a meaning when left out."""
+    value = read_field(declared, found, where)
     assert value is not None  # every field read here has a meaning when left out
     return value
 
 
-def _object(raw: Any, where: str) -> Obj:
-    """An optional object of the spec; left out, empty."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
-    return raw
-
-
-def _keep(declared: Field[str], raw: Obj, where: str) -> Keep:
-    value = _choice(declared, raw, where)
+def _keep(declared: Field[str], found: Obj, where: str) -> Keep:
+    value = _choice(declared, found, where)
     return "Delete" if value == "Delete" else "Snapshot" if value == "Snapshot" else "Retain"
 
 
-def _retention(raw: Any, where: str) -> Retention:
-    if raw is None:
-        return Retention()
-    if not isinstance(raw, dict):
-        raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
+def _retention(policy: Obj, where: str) -> Retention:
+    """``retentionPolicy``; left out, every field's default."""
+    found = read_object(fields.RETENTION_POLICY, policy, where)
+    at = f"{where}.{fields.RETENTION_POLICY.name}"
     return Retention(
-        when_deleted=_keep(fields.WHEN_DELETED, raw, where),
-        when_completed=_keep(fields.WHEN_COMPLETED, raw, where),
-        when_failed=_keep(fields.WHEN_FAILED, raw, where),
-        when_scaled=_keep(fields.WHEN_SCALED, raw, where),
+        when_deleted=_keep(fields.WHEN_DELETED, found, at),
+        when_completed=_keep(fields.WHEN_COMPLETED, found, at),
+        when_failed=_keep(fields.WHEN_FAILED, found, at),
+        when_scaled=_keep(fields.WHEN_SCALED, found, at),
         when_suspended=(
             "Snapshot"
-            if _choice(fields.RETAIN_WHEN_SUSPENDED, raw, where) == "Snapshot"
+            if _choice(fields.RETAIN_WHEN_SUSPENDED, found, at) == "Snapshot"
             else "Retain"
         ),
     )
 
 
-def _when_suspended(raw: Any, where: str) -> WhenSuspended:
+def _when_suspended(policy: Obj, where: str) -> WhenSuspended:
     """``creationPolicy.whenSuspended``; left out, WaitForResume."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
-    value = _choice(fields.CREATE_WHEN_SUSPENDED, raw, where)
+    found = read_object(fields.CREATION_POLICY, policy, where)
+    value = _choice(fields.CREATE_WHEN_SUSPENDED, found, f"{where}.{fields.CREATION_POLICY.name}")
     return "Create" if value == "Create" else "WaitForResume"
 
 
-def _snapshots(raw: Any, where: str) -> SnapshotPolicy:
+def _snapshots(policy: Obj, where: str) -> SnapshotPolicy:
     """``snapshotPolicy``; left out, the default class and one snapshot kept per claim."""
-    found = _object(raw, where)
-    limit = _read(fields.SNAPSHOT_HISTORY_LIMIT, found, where)
+    found = read_object(fields.SNAPSHOT_POLICY, policy, where)
+    at = f"{where}.{fields.SNAPSHOT_POLICY.name}"
+    limit = read_field(fields.SNAPSHOT_HISTORY_LIMIT, found, at)
     assert limit is not None  # it has a meaning when left out
     return SnapshotPolicy(
-        class_name=_read(fields.SNAPSHOT_CLASS_NAME, found, where) or None,
-        group_class_name=_read(fields.GROUP_SNAPSHOT_CLASS_NAME, found, where) or None,
+        class_name=read_field(fields.SNAPSHOT_CLASS_NAME, found, at) or None,
+        group_class_name=read_field(fields.GROUP_SNAPSHOT_CLASS_NAME, found, at) or None,
         history_limit=limit,
     )
 
 
-def _restore(raw: Any, policy_where: str) -> RestorePolicy | None:
+def _restore(policy: Obj, where: str) -> RestorePolicy | None:
     """``restorePolicy``; left out, None (new claims start empty)."""
-    if raw is None:
+    found = read_field(fields.RESTORE_POLICY, policy, where)
+    if found is None:
         return None
-    where = f"{policy_where}.restorePolicy"
-    found = _object(raw, where)
-    source = _read(fields.RESTORE_SOURCE, found, where)
+    at = f"{where}.{fields.RESTORE_POLICY.name}"
+    source = read_field(fields.RESTORE_SOURCE, found, at)
     if source is None:
         raise InvalidJobSet(
-            f"{where}.source is required: {' or '.join(fields.RESTORE_SOURCE.enum)}"
+            f"{at}.{fields.RESTORE_SOURCE.name} is required: "
+            f"{' or '.join(fields.RESTORE_SOURCE.enum)}"
         )
-    name = _read(fields.RESTORE_SNAPSHOT_NAME, found, where) or ""
+    name = read_field(fields.RESTORE_SNAPSHOT_NAME, found, at) or ""
     # The admission rule restore-snapshot-name (schema.py), for an object stored without it.
     if (source == "VolumeSnapshot") != bool(name):
-        raise InvalidJobSet(f"{policy_where}: {fields.RESTORE_SNAPSHOT_NAME_RULE}")
-    missing = _choice(fields.RESTORE_WHEN_MISSING, found, where)
+        raise InvalidJobSet(f"{where}: {fields.RESTORE_SNAPSHOT_NAME_RULE}")
+    missing = _choice(fields.RESTORE_WHEN_MISSING, found, at)
     return RestorePolicy(
         source="VolumeSnapshot" if source == "VolumeSnapshot" else "NewestSnapshot",
         snapshot_name=name,
@@ -235,89 +207,90 @@ def _checked(policy: VolumePolicy) -> VolumePolicy:
     return policy
 
 
-def _target_names(raw: Any, where: str) -> tuple[str, ...] | None:
-    if raw is None:
+def _targets(
+    policy: Obj, where: str, declared: ListField, name_of: Callable[[Any, str], str]
+) -> tuple[str, ...] | None:
+    """The replicated jobs the list ``declared`` of ``policy`` names (``name_of`` an item);
+    left out, None (every replicated job that mounts a template)."""
+    if policy.get(declared.name) is None:
         return None
-    if not isinstance(raw, list):
-        raise InvalidJobSet(f"{where} must be a list, got {type(raw).__name__}")
-    names = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, str) or not item:
-            raise InvalidJobSet(f"{where}[{i}] must be a replicated job name, got {item!r}")
-        names.append(item)
-    return tuple(names)
+    at = f"{where}.{declared.name}"
+    listed = read_field(declared, policy, where)
+    return tuple(name_of(item, f"{at}[{i}]") for i, item in enumerate(listed))
+
+
+def _target_name(item: Any, where: str) -> str:
+    """An item of ``targetReplicatedJobs``."""
+    if not isinstance(item, str) or not item:
+        raise InvalidJobSet(f"{where} must be a replicated job name, got {item!r}")
+    return item
+
+
+def _request_target_name(item: Any, where: str) -> str:
+    """An item of ``volumePolicy.replicatedJobs``: ``{name}``."""
+    target = read_item(fields.VOLUME_POLICY_TARGET, item, where)
+    name = read_field(fields.VOLUME_POLICY_TARGET_NAME, target, where)
+    if not name:
+        raise InvalidJobSet(f"{where}.{fields.VOLUME_POLICY_TARGET_NAME.name} is required")
+    return name
+
+
+def _policy(
+    policy: Obj, where: str, templates: ListField, targets: tuple[str, ...] | None, scope: Scope
+) -> VolumePolicy:
+    """A volume claim policy of either spelling, its templates the list ``templates``."""
+    return _checked(
+        VolumePolicy(
+            templates=_templates(templates, policy, where),
+            retention=_retention(policy, where),
+            targets=targets,
+            scope=scope,
+            where=where,
+            when_suspended=_when_suspended(policy, where),
+            snapshots=_snapshots(policy, where),
+            restore=_restore(policy, where),
+        )
+    )
 
 
 def _upstream_policy(raw: Any, where: str) -> VolumePolicy:
-    if not isinstance(raw, dict):
-        raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
-    scope = _choice(fields.VOLUME_SCOPE, raw, where)
+    policy = read_item(fields.VOLUME_CLAIM_POLICY, raw, where)
+    scope = _choice(fields.VOLUME_SCOPE, policy, where)
     chosen: Scope = "Job" if scope == "Job" else "Pod" if scope == "Pod" else "JobSet"
-    return _checked(
-        VolumePolicy(
-            templates=_templates(raw.get("templates"), f"{where}.templates"),
-            retention=_retention(raw.get("retentionPolicy"), f"{where}.retentionPolicy"),
-            targets=_target_names(raw.get("targetReplicatedJobs"), f"{where}.targetReplicatedJobs"),
-            scope=chosen,
-            where=where,
-            when_suspended=_when_suspended(raw.get("creationPolicy"), f"{where}.creationPolicy"),
-            snapshots=_snapshots(raw.get("snapshotPolicy"), f"{where}.snapshotPolicy"),
-            restore=_restore(raw.get("restorePolicy"), where),
-        )
-    )
+    targets = _targets(policy, where, fields.POLICY_TARGETS, _target_name)
+    return _policy(policy, where, fields.POLICY_TEMPLATES, targets, chosen)
 
 
 def _request_policy(raw: Any, where: str) -> VolumePolicy:
-    if not isinstance(raw, dict):
-        raise InvalidJobSet(f"{where} must be an object, got {type(raw).__name__}")
-    targets_raw = raw.get("replicatedJobs")
-    targets: tuple[str, ...] | None = None
-    if targets_raw is not None:
-        if not isinstance(targets_raw, list):
-            raise InvalidJobSet(
-                f"{where}.replicatedJobs must be a list, got {type(targets_raw).__name__}"
-            )
-        names = []
-        for i, item in enumerate(targets_raw):
-            name = item.get("name") if isinstance(item, dict) else None
-            if not isinstance(name, str) or not name:
-                raise InvalidJobSet(f"{where}.replicatedJobs[{i}].name is required")
-            names.append(name)
-        targets = tuple(names)
-    return _checked(
-        VolumePolicy(
-            templates=_templates(raw.get("volumeClaimTemplates"), f"{where}.volumeClaimTemplates"),
-            retention=_retention(raw.get("retentionPolicy"), f"{where}.retentionPolicy"),
-            targets=targets,
-            scope="JobSet",
-            where=where,
-            when_suspended=_when_suspended(raw.get("creationPolicy"), f"{where}.creationPolicy"),
-            snapshots=_snapshots(raw.get("snapshotPolicy"), f"{where}.snapshotPolicy"),
-            restore=_restore(raw.get("restorePolicy"), where),
-        )
-    )
+    policy = read_item(fields.VOLUME_POLICY, raw, where)
+    targets = _targets(policy, where, fields.VOLUME_POLICY_TARGETS, _request_target_name)
+    return _policy(policy, where, fields.VOLUME_POLICY_TEMPLATES, targets, "JobSet")
 
 
 def _valid_claim_name(name: str) -> bool:
-    return len(name) <= _MAX_SUBDOMAIN and bool(_DNS_SUBDOMAIN.match(name))
+    return len(name) <= bounds.MAX_CLAIM_NAME and bool(_DNS_SUBDOMAIN.match(name))
 
 
-def _not_a_list(value: Any) -> VolumePolicy:
-    raise InvalidJobSet(f"spec.volumeClaimPolicies must be a list, got {type(value).__name__}")
+def _refused(problem: str) -> VolumePolicy:
+    raise InvalidJobSet(problem)
 
 
 def _entries(spec: Obj) -> Iterator[Callable[[], VolumePolicy]]:
     """Each policy entry of the spec, in order, as a parser that raises ``InvalidJobSet`` when
-    the entry (only that one) is invalid."""
-    upstream = spec.get("volumeClaimPolicies")
-    if upstream is not None and not isinstance(upstream, list):
-        yield functools.partial(_not_a_list, upstream)
-    elif upstream is not None:
+    the entry (only that one) is invalid; a list of entries that is not one, or is too long, is
+    refused first (the entries of a list that is only too long are still read)."""
+    upstream = spec.get(fields.VOLUME_CLAIM_POLICIES.name)
+    where = fields.VOLUME_CLAIM_POLICIES.path
+    try:
+        fields.VOLUME_CLAIM_POLICIES.read(upstream, where)
+    except fields.FieldInvalid as err:
+        yield functools.partial(_refused, str(err))
+    if isinstance(upstream, list):
         for i, raw in enumerate(upstream):
-            yield functools.partial(_upstream_policy, raw, f"spec.volumeClaimPolicies[{i}]")
-    request = spec.get("volumePolicy")
+            yield functools.partial(_upstream_policy, raw, f"{where}[{i}]")
+    request = spec.get(fields.VOLUME_POLICY.name)
     if request is not None:
-        yield functools.partial(_request_policy, request, "spec.volumePolicy")
+        yield functools.partial(_request_policy, request, fields.VOLUME_POLICY.path)
 
 
 def _raw_policies(jobset: JobSet) -> list[VolumePolicy]:
@@ -339,14 +312,20 @@ def readable_policies(spec: Any) -> tuple[list[VolumePolicy], list[str]]:
     return found, problems
 
 
+def _request_spelling(policy: VolumePolicy) -> bool:
+    return policy.where == fields.VOLUME_POLICY.path
+
+
 def _targets_field(policy: VolumePolicy) -> str:
-    suffix = ".replicatedJobs" if policy.where == "spec.volumePolicy" else ".targetReplicatedJobs"
-    return policy.where + suffix
+    request = _request_spelling(policy)
+    targets = fields.VOLUME_POLICY_TARGETS if request else fields.POLICY_TARGETS
+    return f"{policy.where}.{targets.name}"
 
 
 def _templates_field(policy: VolumePolicy, index: int) -> str:
-    key = "volumeClaimTemplates" if policy.where == "spec.volumePolicy" else "templates"
-    return f"{policy.where}.{key}[{index}]"
+    request = _request_spelling(policy)
+    templates = fields.VOLUME_POLICY_TEMPLATES if request else fields.POLICY_TEMPLATES
+    return f"{policy.where}.{templates.name}[{index}]"
 
 
 def _validate(jobset: JobSet, found: list[VolumePolicy]) -> None:
@@ -437,11 +416,11 @@ def _validate_pod_rjob(jobset: JobSet, policy: VolumePolicy, rjob: ReplicatedJob
         name = podscope.pod_claim_name(
             template.name, jobset.name, rjob.name, rjob.replicas - 1, pods - 1
         )
-        if len(name) > _MAX_SUBDOMAIN:
+        if len(name) > bounds.MAX_CLAIM_NAME:
             raise InvalidJobSet(
                 f"{policy.where}: the Pod-scope claim of the last pod of the last Job, {name!r}, "
-                f"has {len(name)} characters, more than the {_MAX_SUBDOMAIN} of a claim name: "
-                "shorten the JobSet, template or replicated job name"
+                f"has {len(name)} characters, more than the {bounds.MAX_CLAIM_NAME} of a claim "
+                "name: shorten the JobSet, template or replicated job name"
             )
 
 
@@ -461,7 +440,8 @@ def _validate_claim_names(jobset: JobSet, found: tuple[VolumePolicy, ...]) -> No
         if not _valid_claim_name(name):
             raise InvalidJobSet(
                 f"{policy.where}: claim name {name!r} must be a DNS-1123 subdomain of at most "
-                f"{_MAX_SUBDOMAIN} characters: shorten the JobSet, template or replicated job name"
+                f"{bounds.MAX_CLAIM_NAME} characters: shorten the JobSet, template or replicated "
+                "job name"
             )
         if name in seen:
             raise InvalidJobSet(
@@ -513,9 +493,9 @@ def policies(jobset: JobSet) -> tuple[VolumePolicy, ...]:
 def has_pod_scope(stored: Obj) -> bool:
     """Whether a stored JobSet asks for Pod-scope claims (a cheap look, without parsing: which
     JobSets an admission policy event concerns)."""
-    found = as_dict(stored.get("spec")).get("volumeClaimPolicies")
+    found = as_dict(stored.get(fields.SPEC.name)).get(fields.VOLUME_CLAIM_POLICIES.name)
     return isinstance(found, list) and any(
-        isinstance(p, dict) and p.get("scope") == "Pod" for p in found
+        isinstance(p, dict) and p.get(fields.VOLUME_SCOPE.name) == "Pod" for p in found
     )
 
 
