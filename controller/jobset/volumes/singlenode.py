@@ -45,6 +45,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from controller.api.bounds import MAX_LABEL_VALUE
 from controller.jobset import children, placement
 from controller.jobset.children import ChildJob
 from controller.jobset.jobsetstatus import Condition
@@ -69,7 +70,6 @@ READ_WRITE_ONCE = "ReadWriteOnce"
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 # Preferred scheduling terms weigh 1 to 100; the selected node's is all of it.
 PREFERENCE_WEIGHT = 100
-_MAX_LABEL_VALUE = 63
 _LISTED = 5  # Jobs named in a message before "and N more"
 
 JobRef = tuple[str, int]  # (replicated job, job index)
@@ -166,10 +166,10 @@ def _at_once(
 def group_key(claim: str) -> str:
     """A label value naming a group by its first claim: the name when it fits, else its start
     and a digest (claim names are DNS subdomains, whose characters label values allow)."""
-    if len(claim) <= _MAX_LABEL_VALUE:
+    if len(claim) <= MAX_LABEL_VALUE:
         return claim
     digest = hashlib.sha256(claim.encode()).hexdigest()[:16]
-    return f"{claim[: _MAX_LABEL_VALUE - 17].rstrip('.-')}-{digest}"
+    return f"{claim[: MAX_LABEL_VALUE - 17].rstrip('.-')}-{digest}"
 
 
 def _exclusive(jobset: JobSet, rjob: ReplicatedJob) -> bool:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from controller.api.bounds import MAX_DNS_SUBDOMAIN, MAX_LABEL_VALUE
 from controller.jobset import api
 from controller.jobset.status import parse_time
 from controller.jobset.volumes.desired import DesiredClaim
@@ -55,17 +56,15 @@ REASON_SNAPSHOT_CREATED = "SnapshotCreated"
 REASON_SNAPSHOT_DELETED = "SnapshotDeleted"
 REASON_SNAPSHOT_FAILED = "SnapshotFailed"
 
-_MAX_NAME = 253  # a VolumeSnapshot's name is a DNS subdomain
-_MAX_LABEL_VALUE = 63
 _UID_PART = 8
 
 
 def _fit(base: str, suffix: str) -> str:
     """``base + suffix``; too long for a DNS subdomain, ``base`` keeps its start and a hash of
     the rest."""
-    if len(base) + len(suffix) > _MAX_NAME:
+    if len(base) + len(suffix) > MAX_DNS_SUBDOMAIN:
         digest = hashlib.sha256(base.encode()).hexdigest()[:10]
-        base = base[: _MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-.") + "-" + digest
+        base = base[: MAX_DNS_SUBDOMAIN - len(suffix) - len(digest) - 1].rstrip("-.") + "-" + digest
     return base + suffix
 
 
@@ -94,7 +93,7 @@ def snapshot_object(
     template = claim.labels.get(CLAIM_TEMPLATE_LABEL)
     if template:
         labels[CLAIM_TEMPLATE_LABEL] = template
-    if len(claim.name) <= _MAX_LABEL_VALUE:
+    if len(claim.name) <= MAX_LABEL_VALUE:
         labels[SNAPSHOT_CLAIM_LABEL] = claim.name
     spec: Obj = {"source": {"persistentVolumeClaimName": claim.name}}
     if policy.snapshots.class_name:
