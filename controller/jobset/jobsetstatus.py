@@ -192,7 +192,9 @@ class ReplicatedJobStatus:
 class TemplateStatus:
     """One ``volumes.templates`` entry: a claim template's scope and its claims by state.
     ``claim_name``: JobSet scope only; ``restored``: with a restorePolicy only;
-    ``restored_from``: the snapshot a JobSet-scope claim was restored from (None: not written)."""
+    ``restored_from``: the snapshot a JobSet-scope claim was restored from (None: not written);
+    ``restored_from_group``: the VolumeGroupSnapshot every restored claim (Job or Pod scope) came
+    from, each from its own member (None: not written)."""
 
     name: str
     scope: str
@@ -205,6 +207,7 @@ class TemplateStatus:
     claim_name: str | None = None
     restored: int | None = None
     restored_from: str | None = None
+    restored_from_group: str | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> TemplateStatus | None:
@@ -212,6 +215,7 @@ class TemplateStatus:
         if not isinstance(name, str):
             return None
         claim, source = raw.get("claimName"), raw.get("restoredFrom")
+        group = raw.get("restoredFromGroup")
         return cls(
             name,
             _text(raw.get("scope")),
@@ -224,6 +228,7 @@ class TemplateStatus:
             claim if isinstance(claim, str) else None,
             _count(raw["restored"]) if raw.get("restored") is not None else None,
             source if isinstance(source, str) else None,
+            group if isinstance(group, str) else None,
         )
 
     def _comparable(self) -> tuple[Any, ...]:
@@ -239,6 +244,7 @@ class TemplateStatus:
             self.claim_name or "",
             self.restored or 0,
             self.restored_from or "",
+            self.restored_from_group or "",
         )
 
     def to_dict(self) -> Obj:
@@ -258,6 +264,8 @@ class TemplateStatus:
             found["restored"] = self.restored
         if self.restored_from is not None:
             found["restoredFrom"] = self.restored_from
+        if self.restored_from_group is not None:
+            found["restoredFromGroup"] = self.restored_from_group
         return found
 
 

@@ -19,6 +19,7 @@ import pytest
 from controller.jobset import api
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
+    RESTORED_FROM_GROUP_ANNOTATION,
     SNAPSHOT_CLAIM_LABEL,
     SNAPSHOT_OF_UID_ANNOTATION,
 )
@@ -435,6 +436,7 @@ async def test_the_ranks_are_snapshotted_together_and_each_restored_from_the_sam
     (group,) = await wait_for(
         lambda: groups_of(client, namespace), lambda found: len(found) == 1, "a group snapshot"
     )
+    group_name = group["metadata"]["name"]
     selector = group["spec"]["source"]["selector"]
     assert selector["matchLabels"] == {api.JOBSET_NAME: name}
     assert group["spec"]["volumeGroupSnapshotClassName"] == "csi-group-snapshot"
@@ -492,6 +494,15 @@ async def test_the_ranks_are_snapshotted_together_and_each_restored_from_the_sam
         )
         assert made["metadata"]["uid"] != uids[rank]
         assert made["spec"]["dataSourceRef"]["name"] == f"member-{rank}"
+        assert made["metadata"]["annotations"][RESTORED_FROM_GROUP_ANNOTATION] == group_name
+    # The status says every rank came from that one group (each claim names its member).
+    reported = await wait_for(
+        lambda: get_jobset(client, namespace, name),
+        lambda obj: obj["status"]["volumes"]["templates"][0].get("restored") == 2,
+        "status.volumes to count both ranks restored",
+    )
+    (template,) = reported["status"]["volumes"]["templates"]
+    assert template.get("restoredFromGroup") == group_name
 
 
 async def groups_of(client: KubeClient, namespace: str) -> list[Obj]:

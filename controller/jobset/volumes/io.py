@@ -259,18 +259,25 @@ class VolumeIO:
         uids of those that were (``VolumePlan.claim_uids_with``)."""
 
         async def create(claim: DesiredClaim) -> None:
-            uid = await self.create_claim(jobset, claim, vplan.restore.get(claim.name))
+            uid = await self.create_claim(
+                jobset, claim, vplan.restore.get(claim.name), vplan.restore_groups.get(claim.name)
+            )
             if uid:
                 created[claim.name] = uid
 
         return [(claim.name, create(claim)) for claim in vplan.create]
 
     async def create_claim(
-        self, jobset: JobSet, claim: DesiredClaim, source: str | None = None
+        self,
+        jobset: JobSet,
+        claim: DesiredClaim,
+        source: str | None = None,
+        group: str | None = None,
     ) -> str | None:
-        """Creates the claim (from the VolumeSnapshot ``source``, if given); returns its uid
-        (None when it existed already)."""
-        body = claim.object if source is None else restored(claim, source)
+        """Creates the claim (from the VolumeSnapshot ``source``, if given, a member of the
+        VolumeGroupSnapshot ``group``, if given); returns its uid (None when it existed
+        already)."""
+        body = claim.object if source is None else restored(claim, source, group)
         try:
             created = await self.client.create(CLAIMS, body, jobset.namespace)
         except ApiError as err:

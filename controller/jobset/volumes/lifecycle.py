@@ -476,8 +476,10 @@ class VolumePlan:
     record: ClaimRecord = field(default_factory=ClaimRecord)
     # Lost claims replaced by an empty one, as the JobSet's annotation accepted: claim → message.
     replaced: dict[str, str] = field(default_factory=dict)
-    # restorePolicy: claim created in this pass → the VolumeSnapshot it starts from.
+    # restorePolicy: claim created in this pass → the VolumeSnapshot it starts from, and the
+    # VolumeGroupSnapshot that snapshot is a member of (restored from a group).
     restore: dict[str, str] = field(default_factory=dict)
+    restore_groups: dict[str, str] = field(default_factory=dict)
     # restorePolicy: claim not created yet → why (its snapshot is not ready, or missing).
     restore_waiting: dict[str, str] = field(default_factory=dict)
     # Retention Snapshot: the VolumeSnapshots to create, those to prune (historyLimit), and the
@@ -717,6 +719,8 @@ def plan(
                 result.create.append(desired)
                 if source.source is not None:
                     result.restore[at.name] = source.source
+                if source.group is not None:
+                    result.restore_groups[at.name] = source.group
                 at = replace(at, state=ClaimState.PENDING)
         elif at.state is ClaimState.CONFLICT:
             result.conflicts[at.name] = at.why

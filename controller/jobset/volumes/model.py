@@ -54,6 +54,9 @@ OWNER_UID_ANNOTATION = "jobset.sigs.k8s.io/jobset-uid"
 # Set when a JobSet with ``whenDeleted: Retain`` went away: the uid it was retained from. The only
 # proof (besides the owner uid) that a claim was this controller's: labels are copied by charts.
 RETAINED_FROM_ANNOTATION = "jobset.sigs.k8s.io/retained-from-uid"
+# On a claim restored from a member of a VolumeGroupSnapshot: the group (its dataSourceRef names
+# only the member), so the status can say every rank came from the same group.
+RESTORED_FROM_GROUP_ANNOTATION = "jobset.sigs.k8s.io/restored-from-group"
 # On the JobSet: the explicit, one-shot acceptance of an empty replacement for Lost claims,
 # ``<claim name>@<uid prefix of the lost claim>`` separated by commas (lifecycle.py).
 REPLACE_LOST_ANNOTATION = "jobset.sigs.k8s.io/replace-lost-claims"

@@ -14,6 +14,7 @@ from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     GROUP_OF_JOBSET_ANNOTATION,
     OWNER_UID_ANNOTATION,
+    RESTORED_FROM_GROUP_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
     SNAPSHOT_OF_UID_ANNOTATION,
@@ -92,6 +93,11 @@ class ClaimView:
     @property
     def node_selected(self) -> bool:
         return SELECTED_NODE_ANNOTATION in self.annotations
+
+    @property
+    def restored_from_group(self) -> str | None:
+        """The VolumeGroupSnapshot whose member the claim was restored from, if so."""
+        return self.annotations.get(RESTORED_FROM_GROUP_ANNOTATION)
 
     @property
     def restored_from(self) -> str | None:

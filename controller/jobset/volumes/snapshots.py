@@ -45,9 +45,11 @@ from controller.jobset.volumes.desired import DesiredClaim
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     GROUP_OF_JOBSET_ANNOTATION,
+    RESTORED_FROM_GROUP_ANNOTATION,
     SNAPSHOT_CLAIM_LABEL,
     SNAPSHOT_OF_UID_ANNOTATION,
     VolumePolicy,
+    as_dict,
 )
 from controller.jobset.volumes.observed import SNAPSHOT_GROUP, ClaimView, GroupView, SnapshotView
 from controller.runtime.store import Obj
@@ -385,10 +387,12 @@ def prune(policies: Iterable[VolumePolicy], found: Snapshots) -> list[str]:
 @dataclass(frozen=True)
 class Restore:
     """Where a new claim's data comes from: ``source`` (a VolumeSnapshot's name), or nothing
-    (an empty claim); ``wait``: why it is not created yet ("" when it may be)."""
+    (an empty claim); ``wait``: why it is not created yet ("" when it may be); ``group``: the
+    VolumeGroupSnapshot ``source`` is a member of."""
 
     source: str | None = None
     wait: str = ""
+    group: str | None = None
 
 
 EMPTY = Restore()
@@ -449,7 +453,7 @@ def _from_group(desired: DesiredClaim, found: Snapshots, when_missing: str) -> R
             )
         member = found.member(group, desired.name)
         if member is not None and member.ready:
-            return Restore(member.name)
+            return Restore(member.name, group=group.name)
         missing = f"the newest group snapshot, {group.name}, holds no ready snapshot of claim "
         missing += desired.name
         if when_missing == "CreateEmpty":
@@ -468,9 +472,17 @@ def _from_group(desired: DesiredClaim, found: Snapshots, when_missing: str) -> R
     )
 
 
-def restored(desired: DesiredClaim, source: str) -> Obj:
-    """The claim object of ``desired`` with ``source`` as its data source."""
+def restored(desired: DesiredClaim, source: str, group: str | None = None) -> Obj:
+    """The claim object of ``desired`` with ``source`` as its data source (and ``group``, the
+    VolumeGroupSnapshot whose member it is, named in an annotation)."""
     claim = desired.object
     spec = dict(claim["spec"])
     spec["dataSourceRef"] = {"apiGroup": SNAPSHOT_GROUP, "kind": "VolumeSnapshot", "name": source}
-    return {**claim, "spec": spec}
+    if group is None:
+        return {**claim, "spec": spec}
+    meta = dict(claim["metadata"])
+    meta["annotations"] = {
+        **as_dict(meta.get("annotations")),
+        RESTORED_FROM_GROUP_ANNOTATION: group,
+    }
+    return {**claim, "metadata": meta, "spec": spec}

@@ -85,6 +85,8 @@ def template_counts(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> lis
     # desired, existing, bound, pending, lost, conflicts, restored, per template
     counts = {name: [0] * 7 for name in policies}
     restored_from: dict[str, str] = {}
+    # Per template: the groups its restored claims came from (None: not from a group).
+    groups: dict[str, set[str | None]] = {}
     for at in claims:
         name = at.desired.template.name
         entry = counts[name]
@@ -98,12 +100,15 @@ def template_counts(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> lis
             entry[1] += int(at.volume_lost)
         elif state in _OURS:
             entry[1] += 1
-            source = at.claim.restored_from if at.claim is not None else None
+            claim = at.claim
+            source = claim.restored_from if claim is not None else None
             policy = policies[name]
-            if source and policy.restore is not None:
+            if claim is not None and source and policy.restore is not None:
                 entry[6] += 1
                 if policy.scope == "JobSet":
                     restored_from[name] = source
+                else:
+                    groups.setdefault(name, set()).add(claim.restored_from_group)
             if state is ClaimState.BOUND:
                 entry[2] += 1
             elif state in (ClaimState.PENDING, ClaimState.WAITING):
@@ -124,9 +129,16 @@ def template_counts(model: VolumeModel, claims: Iterable[ClaimLifecycle]) -> lis
                 model.slot_name((name, None, None, None)) if policy.scope == "JobSet" else None,
                 restored if policy.restore is not None else None,
                 restored_from.get(name),
+                _one_group(groups.get(name, set())),
             )
         )
     return result
+
+
+def _one_group(groups: set[str | None]) -> str | None:
+    """The VolumeGroupSnapshot every restored claim of a template came from, when they all
+    came from the same one (each from its own member)."""
+    return next(iter(groups)) if len(groups) == 1 else None
 
 
 def volumes_status(model: VolumeModel, vplan: VolumePlan) -> VolumesStatus:

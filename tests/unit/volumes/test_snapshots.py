@@ -25,6 +25,7 @@ from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     FINALIZER,
     GROUP_OF_JOBSET_ANNOTATION,
+    RESTORED_FROM_GROUP_ANNOTATION,
     SNAPSHOT_CLAIM_LABEL,
     SNAPSHOT_OF_UID_ANNOTATION,
 )
@@ -601,12 +602,49 @@ def test_restore_takes_every_rank_from_the_newest_group() -> None:
     chosen = {d.name: restore(d, found) for d in vm.desired}
     assert chosen["ckpt-js-workers-0"].source == "new-0"
     assert chosen["ckpt-js-workers-1"].source == "new-1"
+    assert {chosen[f"ckpt-js-workers-{i}"].group for i in (0, 1)} == {"new"}
     # Rank 2 is not in the newest group: not taken from an older one (another step).
     assert chosen["ckpt-js-workers-2"].source is None
     assert "holds no ready snapshot" in chosen["ckpt-js-workers-2"].wait
     in_flight = with_groups(groups=(older, group("newest", uid="g-3", ready=False,
                                                  created="2026-12-02T00:00:00Z")))  # fmt: skip
     assert "not ready yet" in restore(vm.desired[0], in_flight).wait
+
+
+def test_ranks_restored_from_one_group_say_so_in_the_status() -> None:
+    """Each rank's claim names its member (dataSourceRef) and the group (an annotation); the
+    template's status says every restored claim came from that one group. A claim restored on
+    its own, from no group, leaves the field out."""
+    obj = make_obj(
+        [{"templates": [tpl("ckpt")], "scope": "Job", "snapshotPolicy": GROUPED,
+          "restorePolicy": {"source": "NewestSnapshot"}}],
+        rjobs=[mounting("workers", 2, ("ckpt",))],
+    )  # fmt: skip
+    vm = model(parse(obj))
+    bodies = [restored(d, f"member-{i}", "run-1") for i, d in enumerate(vm.desired)]
+    assert all(
+        b["metadata"]["annotations"][RESTORED_FROM_GROUP_ANNOTATION] == "run-1" for b in bodies
+    )
+    assert (
+        restored(vm.desired[0], "alone")["metadata"]
+        .get("annotations", {})
+        .get(RESTORED_FROM_GROUP_ANNOTATION)
+        is None
+    )
+
+    def status_of(claims: list[Obj]) -> Obj:
+        for c in claims:
+            c["metadata"]["uid"] = uid_of(c["metadata"]["name"])
+            c["status"] = {"phase": "Bound"}
+        js = recorded(parse(obj), claims)
+        found = volume_status.template_counts(model(js), volume_lifecycle.lifecycle(
+            model(js), views(claims), StorageClasses()))  # fmt: skip
+        return found[0].to_dict()
+
+    together = status_of(copy.deepcopy(bodies))
+    assert (together["restored"], together["restoredFromGroup"]) == (2, "run-1")
+    mixed = status_of([copy.deepcopy(bodies[0]), restored(vm.desired[1], "alone")])
+    assert mixed["restored"] == 2 and "restoredFromGroup" not in mixed
 
 
 def test_prune_groups_keeps_the_newest_per_policy() -> None:
