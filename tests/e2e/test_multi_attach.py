@@ -1,0 +1,250 @@
+"""Shared ReadWriteOnce claims against Kubernetes' own attach/detach controller (issue 38).
+
+KWOK's nodes mount nothing, so the proof that pods kept on one node never meet ``Multi-Attach``
+comes from the component that enforces it: kube-controller-manager's attach/detach controller,
+which refuses to attach a ReadWriteOnce volume to a second node (a ``FailedAttachVolume`` Warning
+on the pod: "Volume is already used by pod(s) ..."). Each test brings what that controller needs
+and KWOK lacks: nodes it manages (the ``controller-managed-attach-detach`` annotation a kubelet
+sets), a CSIDriver whose volumes must be attached, a pre-bound PersistentVolume of that driver for
+the JobSet's claim, and the external attacher's part, played by the test (a VolumeAttachment it
+marks attached, as the CSI sidecar does once the driver answered).
+
+The control, colocation turned off and the pods sent to two nodes, shows the refusal happens here;
+with colocation on, the same JobSet's pods share one node and one attachment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from controller.jobset import api
+from controller.jobset.volumes.model import COLOCATE_ANNOTATION
+from controller.runtime.client import (
+    EVENTS,
+    PODS,
+    STORAGE_CLASSES,
+    ApiError,
+    KubeClient,
+    Resource,
+)
+from tests.e2e.test_exclusive_placement import (
+    NODES,
+    RUNNING,
+    _delete_and_wait,
+    _node,
+    kwok_nodes,
+)
+from tests.helpers import Kube, wait_for
+from tests.support.jobsets import jobset, replicated_job, with_mounts, with_pod_annotations
+from tests.support.volumes_e2e import ControllerProcesses, claim_template
+
+Obj = dict[str, Any]
+SECONDS = 120
+MANAGED = "volumes.kubernetes.io/controller-managed-attach-detach"
+CSI_DRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", namespaced=False)
+VOLUME_ATTACHMENTS = Resource(
+    "storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", namespaced=False
+)
+VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
+REFUSED = "FailedAttachVolume"
+
+
+class Attachable:
+    """A CSI driver whose volumes the attach/detach controller must attach, its class, and the
+    test's nodes; ``volume`` pre-binds a volume of it to a claim."""
+
+    def __init__(self, suffix: str) -> None:
+        self.driver = f"attach-{suffix}.test.local"
+        self.storage_class = f"attach-{suffix}"
+        self.label = f"example.com/attach-{suffix}"
+        taint = {"key": self.label, "value": "true", "effect": "NoSchedule"}
+        self.nodes = [_node(f"attach-{suffix}-{i}", {self.label: "yes"}, [taint]) for i in range(3)]
+        for node in self.nodes:
+            node["metadata"]["annotations"][MANAGED] = "true"
+        self.names = [n["metadata"]["name"] for n in self.nodes]
+        self.volumes: list[str] = []
+
+    def pod_spec(self) -> Obj:
+        """What puts a pod on this test's nodes only."""
+        return {
+            "tolerations": [{"key": self.label, "operator": "Exists", "effect": "NoSchedule"}],
+            "nodeSelector": {self.label: "yes"},
+        }
+
+    async def volume(self, client: KubeClient, namespace: str, claim: str) -> None:
+        name = f"{self.storage_class}-{len(self.volumes)}"
+        body = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": self.storage_class,
+                "claimRef": {"namespace": namespace, "name": claim},
+                "csi": {"driver": self.driver, "volumeHandle": name},
+            },
+        }
+        await client.create(VOLUMES, body, None)
+        self.volumes.append(name)
+
+    async def attachments(self, client: KubeClient) -> list[Obj]:
+        listed: list[Obj] = (await client.list(VOLUME_ATTACHMENTS, None))["items"]
+        return [a for a in listed if a["spec"]["attacher"] == self.driver]
+
+
+async def _play_the_attacher(client: KubeClient, attachable: Attachable) -> None:
+    """The external attacher's part: each VolumeAttachment of the driver marked attached."""
+    while True:
+        for attachment in await attachable.attachments(client):
+            if not (attachment.get("status") or {}).get("attached"):
+                with contextlib.suppress(ApiError):  # deleted meanwhile: the next round
+                    await client.patch(
+                        VOLUME_ATTACHMENTS,
+                        attachment["metadata"]["name"],
+                        {"status": {"attached": True}},
+                        None,
+                        subresource="status",
+                    )
+        await asyncio.sleep(0.5)  # a poll interval (the attacher has no event to wait for)
+
+
+@contextlib.asynccontextmanager
+async def attachable_storage(client: KubeClient) -> AsyncIterator[Attachable]:
+    """The driver, its class, the nodes and the attacher; all removed at the end."""
+    found = Attachable(uuid.uuid4().hex[:6])
+    driver = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIDriver",
+        "metadata": {"name": found.driver},
+        "spec": {"attachRequired": True, "podInfoOnMount": False},
+    }
+    storage_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": found.storage_class},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "Immediate",
+    }
+    await client.create(CSI_DRIVERS, driver, None)
+    await client.create(STORAGE_CLASSES, storage_class, None)
+    attacher = asyncio.create_task(_play_the_attacher(client, found))
+    try:
+        async with kwok_nodes(client, found.nodes):
+            yield found
+    finally:
+        attacher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await attacher
+        for resource, name in [
+            *((VOLUMES, v) for v in found.volumes),
+            (STORAGE_CLASSES, found.storage_class),
+            (CSI_DRIVERS, found.driver),
+        ]:
+            with contextlib.suppress(ApiError):
+                await client.delete(resource, name, None)
+
+
+def _sharing(name: str, attachable: Attachable, *, colocate: bool) -> Obj:
+    """A writer (1 pod) and readers (1 Job of 2 pods) that mount one ReadWriteOnce claim of
+    the attachable class at once."""
+    rjobs = []
+    for rjob in (replicated_job("writer"), replicated_job("readers", 1, completions=2)):
+        with_mounts(with_pod_annotations(rjob, **RUNNING), "data")
+        rjob["template"]["spec"]["template"]["spec"].update(attachable.pod_spec())
+        rjobs.append(rjob)
+    template = claim_template("data", "1Gi", attachable.storage_class)
+    body = jobset(name, *rjobs, volumeClaimPolicies=[{"templates": [template]}])
+    if not colocate:
+        body["metadata"]["annotations"] = {COLOCATE_ANNOTATION: "false"}
+    return body
+
+
+async def _pods(client: KubeClient, namespace: str, name: str) -> list[Obj]:
+    listed = await client.list(PODS, namespace, label_selector=f"{api.JOBSET_NAME}={name}")
+    pods: list[Obj] = listed["items"]
+    return pods
+
+
+async def _refusals(client: KubeClient, namespace: str, pods: set[str]) -> list[Obj]:
+    listed: list[Obj] = (await client.list(EVENTS, namespace))["items"]
+    return [
+        e for e in listed if e.get("reason") == REFUSED and e["involvedObject"].get("name") in pods
+    ]
+
+
+async def test_the_attach_detach_controller_refuses_a_second_node_when_colocation_is_off(
+    full_kube: Kube, full_namespace: str, client: KubeClient, controller: ControllerProcesses
+) -> None:
+    """The control: colocation off and the readers sent to another node than the writer (node
+    selectors). The volume attaches to the writer's node, and the attach/detach controller
+    refuses the readers' node with the Warning users meet as Multi-Attach."""
+    ns = full_namespace
+    async with attachable_storage(client) as storage:
+        body = _sharing("apart", storage, colocate=False)
+        writer, readers = body["spec"]["replicatedJobs"]
+        hostname = "kubernetes.io/hostname"
+        writer["template"]["spec"]["template"]["spec"]["nodeSelector"][hostname] = storage.names[0]
+        readers["template"]["spec"]["template"]["spec"]["nodeSelector"][hostname] = storage.names[1]
+        await storage.volume(client, ns, "data-apart")
+        await client.create(api.JOBSETS, body, ns)
+        pods = await wait_for(
+            lambda: _pods(client, ns, "apart"),
+            lambda ps: len(ps) == 3 and all(p["spec"].get("nodeName") for p in ps),
+            "3 pods of apart scheduled",
+            seconds=SECONDS,
+        )
+        on_second = {
+            p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] != storage.names[0]
+        }
+        assert len(on_second) == 2
+        refused = await wait_for(
+            lambda: _refusals(client, ns, on_second),
+            lambda found: {e["involvedObject"]["name"] for e in found} == on_second,
+            "the attach/detach controller to refuse the second node",
+            seconds=SECONDS,
+        )
+        assert all("already used by pod" in e["message"] for e in refused), refused
+        (attached,) = await storage.attachments(client)
+        assert attached["spec"]["nodeName"] == storage.names[0]
+        await _delete_and_wait(client, ns, "apart")
+
+
+async def test_pods_kept_on_one_node_share_one_attachment_and_meet_no_refusal(
+    full_kube: Kube, full_namespace: str, client: KubeClient, controller: ControllerProcesses
+) -> None:
+    """The same JobSet with colocation on (the default) and no node chosen by the user: every
+    pod on one node, the volume attached there once, no attach refused."""
+    ns = full_namespace
+    async with attachable_storage(client) as storage:
+        await storage.volume(client, ns, "data-together")
+        await client.create(api.JOBSETS, _sharing("together", storage, colocate=True), ns)
+        pods = await wait_for(
+            lambda: _pods(client, ns, "together"),
+            lambda ps: len(ps) == 3 and all(p["spec"].get("nodeName") for p in ps),
+            "3 pods of together scheduled",
+            seconds=SECONDS,
+        )
+        nodes = {p["spec"]["nodeName"] for p in pods}
+        assert len(nodes) == 1, [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods]
+        # The attach/detach controller has processed them all: the volume is attached to that
+        # node (the attachment it created, marked attached, and recorded in the node's status).
+        (node,) = nodes
+        await wait_for(
+            lambda: client.get(NODES, node, None),
+            lambda n: any(
+                v.get("name", "").endswith(storage.volumes[0])
+                for v in (n.get("status") or {}).get("volumesAttached") or []
+            ),
+            "the volume attached to the pods' node",
+            seconds=SECONDS,
+        )
+        (attachment,) = await storage.attachments(client)
+        assert attachment["spec"]["nodeName"] == node
+        assert await _refusals(client, ns, {p["metadata"]["name"] for p in pods}) == []
+        await _delete_and_wait(client, ns, "together")
