@@ -248,3 +248,48 @@ async def test_pods_kept_on_one_node_share_one_attachment_and_meet_no_refusal(
         assert attachment["spec"]["nodeName"] == node
         assert await _refusals(client, ns, {p["metadata"]["name"] for p in pods}) == []
         await _delete_and_wait(client, ns, "together")
+
+
+async def test_a_job_added_by_a_scale_up_joins_the_node_its_claim_is_attached_to(
+    full_kube: Kube, full_namespace: str, client: KubeClient, controller: ControllerProcesses
+) -> None:
+    """One Job of one pod mounts the claim (nothing shared: no affinity), then replicas goes to
+    2: the new Job's pod must run where the claim is attached, beside the first Job's pod that
+    carries no label of the controller's. Each pod asks for a CPU, so the scheduler, left to
+    itself, would prefer an emptier node."""
+    ns = full_namespace
+    async with attachable_storage(client) as storage:
+        rjob = with_mounts(with_pod_annotations(replicated_job("workers"), **RUNNING), "data")
+        pod = rjob["template"]["spec"]["template"]["spec"]
+        pod.update(storage.pod_spec())
+        pod["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+        template = claim_template("data", "1Gi", storage.storage_class)
+        body = jobset("grow", rjob, volumeClaimPolicies=[{"templates": [template]}])
+        await storage.volume(client, ns, "data-grow")
+        await client.create(api.JOBSETS, body, ns)
+        (first,) = await wait_for(
+            lambda: _pods(client, ns, "grow"),
+            lambda ps: len(ps) == 1 and bool(ps[0]["spec"].get("nodeName")),
+            "the first Job's pod scheduled",
+            seconds=SECONDS,
+        )
+        node = first["spec"]["nodeName"]
+        await wait_for(
+            lambda: storage.attachments(client),
+            lambda found: len(found) == 1 and bool((found[0].get("status") or {}).get("attached")),
+            "the claim's volume attached to the first pod's node",
+            seconds=SECONDS,
+        )
+        grow = [{"op": "replace", "path": "/spec/replicatedJobs/0/replicas", "value": 2}]
+        await client.patch(api.JOBSETS, "grow", grow, ns, patch_type="json")
+        pods = await wait_for(
+            lambda: _pods(client, ns, "grow"),
+            lambda ps: len(ps) == 2 and all(p["spec"].get("nodeName") for p in ps),
+            "both Jobs' pods scheduled",
+            seconds=SECONDS,
+        )
+        assert {p["spec"]["nodeName"] for p in pods} == {node}, [
+            (p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods
+        ]
+        assert await _refusals(client, ns, {p["metadata"]["name"] for p in pods}) == []
+        await _delete_and_wait(client, ns, "grow")

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.api.bounds import MAX_LABEL_VALUE
-from controller.jobset import children, placement
+from controller.jobset import api, children, placement
 from controller.jobset.children import ChildJob
 from controller.jobset.jobsetstatus import Condition
 from controller.jobset.model import JobSet, ReplicatedJob
@@ -314,10 +314,28 @@ def _with_preferred(section: object, term: Obj) -> Obj:
     return copied
 
 
-def colocated(job: Obj, group: Group, node: str | None) -> Obj:
-    """A copy of the Job object whose pods carry the group's label and required pod affinity,
-    and prefer ``node`` (the node a WaitForFirstConsumer claim of the group was placed on);
-    only the objects on the path are copied."""
+def group_pods(group: Group, jobset: str) -> Obj:
+    """The label selector of the group's pods, by the labels every JobSet controller puts on
+    them (name, replicated job, Job index), not by the group's own label: pods of Jobs made
+    without it (by upstream JobSet before a migration, or before a scale-up made the claim
+    shared) are followed too, wherever they run."""
+    if group.job is not None:
+        rjob, index = group.job
+        labels = {api.JOBSET_NAME: jobset, api.REPLICATED_JOB_NAME: rjob, api.JOB_INDEX: str(index)}
+        return {"matchLabels": labels}
+    return {
+        "matchLabels": {api.JOBSET_NAME: jobset},
+        "matchExpressions": [
+            {"key": api.REPLICATED_JOB_NAME, "operator": "In", "values": sorted(group.rjobs)}
+        ],
+    }
+
+
+def colocated(job: Obj, group: Group, node: str | None, jobset: str) -> Obj:
+    """A copy of the Job object whose pods carry the group's label and a required pod affinity
+    to the group's pods (``group_pods``) of the JobSet ``jobset``, and prefer ``node`` (the node
+    a WaitForFirstConsumer claim of the group was placed on); only the objects on the path are
+    copied."""
     result = dict(job)
     spec = result["spec"] = dict(as_dict(result.get("spec")))
     template = spec["template"] = dict(as_dict(spec.get("template")))
@@ -325,10 +343,7 @@ def colocated(job: Obj, group: Group, node: str | None) -> Obj:
     meta["labels"] = {**as_dict(meta.get("labels")), SINGLE_NODE_LABEL: group.key}
     pod = template["spec"] = dict(as_dict(template.get("spec")))
     affinity = dict(as_dict(pod.get("affinity")))
-    together = {
-        "labelSelector": {"matchLabels": {SINGLE_NODE_LABEL: group.key}},
-        "topologyKey": HOSTNAME,
-    }
+    together = {"labelSelector": group_pods(group, jobset), "topologyKey": HOSTNAME}
     affinity["podAffinity"] = _with_required(affinity.get("podAffinity"), together)
     if node is not None:
         there = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}

@@ -80,7 +80,8 @@ class Storage:
         group = self.model.colocation.group_of(job.replicated_job, job.index)
         if group is None:
             return mounted
-        return singlenode.colocated(mounted, group, singlenode.selected_node(group, self.nodes))
+        node = singlenode.selected_node(group, self.nodes)
+        return singlenode.colocated(mounted, group, node, jobset.name)
 
     def may_resize(self, job: ChildJob) -> bool:
         """Every claim the running Job's pods use at its new size is mountable."""

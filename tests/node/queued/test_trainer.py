@@ -186,8 +186,17 @@ async def test_a_trainjob_runs_here_and_every_trainer_node_reads_the_initializer
             [term] = pod["spec"]["affinity"]["podAffinity"][
                 "requiredDuringSchedulingIgnoredDuringExecution"
             ]
+            # The group's pods by the JobSet's own labels (so also pods of Jobs made without
+            # the group's label): the replicated jobs that mount the claim.
             assert term["labelSelector"] == {
-                "matchLabels": {SINGLE_NODE_LABEL: f"initializer-{name}"}
+                "matchLabels": {api.JOBSET_NAME: name},
+                "matchExpressions": [
+                    {
+                        "key": api.REPLICATED_JOB_NAME,
+                        "operator": "In",
+                        "values": ["dataset-initializer", "model-initializer", "node"],
+                    }
+                ],
             }
             assert pod["spec"]["nodeName"] == node.name
         assert not holds(js, "MultiAttachRisk")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.jobset import children, construct, volumes
+from controller.jobset import api, children, construct, volumes
 from controller.jobset.model import JobSet
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
 from controller.jobset.volumes import StorageClasses, singlenode
@@ -280,8 +280,15 @@ def job_object(affinity: Obj | None = None) -> Obj:
     }
 
 
+# The group's pods by the labels any JobSet controller writes, so also those of Jobs made
+# without the group's label.
 TOGETHER = {
-    "labelSelector": {"matchLabels": {SINGLE_NODE_LABEL: "data-js"}},
+    "labelSelector": {
+        "matchLabels": {api.JOBSET_NAME: "js"},
+        "matchExpressions": [
+            {"key": api.REPLICATED_JOB_NAME, "operator": "In", "values": ["workers"]}
+        ],
+    },
     "topologyKey": "kubernetes.io/hostname",
 }
 
@@ -289,12 +296,25 @@ TOGETHER = {
 def test_colocated_pods_carry_the_label_and_a_required_pod_affinity() -> None:
     job = job_object()
     before = copy.deepcopy(job)
-    placed = singlenode.colocated(job, GROUP, None)
+    placed = singlenode.colocated(job, GROUP, None, "js")
     assert job == before  # not changed in place
     template = placed["spec"]["template"]
     assert template["metadata"]["labels"] == {"mine": "x", SINGLE_NODE_LABEL: "data-js"}
     assert template["spec"]["affinity"] == {
         "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TOGETHER]}
+    }
+
+
+def test_a_jobs_own_group_selects_that_jobs_pods() -> None:
+    """A Job-scope claim shared by the pods of one Job: its pods, by JobSet, replicated job and
+    Job index."""
+    own = Group("ckpt-js-workers-1", ("ckpt-js-workers-1",), frozenset(), ("workers", 1))
+    assert singlenode.group_pods(own, "js") == {
+        "matchLabels": {
+            api.JOBSET_NAME: "js",
+            api.REPLICATED_JOB_NAME: "workers",
+            api.JOB_INDEX: "1",
+        }
     }
 
 
@@ -307,7 +327,9 @@ def test_the_users_own_affinity_is_kept_and_the_selected_node_preferred() -> Non
             "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [own_node]},
         }
     )
-    affinity = singlenode.colocated(job, GROUP, "node-3")["spec"]["template"]["spec"]["affinity"]
+    affinity = singlenode.colocated(job, GROUP, "node-3", "js")["spec"]["template"]["spec"][
+        "affinity"
+    ]
     assert affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
         own_term,
         TOGETHER,
@@ -396,9 +418,10 @@ def test_new_jobs_are_mounted_colocated_and_prefer_the_node_the_scheduler_chose(
         template = obj["spec"]["template"]
         assert template["metadata"]["labels"][SINGLE_NODE_LABEL] == "data-js", name
         affinity = template["spec"]["affinity"]
-        assert affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
-            TOGETHER
-        ]
+        [term] = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        # Every pod of the replicated jobs that share the claim (init and workers run at once).
+        assert term["labelSelector"]["matchExpressions"][0]["values"] == ["init", "workers"]
+        assert term["topologyKey"] == TOGETHER["topologyKey"]
         [preferred] = affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
         assert preferred["preference"]["matchExpressions"][0]["values"] == ["node-2"]
         assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-js"}} in template[
