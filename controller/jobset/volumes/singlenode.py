@@ -381,16 +381,20 @@ def condition(found: Colocation, jobset: JobSet, jobs: Sequence[ChildJob]) -> Co
         return None
     problems = [(reason, text) for _, reason, text in found.conflicts]
     for group in found.groups:
-        outside = sorted(
-            j.name
+        unlabelled = [
+            j
             for j in children.current_jobs(jobset, jobs)
             if not (j.is_finished or j.deleting)
             and j.replicated_job is not None
             and j.job_index is not None
             and found.group_of(j.replicated_job, j.job_index) == group
             and not _carries(j, group)
-        )
-        if outside:
+        ]
+        # The Jobs made with the affinity follow any pod of the group, wherever it runs: one pod
+        # made without it is no risk (a scale-up that made the claim shared), several may
+        # already run apart.
+        outside = sorted(j.name for j in unlabelled)
+        if sum(j.expected_pods() for j in unlabelled) > 1:
             problems.append(
                 (
                     REASON_NOT_COLOCATED,

@@ -380,15 +380,28 @@ def test_jobs_made_by_this_controller_are_colocated() -> None:
 
 
 def test_running_jobs_made_without_the_affinity_are_named() -> None:
+    """Two running Jobs made without the affinity (by upstream JobSet, say) may already run on
+    two nodes: named. A finished one holds the volume no more."""
     js = shared()
-    jobs = jobs_of(js, {"js-workers-0"}, **{"js-workers-1": {"complete": True}})
+    jobs = jobs_of(js, set())
     found_condition = singlenode.condition(found(js), js, jobs)
     assert found_condition is not None
     assert (found_condition.status, found_condition.reason) == ("True", "JobsNotColocated")
     assert found_condition.event_type == "Warning"
-    # js-workers-1 finished: its pods hold the volume no more.
-    assert "Jobs js-init-0 that mount it" in found_condition.message
+    assert "Jobs js-init-0, js-workers-0, js-workers-1 that mount it" in found_condition.message
     assert "Multi-Attach" in found_condition.message
+    finished = jobs_of(js, {"js-workers-0"}, **{"js-workers-1": {"complete": True}})
+    assert singlenode.condition(found(js), js, finished).reason == "Colocated"  # type: ignore[union-attr]
+
+
+def test_one_pod_made_without_the_affinity_is_followed_and_no_risk() -> None:
+    """A scale-up made the claim shared: the first Job (one pod) has no label, the new Jobs'
+    pods follow it by the JobSet's own labels, wherever it runs."""
+    js = shared()
+    jobs = jobs_of(js, {"js-workers-0", "js-workers-1"})
+    found_condition = singlenode.condition(found(js), js, jobs)
+    assert found_condition is not None
+    assert (found_condition.status, found_condition.reason) == ("False", "Colocated")
 
 
 def test_conflicts_are_reported_with_the_claim() -> None:
