@@ -47,7 +47,7 @@ def loop_name(loop: asyncio.AbstractEventLoop) -> str:
 def event_loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     """The event loop ``--event-loop`` names. uvloop (libuv) runs the same coroutines with less
     CPU per request and per watch event than the standard library's loop: its transports, TLS
-    included, and its scheduling are C (docs/performance.md)."""
+    included, and its scheduling are C (bench/HISTORY.md, "The event loop (uvloop)")."""
     if name == "uvloop":
         import uvloop
 

@@ -157,7 +157,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     flag("--namespaces", "comma-separated namespaces to watch; empty means all", "")
     flag("--workers", "concurrent reconciles", 4, type=int)
     # Upstream JobSet's limits: a JobSet of many Jobs is created in one pass, and at 50 QPS a
-    # thousand JobSets waited minutes in the client's own bucket (docs/performance.md). The API
+    # thousand JobSets waited minutes in the client's own bucket (bench/HISTORY.md, "The first
+    # run (before the cuts)"). The API
     # server's priority and fairness protects it; this bucket only smooths bursts.
     flag("--kube-api-qps", "client-side limit of API requests per second", 500.0, type=float)
     flag("--kube-api-burst", "client-side burst of API requests", 500, type=int)
@@ -214,7 +215,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
          "one generated with the same gates (components/alpha-features has every gate on)",
          "")  # fmt: skip
     flag("--event-loop", "uvloop (libuv's event loop: less CPU for the same work, "
-         "docs/performance.md) or asyncio (the standard library's)", "uvloop",
+         "bench/HISTORY.md) or asyncio (the standard library's)", "uvloop",
          choices=EVENT_LOOPS)  # fmt: skip
     flag("--shutdown-timeout", "seconds to let in-flight reconciles finish on SIGTERM", 20.0,
          type=float)  # fmt: skip

@@ -5,7 +5,8 @@ the deletion), is reconciled at once. A change of its status alone is gathered, 
 event, into the batch period (``--child-event-batch-period``): nearly every such event is the echo
 of this controller's own status write, and a pass for it alone finds nothing to do unless the
 JobSet's Jobs or claims moved meanwhile; when their events come within the period, the echo and
-they cost one pass instead of two (few do, as measured in docs/performance.md, "The event loop").
+they cost one pass instead of two (few do, as measured in bench/HISTORY.md, "The event loop
+(uvloop)").
 Nothing is dropped: the batched pass runs all the same, at most one period later.
 
 Pure: two versions of the cached object in, a verdict out.

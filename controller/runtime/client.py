@@ -210,10 +210,10 @@ def decode(data: bytes | str) -> Any:
     """A JSON document (a response body, a watch event) as Python values.
 
     orjson, which decodes what the API server sends about twice as fast as ``json`` (measured
-    in docs/performance.md): the same values for every document the API server writes (its
-    integers are 64-bit, its strings valid UTF-8, no NaN). Whatever orjson refuses that ``json``
-    reads (a lone surrogate escape, NaN, a float beyond double range) is read by ``json``, so
-    both accept the same documents; ``ValueError`` when neither does.
+    in bench/HISTORY.md, "CPU cuts, second round"): the same values for every document the API
+    server writes (its integers are 64-bit, its strings valid UTF-8, no NaN). Whatever orjson
+    refuses that ``json`` reads (a lone surrogate escape, NaN, a float beyond double range) is
+    read by ``json``, so both accept the same documents; ``ValueError`` when neither does.
     """
     try:
         return orjson.loads(data)
@@ -411,7 +411,7 @@ class KubeClient:
         """One request on kubernetes_asyncio's session, with its configuration's host, headers
         and credentials, as its ``call_api`` sends it, without the generic work around it
         (parameter sanitising, body rebuilding, ``json.dumps``): about 8 % of the controller's
-        CPU under load went to that (docs/performance.md)."""
+        CPU under load went to that (bench/HISTORY.md, "Results (2026-12-01, evening ...)")."""
         api = self.api
         headers = {"Content-Type": content_type, "Accept": "application/json"}
         headers.update(api.default_headers)
