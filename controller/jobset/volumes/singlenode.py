@@ -11,8 +11,10 @@ here even when it asks for a multi-node mode too.
 So the controller keeps such pods on one node, without the user writing any affinity:
 
 - every Job whose pods use a shared single-node claim gets, in its pod template, the label
-  ``jobset.sigs.k8s.io/single-node-claims: <group>`` and a *required* pod affinity to the pods
-  with that label over ``kubernetes.io/hostname``. A group is every claim mounted together
+  ``jobset.sigs.k8s.io/single-node-claims: <group>`` and a *required* pod affinity over
+  ``kubernetes.io/hostname`` to the group's pods, selected by the labels every JobSet controller
+  writes (``group_pods``), so also pods of Jobs made without the group's label (by upstream
+  JobSet, or before a scale-up made the claim shared). A group is every claim mounted together
   (claims two Jobs both mount are one group), named after its first claim. The scheduler
   places one pod at a time and sees the pods it has placed: the first pod of a group goes
   where the scheduler puts it (a pod that matches its own required term may go anywhere while
@@ -31,8 +33,9 @@ storage that lets several nodes mount a ReadWriteOnce volume anyway (NFS, or a C
 attaches nothing): Kubernetes enforces ReadWriteOnce only by attaching.
 
 Where that cannot hold, the ``MultiAttachRisk`` condition is True and a Warning Event names the
-claims and the Jobs, before any pod fails: Jobs created without the affinity (by upstream JobSet
-before a migration, or by an older release) that still run; exclusive placement
+claims and the Jobs, in the pass that creates the Jobs, before any of their pods can fail to
+attach: Jobs created without the affinity (by upstream JobSet before a migration, or by an older
+release) that still run more than one pod among them; exclusive placement
 (``alpha.jobset.sigs.k8s.io/exclusive-topology``), which puts Jobs that share the claim in
 different domains; a ``ReadWriteOncePod`` claim shared by pods that run at once (one pod at a
 time may use it: the others stay Pending). Pods of replicated jobs that run one after the other
