@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from controller.jobset import api
+from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
 from controller.jobset.volumes.model import COLOCATE_ANNOTATION
 from controller.runtime.client import (
     EVENTS,
@@ -40,6 +41,7 @@ from tests.e2e.test_exclusive_placement import (
 )
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import jobset, replicated_job, with_mounts, with_pod_annotations
+from tests.support.recording import first_revision, watch_events
 from tests.support.volumes_e2e import ControllerProcesses, claim_template
 
 Obj = dict[str, Any]
@@ -293,3 +295,109 @@ async def test_a_job_added_by_a_scale_up_joins_the_node_its_claim_is_attached_to
         ]
         assert await _refusals(client, ns, {p["metadata"]["name"] for p in pods}) == []
         await _delete_and_wait(client, ns, "grow")
+
+
+async def test_exclusive_placement_is_named_before_the_volume_fails_to_attach(
+    full_kube: Kube, full_namespace: str, client: KubeClient, controller: ControllerProcesses
+) -> None:
+    """Exclusive placement over hostname puts each Job on a node of its own, so two Jobs that
+    share the claim cannot share its node, whatever the controller writes: the second Job's pod
+    goes elsewhere and the attach/detach controller refuses it. MultiAttachRisk
+    (ExclusivePlacement, a Warning Event) says so first: before that pod even exists, so before
+    the refusal (etcd revisions, from a watch opened before the JobSet)."""
+    ns = full_namespace
+    recorded = watch_events(client, ns, (PODS, EVENTS))
+    async with attachable_storage(client) as storage, recorded as seen:
+        rjob = with_mounts(with_pod_annotations(replicated_job("workers", 2), **RUNNING), "data")
+        rjob["template"]["spec"]["template"]["spec"].update(storage.pod_spec())
+        template = claim_template("data", "1Gi", storage.storage_class)
+        body = jobset("excl", rjob, volumeClaimPolicies=[{"templates": [template]}])
+        body["metadata"]["annotations"] = {EXCLUSIVE_TOPOLOGY: "kubernetes.io/hostname"}
+        await storage.volume(client, ns, "data-excl")
+        await client.create(api.JOBSETS, body, ns)
+        pods = await wait_for(
+            lambda: _pods(client, ns, "excl"),
+            lambda ps: len(ps) == 2 and all(p["spec"].get("nodeName") for p in ps),
+            "both pods scheduled",
+            seconds=SECONDS,
+        )
+        assert len({p["spec"]["nodeName"] for p in pods}) == 2  # exclusive: a node each
+        (attached,) = await wait_for(
+            lambda: storage.attachments(client), lambda found: len(found) == 1, "one attachment"
+        )
+        there = attached["spec"]["nodeName"]
+        apart = {p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] != there}
+        await wait_for(
+            lambda: _refusals(client, ns, apart),
+            lambda found: len(found) >= 1,
+            "the attach/detach controller to refuse the other node",
+            seconds=SECONDS,
+        )
+        js = await client.get(api.JOBSETS, "excl", ns)
+        risk = next(c for c in js["status"]["conditions"] if c["type"] == "MultiAttachRisk")
+        assert (risk["status"], risk["reason"]) == ("True", "ExclusivePlacement")
+        assert "data-excl" in risk["message"]
+
+        def event(reason: str, about: str) -> int | None:
+            return first_revision(
+                seen,
+                "Event",
+                None,
+                lambda e: e.get("reason") == reason and e["involvedObject"].get("name") == about,
+            )
+
+        (refused_pod,) = apart
+        said = event("ExclusivePlacement", "excl")
+        made = first_revision(seen, "Pod", refused_pod, lambda _: True)
+        refused = event(REFUSED, refused_pod)
+        assert said is not None and made is not None and refused is not None
+        assert said < made < refused, (said, made, refused)
+        await _delete_and_wait(client, ns, "excl")
+
+
+async def test_pods_with_a_required_pod_affinity_of_their_own_still_schedule(
+    full_kube: Kube, full_namespace: str, client: KubeClient, controller: ControllerProcesses
+) -> None:
+    """The user's pod template requires its pods next to another pod (a cache, say). The
+    scheduler counts an existing pod for a pod's required affinity only if it matches every
+    required term: a term of the controller's added beside the user's would match no pod at all
+    (the cache is no pod of the JobSet's, the JobSet's pods are no cache), and the pods would
+    never schedule. They run next to the cache, on one node, and the volume attaches once."""
+    ns = full_namespace
+    async with attachable_storage(client) as storage:
+        cache_label = {"app": f"cache-{storage.storage_class}"}
+        cache = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "cache", "labels": cache_label,
+                         "annotations": {"localcluster.test/run-duration": "600s"}},
+            "spec": {**storage.pod_spec(), "containers": [{"name": "c", "image": "busybox"}]},
+        }  # fmt: skip
+        await client.create(PODS, cache, ns)
+        body = _sharing("near", storage, colocate=True)
+        near = {
+            "labelSelector": {"matchLabels": cache_label},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+        for rjob in body["spec"]["replicatedJobs"]:
+            rjob["template"]["spec"]["template"]["spec"]["affinity"] = {
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [near]}
+            }
+        await storage.volume(client, ns, "data-near")
+        await client.create(api.JOBSETS, body, ns)
+        placed = await wait_for(
+            lambda: client.get(PODS, "cache", ns),
+            lambda p: bool(p["spec"].get("nodeName")),
+            "the cache pod scheduled",
+            seconds=SECONDS,
+        )
+        pods = await wait_for(
+            lambda: _pods(client, ns, "near"),
+            lambda ps: len(ps) == 3 and all(p["spec"].get("nodeName") for p in ps),
+            "the 3 pods of near scheduled",
+            seconds=SECONDS,
+        )
+        assert {p["spec"]["nodeName"] for p in pods} == {placed["spec"]["nodeName"]}
+        assert await _refusals(client, ns, {p["metadata"]["name"] for p in pods}) == []
+        await _delete_and_wait(client, ns, "near")
+        await client.delete(PODS, "cache", ns)

@@ -15,9 +15,17 @@ from typing import Any
 from controller.jobset import api
 from controller.jobset.volumes.model import SELECTED_NODE_ANNOTATION, SINGLE_NODE_LABEL
 from controller.runtime.client import CLAIMS, KubeClient
-from tests.e2e.test_exclusive_placement import RUNNING, _delete_and_wait, _node, _pods, kwok_nodes
+from tests.e2e.test_exclusive_placement import (
+    RUNNING,
+    _delete_and_wait,
+    _node,
+    _pods,
+    _unschedulable,
+    kwok_nodes,
+)
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import jobset, replicated_job, with_mounts, with_pod_annotations
+from tests.support.podscope import policy_in_effect
 from tests.support.volumes_e2e import ControllerProcesses, claim_template
 
 Obj = dict[str, Any]
@@ -106,3 +114,71 @@ async def test_jobs_created_after_a_wait_for_first_consumer_claim_was_placed_pre
             ]
             assert preferred["preference"]["matchExpressions"][0]["values"] == [node]
         await _delete_and_wait(client, ns, "later")
+
+
+async def test_read_write_once_pod_claims_one_per_pod_run_and_a_shared_one_is_named(
+    full_kube: Kube, full_namespace: str, client: KubeClient, controller: ControllerProcesses
+) -> None:
+    """ReadWriteOncePod as the access mode says: Pod-scope claims (one per pod) let every pod
+    run, with no risk reported; one JobSet-scope claim mounted by two pods at once is named by
+    MultiAttachRisk (ReadWriteOncePodShared, a Warning Event) and the scheduler runs one pod of
+    the two, the other waiting for the claim."""
+    ns, suffix = full_namespace, uuid.uuid4().hex[:6]
+    nodes, pod_spec = _on_nodes(suffix)
+    ranks = replicated_job("ranks", 1, completions=2)
+    ranks["template"]["spec"]["completionMode"] = "Indexed"
+    with_mounts(with_pod_annotations(ranks, **RUNNING), "own")
+    ranks["template"]["spec"]["template"]["spec"].update(pod_spec)
+    own = claim_template("own", "1Gi", "standard")
+    own["spec"]["accessModes"] = ["ReadWriteOncePod"]
+    per_pod = jobset("per-pod", ranks, volumeClaimPolicies=[{"scope": "Pod", "templates": [own]}])
+    pair = replicated_job("pair", 1, completions=2)
+    with_mounts(with_pod_annotations(pair, **RUNNING), "one")
+    pair["template"]["spec"]["template"]["spec"].update(pod_spec)
+    one = claim_template("one", "1Gi", "standard")
+    one["spec"]["accessModes"] = ["ReadWriteOncePod"]
+    shared = jobset("shared-once", pair, volumeClaimPolicies=[{"templates": [one]}])
+    async with kwok_nodes(client, nodes), policy_in_effect(full_kube, ns):
+        await client.create(api.JOBSETS, per_pod, ns)
+        await client.create(api.JOBSETS, shared, ns)
+        running = await wait_for(
+            lambda: _pods(client, ns, "per-pod"),
+            lambda ps: len(ps) == 2 and all(p["status"].get("phase") == "Running" for p in ps),
+            "both pods of per-pod running, each with its own claim",
+            seconds=SECONDS,
+        )
+        claims = {
+            v["persistentVolumeClaim"]["claimName"]
+            for p in running
+            for v in p["spec"]["volumes"]
+            if v.get("name") == "own"
+        }
+        assert claims == {"own-per-pod-ranks-0-0", "own-per-pod-ranks-0-1"}
+        quiet = await client.get(api.JOBSETS, "per-pod", ns)
+        assert not any(
+            c["type"] == "MultiAttachRisk" for c in quiet["status"].get("conditions", [])
+        )
+        named = await wait_for(
+            lambda: client.get(api.JOBSETS, "shared-once", ns),
+            lambda js: any(
+                c["type"] == "MultiAttachRisk" and c["status"] == "True"
+                for c in js.get("status", {}).get("conditions", [])
+            ),
+            "MultiAttachRisk on shared-once",
+            seconds=SECONDS,
+        )
+        risk = next(c for c in named["status"]["conditions"] if c["type"] == "MultiAttachRisk")
+        assert risk["reason"] == "ReadWriteOncePodShared" and "one-shared-once" in risk["message"]
+        pods = await wait_for(
+            lambda: _pods(client, ns, "shared-once"),
+            lambda ps: (
+                len(ps) == 2
+                and sum(1 for p in ps if p["status"].get("phase") == "Running") == 1
+                and any(_unschedulable(p) for p in ps)
+            ),
+            "one pod of shared-once running and the other waiting for the claim",
+            seconds=SECONDS,
+        )
+        assert len(pods) == 2
+        for name in ("per-pod", "shared-once"):
+            await _delete_and_wait(client, ns, name)

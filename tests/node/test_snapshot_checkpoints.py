@@ -24,9 +24,7 @@ says who deleted the claim (the controller, once).
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import json
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -52,6 +50,7 @@ from tests.helpers import Kube, current, wait_for
 from tests.node.test_data import SECONDS, completed, directory_of, log_of, pod_logs, shell_job
 from tests.support.jobsets import condition, jobset, settled_process
 from tests.support.podscope import policy_in_effect
+from tests.support.recording import first_revision, watch_events
 from tests.support.volumes_e2e import (
     ControllerProcesses,
     claim_template,
@@ -156,47 +155,9 @@ async def read_held(
 
 @asynccontextmanager
 async def recording(client: KubeClient, namespace: str) -> AsyncIterator[list[Obj]]:
-    """Every watch event of the namespace's claims and VolumeSnapshots from now on, in the
-    order each stream delivered them (the streams' lists are read before this yields)."""
-    seen: list[Obj] = []
-    starts = {
-        resource: (await client.list(resource, namespace))["metadata"]["resourceVersion"]
-        for resource in (CLAIMS, VOLUME_SNAPSHOTS)
-    }
-
-    async def follow(resource: Resource, since: str) -> None:
-        async with client.watch(
-            resource, namespace, resource_version=since, timeout_seconds=900
-        ) as lines:
-            async for line in lines:
-                event = json.loads(line)
-                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                    seen.append(event)
-        raise AssertionError(f"the watch of {resource.plural} ended before the test did")
-
-    tasks = [asyncio.create_task(follow(r, rv)) for r, rv in starts.items()]
-    try:
+    """Every watch event of the namespace's claims and VolumeSnapshots from now on."""
+    async with watch_events(client, namespace, (CLAIMS, VOLUME_SNAPSHOTS)) as seen:
         yield seen
-    finally:
-        for task in tasks:
-            task.cancel()
-        ended = await asyncio.gather(*tasks, return_exceptions=True)
-    # A stream that broke before the end would leave the record short: say so.
-    broken = [e for e in ended if isinstance(e, Exception)]
-    assert not broken, f"a watch of the test's recording ended early: {broken}"
-
-
-def first_revision(seen: list[Obj], kind: str, name: str, holds: Any) -> int | None:
-    """The resourceVersion (an etcd revision) of the first event of ``kind``/``name`` whose
-    object satisfies ``holds``."""
-    revisions = [
-        int(e["object"]["metadata"]["resourceVersion"])
-        for e in seen
-        if e["object"].get("kind") == kind
-        and e["object"]["metadata"]["name"] == name
-        and holds(e["object"])
-    ]
-    return min(revisions) if revisions else None
 
 
 async def claim_deleted(seen: list[Obj], client: KubeClient, namespace: str, claim: str) -> None:

@@ -68,6 +68,7 @@ REASON_COLOCATED = "Colocated"
 REASON_NOT_COLOCATED = "JobsNotColocated"
 REASON_EXCLUSIVE = "ExclusivePlacement"
 REASON_ONCE_POD = "ReadWriteOncePodShared"
+REASON_OWN_AFFINITY = "RequiredPodAffinity"
 HOSTNAME = "kubernetes.io/hostname"
 READ_WRITE_ONCE = "ReadWriteOnce"
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
@@ -87,6 +88,11 @@ class Group:
     claims: tuple[str, ...]  # sorted
     rjobs: frozenset[str]  # JobSet-scope claims: every Job of these replicated jobs
     job: JobRef | None = None  # a group of one Job's own (Job-scope) claims
+    # Whether the pods may carry a *required* term of ours: the scheduler counts a pod for a
+    # pod's required terms only if it matches all of them, so beside a required pod affinity
+    # the group's pods do not all match (the user's; exclusive placement's per-Job term, in a
+    # group of several Jobs) ours would make theirs match nothing. Else preferred only.
+    required: bool = True
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,13 @@ def group_key(claim: str) -> str:
     return f"{claim[: MAX_LABEL_VALUE - 17].rstrip('.-')}-{digest}"
 
 
+def _own_pod_affinity(rjob: ReplicatedJob) -> bool:
+    """The replicated job's pods require a pod affinity of their own (the user's)."""
+    pod = as_dict(as_dict(as_dict(rjob.template.get("spec")).get("template")).get("spec"))
+    affinity = as_dict(as_dict(pod.get("affinity")).get("podAffinity"))
+    return bool(as_list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution")))
+
+
 def _exclusive(jobset: JobSet, rjob: ReplicatedJob) -> bool:
     annotations = as_dict(as_dict(rjob.template.get("metadata")).get("annotations"))
     strings = {str(k): str(v) for k, v in annotations.items()}
@@ -244,10 +257,16 @@ def colocation(jobset: JobSet, policies: Iterable[VolumePolicy]) -> Colocation:
     for members in components.values():
         together = tuple(sorted(members))
         rjobs = frozenset(r.name for c in together for r in shared_users[c])
-        groups.append(Group(group_key(together[0]), together, rjobs))
         users = [r for r in jobset.replicated_jobs if r.name in rjobs]
         jobs_at_once = _at_once(users, before, lambda r: r.replicas)
-        if jobs_at_once and any(_exclusive(jobset, r) for r in users):
+        exclusive = jobs_at_once and any(_exclusive(jobset, r) for r in users)
+        affine = [r.name for r in users if _own_pod_affinity(r)]
+        groups.append(
+            Group(group_key(together[0]), together, rjobs, required=not (affine or exclusive))
+        )
+        if affine and not exclusive:
+            conflicts.append(_own_affinity(together[0], affine))
+        if exclusive:
             conflicts.append(
                 (
                     together[0],
@@ -262,9 +281,27 @@ def colocation(jobset: JobSet, policies: Iterable[VolumePolicy]) -> Colocation:
         if any(job[0] in g.rjobs for g in groups):
             continue  # its pods already follow the JobSet-scope group's node
         mine = tuple(sorted(names))
-        groups.append(Group(group_key(mine[0]), mine, frozenset(), job))
+        owner = jobset.replicated_job(job[0])
+        own_affinity = owner is not None and _own_pod_affinity(owner)
+        groups.append(Group(group_key(mine[0]), mine, frozenset(), job, required=not own_affinity))
+        if own_affinity:
+            conflicts.append(_own_affinity(mine[0], [job[0]]))
     groups.sort(key=lambda g: g.claims)
     return Colocation(tuple(groups), tuple(sorted(conflicts)), unread)
+
+
+def _own_affinity(claim: str, rjobs: Iterable[str]) -> tuple[str, str, str]:
+    """The conflict of a group whose pods require a pod affinity of their own."""
+    return (
+        claim,
+        REASON_OWN_AFFINITY,
+        f"claim {claim} is ReadWriteOnce and the pods of {_rjobs_text(rjobs)} that mount it "
+        "require a pod affinity of their own: the scheduler counts a pod for required terms "
+        "only if it matches all of them, so a term of the controller's beside them would leave "
+        "the pods unschedulable. They only prefer the node of the others that share the claim, "
+        "and may be placed apart, where the volume cannot attach (Multi-Attach); use a "
+        "ReadWriteMany class, or keep them on one node yourself (a node affinity)",
+    )
 
 
 def _once_pod(
@@ -347,7 +384,11 @@ def colocated(job: Obj, group: Group, node: str | None, jobset: str) -> Obj:
     pod = template["spec"] = dict(as_dict(template.get("spec")))
     affinity = dict(as_dict(pod.get("affinity")))
     together = {"labelSelector": group_pods(group, jobset), "topologyKey": HOSTNAME}
-    affinity["podAffinity"] = _with_required(affinity.get("podAffinity"), together)
+    if group.required:
+        affinity["podAffinity"] = _with_required(affinity.get("podAffinity"), together)
+    else:  # beside required terms its pods do not all match (``Group.required``)
+        preferred = {"weight": PREFERENCE_WEIGHT, "podAffinityTerm": together}
+        affinity["podAffinity"] = _with_preferred(affinity.get("podAffinity"), preferred)
     if node is not None:
         there = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}
         affinity["nodeAffinity"] = _with_preferred(

@@ -4,6 +4,7 @@ template that keeps them there, and the MultiAttachRisk condition. One table per
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -319,6 +320,9 @@ def test_a_jobs_own_group_selects_that_jobs_pods() -> None:
 
 
 def test_the_users_own_affinity_is_kept_and_the_selected_node_preferred() -> None:
+    """A template with a required pod affinity of its own keeps it; the group's term is only
+    preferred beside it: the scheduler counts a pod for required terms only if it matches all
+    of them, so a required term of ours would make the user's match no pod."""
     own_term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
     own_node = {"weight": 5, "preference": {"matchExpressions": []}}
     job = job_object(
@@ -327,12 +331,11 @@ def test_the_users_own_affinity_is_kept_and_the_selected_node_preferred() -> Non
             "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [own_node]},
         }
     )
-    affinity = singlenode.colocated(job, GROUP, "node-3", "js")["spec"]["template"]["spec"][
-        "affinity"
-    ]
-    assert affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
-        own_term,
-        TOGETHER,
+    placed = singlenode.colocated(job, replace(GROUP, required=False), "node-3", "js")
+    affinity = placed["spec"]["template"]["spec"]["affinity"]
+    assert affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [own_term]
+    assert affinity["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {"weight": 100, "podAffinityTerm": TOGETHER}
     ]
     there = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
                                    "values": ["node-3"]}]}  # fmt: skip
@@ -340,6 +343,59 @@ def test_the_users_own_affinity_is_kept_and_the_selected_node_preferred() -> Non
         own_node,
         {"weight": 100, "preference": there},
     ]
+
+
+CACHE = {
+    "labelSelector": {"matchLabels": {"app": "cache"}},
+    "topologyKey": "kubernetes.io/hostname",
+}
+
+
+def near_cache(rjob: Obj) -> Obj:
+    """``rjob`` whose pods require to run next to a cache pod (the user's own pod affinity)."""
+    pod = rjob["template"]["spec"]["template"]["spec"]
+    pod["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [CACHE]}}
+    return rjob
+
+
+@pytest.mark.parametrize(
+    ("rjobs", "required", "conflicts"),
+    [
+        pytest.param([user("a"), user("b", 2)], [True], [], id="nothing-of-their-own"),
+        pytest.param([user("a"), near_cache(user("b", 2))], [False], ["RequiredPodAffinity"],
+                     id="the-users-own-pod-affinity"),
+        pytest.param([user("a", exclusive=True), user("b")], [False], ["ExclusivePlacement"],
+                     id="exclusive-placement-over-several-jobs"),
+        # Exclusive placement's term (the Job's own pods) is matched by every pod of one Job.
+        pytest.param([user("a", pods=2, exclusive=True)], [True], [],
+                     id="exclusive-placement-of-one-job"),
+    ],
+)  # fmt: skip
+def test_a_required_term_of_ours_only_beside_terms_the_groups_pods_all_match(
+    rjobs: list[Obj], required: list[bool], conflicts: list[str]
+) -> None:
+    """The scheduler counts a pod for required terms only if it matches all of them: beside a
+    required pod affinity the group's pods do not all match, the group's term is preferred
+    only (a required one would leave the pods unschedulable, or void), and the condition says
+    so before any Job exists."""
+    js = make([policy("data")], rjobs=rjobs)
+    colocation = found(js)
+    assert [g.required for g in colocation.groups] == required
+    assert [reason for _, reason, _ in colocation.conflicts] == conflicts
+    said = singlenode.condition(colocation, js, [])
+    assert said is not None
+    assert said.reason == (conflicts[0] if conflicts else "Colocated")
+    if conflicts == ["RequiredPodAffinity"]:
+        assert said.event_type == "Warning"
+        assert "claim data-js" in said.message and "replicated job b " in said.message
+
+
+def test_a_jobs_own_claim_beside_its_own_pod_affinity_is_preferred_and_named() -> None:
+    rjob = near_cache(user("w", 2, pods=2, mounts=("ckpt",)))
+    colocation = found(make([policy("ckpt", scope="Job")], rjobs=[rjob]))
+    groups = [(g.job, g.required) for g in colocation.groups]
+    assert groups == [(("w", 0), False), (("w", 1), False)]
+    assert [reason for _, reason, _ in colocation.conflicts] == ["RequiredPodAffinity"] * 2
 
 
 def test_selected_node_is_the_first_claim_of_the_group_that_has_one() -> None:
