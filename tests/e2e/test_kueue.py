@@ -23,11 +23,11 @@ from controller.jobset import kueue as kueue_policy
 from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.status import REASON_WAITING_FOR_RESUME
 from controller.runtime.client import CLAIMS, PODS, KubeClient
-from localcluster import kueue
+from localcluster import csi, kueue
 from localcluster.cluster import LocalCluster
 from localcluster.jobsetapi import FILES as JOBSET_API
 from tests.helpers import Kube, wait_for
-from tests.support.crd import install_crd
+from tests.support.crd import install_crd, install_other_crds
 from tests.support.jobsets import condition, get_jobset, jobs_of, jobset, replicated_job
 from tests.support.kueue import (
     CLUSTER_QUEUES,
@@ -42,6 +42,7 @@ from tests.support.kueue import (
     workload_of,
 )
 from tests.support.podscope import policy_in_effect
+from tests.support.snapshots import set_snapshot_status, snapshots_of
 from tests.support.volumes_e2e import (
     RUN_DURATION,
     ControllerProcesses,
@@ -412,6 +413,101 @@ async def test_preemption_keeps_job_and_pod_scope_claims_and_readmission_mounts_
             rank = (old["metadata"]["labels"][api.JOB_INDEX], old["metadata"]["annotations"][INDEX])
             assert pod_claims(by_rank[rank]["spec"]) == mounted, rank
         assert uids(await claims_of(kclient, ns, low)) == before
+    kcontroller.assert_clean()
+
+
+@pytest.fixture
+async def kueue_snapshots(kueue_kube: Kube) -> None:
+    """The VolumeSnapshot CRDs on the Kueue cluster (no snapshot controller: the test plays
+    it), installed before the controller starts (ask for this fixture first)."""
+    await install_other_crds(kueue_kube, csi.snapshot_crds())
+
+
+async def test_preemption_snapshots_only_the_claims_whensuspended_asks_to_free(
+    kueue_snapshots: None,
+    kcontroller: ControllerProcesses,
+    kclient: KubeClient,
+    kueue_namespace: str,
+    queue: Queue,
+    priorities: tuple[str, str],
+) -> None:
+    """Under Kueue, preemption is no retention case: the claim whose policy snapshots on
+    completion and failure is kept as it is, no snapshot taken. The claim whose policy
+    says whenSuspended: Snapshot is freed while the JobSet waits in the queue: once its pods
+    are gone it is snapshotted, deleted only once the snapshot is ready (the test plays the
+    snapshot controller), and made again from that snapshot when Kueue admits the JobSet again,
+    before its Jobs resume."""
+    ns, low, high = kueue_namespace, "freed", "urgent-2"
+    workers = mounting(mounting(gpu_workers("workers", 2, 1, 1, run=FOREVER), "kept", "/kept"),
+                       "scratch", "/scratch")  # fmt: skip
+    # (Not whenDeleted: with no snapshot controller the namespace's deletion would wait.)
+    every_end = {"whenCompleted": "Snapshot", "whenFailed": "Snapshot"}
+    policies = [
+        {"templates": [claim_template("kept", storage_class="standard")],
+         "retentionPolicy": every_end},
+        {"templates": [claim_template("scratch", storage_class="standard")],
+         "retentionPolicy": {"whenSuspended": "Snapshot"},
+         "restorePolicy": {"source": "NewestSnapshot", "whenMissing": "CreateEmpty"}},
+    ]  # fmt: skip
+    kept, scratch = f"kept-{low}", f"scratch-{low}"
+    body = jobset(low, workers, volumeClaimPolicies=policies)
+    await kclient.create(api.JOBSETS, queued(body, queue.local, priorities[0]), ns)
+    await wait_workload(kclient, ns, low, "Admitted")
+    await wait_running(kclient, ns, low, 2)
+    before = await wait_for(
+        lambda: claims_of(kclient, ns, low),
+        lambda found: (
+            set(found) == {kept, scratch} and all(phase(c) == "Bound" for c in found.values())
+        ),
+        f"the claims of {low} to be Bound",
+    )
+
+    urgent = jobset(high, gpu_workers("workers", 1, 2, 4))
+    await kclient.create(api.JOBSETS, queued(urgent, queue.local, priorities[1]), ns)
+    await wait_workload(kclient, ns, low, "Evicted")
+    await wait_jobset(kclient, ns, low, api.SUSPENDED)
+    (taken,) = await wait_for(
+        lambda: snapshots_of(kclient, ns, scratch),
+        lambda found: len(found) == 1,
+        f"the snapshot of {scratch}, once the preempted pods are gone",
+        seconds=90,
+    )
+    assert await live_pods(kclient, ns, low) == [], "snapshotted while a pod could still write"
+    assert (await get_jobset(kclient, ns, low))["status"]["volumes"]["suspensionReleases"]
+    # Kept until the snapshot is ready; then deleted.
+    still = await kclient.get(CLAIMS, scratch, ns)
+    assert not still["metadata"].get("deletionTimestamp")
+    await set_snapshot_status(kclient, ns, taken["metadata"]["name"], {"readyToUse": True})
+    await wait_for(
+        lambda: claims_of(kclient, ns, low),
+        lambda found: (
+            scratch not in found or bool(found[scratch]["metadata"].get("deletionTimestamp"))
+        ),
+        f"{scratch} deleted once its snapshot is ready",
+    )
+    # The other policy's claim: no snapshot, the same claim.
+    assert await snapshots_of(kclient, ns, kept) == []
+    now = await claims_of(kclient, ns, low)
+    assert now[kept]["metadata"]["uid"] == before[kept]["metadata"]["uid"]
+    assert not now[kept]["metadata"].get("deletionTimestamp")
+
+    await wait_jobset(kclient, ns, high, api.COMPLETED)
+    await wait_workload(kclient, ns, low, "Admitted")
+    made = await wait_for(
+        lambda: claims_of(kclient, ns, low),
+        lambda found: (
+            scratch in found
+            and found[scratch]["metadata"]["uid"] != before[scratch]["metadata"]["uid"]
+        ),
+        f"{scratch} made again on readmission",
+        seconds=90,
+    )
+    assert made[scratch]["spec"]["dataSourceRef"]["name"] == taken["metadata"]["name"]
+    await wait_running(kclient, ns, low, 2)
+    assert await snapshots_of(kclient, ns, kept) == []
+    assert (await claims_of(kclient, ns, low))[kept]["metadata"]["uid"] == before[kept]["metadata"][
+        "uid"
+    ]
     kcontroller.assert_clean()
 
 

@@ -10,7 +10,6 @@ node with the real CSI sidecars (tests/node); here, what the controller decides 
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -51,6 +50,7 @@ from tests.support.jobsets import (
     wait_jobs,
     with_mounts,
 )
+from tests.support.snapshots import set_snapshot_status, snapshots_of
 
 Obj = dict[str, Any]
 
@@ -87,17 +87,6 @@ async def bind(client: KubeClient, namespace: str, name: str) -> Obj:
     return claim
 
 
-async def snapshots_of(client: KubeClient, namespace: str, claim: str) -> list[Obj]:
-    listed = (await client.list(VOLUME_SNAPSHOTS, namespace))["items"]
-    return [s for s in listed if s["spec"]["source"].get("persistentVolumeClaimName") == claim]
-
-
-async def set_snapshot_status(client: KubeClient, namespace: str, name: str, status: Obj) -> None:
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    body = {"status": {"creationTime": now, **status}}
-    await client.patch(VOLUME_SNAPSHOTS, name, body, namespace, subresource="status")
-
-
 async def events(client: KubeClient, namespace: str, name: str, reason: str) -> list[str]:
     listed = (await client.list(EVENTS, namespace))["items"]
     return [
@@ -130,6 +119,35 @@ async def deleted_once_ready(
         lambda c: bool(c["metadata"].get("deletionTimestamp")),
         "the claim to be deleted once its snapshot is ready",
     )
+
+
+async def said_and_kept(
+    running: RunningController,
+    client: KubeClient,
+    namespace: str,
+    name: str,
+    claim: str,
+    reason: str,
+) -> str:
+    """VolumeSnapshotsReady says ``reason`` (its message, returned, naming the claim) and a
+    Warning Event of that reason names the claim; once the controller settled, the claim is
+    kept."""
+    said = await wait_for(
+        lambda: get_jobset(client, namespace, name),
+        lambda obj: (condition(obj, "VolumeSnapshotsReady") or {}).get("reason") == reason,
+        f"VolumeSnapshotsReady to say {reason}",
+    )
+    message = str((condition(said, "VolumeSnapshotsReady") or {})["message"])
+    assert claim in message
+    await wait_for(
+        lambda: events(client, namespace, name, reason),
+        lambda found: any(claim in m for m in found),
+        "a Warning Event naming the claim",
+    )
+    await settled(running, client)
+    kept = await client.get(CLAIMS, claim, namespace)
+    assert not kept["metadata"].get("deletionTimestamp"), f"{reason}, yet the claim went"
+    return message
 
 
 async def complete(client: KubeClient, namespace: str, name: str) -> None:
@@ -231,22 +249,10 @@ async def test_a_failed_snapshot_keeps_the_claim_and_says_why(
         taken["metadata"]["name"],
         {"readyToUse": False, "error": {"message": "out of snapshot quota"}},
     )
-    failed = await wait_for(
-        lambda: get_jobset(client, namespace, name),
-        lambda obj: (
-            (condition(obj, "VolumeSnapshotsReady") or {}).get("reason") == "SnapshotFailed"
-        ),
-        "VolumeSnapshotsReady to report the failure",
+    message = await said_and_kept(
+        snapshotting, client, namespace, name, claim_name, "SnapshotFailed"
     )
-    assert "out of snapshot quota" in condition(failed, "VolumeSnapshotsReady")["message"]  # type: ignore[index]
-    await wait_for(
-        lambda: events(client, namespace, name, "SnapshotFailed"),
-        lambda found: any(claim_name in m for m in found),
-        "a Warning Event naming the claim",
-    )
-    await settled(snapshotting, client)
-    kept = await client.get(CLAIMS, claim_name, namespace)
-    assert not kept["metadata"].get("deletionTimestamp"), "a failed snapshot let the claim go"
+    assert "out of snapshot quota" in message
 
 
 async def test_a_failed_jobsets_claim_goes_only_through_a_ready_snapshot(
@@ -340,24 +346,11 @@ async def test_a_snapshot_that_never_becomes_ready_keeps_the_claim_and_warns(
         (taken,) = await wait_for(
             lambda: snapshots_of(client, namespace, claim_name), lambda s: len(s) == 1, "a snapshot"
         )
-        late = await wait_for(
-            lambda: get_jobset(client, namespace, name),
-            lambda obj: (
-                (condition(obj, "VolumeSnapshotsReady") or {}).get("reason") == "SnapshotNotReady"
-            ),
-            "VolumeSnapshotsReady to say the snapshot is long in coming",
+        message = await said_and_kept(
+            running, client, namespace, name, claim_name, "SnapshotNotReady"
         )
-        message = condition(late, "VolumeSnapshotsReady")["message"]  # type: ignore[index]
-        assert claim_name in message and taken["metadata"]["name"] in message
-        await wait_for(
-            lambda: events(client, namespace, name, "SnapshotNotReady"),
-            lambda found: any(claim_name in m for m in found),
-            "a Warning Event naming the claim",
-        )
-        await settled(running, client)
-        kept = await client.get(CLAIMS, claim_name, namespace)
-        assert not kept["metadata"].get("deletionTimestamp"), "a late snapshot let the claim go"
-        # Ready at last: the claim goes, and the condition clears.
+        assert taken["metadata"]["name"] in message
+        # Ready at last: the claim goes.
         await set_snapshot_status(
             client, namespace, taken["metadata"]["name"], {"readyToUse": True}
         )
