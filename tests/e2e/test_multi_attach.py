@@ -37,8 +37,10 @@ from tests.e2e.test_exclusive_placement import (
     RUNNING,
     _delete_and_wait,
     _node,
+    _pods,
     kwok_nodes,
 )
+from tests.e2e.test_single_node_claims import _placed
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import jobset, replicated_job, with_mounts, with_pod_annotations
 from tests.support.recording import first_revision, watch_events
@@ -167,23 +169,6 @@ def _sharing(name: str, attachable: Attachable, *, colocate: bool) -> Obj:
     return body
 
 
-async def _pods(client: KubeClient, namespace: str, name: str) -> list[Obj]:
-    listed = await client.list(PODS, namespace, label_selector=f"{api.JOBSET_NAME}={name}")
-    pods: list[Obj] = listed["items"]
-    return pods
-
-
-async def _scheduled(client: KubeClient, namespace: str, name: str, count: int) -> list[Obj]:
-    """The JobSet's ``count`` pods, once each has a node."""
-    pods: list[Obj] = await wait_for(
-        lambda: _pods(client, namespace, name),
-        lambda ps: len(ps) == count and all(p["spec"].get("nodeName") for p in ps),
-        f"the {count} pods of {name} scheduled",
-        seconds=SECONDS,
-    )
-    return pods
-
-
 async def _refusals(client: KubeClient, namespace: str, pods: set[str]) -> list[Obj]:
     listed: list[Obj] = (await client.list(EVENTS, namespace))["items"]
     return [
@@ -207,7 +192,7 @@ async def test_the_attach_detach_controller_refuses_a_second_node_when_colocatio
         readers["template"]["spec"]["template"]["spec"]["nodeSelector"][hostname] = storage.names[1]
         await storage.volume(client, ns, "data-apart")
         await client.create(api.JOBSETS, body, ns)
-        pods = await _scheduled(client, ns, "apart", 3)
+        pods = await _placed(client, ns, "apart", 3)
         assert {p["spec"]["nodeName"] for p in pods} == set(storage.names[:2])
         (attached,) = await wait_for(
             lambda: storage.attachments(client),
@@ -237,7 +222,7 @@ async def test_pods_kept_on_one_node_share_one_attachment_and_meet_no_refusal(
     async with attachable_storage(client) as storage:
         await storage.volume(client, ns, "data-together")
         await client.create(api.JOBSETS, _sharing("together", storage, colocate=True), ns)
-        pods = await _scheduled(client, ns, "together", 3)
+        pods = await _placed(client, ns, "together", 3)
         nodes = {p["spec"]["nodeName"] for p in pods}
         assert len(nodes) == 1, [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods]
         # The attach/detach controller has processed them all: the volume is attached to that
@@ -290,7 +275,7 @@ async def test_a_job_added_by_a_scale_up_joins_the_node_its_claim_is_attached_to
         )
         grow = [{"op": "replace", "path": "/spec/replicatedJobs/0/replicas", "value": 2}]
         await client.patch(api.JOBSETS, "grow", grow, ns, patch_type="json")
-        pods = await _scheduled(client, ns, "grow", 2)
+        pods = await _placed(client, ns, "grow", 2)
         assert {p["spec"]["nodeName"] for p in pods} == {node}, [
             (p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods
         ]
@@ -316,7 +301,7 @@ async def test_exclusive_placement_is_named_before_the_volume_fails_to_attach(
         body["metadata"]["annotations"] = {EXCLUSIVE_TOPOLOGY: "kubernetes.io/hostname"}
         await storage.volume(client, ns, "data-excl")
         await client.create(api.JOBSETS, body, ns)
-        pods = await _scheduled(client, ns, "excl", 2)
+        pods = await _placed(client, ns, "excl", 2)
         assert len({p["spec"]["nodeName"] for p in pods}) == 2  # exclusive: a node each
         (attached,) = await wait_for(
             lambda: storage.attachments(client), lambda found: len(found) == 1, "one attachment"
@@ -387,7 +372,7 @@ async def test_pods_with_a_required_pod_affinity_of_their_own_still_schedule(
             "the cache pod scheduled",
             seconds=SECONDS,
         )
-        pods = await _scheduled(client, ns, "near", 3)
+        pods = await _placed(client, ns, "near", 3)
         assert {p["spec"]["nodeName"] for p in pods} == {placed["spec"]["nodeName"]}
         assert await _refusals(client, ns, {p["metadata"]["name"] for p in pods}) == []
         await _delete_and_wait(client, ns, "near")
