@@ -51,7 +51,7 @@ from controller.jobset.volumes.model import (
     as_list,
 )
 from controller.jobset.volumes.observed import ClaimView
-from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, WARN_AFTER, Snapshots
+from controller.jobset.volumes.snapshots import NO_SNAPSHOTS, Snapshots
 from controller.jobset.volumes.spec import readable_policies
 from controller.runtime.store import Obj
 
@@ -196,7 +196,7 @@ def plan(
     deleted = release(result, released, found, jobset.name, jobset.namespace, jobset.uid)
     result.delete = [ClaimDelete.of(c) for c in deleted]
     if now is not None:
-        result.overdue = snapshots.overdue(result.snapshotting, now, warn_after or WARN_AFTER)
+        result.overdue = snapshots.overdue(result.snapshotting, now, warn_after)
     # Deletes accepted (pvc-protection may keep a claim until its pods are gone), snapshots
     # ready and retention recorded: the finalizer can go. Otherwise the next pass checks again.
     result.remove_finalizer = not result.delete and not result.patch and not result.snapshotting

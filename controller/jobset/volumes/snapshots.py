@@ -333,12 +333,15 @@ WARN_AFTER = datetime.timedelta(minutes=30)
 
 
 def overdue(
-    steps: Mapping[str, SnapshotStep], now: datetime.datetime, after: datetime.timedelta
+    steps: Mapping[str, SnapshotStep],
+    now: datetime.datetime,
+    after: datetime.timedelta | None = None,
 ) -> Overdue:
     """Which of the claims retention keeps for a snapshot have waited ``after`` or longer since
     the snapshot was asked for, with no error reported (a snapshot controller or csi-snapshotter
     that is not running, a driver that never finishes): the condition and a Warning say so.
-    Pure: ``now`` is the pass's time."""
+    Pure: ``now`` is the pass's time; ``after`` None: ``WARN_AFTER``."""
+    after = WARN_AFTER if after is None else after
     late: dict[str, SnapshotStep] = {}
     soonest: float | None = None
     for claim, step in steps.items():

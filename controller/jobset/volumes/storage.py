@@ -29,7 +29,6 @@ from controller.jobset.volumes.observed import ClaimView, StorageClasses
 from controller.jobset.volumes.snapshots import (
     NO_SNAPSHOTS,
     REASON_SNAPSHOT_FAILED,
-    WARN_AFTER,
     Snapshots,
     overdue,
 )
@@ -189,7 +188,7 @@ def storage(
         suspended=_suspension(model, jobs, now),
     )
     if now is not None:
-        vplan.overdue = overdue(vplan.snapshotting, now, warn_after or WARN_AFTER)
+        vplan.overdue = overdue(vplan.snapshotting, now, warn_after)
     return Storage(model, gating.gate_pod_scope(vplan, blocked), blocked, nodes)
 
 
