@@ -55,6 +55,7 @@ VOLUME_ATTACHMENTS = Resource(
 )
 VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 REFUSED = "FailedAttachVolume"
+REASON = "ExclusivePlacement"  # MultiAttachRisk's reason under exclusive placement
 
 
 class Attachable:
@@ -289,10 +290,12 @@ async def test_exclusive_placement_is_named_before_the_volume_fails_to_attach(
     """Exclusive placement over hostname puts each Job on a node of its own, so two Jobs that
     share the claim cannot share its node, whatever the controller writes: the second Job's pod
     goes elsewhere and the attach/detach controller refuses it. MultiAttachRisk
-    (ExclusivePlacement, a Warning Event) says so first: before that pod even exists, so before
-    the refusal (etcd revisions, from a watch opened before the JobSet)."""
+    (ExclusivePlacement, a Warning Event) says so first: the condition is stored in the pass
+    that creates the Jobs, the Event follows it, both before the refusal (etcd revisions, from a
+    watch opened before the JobSet). Not necessarily before the pods: the Job controller may
+    make them while that pass writes the status."""
     ns = full_namespace
-    recorded = watch_events(client, ns, (PODS, EVENTS))
+    recorded = watch_events(client, ns, (api.JOBSETS, PODS, EVENTS))
     async with attachable_storage(client) as storage, recorded as seen:
         rjob = with_mounts(with_pod_annotations(replicated_job("workers", 2), **RUNNING), "data")
         rjob["template"]["spec"]["template"]["spec"].update(storage.pod_spec())
@@ -316,7 +319,7 @@ async def test_exclusive_placement_is_named_before_the_volume_fails_to_attach(
         )
         js = await client.get(api.JOBSETS, "excl", ns)
         risk = next(c for c in js["status"]["conditions"] if c["type"] == "MultiAttachRisk")
-        assert (risk["status"], risk["reason"]) == ("True", "ExclusivePlacement")
+        assert (risk["status"], risk["reason"]) == ("True", REASON)
         assert "data-excl" in risk["message"]
 
         def event(reason: str, about: str) -> int | None:
@@ -327,12 +330,19 @@ async def test_exclusive_placement_is_named_before_the_volume_fails_to_attach(
                 lambda e: e.get("reason") == reason and e["involvedObject"].get("name") == about,
             )
 
+        def at_risk(stored: Obj) -> bool:
+            conditions = (stored.get("status") or {}).get("conditions") or []
+            return any(
+                (c["type"], c["status"], c["reason"]) == (risk["type"], "True", REASON)
+                for c in conditions
+            )
+
         (refused_pod,) = apart
-        said = event("ExclusivePlacement", "excl")
-        made = first_revision(seen, "Pod", refused_pod, lambda _: True)
+        stored = first_revision(seen, "JobSet", "excl", at_risk)
+        said = event(REASON, "excl")
         refused = event(REFUSED, refused_pod)
-        assert said is not None and made is not None and refused is not None
-        assert said < made < refused, (said, made, refused)
+        assert stored is not None and said is not None and refused is not None
+        assert stored < said < refused, (stored, said, refused)
         await _delete_and_wait(client, ns, "excl")
 
 
