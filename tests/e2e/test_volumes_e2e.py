@@ -418,7 +418,11 @@ async def test_failed_jobset_deletes_claims_with_when_failed_delete(
         f"claim {claim_name} to be removed while the Failed JobSet stays",
         seconds=60,
     )
-    assert await jobs_of(client, ns, name) == []
+    # The Jobs go too, but not necessarily before the claim: the garbage collector ends their
+    # Foreground deletion and pvc-protection releases the claim, each on its own queue.
+    await wait_for(
+        lambda: jobs_of(client, ns, name), lambda jobs: jobs == [], "the released Jobs to be gone"
+    )
     final = await get_jobset(client, ns, name)
     assert final["status"]["terminalState"] == "Failed"
     assert final["status"]["replicatedJobsStatus"][0]["failed"] == 1
