@@ -290,10 +290,10 @@ async def test_exclusive_placement_is_named_before_the_volume_fails_to_attach(
     """Exclusive placement over hostname puts each Job on a node of its own, so two Jobs that
     share the claim cannot share its node, whatever the controller writes: the second Job's pod
     goes elsewhere and the attach/detach controller refuses it. MultiAttachRisk
-    (ExclusivePlacement, a Warning Event) says so first: the condition is stored in the pass
-    that creates the Jobs, the Event follows it, both before the refusal (etcd revisions, from a
-    watch opened before the JobSet). Not necessarily before the pods: the Job controller may
-    make them while that pass writes the status."""
+    (ExclusivePlacement) says so first: the condition is stored before the pod exists (with the
+    claim's uid, which the Jobs wait for), its Warning Event before the refusal (etcd revisions,
+    from a watch opened before the JobSet). The Event is not always before the pod: the
+    recorder posts it in the background while the next pass creates the Jobs."""
     ns = full_namespace
     recorded = watch_events(client, ns, (api.JOBSETS, PODS, EVENTS))
     async with attachable_storage(client) as storage, recorded as seen:
@@ -339,10 +339,12 @@ async def test_exclusive_placement_is_named_before_the_volume_fails_to_attach(
 
         (refused_pod,) = apart
         stored = first_revision(seen, "JobSet", "excl", at_risk)
+        made = first_revision(seen, "Pod", refused_pod, lambda _: True)
         said = event(REASON, "excl")
         refused = event(REFUSED, refused_pod)
-        assert stored is not None and said is not None and refused is not None
-        assert stored < said < refused, (stored, said, refused)
+        assert stored is not None and made is not None, (stored, made)
+        assert said is not None and refused is not None, (said, refused)
+        assert stored < made < refused and stored < said < refused, (stored, made, said, refused)
         await _delete_and_wait(client, ns, "excl")
 
 

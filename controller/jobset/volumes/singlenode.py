@@ -33,9 +33,10 @@ storage that lets several nodes mount a ReadWriteOnce volume anyway (NFS, or a C
 attaches nothing): Kubernetes enforces ReadWriteOnce only by attaching.
 
 Where that cannot hold, the ``MultiAttachRisk`` condition is True and a Warning Event names the
-claims and the Jobs, in the pass that creates the Jobs, before any of their pods can fail to
-attach: Jobs created without the affinity (by upstream JobSet before a migration, or by an older
-release) that still run more than one pod among them; exclusive placement
+claims and the Jobs before any of their pods can fail to attach (read from the spec, the
+condition of a new JobSet is stored with its claims' uids, which its Jobs wait for): Jobs
+created without the affinity (by upstream JobSet before a migration, or by an older release)
+that still run more than one pod among them; exclusive placement
 (``alpha.jobset.sigs.k8s.io/exclusive-topology``), which puts Jobs that share the claim in
 different domains; a ``ReadWriteOncePod`` claim shared by pods that run at once (one pod at a
 time may use it: the others stay Pending). Pods of replicated jobs that run one after the other
