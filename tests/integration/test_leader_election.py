@@ -19,11 +19,14 @@ from prometheus_client import CollectorRegistry
 from controller.runtime.client import CONFIG_MAPS, LEASES, ApiError, ClientMetrics, KubeClient
 from controller.runtime.leaderelection import LeaderElectionConfig, LeaderElector
 from tests.helpers import Kube
+from tests.support.recording import watch_events
 from tests.support.replicas import LEASE, Replica, start_replica, wait_stopped, wait_until
 
 LEASE_DURATION = float(LEASE["--lease-duration"])
 RETRY_PERIOD = float(LEASE["--retry-period"])
 ANNOTATION = "sample.test/echo"
+
+Obj = dict[str, Any]
 
 
 @pytest.fixture
@@ -121,17 +124,62 @@ async def test_exactly_one_leader_and_it_reconciles(
     await _wait_echo(client, namespace, "one", "1")
 
 
-async def test_kill_9_of_the_leader_hands_over_within_lease_and_retry(
+def _records(seen: list[Obj], lease_name: str) -> list[Obj]:
+    """The Lease's specs as the test's watch saw them written, in order."""
+    return [
+        e["object"]["spec"]
+        for e in seen
+        if e["object"].get("kind") == "Lease" and e["object"]["metadata"]["name"] == lease_name
+    ]
+
+
+def _at(micro_time: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(micro_time)
+
+
+async def _seen_renewing(seen: list[Obj], lease_name: str, identity: str) -> None:
+    """Wait until the watch has a renewal of the Lease by ``identity``: its last one before the
+    test stops it is then in the watch too."""
+    await wait_until(
+        lambda: any(r.get("holderIdentity") == identity for r in _records(seen, lease_name)),
+        f"a renewal by {identity} in the watch",
+    )
+
+
+async def _seen_taken(seen: list[Obj], lease_name: str, identity: str) -> list[Obj]:
+    """The Lease's records up to the first one held by ``identity``."""
+    await wait_until(
+        lambda: any(r.get("holderIdentity") == identity for r in _records(seen, lease_name)),
+        f"the Lease taken by {identity} in the watch",
+    )
+    records = _records(seen, lease_name)
+    first = next(i for i, r in enumerate(records) if r.get("holderIdentity") == identity)
+    return records[: first + 1]
+
+
+async def test_kill_9_of_the_leader_hands_over_once_the_lease_expires(
     client: KubeClient, namespace: str, lease_name: str, pair: tuple[Replica, Replica]
 ) -> None:
+    """A leader killed cannot release: the standby takes the Lease over only once the leader's
+    last renewal has expired (never two leaders), and counts the transition. How long that
+    takes is a benchmark's (docs/performance.md, failover), not an assertion."""
     replicas = _by_name(pair)
-    leader, _ = await wait_holder(client, namespace, lease_name, set(replicas))
-    standby = next(name for name in replicas if name != leader)
-    replicas[leader].process.kill()
-    _, took = await wait_holder(client, namespace, lease_name, {standby})
-    # The standby must not wait much beyond one lease duration (plus a jittered retry period);
-    # the slack absorbs a loaded CI machine. Medians are in docs/benchmarks (failover).
-    assert took < LEASE_DURATION + RETRY_PERIOD * 1.2 + 5.0, f"takeover took {took:.1f}s"
+    async with watch_events(client, namespace, (LEASES,)) as seen:
+        leader, _ = await wait_holder(client, namespace, lease_name, set(replicas))
+        standby = next(name for name in replicas if name != leader)
+        await _seen_renewing(seen, lease_name, leader)
+        replicas[leader].process.kill()
+        records = await _seen_taken(seen, lease_name, standby)
+    last, taken = records[-2], records[-1]
+    assert last["holderIdentity"] == leader, records  # nothing in between: no release
+    expires = _at(last["renewTime"]) + datetime.timedelta(seconds=last["leaseDurationSeconds"])
+    # Both times are written from this host's clock; the standby measures the expiry on its
+    # monotonic clock, which may drift from the wall clock by a few ms at most.
+    assert _at(taken["acquireTime"]) >= expires - datetime.timedelta(milliseconds=50), (
+        last,
+        taken,
+    )
+    assert taken["leaseTransitions"] == last.get("leaseTransitions", 0) + 1, (last, taken)
     await _sample_cm(client, namespace, "after-kill", "2")
     await _wait_echo(client, namespace, "after-kill", "2")
 
@@ -139,17 +187,27 @@ async def test_kill_9_of_the_leader_hands_over_within_lease_and_retry(
 async def test_sigterm_releases_the_lease_for_an_immediate_takeover(
     client: KubeClient, namespace: str, lease_name: str, pair: tuple[Replica, Replica]
 ) -> None:
+    """On SIGTERM the leader writes the Lease free (no holder, a one-second duration) before it
+    exits, and the standby takes it over from that release, before the leader's last renewal
+    would have expired."""
     replicas = _by_name(pair)
-    leader, _ = await wait_holder(client, namespace, lease_name, set(replicas))
-    standby = next(name for name in replicas if name != leader)
-    await wait_until(lambda: replicas[standby].get("/readyz")[0] == 200, "standby ready")
-    process = replicas[leader].process
-    assert process.popen is not None
-    process.popen.send_signal(signal.SIGTERM)
-    _, took = await wait_holder(client, namespace, lease_name, {standby})
+    async with watch_events(client, namespace, (LEASES,)) as seen:
+        leader, _ = await wait_holder(client, namespace, lease_name, set(replicas))
+        standby = next(name for name in replicas if name != leader)
+        await wait_until(lambda: replicas[standby].get("/readyz")[0] == 200, "standby ready")
+        await _seen_renewing(seen, lease_name, leader)
+        process = replicas[leader].process
+        assert process.popen is not None
+        process.popen.send_signal(signal.SIGTERM)
+        records = await _seen_taken(seen, lease_name, standby)
     assert process.popen.wait(timeout=30) == 0
-    # Released, not expired: well under one lease duration.
-    assert took < LEASE_DURATION, f"takeover after SIGTERM took {took:.1f}s"
+    renewed, released, taken = records[-3:]
+    assert renewed["holderIdentity"] == leader, records
+    assert (released.get("holderIdentity"), released["leaseDurationSeconds"]) == (None, 1)
+    expires = _at(renewed["renewTime"]) + datetime.timedelta(
+        seconds=renewed["leaseDurationSeconds"]
+    )
+    assert _at(taken["acquireTime"]) < expires, (renewed, released, taken)
     assert any(line.get("msg") == "released the lease" for line in replicas[leader].log_lines())
 
 
