@@ -21,12 +21,13 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import config
 
-from controller.runtime.client import LEASES, NAMESPACES, ApiError, KubeClient
+from controller.runtime.client import NAMESPACES, KubeClient
 from localcluster.cluster import LocalCluster
 from tests.support.replicas import (
     Replica,
     start_replica,
     thread_states,
+    wait_holder,
     wait_stopped,
     wait_until,
 )
@@ -46,23 +47,6 @@ async def client(own_cluster: LocalCluster) -> AsyncIterator[KubeClient]:
         yield KubeClient(api)
 
 
-async def _holder(client: KubeClient, lease: str) -> str:
-    try:
-        obj = await client.get(LEASES, lease, "default")
-    except (ApiError, OSError):
-        return ""
-    return str((obj.get("spec") or {}).get("holderIdentity") or "")
-
-
-async def _wait_holder(client: KubeClient, lease: str, among: set[str]) -> str:
-    for _ in range(600):
-        current = await _holder(client, lease)
-        if current in among:
-            return current
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"no lease holder among {sorted(among)} within 60 s")
-
-
 async def test_standby_survives_an_api_server_outage_and_leads_afterwards(
     own_cluster: LocalCluster, client: KubeClient, tmp_path: Path
 ) -> None:
@@ -73,7 +57,7 @@ async def test_standby_survives_an_api_server_outage_and_leads_afterwards(
             replicas[name] = start_replica(
                 own_cluster.kubeconfig, "default", name, tmp_path, lease_name=lease
             )
-        leader = await _wait_holder(client, lease, set(replicas))
+        leader = await wait_holder(client, "default", lease, set(replicas))
         standby = next(r for name, r in replicas.items() if name != leader)
         # Down longer than the renew deadline (4 s): the leader must step down; the standby
         # must not exit at all.
@@ -88,7 +72,7 @@ async def test_standby_survives_an_api_server_outage_and_leads_afterwards(
         assert failures == []
         alive = {name for name, r in replicas.items() if r.process.running()}
         assert standby.identity in alive
-        await _wait_holder(client, lease, alive)
+        await wait_holder(client, "default", lease, alive)
         assert standby.process.running()
     finally:
         for replica in replicas.values():

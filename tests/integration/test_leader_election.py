@@ -16,14 +16,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.runtime.client import CONFIG_MAPS, LEASES, ApiError, ClientMetrics, KubeClient
+from controller.runtime.client import CONFIG_MAPS, LEASES, ClientMetrics, KubeClient
 from controller.runtime.leaderelection import LeaderElectionConfig, LeaderElector
 from tests.helpers import Kube
 from tests.support.recording import watch_events
-from tests.support.replicas import LEASE, Replica, start_replica, wait_stopped, wait_until
+from tests.support.replicas import Replica, start_replica, wait_holder, wait_stopped, wait_until
 
-LEASE_DURATION = float(LEASE["--lease-duration"])
-RETRY_PERIOD = float(LEASE["--retry-period"])
 ANNOTATION = "sample.test/echo"
 
 Obj = dict[str, Any]
@@ -57,30 +55,6 @@ def pair(
             replica.process.kill()
 
 
-async def holder(client: KubeClient, namespace: str, lease_name: str) -> str:
-    try:
-        lease = await client.get(LEASES, lease_name, namespace)
-    except ApiError:
-        return ""
-    return str((lease.get("spec") or {}).get("holderIdentity") or "")
-
-
-async def wait_holder(
-    client: KubeClient, namespace: str, lease_name: str, among: set[str], seconds: float = 60
-) -> tuple[str, float]:
-    """Wait until the Lease names one of ``among``; return it and how long that took."""
-    started = time.monotonic()
-    last = ""
-    while time.monotonic() - started < seconds:
-        last = await holder(client, namespace, lease_name)
-        if last in among:
-            return last, time.monotonic() - started
-        await asyncio.sleep(0.1)
-    raise AssertionError(
-        f"no lease holder among {sorted(among)} after {seconds:.0f}s (last {last!r})"
-    )
-
-
 async def _echoed(client: KubeClient, namespace: str, name: str, value: str) -> bool:
     obj = await client.get(CONFIG_MAPS, name, namespace)
     return (obj["metadata"].get("annotations") or {}).get(ANNOTATION) == value
@@ -107,7 +81,7 @@ def _by_name(pair: tuple[Replica, Replica]) -> dict[str, Replica]:
 async def test_exactly_one_leader_and_it_reconciles(
     client: KubeClient, namespace: str, lease_name: str, pair: tuple[Replica, Replica]
 ) -> None:
-    leader, _ = await wait_holder(client, namespace, lease_name, {"replica-a", "replica-b"})
+    leader = await wait_holder(client, namespace, lease_name, {"replica-a", "replica-b"})
     for replica in pair:
         await wait_until(lambda r=replica: r.get("/readyz")[0] == 200, f"{replica.identity} ready")
     expected = {r.identity: 1.0 if r.identity == leader else 0.0 for r in pair}
@@ -133,27 +107,30 @@ def _records(seen: list[Obj], lease_name: str) -> list[Obj]:
     ]
 
 
-def _at(micro_time: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(micro_time)
+def _expires(record: Obj) -> datetime.datetime:
+    """When the Lease as ``record`` holds it expires, unless renewed."""
+    renewed = datetime.datetime.fromisoformat(record["renewTime"])
+    return renewed + datetime.timedelta(seconds=record["leaseDurationSeconds"])
 
 
-async def _seen_renewing(seen: list[Obj], lease_name: str, identity: str) -> None:
-    """Wait until the watch has a renewal of the Lease by ``identity``: its last one before the
-    test stops it is then in the watch too."""
+def _acquired(record: Obj) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(record["acquireTime"])
+
+
+async def _until_held(seen: list[Obj], lease_name: str, identity: str) -> list[Obj]:
+    """Wait until the watch has a record of the Lease held by ``identity``; the records up to
+    the first such one. (Once one renewal by a leader is in the watch, its last one before the
+    test stops it will be too.)"""
+
+    def held(record: Obj) -> bool:
+        return record.get("holderIdentity") == identity
+
     await wait_until(
-        lambda: any(r.get("holderIdentity") == identity for r in _records(seen, lease_name)),
-        f"a renewal by {identity} in the watch",
-    )
-
-
-async def _seen_taken(seen: list[Obj], lease_name: str, identity: str) -> list[Obj]:
-    """The Lease's records up to the first one held by ``identity``."""
-    await wait_until(
-        lambda: any(r.get("holderIdentity") == identity for r in _records(seen, lease_name)),
-        f"the Lease taken by {identity} in the watch",
+        lambda: any(map(held, _records(seen, lease_name))),
+        f"a record of the Lease held by {identity} in the watch",
     )
     records = _records(seen, lease_name)
-    first = next(i for i, r in enumerate(records) if r.get("holderIdentity") == identity)
+    first = next(i for i, r in enumerate(records) if held(r))
     return records[: first + 1]
 
 
@@ -165,20 +142,17 @@ async def test_kill_9_of_the_leader_hands_over_once_the_lease_expires(
     takes is a benchmark's (docs/performance.md, failover), not an assertion."""
     replicas = _by_name(pair)
     async with watch_events(client, namespace, (LEASES,)) as seen:
-        leader, _ = await wait_holder(client, namespace, lease_name, set(replicas))
+        leader = await wait_holder(client, namespace, lease_name, set(replicas))
         standby = next(name for name in replicas if name != leader)
-        await _seen_renewing(seen, lease_name, leader)
+        await _until_held(seen, lease_name, leader)
         replicas[leader].process.kill()
-        records = await _seen_taken(seen, lease_name, standby)
+        records = await _until_held(seen, lease_name, standby)
     last, taken = records[-2], records[-1]
     assert last["holderIdentity"] == leader, records  # nothing in between: no release
-    expires = _at(last["renewTime"]) + datetime.timedelta(seconds=last["leaseDurationSeconds"])
     # Both times are written from this host's clock; the standby measures the expiry on its
     # monotonic clock, which may drift from the wall clock by a few ms at most.
-    assert _at(taken["acquireTime"]) >= expires - datetime.timedelta(milliseconds=50), (
-        last,
-        taken,
-    )
+    slack = datetime.timedelta(milliseconds=50)
+    assert _acquired(taken) >= _expires(last) - slack, (last, taken)
     assert taken["leaseTransitions"] == last.get("leaseTransitions", 0) + 1, (last, taken)
     await _sample_cm(client, namespace, "after-kill", "2")
     await _wait_echo(client, namespace, "after-kill", "2")
@@ -192,22 +166,19 @@ async def test_sigterm_releases_the_lease_for_an_immediate_takeover(
     would have expired."""
     replicas = _by_name(pair)
     async with watch_events(client, namespace, (LEASES,)) as seen:
-        leader, _ = await wait_holder(client, namespace, lease_name, set(replicas))
+        leader = await wait_holder(client, namespace, lease_name, set(replicas))
         standby = next(name for name in replicas if name != leader)
         await wait_until(lambda: replicas[standby].get("/readyz")[0] == 200, "standby ready")
-        await _seen_renewing(seen, lease_name, leader)
+        await _until_held(seen, lease_name, leader)
         process = replicas[leader].process
         assert process.popen is not None
         process.popen.send_signal(signal.SIGTERM)
-        records = await _seen_taken(seen, lease_name, standby)
+        records = await _until_held(seen, lease_name, standby)
     assert process.popen.wait(timeout=30) == 0
     renewed, released, taken = records[-3:]
     assert renewed["holderIdentity"] == leader, records
     assert (released.get("holderIdentity"), released["leaseDurationSeconds"]) == (None, 1)
-    expires = _at(renewed["renewTime"]) + datetime.timedelta(
-        seconds=renewed["leaseDurationSeconds"]
-    )
-    assert _at(taken["acquireTime"]) < expires, (renewed, released, taken)
+    assert _acquired(taken) < _expires(renewed), (renewed, released, taken)
     assert any(line.get("msg") == "released the lease" for line in replicas[leader].log_lines())
 
 
@@ -275,7 +246,7 @@ async def test_frozen_leader_makes_no_write_after_losing_the_lease(
     pair: tuple[Replica, Replica],
 ) -> None:
     replicas = _by_name(pair)
-    leader, _ = await wait_holder(client, namespace, lease_name, set(replicas))
+    leader = await wait_holder(client, namespace, lease_name, set(replicas))
     standby = next(name for name in replicas if name != leader)
     await _sample_cm(client, namespace, "busy", "0")
     await _wait_echo(client, namespace, "busy", "0")

@@ -13,6 +13,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from controller.runtime.client import LEASES, ApiError, KubeClient
 from localcluster.processes import ManagedProcess, free_port
 
 # Short lease timings keep the tests quick; the ratios are those of the defaults (15/10/2).
@@ -98,6 +99,31 @@ async def wait_until(predicate: Any, what: str, seconds: float = 60.0) -> float:
             return time.monotonic() - started
         await asyncio.sleep(0.1)
     raise AssertionError(f"timed out after {seconds:.0f}s waiting for {what}")
+
+
+async def holder(client: KubeClient, namespace: str, lease_name: str) -> str:
+    """Who the Lease names ("" while there is none, or the API server cannot say)."""
+    try:
+        lease = await client.get(LEASES, lease_name, namespace)
+    except (ApiError, OSError):
+        return ""
+    return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+async def wait_holder(
+    client: KubeClient, namespace: str, lease_name: str, among: set[str], seconds: float = 60
+) -> str:
+    """Wait until the Lease names one of ``among``; return it."""
+    started = time.monotonic()
+    last = ""
+    while time.monotonic() - started < seconds:
+        last = await holder(client, namespace, lease_name)
+        if last in among:
+            return last
+        await asyncio.sleep(0.1)
+    raise AssertionError(
+        f"no lease holder among {sorted(among)} after {seconds:.0f}s (last {last!r})"
+    )
 
 
 def thread_states(pid: int) -> str:
