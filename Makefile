@@ -23,7 +23,7 @@ SOAK_SECONDS ?= 300
 SOAK_REPORT ?= bench/results/soak.json
 
 .DEFAULT_GOAL := help
-.PHONY: help venv binaries kueue trainer csi oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation bench-snapshot upstream-jobset soak test test-serial test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
+.PHONY: help venv binaries gofields kueue trainer csi oldest-apiserver tools node-tools _node-tools demo demo-node-binaries smoke bench bench-reconcile bench-scale bench-scale-pod bench-compare bench-validation bench-snapshot upstream-jobset soak test test-serial test-unit test-integration test-e2e test-node node-binaries helm helm-lint cluster-up cluster-down \
 	cluster-status lint crd deploy undeploy run image release
 
 help: ## list the targets
@@ -97,6 +97,10 @@ csi: venv ## build the real node's CSI stack: csi-provisioner, csi-resizer, csi-
 	@echo "==> the real node's CSI stack (first build takes a few minutes; cached afterwards)"
 	$(PY) -m localcluster build --csi
 
+gofields: venv ## build the reader of upstream JobSet's Go types (make crd and the CRD tests use it; cached)
+	@echo "==> the Go types reader (first build takes a minute; cached afterwards)"
+	@$(PY) -c 'from localcluster.build import ensure_gofields; ensure_gofields()'
+
 # helm, for the chart's tests and for installing from charts/stateful-jobset (cached like the rest).
 ENSURE_HELM := $(PY) -c 'from localcluster.build import ensure_helm; print(ensure_helm())'
 helm: venv ## build helm from the Go module proxy (cached) and print its path
@@ -107,16 +111,16 @@ helm-lint: venv ## helm lint the chart (charts/stateful-jobset), every optional 
 		--set podScope.enabled=true --set metrics.secure.enabled=true \
 		--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
 
-test: binaries oldest-apiserver node-binaries csi tools helm kueue trainer upstream-jobset ## run every tier (unit, integration, end-to-end, real node) in 4 pytest processes side by side (tests/run.py)
+test: binaries oldest-apiserver node-binaries csi tools helm kueue trainer upstream-jobset gofields ## run every tier (unit, integration, end-to-end, real node) in 4 pytest processes side by side (tests/run.py)
 	$(PY) -m tests.run -- $(PYTEST_ARGS)
 
-test-serial: binaries oldest-apiserver node-binaries csi tools helm kueue trainer upstream-jobset ## every tier in one pytest process, one test after another (twice as long; for a quiet machine's timings)
+test-serial: binaries oldest-apiserver node-binaries csi tools helm kueue trainer upstream-jobset gofields ## every tier in one pytest process, one test after another (twice as long; for a quiet machine's timings)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## unit tier only (no cluster, no Debian tools)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-test-integration: binaries oldest-apiserver helm upstream-jobset tools ## integration tier only (etcd + kube-apiserver; the Helm chart; the release; upstream JobSet)
+test-integration: binaries oldest-apiserver helm upstream-jobset tools gofields ## integration tier only (etcd + kube-apiserver; the Helm chart; the release; upstream JobSet)
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 test-e2e: binaries tools kueue ## end-to-end tier only (the whole local control plane, Prometheus, promtool)
@@ -188,7 +192,8 @@ bench-snapshot: binaries node-binaries csi node-tools ## retention Snapshot and 
 soak: binaries ## chaos soak: JobSets (retention Snapshot too) + leader kill -9 + API server restart, invariants checked (SOAK_SECONDS=300)
 	$(PY) -m tests.soak --seconds $(SOAK_SECONDS) --report $(SOAK_REPORT)
 
-crd: binaries ## regenerate the JobSet CRD and its admission policy (from the local control plane), the Pod-scope admission policy, the chart's copies
+crd: binaries gofields ## regenerate the Go types' field table, the JobSet CRD and its admission policy (from the local control plane), the Pod-scope admission policy, the chart's copies
+	$(PY) -m localcluster.gotypes
 	$(PY) -m localcluster crd
 	$(PY) -m controller.api.admissiongen
 	$(PY) -m controller.api.chartgen

@@ -93,6 +93,19 @@ NODE_COMPONENTS: tuple[Component, ...] = (
 HELM = Component("helm", (("helm.sh/helm/v4/cmd/helm", "helm"),))
 
 
+# The project's own reader of upstream JobSet's Go types (localcluster/gofields): which JSON
+# values they decode as absent, for the immutability rules' semantic comparison
+# (controller/api/gofields.py, which `make crd` writes). Built on demand (``ensure_gofields``).
+GOFIELDS_SOURCE = Path(__file__).parent / "gofields"
+GOFIELDS = Component(
+    "gofields",
+    (("stateful-jobset/localcluster/gofields", "gofields"),),
+    root=GOFIELDS_SOURCE.parent,
+    module=GOFIELDS_SOURCE.name,
+    local_source=True,
+)
+
+
 # The oldest Kubernetes release the project claims to support (docs/operations.md, "Supported
 # Kubernetes versions"): only its kube-apiserver, for the apiserver-only profile's min-version
 # test. Built on demand (``ensure_min_apiserver``), never by ensure_binaries, and from a wrapper
@@ -506,6 +519,12 @@ def ensure_trainer(report: Callable[[str], None] | None = None) -> Path:
     """Build (or find cached) Kubeflow Trainer's controller manager; returns the binary's path."""
     say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
     return build_component(TRAINER, go_version(), say) / "trainer-controller-manager"
+
+
+def ensure_gofields(report: Callable[[str], None] | None = None) -> Path:
+    """Build (or find cached) the Go types reader (``GOFIELDS``); returns the binary's path."""
+    say = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    return build_component(GOFIELDS, go_version(), say) / "gofields"
 
 
 def ensure_upstream_jobset(report: Callable[[str], None] | None = None) -> Path:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.api import bounds
+from controller.api import bounds, semantic
 from controller.api.fields import (
     ACCESS_MODES,
     DEFAULT_RULE_NAME_PREFIX,
@@ -787,12 +787,16 @@ def _is_indexed(rjob: Node) -> bool:
 
 
 def replicated_jobs_same(
-    compared: Sequence[str], sizes: Sequence[str], *, when_suspended: bool
+    compared: Sequence[str], sizes: Sequence[str], depth: int, *, when_suspended: bool
 ) -> TransitionPredicate:
     """``replicated-jobs-immutable`` (``when_suspended`` False: holds while either object is
     suspended) and ``replicated-jobs-suspended-changes`` (True: holds unless one is): the same
-    replicated jobs in the same order, equal in ``compared``; with ``sizes`` (ElasticJobSet), an
-    Indexed one may change those."""
+    replicated jobs in the same order, semantically equal in ``compared`` (as upstream's Go types
+    decode them, to ``depth`` levels: :mod:`controller.api.semantic`); with ``sizes``
+    (ElasticJobSet), an Indexed one may change those."""
+
+    def present(node: Node, paths: Sequence[str]) -> list[Any]:
+        return [None if v is ABSENT else v for v in fields(node, paths)]
 
     def check(new: Node, old: Node) -> Verdict:
         if _suspended(new, old) != when_suspended:
@@ -804,7 +808,7 @@ def replicated_jobs_same(
             return Broken()
         return unless(
             all(
-                fields(r, compared) == fields(o, compared)
+                semantic.same(present(r, compared), present(o, compared), compared, depth)
                 and (not sizes or _is_indexed(r) or fields(r, sizes) == fields(o, sizes))
                 for r, o in zip(rjobs, before, strict=True)
             )

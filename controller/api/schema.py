@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller import features
-from controller.api import bounds, fields, predicates
+from controller.api import bounds, fields, predicates, semantic
 from controller.api.fields import (
     ACCESS_MODES,
     DEFAULT_RULE_NAME_PREFIX,
@@ -178,6 +178,16 @@ def _attach(node: Schema, rules: Iterable[Rule], registry: list[Rule]) -> Schema
 
 
 # ---------------------------------------------------------------- CEL helpers
+
+
+def _height(node: Schema) -> int:
+    """Levels of a value of this schema: 1 for a scalar, 1 + its deepest child's for an object
+    or a list (a map's values counted as children)."""
+    children = [*(node.get("properties") or {}).values()]
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            children.append(node[key])
+    return 1 + max((_height(child) for child in children), default=0)
 
 
 def _seg(name: str) -> str:
@@ -1330,6 +1340,8 @@ class Builder:
             running = [p for p in REPLICATED_JOB_FIELDS if p != "template"]
             running += ["template.?metadata", "template.?spec.?template"]
             running += [f"template.?spec.?{_seg(f)}" for f in fixed]
+        # Levels of lists and objects below a replicated job: how deep the comparison reads.
+        depth = 1 + _height(self.job_template_raw)
         # While suspended: every field but the pod templates' placement fields is compared.
         paths = [p for p in REPLICATED_JOB_FIELDS if p != "template"] + ["template.?metadata"]
         paths += [f"template.?spec.?{_seg(f)}" for f in fixed]
@@ -1349,13 +1361,14 @@ class Builder:
         )
 
         def each_same(compared: Sequence[str]) -> str:
-            """CEL: the same replicated jobs, in the same order, equal in ``compared``."""
+            """CEL: the same replicated jobs, in the same order, semantically equal in
+            ``compared`` (as upstream's Go types decode them: :mod:`controller.api.semantic`)."""
+            same = semantic.cel_same("r", "oldSelf.replicatedJobs[i]", compared, depth)
             return (
                 "(has(self.replicatedJobs) == has(oldSelf.replicatedJobs) && "
                 "(!has(self.replicatedJobs) || (size(self.replicatedJobs) == "
                 "size(oldSelf.replicatedJobs) && self.replicatedJobs.all(i, r, "
-                f"{fields('r', compared)} == {fields('oldSelf.replicatedJobs[i]', compared)}"
-                f"{resizable}))))"
+                f"{same}{resizable}))))"
             )
 
         also = (
@@ -1377,7 +1390,9 @@ class Builder:
                 reason="FieldValueForbidden",
                 protects="the child Jobs of a running JobSet",
                 on_update=True,
-                check_update=predicates.replicated_jobs_same(running, sizes, when_suspended=False),
+                check_update=predicates.replicated_jobs_same(
+                    running, sizes, depth, when_suspended=False
+                ),
             ),
             Rule(
                 id="replicated-jobs-suspended-changes",
@@ -1390,7 +1405,9 @@ class Builder:
                 reason="FieldValueForbidden",
                 protects="the child Jobs; a queueing system may still place the pods",
                 on_update=True,
-                check_update=predicates.replicated_jobs_same(paths, sizes, when_suspended=True),
+                check_update=predicates.replicated_jobs_same(
+                    paths, sizes, depth, when_suspended=True
+                ),
             ),
             *(self.elastic_rules() if elastic else []),
         ]

@@ -217,24 +217,13 @@ def _resize_condition(built: _Status, jobset: JobSet, jobs: Sequence[ChildJob], 
         )
 
 
-def _kueue_condition(built: _Status, jobset: JobSet) -> None:
-    """A queued JobSet whose pod templates Kueue's admission patch would change (condition and
-    Warning Event, ``kueue``); cleared (if ever set) once it no longer applies."""
-    message = kueue.incompatibility(jobset)
-    if message is not None:
-        built.condition(
-            Condition(kueue.CONDITION, "True", kueue.REASON_EMPTY_LISTS, message, "Warning")
+def _kueue_condition(built: _Status) -> None:
+    """``KueueIncompatible``, set by an older release, cleared if present (``kueue``)."""
+    built.condition(
+        Condition(
+            kueue.CONDITION, "False", kueue.REASON_COMPATIBLE, kueue.MESSAGE_COMPATIBLE, "Normal"
         )
-    else:
-        built.condition(
-            Condition(
-                kueue.CONDITION,
-                "False",
-                kueue.REASON_COMPATIBLE,
-                kueue.MESSAGE_COMPATIBLE,
-                "Normal",
-            )
-        )
+    )
 
 
 def _merged(patches: Sequence[tuple[str, Obj]]) -> list[tuple[str, Obj]]:
@@ -463,7 +452,7 @@ def decide(
     plan.patch_jobs.extend(store.must_suspend(jobset, current))
     plan.patch_jobs = _merged(plan.patch_jobs + _resize(jobset, current, store, resize))
     _resize_condition(built, jobset, current, resize)
-    _kueue_condition(built, jobset)
+    _kueue_condition(built)
     if suspension.condition is not None:
         built.condition(suspension.condition.announced("Normal"))
     if jobset.suspend:

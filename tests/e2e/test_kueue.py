@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from controller.jobset import api
-from controller.jobset import kueue as kueue_policy
 from controller.jobset.volumes import status as volume_status
 from controller.jobset.volumes.status import REASON_WAITING_FOR_RESUME
 from controller.runtime.client import CLAIMS, PODS, KubeClient
@@ -269,37 +268,34 @@ async def test_queued_jobset_stays_suspended_until_admitted_then_completes(
     kcontroller.assert_clean()
 
 
-async def test_a_template_with_an_empty_list_is_named_as_the_reason_kueue_cannot_admit_it(
-    kcontroller: ControllerProcesses,
-    kclient: KubeClient,
-    kueue_kube: Kube,
-    kueue_namespace: str,
-    queue: Queue,
+async def test_a_jobset_templated_by_helm_with_empty_lists_is_admitted_and_completes(
+    kcontroller: ControllerProcesses, kclient: KubeClient, kueue_namespace: str, queue: Queue
 ) -> None:
-    """Kueue's admission patch leaves empty lists out (upstream's Go types) and the CRD refuses
-    it as a change to a suspended JobSet's template: the JobSet stays suspended while its
-    Workload is Admitted. The controller says why: KueueIncompatible True, naming the field, and
-    a Warning Event (docs/kueue.md, "Supported and not")."""
-    ns, name = kueue_namespace, "emptylist"
-    workers = gpu_workers("workers", 1, 1, 1)
-    workers["template"]["spec"]["template"]["spec"]["containers"][0]["env"] = []
+    """Helm templates write empty lists (``env: []``), false and empty values and quantities as
+    typed by hand. Kueue's admission patch is built from upstream's Go types, which leave those
+    out, add ``resources: {}`` and write quantities canonically: the same pod template to
+    upstream's semantic comparison, and to this CRD's rules, which compare the same way. The
+    JobSet is admitted (the patch is stored: its empty lists are gone), runs and completes; no
+    KueueIncompatible condition (it was the old release's way of saying it would not be)."""
+    ns, name = kueue_namespace, "helm"
+    workers = gpu_workers("workers", 1, 2, 1)
+    pod_spec = workers["template"]["spec"]["template"]["spec"]
+    pod_spec.update(hostNetwork=False, imagePullSecrets=[], tolerations=[])
+    pod_spec["initContainers"] = [{"name": "init", "image": "busybox", "args": [], "env": []}]
+    main = pod_spec["containers"][0]
+    main.update(env=[], args=[], envFrom=[], volumeMounts=[], workingDir="", stdin=False)
+    main["resources"]["requests"]["memory"] = main["resources"]["limits"]["memory"] = "1024Mi"
     created = await kclient.create(api.JOBSETS, queued(jobset(name, workers), queue.local), ns)
     assert created["spec"]["suspend"] is True
     await wait_workload(kclient, ns, name, "Admitted")
-    flagged = await wait_for(
-        lambda: get_jobset(kclient, ns, name),
-        lambda obj: (condition(obj, kueue_policy.CONDITION) or {}).get("status") == "True",
-        f"{kueue_policy.CONDITION}=True on {name}",
-    )
-    found = condition(flagged, kueue_policy.CONDITION) or {}
-    assert found.get("reason") == kueue_policy.REASON_EMPTY_LISTS
-    field = "spec.replicatedJobs[0].template.spec.template.spec.containers[0].env"
-    assert field in str(found.get("message")), found
-    await wait_event(
-        kueue_kube, ns, name, kueue_policy.REASON_EMPTY_LISTS, event_type="Warning", contains=field
-    )
-    # Admitted, yet still suspended: the patch was refused (what the condition explains).
-    assert suspended(await get_jobset(kclient, ns, name))
+    done = await wait_jobset(kclient, ns, name, api.COMPLETED)
+    assert not suspended(done)
+    # Kueue's patch was stored: its Go types left the empty lists and zero values out.
+    stored = done["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert "env" not in stored["containers"][0] and "hostNetwork" not in stored, stored
+    assert stored.get("nodeSelector") == kueue.FLAVOR_NODE_LABELS
+    assert condition(done, "KueueIncompatible") is None
+    await wait_workload(kclient, ns, name, "Finished")
     kcontroller.assert_clean()
 
 

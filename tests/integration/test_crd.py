@@ -18,6 +18,7 @@ from controller.api import crdgen, schema
 from controller.api.validation import Contract
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY as EXCLUSIVE
 from controller.jobset.placement import NODE_SELECTOR_STRATEGY as NODE_SELECTOR
+from localcluster import gotypes
 from localcluster.cluster import LocalCluster
 from tests.helpers import Kube, wait_for
 from tests.support.crd import CRD_FILE, REPO, install_crd
@@ -193,6 +194,14 @@ async def test_committed_crd_matches_the_generator(apiserver_cluster: LocalClust
         )
         size = len(committed.encode())
         assert size < 1024 * 1024, f"{path} is {size} bytes; etcd's object limit is 1.5 MiB"
+
+
+def test_committed_go_field_table_matches_the_go_types() -> None:
+    """controller/api/gofields.py (which values the immutability rules treat as absent) is what
+    the Go tool reads from upstream JobSet's and Kubernetes' Go types today."""
+    assert gotypes.OUT.read_text() == gotypes.render(gotypes.read()), (
+        f"{gotypes.OUT} is out of date with the Go types: run `make crd` and commit the result"
+    )
 
 
 async def test_render_reads_the_crd_a_cluster_serves(kube: Kube) -> None:
@@ -1335,6 +1344,29 @@ def _pod_placement(js: Obj) -> None:
     template["spec"]["schedulingGates"] = [{"name": "example.com/gate"}]
 
 
+def _helm_template(js: Obj) -> None:
+    """What Helm templates often write: empty lists, false and empty values, quantities as
+    written by hand (upstream's Go types decode all of these as absent or as the same value)."""
+    pod(js, 1)["hostNetwork"] = False
+    pod(js, 1)["imagePullSecrets"] = []
+    pod(js, 1)["initContainers"] = [{"name": "init", "image": "busybox", "args": []}]
+    first = container(js, 1)
+    first.update(env=[], envFrom=[], workingDir="", stdin=False)
+    first["resources"] = {"requests": {"cpu": "0.5", "memory": "1024Mi"}, "limits": {}}
+
+
+def _round_tripped(js: Obj) -> None:
+    """The same pod template as upstream's Go types write it back (Kueue's admission patch):
+    empty lists and zero values left out, ``resources: {}`` added, quantities canonical."""
+    pod(js, 1).pop("hostNetwork")
+    pod(js, 1).pop("imagePullSecrets")
+    pod(js, 1)["initContainers"] = [{"name": "init", "image": "busybox", "resources": {}}]
+    first = container(js, 1)
+    for key in ("env", "envFrom", "workingDir", "stdin"):
+        first.pop(key)
+    first["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+
+
 def _storage(index: int, value: str) -> Mutation:
     def mutate(js: Obj) -> None:
         policy(js, index)["templates"][0]["spec"]["resources"]["requests"]["storage"] = value
@@ -1513,6 +1545,40 @@ UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
         _suspended,
         _all(_replicas(1, 4), _set(lambda js: container(js, 1), "image", "python")),
         REPLICATED_JOBS_SUSPENDED_CHANGES,
+    ),
+    (
+        # Kueue's admission patch of a JobSet templated by Helm: the same pod template to
+        # upstream's Go types, so accepted (upstream's webhook compares semantically too)
+        "replicated-jobs-suspended-changes-go-round-trip",
+        _all(_suspended, _helm_template),
+        _all(_round_tripped, _pod_placement, lambda js: spec(js).update(suspend=False)),
+        "",
+    ),
+    (
+        "replicated-jobs-immutable-go-round-trip",
+        _helm_template,
+        _round_tripped,
+        "",
+    ),
+    (
+        # a pointer's false is not absence: automountServiceAccountToken defaults to true
+        "replicated-jobs-suspended-changes-pointer-false",
+        _all(_suspended, lambda js: pod(js, 1).update(automountServiceAccountToken=False)),
+        lambda js: pod(js, 1).pop("automountServiceAccountToken"),
+        REPLICATED_JOBS_SUSPENDED_CHANGES,
+    ),
+    (
+        "replicated-jobs-suspended-changes-quantity",
+        _all(_suspended, _helm_template),
+        lambda js: container(js, 1)["resources"]["requests"].update(cpu="1"),
+        REPLICATED_JOBS_SUSPENDED_CHANGES,
+    ),
+    (
+        "replicated-jobs-immutable-empty-dir",
+        lambda js: pod(js, 1).setdefault("volumes", []).append({"name": "s", "emptyDir": {}}),
+        # emptyDir: {} is a volume source (a pointer), not absence
+        lambda js: pod(js, 1)["volumes"][-1].pop("emptyDir"),
+        REPLICATED_JOBS_IMMUTABLE,
     ),
     (
         "volume-claim-policies-storage-raised",
