@@ -128,6 +128,21 @@ def test_pod_scope_example_renders_per_pod_claims_and_a_sample_pod() -> None:
     assert volumes == {"ckpt": "ckpt-ranks-trainer-0-0", "shared": "shared-ranks"}
 
 
+def test_pod_scope_on_a_replicated_job_of_no_pods_is_refused_as_the_controller_does(
+    tmp_path: Path,
+) -> None:
+    """``parallelism: 0`` runs no pod, yet Pod scope would make a claim per completion index:
+    render refuses it with the message the controller's SpecInvalid condition carries."""
+    example = (EXAMPLES / "04-per-pod-rank-checkpoints.yaml").read_text()
+    assert "parallelism: 3" in example
+    path = tmp_path / "paused.yaml"
+    path.write_text(example.replace("parallelism: 3", "parallelism: 0"))
+    code, objects, err = _render(path)
+    assert (code, objects) == (1, []), err
+    assert "Pod scope makes a claim for each completion index before the Job starts" in err
+    assert "parallelism of replicated job 'trainer' is 0" in err
+
+
 def test_no_sample_pod_without_pod_scope() -> None:
     for example in SUPPORTED:
         if example.name.startswith("04-"):

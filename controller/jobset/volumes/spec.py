@@ -409,6 +409,14 @@ def _validate_pod_rjob(jobset: JobSet, policy: VolumePolicy, rjob: ReplicatedJob
             f" for replicated job {rjob.name!r}: an Indexed Job has one pod, and one claim, per "
             "completion index"
         )
+    parallelism = spec.get("parallelism")
+    if parallelism == 0 and not isinstance(parallelism, bool) and pod_indexes(rjob) > 0:
+        raise InvalidJobSet(
+            f"{policy.where}.scope: Pod scope makes a claim for each completion index before the "
+            f"Job starts, but {_job_spec_field(jobset, rjob, 'parallelism')} of replicated job "
+            f"{rjob.name!r} is 0: its Jobs would run no pod and the claims would hold storage "
+            "for nothing; set parallelism to 1 or more (or leave it out)"
+        )
     pods = pod_indexes(rjob)
     if rjob.replicas <= 0 or pods <= 0:
         return

@@ -1155,6 +1155,13 @@ LONG_TEMPLATE = {"templates": [tpl(T63)], "scope": "Pod"}
             id="parallelism-without-completions",
         ),
         pytest.param(
+            [POD], [indexed(completions=2, parallelism=0)],
+            r"spec.volumeClaimPolicies\[0\].scope: Pod scope makes a claim for each completion "
+            r"index before the Job starts, but spec.replicatedJobs\[0\].template.spec.parallelism "
+            "of replicated job 'workers' is 0",
+            id="parallelism-zero",
+        ),
+        pytest.param(
             [POD], [indexed(completions="3")],
             r"spec.replicatedJobs\[0\].template.spec.completions must be a non-negative "
             "integer, got '3'",
