@@ -154,4 +154,6 @@ MAX_CHILD_JOBS = 10_000
 # here, beside the other conditions, for both the volumes package and writefailures to read.
 VOLUMES_READY: Final = "VolumesReady"
 REASON_CLAIMS_MISSING: Final = "ClaimsNotCreated"
-REASON_CLAIM_CREATION_FAILED: Final = "ClaimCreationFailed"
+# Upstream JobSet's Event reason for a claim it could not create (PVCCreationFailed), kept so
+# that alerts on it carry over; here it is the condition's reason too.
+REASON_CLAIM_CREATION_FAILED: Final = "PVCCreationFailed"

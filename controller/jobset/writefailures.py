@@ -7,7 +7,7 @@ write does not stop the others: only the Jobs that need a missing claim wait.
 
 - the JobSet's retention finalizer (added before any claim exists): ``VolumesReady=False`` with
   reason ``RetentionFinalizerFailed``, and no claim write in that pass;
-- claims: ``VolumesReady=False`` with reason ``ClaimCreationFailed`` (a create), the patch's
+- claims: ``VolumesReady=False`` with reason ``PVCCreationFailed`` (a create), the patch's
   Event reason + ``Failed`` (``ClaimAdoptedFailed``, ``ClaimExpandedFailed``, ...) or
   ``ClaimDeletionFailed`` (retention);
 - Jobs: ``JobCreationFailed=True``, reason ``JobCreationFailed`` (refused) or ``JobConflict``
@@ -158,7 +158,7 @@ def failed_claim_creates(failures: Iterable[Failure]) -> frozenset[str]:
 
 def volumes_ready(decided: Condition, failures: Sequence[Failure]) -> Condition:
     """VolumesReady once the claim writes that failed are known: their reason wins (a create's
-    first, so a quota refusal keeps ``ClaimCreationFailed``); what the lifecycle said besides
+    first, so a quota refusal keeps ``PVCCreationFailed``); what the lifecycle said besides
     follows, unless it only repeats that the claims are not created."""
     claims = [f for f in failures if f.write in _CLAIMS]
     if not claims or decided.type != VOLUMES_READY:

@@ -118,9 +118,9 @@ async def refused_claim_reported(
 
     def reported(obj: Obj) -> bool:
         found = condition(obj, VOLUMES_READY)
-        return found is not None and found.get("reason") == "ClaimCreationFailed"
+        return found is not None and found.get("reason") == "PVCCreationFailed"
 
-    js = await wait_for(observe, reported, f"VolumesReady=False ClaimCreationFailed on {name}")
+    js = await wait_for(observe, reported, f"VolumesReady=False PVCCreationFailed on {name}")
     ready = condition(js, VOLUMES_READY)
     assert ready is not None and ready["status"] == "False"
     assert claim in ready["message"] and why in ready["message"], ready
@@ -133,11 +133,11 @@ async def refused_claim_reported(
     assert [j["metadata"]["name"] for j in jobs] == [f"{name}-free-0"]
 
     async def warnings() -> list[Obj]:
-        return await events_about(client, namespace, name, "ClaimCreationFailed")
+        return await events_about(client, namespace, name, "PVCCreationFailed")
 
-    events = await wait_for(warnings, bool, "the ClaimCreationFailed Event")
+    events = await wait_for(warnings, bool, "the PVCCreationFailed Event")
     assert claim in events[0]["message"] and why in events[0]["message"], events
-    await assert_retries_rewrite_nothing(running, client, namespace, name, "ClaimCreationFailed")
+    await assert_retries_rewrite_nothing(running, client, namespace, name, "PVCCreationFailed")
     assert [j["metadata"]["name"] for j in await jobs_of(client, namespace, name)] == [
         f"{name}-free-0"
     ]

@@ -53,28 +53,28 @@ def _row(found: Condition) -> tuple[str, str, str, str | None]:
         pytest.param(
             Condition("VolumesReady", "False", "ClaimsNotCreated", "1 of 1 ... data-js", None),
             [create_claim()],
-            ("False", "ClaimCreationFailed", f"could not create claim data-js: {QUOTA}",
+            ("False", "PVCCreationFailed", f"could not create claim data-js: {QUOTA}",
              "Warning"),
             id="create-refused-names-claim-and-quota",
         ),
         pytest.param(
             PENDING,
             [create_claim()],
-            ("False", "ClaimCreationFailed",
+            ("False", "PVCCreationFailed",
              f"could not create claim data-js: {QUOTA}. Besides: {PENDING.message}", "Warning"),
             id="create-refused-besides-pending",
         ),
         pytest.param(
             LOST,
             [create_claim()],
-            ("False", "ClaimCreationFailed",
+            ("False", "PVCCreationFailed",
              f"could not create claim data-js: {QUOTA}. Besides: {LOST.message}", "Warning"),
             id="lost-kept-in-message",
         ),
         pytest.param(
             PENDING,
             [Failure(Write.PATCH_CLAIM, "a-js", "too big", "ClaimExpandedFailed"), create_claim()],
-            ("False", "ClaimCreationFailed",
+            ("False", "PVCCreationFailed",
              f"could not update claim a-js: too big; could not create claim data-js: {QUOTA}. "
              f"Besides: {PENDING.message}", "Warning"),
             id="create-reason-wins-over-patch",
@@ -188,7 +188,7 @@ def test_job_and_child_conditions(
 @pytest.mark.parametrize(
     ("failure", "reason"),
     [
-        (create_claim(), "ClaimCreationFailed"),
+        (create_claim(), "PVCCreationFailed"),
         (Failure(Write.PATCH_CLAIM, "c", "m", "ClaimRetainedFailed"), "ClaimRetainedFailed"),
         (Failure(Write.DELETE_CLAIM, "c", "m"), "ClaimDeletionFailed"),
         (create_job("j"), "JobCreationFailed"),
@@ -304,12 +304,12 @@ def test_refused_claim_in_status_and_unrelated_job_created() -> None:
     assert _conditions(first)["VolumesReady"] == ("False", "ClaimsPending")
 
     told = _decide(failures=(create_claim(),))
-    assert _conditions(told)["VolumesReady"] == ("False", "ClaimCreationFailed")
+    assert _conditions(told)["VolumesReady"] == ("False", "PVCCreationFailed")
     assert told.status is not None
     assert told.status.volumes is not None
     (template,) = told.status.volumes.templates
     assert (template.desired, template.existing, template.pending) == (1, 0, 0)
-    assert [(e.type, e.reason) for e in told.events] == [("Warning", "ClaimCreationFailed")]
+    assert [(e.type, e.reason) for e in told.events] == [("Warning", "PVCCreationFailed")]
     assert QUOTA in told.events[0].message
 
     # The retry: the same refusal, already stored, changes no condition and announces nothing.

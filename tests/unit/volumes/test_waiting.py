@@ -165,7 +165,7 @@ WAITING_CASES: list[tuple[str, Obj, bool]] = [
         "a refused claim",
         make_jobset_obj(
             spec=_VOLUMES,
-            conditions=[condition("VolumesReady", "False", reason="ClaimCreationFailed")],
+            conditions=[condition("VolumesReady", "False", reason="PVCCreationFailed")],
         ),
         True,
     ),
