@@ -332,7 +332,11 @@ def decide(
     in_use = elastic.pods_in_use(jobs) if model.pod_scope else None
 
     if jobset.finished:
-        # Upstream: a finished JobSet's unfinished Jobs are deleted.
+        # Upstream: a finished JobSet's unfinished Jobs are deleted, and counted down as they go
+        # (it counts every pass, before it looks at the terminal state).
+        built.replicated_jobs_status = failure.carry_job_restarts(
+            jobset, status.replicated_jobs_status(jobset, current)
+        )
         plan.delete_jobs.extend(j.name for j in current if not j.is_finished)
         store = volumes.storage(
             model,

@@ -267,7 +267,7 @@ class JobSetReconciler:
         if plan.create_service is not None:
             name = str(plan.create_service["metadata"]["name"])
             failures += await self._parallel(
-                [self._refusal(Write.CREATE_SERVICE, name, self._create_service(ns, plan))]
+                [self._refusal(Write.CREATE_SERVICE, name, self._create_service(jobset, plan))]
             )
         failures += await self._parallel(
             [
@@ -512,13 +512,33 @@ class JobSetReconciler:
         log.info("volume retention done; finalizer removed")
         return Result()
 
-    async def _create_service(self, namespace: str, plan: Plan) -> None:
+    async def _create_service(self, jobset: JobSet, plan: Plan) -> Failure | None:
+        """Creates the headless Service. One of that name that is this JobSet's (its controller
+        reference: upstream JobSet made it, without the label our cache selects by) gets the
+        label, so the cache sees it and no later pass creates it again; another's is a
+        ``Failure``."""
         assert plan.create_service is not None
+        name = str(plan.create_service["metadata"]["name"])
         try:
-            await self.client.create(SERVICES, plan.create_service, namespace)
+            await self.client.create(SERVICES, plan.create_service, jobset.namespace)
         except ApiError as err:
             if not err.already_exists:
                 raise
+            try:
+                found = await self.client.get(SERVICES, name, jobset.namespace)
+            except ApiError as gone:
+                if gone.not_found:
+                    raise err from gone  # deleted meanwhile: retried (with backoff), created
+                raise
+            if by_controller_uid(found) != [jobset.uid]:
+                owner = writefailures.owner_of(found)
+                held = f"a Service of this name exists and is not this JobSet's ({owner})"
+                return Failure(Write.CREATE_SERVICE, name, held)
+            labels = (found.get("metadata") or {}).get("labels") or {}
+            if labels.get(api.JOBSET_NAME) != jobset.name:
+                patch = {"metadata": {"labels": {api.JOBSET_NAME: jobset.name}}}
+                await self.client.patch(SERVICES, name, patch, jobset.namespace)
+        return None
 
     async def _create_job(self, key: str, jobset: JobSet, job: Obj) -> Failure | None:
         """Creates the Job; a Job of that name that is not ours (one without our labels, or one

@@ -74,6 +74,36 @@ async def test_success_policy_any_on_a_target(
 
 
 @pytest.mark.usefixtures("controller")
+async def test_counters_follow_the_jobs_deleted_after_the_jobset_finished(
+    client: KubeClient, namespace: str
+) -> None:
+    """A finished JobSet's unfinished Jobs are deleted, and its replicatedJobsStatus counts them
+    down, as upstream's does (it counts before it looks at the terminal state): the counters of
+    the pass that completed it (two workers still active) do not stay for good."""
+    body = jobset(
+        "counted",
+        replicated_job("workers", 3),
+        successPolicy={"operator": "Any", "targetReplicatedJobs": ["workers"]},
+    )
+    await create(client, namespace, body)
+    jobs = await wait_jobs(client, namespace, "counted", 3)
+    for job in jobs[1:]:
+        await ready_job(client, namespace, job)  # a pod each, running and ready
+    await complete_job(client, namespace, jobs[0])
+    await wait_condition(client, namespace, "counted", api.COMPLETED)
+
+    def counted_down(obj: dict[str, Any]) -> bool:
+        (workers,) = obj["status"]["replicatedJobsStatus"]
+        return bool(workers["active"] == 0 and workers["succeeded"] == 1)
+
+    await wait_for(
+        lambda: get_jobset(client, namespace, "counted"),
+        counted_down,
+        "workers counted down to 0 active, 1 succeeded once the unfinished Jobs are deleted",
+    )
+
+
+@pytest.mark.usefixtures("controller")
 async def test_no_failure_policy_fails_on_first_failed_job(
     client: KubeClient, namespace: str
 ) -> None:
@@ -388,6 +418,47 @@ async def test_zero_writes_at_steady_state(kube: Kube, namespace: str, client: K
         await ready_job(client, namespace, jobs[0])
         await complete_job(client, namespace, jobs[2])
 
+        await assert_no_writes_at_steady_state(running, client)
+
+
+async def test_a_service_upstream_made_is_adopted_not_created_on_every_pass(
+    kube: Kube, namespace: str, client: KubeClient
+) -> None:
+    """Upstream JobSet's headless Service has no labels, so the controller's cache (which selects
+    by the JobSet name label) never showed it: every pass of a JobSet migrated from upstream
+    planned the Service again and got 409. The Service's controller reference proves it is the
+    JobSet's: the controller labels it, and at steady state writes nothing. Another's Service of
+    that name is reported, never taken."""
+    await create(client, namespace, jobset("migrated", replicated_job("a", 1)))
+    stored = await get_jobset(client, namespace, "migrated")
+    owner = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "name": "migrated",
+        "uid": stored["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    spec = {"clusterIP": "None", "selector": {api.JOBSET_NAME: "migrated"}}
+    upstreams = {"metadata": {"name": "migrated", "ownerReferences": [owner]}, "spec": spec}
+    made = await client.create(SERVICES, upstreams, namespace)
+    await create(client, namespace, jobset("taken", replicated_job("a", 1)))
+    await client.create(SERVICES, {"metadata": {"name": "taken"}, "spec": spec}, namespace)
+    async with running_controller(kube, namespace) as running:
+        await wait_jobs(client, namespace, "migrated", 1)
+        labelled = await wait_for(
+            lambda: client.get(SERVICES, "migrated", namespace),
+            lambda svc: (svc["metadata"].get("labels") or {}).get(api.JOBSET_NAME) == "migrated",
+            "upstream's Service labelled as the JobSet's",
+        )
+        assert labelled["metadata"]["uid"] == made["metadata"]["uid"]  # the same object
+        held = await wait_condition(client, namespace, "taken", "ChildWriteFailed")
+        message = str(condition(held, "ChildWriteFailed")["message"])  # type: ignore[index]
+        assert "Service of this name exists and is not this JobSet's (no owner)" in message
+        assert "jobset.sigs.k8s.io/jobset-name" not in str(
+            (await client.get(SERVICES, "taken", namespace))["metadata"].get("labels")
+        )
+        await client.delete(api.JOBSETS, "taken", namespace)
         await assert_no_writes_at_steady_state(running, client)
 
 
