@@ -778,6 +778,15 @@ def field_unchanged(name: str) -> TransitionPredicate:
     return check
 
 
+def field_kept(name: str) -> TransitionPredicate:
+    """The field ``name``, once there, is not removed."""
+
+    def check(new: Node, old: Node) -> Verdict:
+        return unless(name in new or name not in old)
+
+    return check
+
+
 def _suspended(new: Node, old: Node) -> bool:
     return new.get("suspend") is True or old.get("suspend") is True
 

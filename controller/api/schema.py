@@ -1196,6 +1196,19 @@ class Builder:
                 on_update=True,
                 check_update=predicates.field_unchanged("managedBy"),
             ),
+            Rule(
+                id="volume-policy-kept",
+                where="spec",
+                rule="!has(oldSelf.volumePolicy) || has(self.volumePolicy)",
+                message="spec.volumePolicy cannot be removed (a client that knows only upstream "
+                "JobSet's types drops it when it writes the whole object: patch instead)",
+                field_path=".volumePolicy",
+                reason="FieldValueForbidden",
+                protects="claims made and mounted: spec.volumePolicy's own rules run only while "
+                "it is there",
+                on_update=True,
+                check_update=predicates.field_kept("volumePolicy"),
+            ),
             *self.volume_rules(),
             *self.replicated_jobs_update_rules(),
         ]

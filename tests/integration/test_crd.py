@@ -1699,6 +1699,14 @@ UPDATE_CASES: list[tuple[str, Mutation, Mutation, str]] = [
         "spec.volumePolicy is immutable, except the templates' labels and annotations and "
         "raising a template's storage request",
     ),
+    (
+        # what an update (not a patch) from a client that knows only upstream's types does
+        "volume-policy-kept",
+        _volume_policy,
+        lambda js: spec(js).pop("volumePolicy"),
+        "spec.volumePolicy: spec.volumePolicy cannot be removed (a client that knows only "
+        "upstream JobSet's types drops it when it writes the whole object: patch instead)",
+    ),
 ]
 
 
