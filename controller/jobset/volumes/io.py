@@ -3,10 +3,10 @@ them, and the claim writes.
 
 ``VolumeIO.caches`` makes the informers the volumes read or watch, and ``VolumeIO.watch`` routes
 their events to the JobSets (``watches``); ``jobset.setup`` calls both. The reconciler holds one
-:class:`VolumeIO` and asks it, per JobSet, for the claims (those labelled with the JobSet's name
-and any claim of a name it wants, which it remembers in ``wanted`` to route claim events), the
-storage classes, whether Pod-scope pods can get their claims now (``admission.readiness``, whose
-first sighting of the policy it keeps), and, for a JobSet being deleted, its retention
+:class:`VolumeIO` and asks it, per JobSet, for the claims (those labelled with the JobSet's name and
+any claim of a name it wants, which it remembers in ``wanted`` to route claim events), the storage
+classes and CSIDrivers, whether Pod-scope pods can get their claims now (``admission.readiness``,
+whose first sighting of the policy it keeps), and, for a JobSet being deleted, its retention
 (``deletion_plan``); and it creates, patches and deletes claims (and VolumeSnapshots: retention
 Snapshot, pruning) through it, each write with its metric and Event. Deciding stays pure
 (``lifecycle.plan``, ``gating``, ``deletion.plan``); orchestration (which writes, in what order,

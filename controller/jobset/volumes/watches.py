@@ -1,8 +1,8 @@
 """What the volumes watch, and which JobSets each event brings back to the queue.
 
-``caches`` makes the informers the volumes read or watch (claims, storage classes, quotas, the
-Pod-scope admission policy and binding, Pod-scope pods, snapshots); ``watch`` puts the event
-handlers on them once the reconciler exists (claim events are routed by the claim names each
+``caches`` makes the informers the volumes read or watch (claims, storage classes, CSIDrivers,
+quotas, the Pod-scope admission policy and binding, Pod-scope pods, snapshots); ``watch`` puts the
+event handlers on them once the reconciler exists (claim events are routed by the claim names each
 JobSet wants). ``jobset.setup``, which owns the JobSets' queue, reaches both through ``VolumeIO``
 (``VolumeIO.caches``, ``VolumeIO.watch``: the names each JobSet wants are that object's).
 """

@@ -629,8 +629,8 @@ def test_a_group_is_kept_together_when_any_of_its_claims_attaches() -> None:
         [{"metadata": {"name": "blk.csi"}, "spec": {"attachRequired": True}},
          {"metadata": {"name": "nfs.csi"}, "spec": {"attachRequired": False}}],
     )  # fmt: skip
-    entry: Obj = {"templates": [tpl("data", storageClassName="nfs", accessModes=RWO),
-                                tpl("model", storageClassName="block", accessModes=RWO)]}  # fmt: skip
+    templates = [tpl("data", storageClassName="nfs"), tpl("model", storageClassName="block")]
+    entry: Obj = {"templates": templates}
     js = make([entry], rjobs=[user("a", mounts=("data", "model")), user("b", mounts=("data",))])
     kept = singlenode.pinning(found(js), classes)
     assert [(g.claims, g.classes) for g in kept.groups] == [
