@@ -8,11 +8,11 @@ and the attach/detach controller both read a missing object so). A driver that a
 (NFS-style CSI drivers advertise ``ReadWriteOnce`` this way) mounts one ``ReadWriteOnce`` volume
 on as many nodes as its pods run on, and keeping those pods on one node only strands them.
 
-Jobs are made long before their pods' volumes exist (and a Job's pod template cannot change
-once it runs), so the answer is read from what the claim will get: its template's
-``storageClassName`` (none: the cluster's default class), the class's provisioner (the CSI
-driver's name; an in-tree name migrated to CSI stands for its driver), that driver's
-CSIDriver object. What cannot be known (a class that does not exist yet, an external
+Jobs are made before their pods' volumes are attached, often before they exist (and a Job's
+pod template cannot change once it runs), so the answer is read from the claim's class (the
+claim's own once it exists, else its template's ``storageClassName``; none: the cluster's
+default class), the class's provisioner (the CSI driver's name; an in-tree name migrated to CSI
+stands for its driver), that driver's CSIDriver object. What cannot be known (a class that does not exist yet, an external
 provisioner that is no CSI driver, CSIDrivers the controller may not read) is taken to attach,
 as Kubernetes does, and the reason says so: a platform team annotates such a class with
 ``jobset.sigs.k8s.io/colocate-claims: "false"`` once, and its claims are never pinned.

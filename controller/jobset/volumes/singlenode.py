@@ -332,14 +332,21 @@ def colocation(jobset: JobSet, policies: Iterable[VolumePolicy]) -> Colocation:
     return Colocation(tuple(groups), tuple(sorted(conflicts)), switch)
 
 
-def pinning(found: Colocation, classes: StorageClasses) -> Colocation:
+def pinning(
+    found: Colocation,
+    classes: StorageClasses,
+    existing: Mapping[str, str | None] | None = None,
+) -> Colocation:
     """``found`` (``colocation``, from the spec) as the Jobs created now get it: ``groups`` the
     groups whose pods are kept on one node, ``loose`` those that are not, each with why; the
     conflicts of loose groups dropped (their pods may be apart). The JobSet's annotation decides
     first ("true", "false"), then the controller's ``--colocate-claims`` (``always``,
     ``never``), else the storage: a group is kept on one node when the storage of any of its
-    claims attaches (``attach``). A ``ReadWriteOncePod`` claim shared at once is a conflict
-    whatever the storage: the scheduler enforces that mode, not the attach."""
+    claims attaches (``attach``), read from the class of the claim where it exists
+    (``existing``: claim name to its storageClassName; a claim keeps the class it was made with,
+    whatever the default is now), else its template's. A ``ReadWriteOncePod`` claim shared at
+    once is a conflict whatever the storage: the scheduler enforces that mode, not the attach."""
+    existing = existing or {}
     if not found.groups:
         return found
     on = off = None
@@ -365,6 +372,9 @@ def pinning(found: Colocation, classes: StorageClasses) -> Colocation:
         if on is not None:
             pinned.append(replace(group, why=on))
             continue
+        actual = tuple(existing.get(c, t) for c, t in zip(group.claims, group.classes, strict=True))
+        if actual != group.classes:
+            group = replace(group, classes=actual)
         verdicts = []
         for storage_class in dict.fromkeys(group.classes):
             if storage_class not in known:

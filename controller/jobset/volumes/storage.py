@@ -178,7 +178,14 @@ def storage(
     how long the snapshots retention waits for have taken: ``warn_after``, ``VolumePlan.overdue``).
     While Pod scope is blocked no claim is created and nothing is mountable."""
     blocked = blocked if model.pod_scope else None
-    colocation = singlenode.pinning(model.colocation, classes)
+    candidates = model.colocation
+    existing = {
+        name: view.storage_class
+        for group in candidates.groups
+        for name in group.claims
+        if (view := claims.get(name)) is not None
+    }
+    colocation = singlenode.pinning(candidates, classes, existing)
     shared = {c for g in colocation.groups for c in g.claims}
     nodes = {
         name: view.annotations[SELECTED_NODE_ANNOTATION]

@@ -679,3 +679,27 @@ def test_sizes_that_are_not_integers_count_as_the_defaults(size: object) -> None
         "groups": [("data-js", ("data-js",), ["workers"])],
         "conflicts": [],
     }
+
+
+def test_a_claim_that_exists_is_judged_by_the_class_it_was_made_with() -> None:
+    """A template without a class got the default class of its day: once the default moves to
+    storage that attaches nothing, the claim still attaches (its class is its own), so the new
+    Jobs still keep its pods together."""
+    classes = StorageClasses.of(
+        [{"metadata": {"name": "block"}, "provisioner": "blk.csi"},
+         {"metadata": {"name": "nfs", "annotations": {
+             "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "nfs.csi"}],
+        [{"metadata": {"name": "blk.csi"}, "spec": {"attachRequired": True}},
+         {"metadata": {"name": "nfs.csi"}, "spec": {"attachRequired": False}}],
+    )  # fmt: skip
+    js = shared()
+    assert singlenode.pinning(found(js), classes).groups == ()  # the default now: nfs
+    made = claim("data-js", spec={"storageClassName": "block", "accessModes": RWO})
+    store = volumes.storage(
+        volumes.model(js), claim_views([made]), classes, terminal_state="", pods_in_use=None,
+        blocked=None,
+    )  # fmt: skip
+    assert [g.classes for g in store.colocation.groups] == [("block",)]
+    for job in construct.desired_jobs(js):
+        labels = store.mounted(job, js)["spec"]["template"]["metadata"]["labels"]
+        assert labels[SINGLE_NODE_LABEL] == "data-js"
