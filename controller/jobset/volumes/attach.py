@@ -12,10 +12,11 @@ Jobs are made before their pods' volumes are attached, often before they exist (
 pod template cannot change once it runs), so the answer is read from the claim's class (the
 claim's own once it exists, else its template's ``storageClassName``; none: the cluster's
 default class), the class's provisioner (the CSI driver's name; an in-tree name migrated to CSI
-stands for its driver), that driver's CSIDriver object. What cannot be known (a class that does not exist yet, an external
-provisioner that is no CSI driver, CSIDrivers the controller may not read) is taken to attach,
-as Kubernetes does, and the reason says so: a platform team annotates such a class with
-``jobset.sigs.k8s.io/colocate-claims: "false"`` once, and its claims are never pinned.
+stands for its driver), that driver's CSIDriver object. What cannot be known (a class that does
+not exist yet, an external provisioner that is no CSI driver, CSIDrivers the controller may not
+read) is taken to attach, as Kubernetes does, and the reason says so: a platform team annotates
+such a class with ``jobset.sigs.k8s.io/colocate-claims: "false"`` once, and its claims are
+never pinned.
 """
 
 from __future__ import annotations

@@ -54,14 +54,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from controller.api.bounds import MAX_LABEL_VALUE
 from controller.jobset import api, children, placement
 from controller.jobset.children import ChildJob
 from controller.jobset.jobsetstatus import Condition
 from controller.jobset.model import JobSet, ReplicatedJob
-from controller.jobset.volumes.attach import Attach, attaches
+from controller.jobset.volumes.attach import attaches
 from controller.jobset.volumes.desired import claim_name, targeted
 from controller.jobset.volumes.model import (
     COLOCATE_ANNOTATION,
@@ -109,8 +109,6 @@ class Group:
     required: bool = True
     # Each claim's storageClassName as its template asks (None: the default class).
     classes: tuple[str | None, ...] = ()
-    # Why its pods are kept on one node, or not (``pinning``), for the condition.
-    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,9 +122,11 @@ class Colocation:
     conflicts: tuple[tuple[str, str, str], ...] = ()
     # The JobSet's colocate-claims annotation, as written (None: absent).
     switch: str | None = None
-    # ``pinning``: the shared groups whose pods are not kept on one node; why none are, when
-    # switched off; a note on an annotation that was not read.
+    # ``pinning``: the shared groups whose pods are not kept on one node; why each group's pods
+    # are kept on one node or not, by its key; why none are, when switched off; a note on an
+    # annotation that was not read.
     loose: tuple[Group, ...] = ()
+    why: Mapping[str, str] = field(default_factory=dict)
     off: str | None = None
     note: str = ""
 
@@ -366,33 +366,35 @@ def pinning(
             on = "the controller's --colocate-claims is always"
         elif mode == "never":
             off = "the controller's --colocate-claims is never"
-    known: dict[str | None, Attach] = {}
-    pinned, loose = [], []
+    if on is not None:
+        return Colocation(
+            found.groups, found.conflicts, found.switch, why={g.key: on for g in found.groups}
+        )
+    # Thousands of groups (a Job-scope claim per Job) share a few classes: judged once each.
+    known: dict[tuple[str | None, ...], tuple[bool, str]] = {}
+    pinned: list[Group] = []
+    loose: list[Group] = []
+    why: dict[str, str] = {}
     for group in found.groups:
-        if on is not None:
-            pinned.append(replace(group, why=on))
-            continue
-        actual = tuple(existing.get(c, t) for c, t in zip(group.claims, group.classes, strict=True))
-        if actual != group.classes:
-            group = replace(group, classes=actual)
-        verdicts = []
-        for storage_class in dict.fromkeys(group.classes):
-            if storage_class not in known:
-                known[storage_class] = attaches(storage_class, classes)
-            verdicts.append(known[storage_class])
-        attaching = [v for v in verdicts if v.attaches]
-        why = "; ".join(dict.fromkeys(v.why for v in attaching or verdicts))
-        if off is None and attaching:
-            pinned.append(replace(group, why=why))
-        else:
-            loose.append(replace(group, why=why))
+        if existing:
+            actual = tuple(
+                existing.get(c, t) for c, t in zip(group.claims, group.classes, strict=True)
+            )
+            group = group if actual == group.classes else replace(group, classes=actual)
+        if group.classes not in known:
+            verdicts = [attaches(c, classes) for c in dict.fromkeys(group.classes)]
+            attaching = [v for v in verdicts if v.attaches]
+            said = "; ".join(dict.fromkeys(v.why for v in attaching or verdicts))
+            known[group.classes] = (bool(attaching), said)
+        attached, why[group.key] = known[group.classes]
+        (pinned if off is None and attached else loose).append(group)
     apart = {g.claims[0] for g in loose}
     conflicts = tuple(
         c
         for c in found.conflicts
         if not (c[1] in (REASON_EXCLUSIVE, REASON_OWN_AFFINITY) and c[0] in apart)
     )
-    return Colocation(tuple(pinned), conflicts, found.switch, tuple(loose), off, note)
+    return Colocation(tuple(pinned), conflicts, found.switch, tuple(loose), why, off, note)
 
 
 def _own_affinity(claim: str, rjobs: Iterable[str]) -> tuple[str, str, str]:
@@ -527,11 +529,11 @@ def _claims(names: Sequence[str]) -> str:
     return ("claim " if len(names) == 1 else "claims ") + _listing(names)
 
 
-def _reasons(groups: Sequence[Group]) -> str:
+def _reasons(groups: Sequence[Group], why: Mapping[str, str]) -> str:
     """Each distinct ``why`` of ``groups``, after the claims it is about."""
     by_why: dict[str, list[str]] = {}
     for group in groups:
-        by_why.setdefault(group.why, []).extend(group.claims)
+        by_why.setdefault(why.get(group.key, ""), []).extend(group.claims)
     return "; ".join(f"{_claims(claims)}: {why}" for why, claims in by_why.items())
 
 
@@ -575,23 +577,24 @@ def condition(found: Colocation, jobset: JobSet, jobs: Sequence[ChildJob]) -> Co
     if found.groups:
         text = (
             "the pods that share ReadWriteOnce claims are kept on one node (a required pod "
-            f"affinity of the Jobs this controller creates): {_reasons(found.groups)}"
+            f"affinity of the Jobs this controller creates): {_reasons(found.groups, found.why)}"
         )
         if found.loose:
-            text += f". Not kept together: {_reasons(found.loose)}"
+            text += f". Not kept together: {_reasons(found.loose, found.why)}"
         if found.switch != "true":
             text += f'. {COLOCATE_ANNOTATION}: "false" on the JobSet turns it off'
         return Condition(CONDITION, "False", REASON_COLOCATED, text + found.note, None)
     if found.off is not None:
         text = (
             "the pods that share ReadWriteOnce claims are not kept on one node, as "
-            f"{found.off}: {_reasons(found.loose)}"
+            f"{found.off}: {_reasons(found.loose, found.why)}"
         )
         return Condition(CONDITION, "False", REASON_OFF, text + found.note, None)
     if found.loose:
         text = (
             "the pods that share ReadWriteOnce claims are not kept on one node, as their storage "
-            f"attaches nothing (several nodes mount its volumes): {_reasons(found.loose)}"
+            "attaches nothing (several nodes mount its volumes): "
+            + _reasons(found.loose, found.why)
         )
         return Condition(CONDITION, "False", REASON_ATTACH_NOT_REQUIRED, text + found.note, None)
     return None
