@@ -305,7 +305,6 @@ def test_install_upgrade_uninstall(own_cluster: LocalCluster, tmp_path: Path) ->
     assert deployment["spec"]["replicas"] == 3
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert "--namespaces=team-a,team-b" in container["args"]
-    assert "--colocate-claims=never" in container["args"]
     assert {"name": "STATEFUL_JOBSET_FEATURE_GATES", "value": ALPHA_GATES} in container["env"]
     crd = cluster.get("crd", CRD_NAME, namespace="")
     assert crd["metadata"]["annotations"]["jobset.sigs.k8s.io/feature-gates"] == ALPHA_GATES

@@ -636,8 +636,9 @@ def test_a_group_is_kept_together_when_any_of_its_claims_attaches() -> None:
     assert [(g.claims, g.classes) for g in kept.groups] == [
         (("data-js", "model-js"), ("nfs", "block"))
     ]
-    assert kept.why[kept.groups[0].key] == "class block, provisioner blk.csi: CSIDriver blk.csi has " \
-        "attachRequired: true"  # fmt: skip
+    assert kept.why[kept.groups[0].key] == (
+        "class block, provisioner blk.csi: CSIDriver blk.csi has attachRequired: true"
+    )
     said = singlenode.condition(kept, js, [])
     assert said is not None and "claims data-js, model-js: class block" in said.message
 
