@@ -23,6 +23,7 @@ from controller.jobset.api import CONTROLLER_NAME as UPSTREAM_MANAGED_BY
 
 ENV_PREFIX = "STATEFUL_JOBSET_"
 EVENT_LOOPS = ("uvloop", "asyncio")
+COLOCATE_CLAIMS = ("auto", "always", "never")
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # The shape the CRD accepts for spec.managedBy (a DNS-1123 subdomain, "/", URL path characters;
 # 63 characters in all): a flag value no JobSet could carry would serve nothing.
@@ -84,6 +85,9 @@ class Config:
     feature_gates: FeatureGates = DEFAULT_GATES
     # "uvloop" or "asyncio": which event loop runs the controller (app.event_loop_factory).
     event_loop: str = "uvloop"
+    # Whether pods that share a ReadWriteOnce claim are kept on one node: "auto" (where the
+    # storage attaches volumes to nodes), "always" or "never"; a JobSet's annotation overrides.
+    colocate_claims: str = "auto"
 
     def address(self, value: str) -> tuple[str, int] | None:
         """``host:port`` → (host, port); ``0`` or empty disables the endpoint."""
@@ -217,6 +221,12 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     flag("--event-loop", "uvloop (libuv's event loop: less CPU for the same work, "
          "bench/HISTORY.md) or asyncio (the standard library's)", "uvloop",
          choices=EVENT_LOOPS)  # fmt: skip
+    flag("--colocate-claims", "keep the pods that share a ReadWriteOnce claim at once on one node "
+         "(a required pod affinity of the Jobs created): auto where the claim's storage attaches "
+         "its volumes to a node (its class's CSIDriver, attachRequired; a driver without one, "
+         "or a class that cannot be read, is taken to attach), always, or never. The JobSet "
+         "annotation jobset.sigs.k8s.io/colocate-claims (true, false) overrides it", "auto",
+         choices=COLOCATE_CLAIMS)  # fmt: skip
     flag("--shutdown-timeout", "seconds to let in-flight reconciles finish on SIGTERM", 20.0,
          type=float)  # fmt: skip
     return parser
@@ -307,6 +317,11 @@ def from_args(args: argparse.Namespace) -> Config:
                 "--metrics-secure needs a --metrics-bind-address other than "
                 "--health-probe-bind-address: health probes stay plain HTTP"
             )
+    colocate_claims = str(args.colocate_claims)
+    if colocate_claims not in COLOCATE_CLAIMS:  # a value from the environment skips argparse's
+        raise ConfigError(
+            f"--colocate-claims must be auto, always or never, got {colocate_claims!r}"
+        )
     batch_period = float(args.child_event_batch_period)
     if not 0 <= batch_period <= 60:  # also rejects NaN
         raise ConfigError(
@@ -360,4 +375,5 @@ def from_args(args: argparse.Namespace) -> Config:
         managed_by=managed_by,
         feature_gates=feature_gates,
         event_loop=event_loop,
+        colocate_claims=colocate_claims,
     )

@@ -15,6 +15,13 @@ stderr.
 A Job whose pods get Pod-scope claims mounts a placeholder; after it comes a sample Pod (completion
 index 0 of the first Job of each such replicated job) as the admission policy admits it
 (``volumes.admitted_pod``): with its own claim.
+
+Whether the pods that share a ReadWriteOnce claim are kept on one node depends on the cluster's
+storage (the claim's class, its CSIDriver) and the controller's ``--colocate-claims``: ``--storage``
+reads the StorageClasses and CSIDrivers of a cluster (``kubectl get storageclasses,csidrivers -o
+yaml``), ``--colocate-claims`` takes the controller's setting. Without ``--storage`` the storage
+is taken to attach (as the controller does for what it cannot know). A note on stderr gives the
+JobSet's ``MultiAttachRisk`` condition: whether, and why, its pods are kept on one node.
 """
 
 from __future__ import annotations
@@ -55,9 +62,11 @@ def render(
     contract: Contract | None = None,
     now: datetime.datetime | None = None,
     notes: list[str] | None = None,
+    classes: volumes.StorageClasses | None = None,
 ) -> list[dict[str, Any]]:
-    """The objects the controller creates for each JobSet of ``documents``; ``notes`` gets a
-    line for each replicated job that gets no Job here (and why it may not)."""
+    """The objects the controller creates for each JobSet of ``documents``, on a cluster of that
+    storage (``classes``: None, not known); ``notes`` gets a line for each replicated job that
+    gets no Job here (and why it may not), and the JobSet's ``MultiAttachRisk`` condition."""
     objects: list[dict[str, Any]] = []
     for position, doc in enumerate(documents):
         if doc is None:
@@ -80,11 +89,36 @@ def render(
             doc = contract.defaulted(doc)
         meta.setdefault("namespace", namespace)
         meta.setdefault("uid", PLACEHOLDER_UID)
-        made = fresh_reconcile({**doc, "metadata": meta}, now or _now())
+        stored: dict[str, Any] = {}
+        made = fresh_reconcile({**doc, "metadata": meta}, now or _now(), classes, stored)
         objects.extend(made)
         if notes is not None:
             notes.extend(_without_jobs(parse({**doc, "metadata": meta}), made))
+            notes.extend(
+                _colocation(stored, known=classes is not None and classes.names is not None)
+            )
     return objects
+
+
+MULTI_ATTACH_RISK = "MultiAttachRisk"
+
+
+def _colocation(stored: dict[str, Any], known: bool) -> list[str]:
+    """The MultiAttachRisk condition the passes left on the JobSet, as a note."""
+    name = stored["metadata"]["name"]
+    for found in (stored.get("status") or {}).get("conditions") or []:
+        if found.get("type") == MULTI_ATTACH_RISK:
+            hint = (
+                ""
+                if known
+                else " (pass --storage with the cluster's `kubectl get storageclasses,csidrivers "
+                "-o yaml` to read its storage)"
+            )
+            return [
+                f"{name}: {MULTI_ATTACH_RISK} {found['status']} ({found['reason']}): "
+                f"{found['message']}{hint}"
+            ]
+    return []
 
 
 def _without_jobs(jobset: JobSet, made: list[dict[str, Any]]) -> list[str]:
@@ -113,11 +147,17 @@ class _Cluster:
     jobs: list[dict[str, Any]] = field(default_factory=list)
 
 
-def fresh_reconcile(obj: dict[str, Any], now: datetime.datetime) -> list[dict[str, Any]]:
+def fresh_reconcile(
+    obj: dict[str, Any],
+    now: datetime.datetime,
+    classes: volumes.StorageClasses | None = None,
+    stored: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """The objects the controller creates for a JobSet that has none yet, in the order it
     creates them: ``decide`` (the reconciler's own planning) run pass after pass, each pass's
     writes applied as the API server would (a created claim gets a uid and binds; its uid goes
-    into the JobSet's record), until a pass creates nothing more.
+    into the JobSet's record), until a pass creates nothing more. ``classes``: the cluster's
+    storage (None: not known); ``stored`` gets the JobSet as the passes left it.
 
     Between passes every created Job is taken to be running with all its pods ready, so that
     replicated jobs waiting on ``dependsOn: Ready`` or ``startupPolicy: InOrder`` get theirs;
@@ -135,6 +175,7 @@ def fresh_reconcile(obj: dict[str, Any], now: datetime.datetime) -> list[dict[st
             cluster.service,
             now,
             claims={name: volumes.ClaimView.of(c) for name, c in cluster.claims.items()},
+            classes=classes,
             # A cluster that serves VolumeSnapshots and has none yet (restorePolicy waits for
             # one, or starts empty, as its whenMissing says).
             snapshots=volumes.Snapshots(),
@@ -146,7 +187,33 @@ def fresh_reconcile(obj: dict[str, Any], now: datetime.datetime) -> list[dict[st
                 break
             succeeded = True
             cluster.jobs = [_succeeded(job) for job in cluster.jobs]
+    if stored is not None:
+        stored.update(cluster.stored)
     return made
+
+
+STORAGE_KINDS = ("StorageClass", "CSIDriver")
+
+
+def load_storage(path: Path, colocate_claims: str) -> volumes.StorageClasses:
+    """The StorageClasses and CSIDrivers of ``path`` (a YAML stream of them, or a List as
+    ``kubectl get storageclasses,csidrivers -o yaml`` prints it): no CSIDriver in it means the
+    cluster has none."""
+    text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    found: dict[str, list[dict[str, Any]]] = {kind: [] for kind in STORAGE_KINDS}
+    for position, doc in enumerate(yaml.safe_load_all(text)):
+        items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+        for item in items if isinstance(items, list) else []:
+            if item is None:
+                continue
+            kind = item.get("kind") if isinstance(item, dict) else type(item).__name__
+            if kind not in found:
+                raise InvalidJobSet(
+                    f"--storage {path}: document {position + 1} holds a {kind}, not a "
+                    "StorageClass or CSIDriver"
+                )
+            found[kind].append(item)
+    return volumes.StorageClasses.of(found["StorageClass"], found["CSIDriver"], colocate_claims)
 
 
 MAX_PASSES = 3 + 2 * 100  # claims, Jobs, then per replicated job: ready, succeeded
@@ -249,6 +316,20 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
         "manifests/crd/jobsets.jobset.x-k8s.io.yaml)",
     )
     parser.add_argument("--no-validate", action="store_true", help="skip the API server's checks")
+    parser.add_argument(
+        "--storage",
+        type=Path,
+        default=None,
+        help="the cluster's StorageClasses and CSIDrivers (kubectl get storageclasses,csidrivers "
+        "-o yaml): whether the pods that share a ReadWriteOnce claim are kept on one node depends "
+        "on them (default: not known, the storage is taken to attach)",
+    )
+    parser.add_argument(
+        "--colocate-claims",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="the controller's --colocate-claims",
+    )
     args = parser.parse_args(argv)
     contract: Contract | None = None
     crd_path = args.crd or DEFAULT_CRD
@@ -271,11 +352,26 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
                     file=err,
                 )
                 return 1
+    classes = None
+    if args.storage is not None:
+        try:
+            classes = load_storage(args.storage, args.colocate_claims)
+        except OSError as error:
+            print(f"error: cannot read {args.storage}: {error.strerror}", file=err)
+            return 1
+        except yaml.YAMLError as error:
+            print(f"error: {args.storage} is not valid YAML: {error}", file=err)
+            return 1
+        except InvalidJobSet as error:
+            print(f"error: {error}", file=err)
+            return 1
+    elif args.colocate_claims != "auto":
+        classes = volumes.StorageClasses.of(None, None, args.colocate_claims)
     try:
         text = sys.stdin.read() if str(args.file) == "-" else args.file.read_text()
         documents = list(yaml.safe_load_all(text))
         notes: list[str] = []
-        objects = render(documents, args.namespace, contract, notes=notes)
+        objects = render(documents, args.namespace, contract, notes=notes, classes=classes)
     except OSError as error:
         print(f"error: cannot read {args.file}: {error.strerror}", file=err)
         return 1

@@ -256,6 +256,8 @@ def _volume_status(
     built.condition(report.ready, add_when_false=True)
     for found in report.others:
         built.condition(found)
+    if report.colocation is not None:
+        built.condition(report.colocation, add_when_false=True)
     built.events.extend(report.events)
 
 

@@ -81,6 +81,8 @@ class JobSetReconciler:
         pods: Cache | None = None,
         volume_snapshots: Cache | None = None,
         volume_group_snapshots: Cache | None = None,
+        csi_drivers: Cache | None = None,
+        colocate_claims: str = "auto",
         wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -108,6 +110,8 @@ class JobSetReconciler:
             pods=pods,
             volume_snapshots=volume_snapshots,
             volume_group_snapshots=volume_group_snapshots,
+            csi_drivers=csi_drivers,
+            colocate_claims=colocate_claims,
         )
         self._wall = wall_clock
         # Seconds on a monotonic clock (expectations, pacing, the Pod-scope settle window):

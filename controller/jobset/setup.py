@@ -109,6 +109,8 @@ def setup(manager: Manager[Config]) -> JobSetReconciler:
         pods=volume_caches.pods,
         volume_snapshots=volume_caches.volume_snapshots,
         volume_group_snapshots=volume_caches.volume_group_snapshots,
+        csi_drivers=volume_caches.csi_drivers,
+        colocate_claims=manager.config.colocate_claims,
     )
     reconciler.volume_io.watch(volume_caches, jobsets, queue, enqueue_parent, batch_period)
 

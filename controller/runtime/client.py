@@ -91,6 +91,7 @@ RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 STORAGE_CLASSES = Resource(
     "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False
 )
+CSI_DRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", namespaced=False)
 MUTATING_ADMISSION_POLICIES = Resource(
     "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies",
     "MutatingAdmissionPolicy", namespaced=False,

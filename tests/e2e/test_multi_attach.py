@@ -10,7 +10,11 @@ the JobSet's claim, and the external attacher's part, played by the test (a Volu
 marks attached, as the CSI sidecar does once the driver answered).
 
 The control, colocation turned off and the pods sent to two nodes, shows the refusal happens here;
-with colocation on, the same JobSet's pods share one node and one attachment.
+with colocation on, the same JobSet's pods share one node and one attachment. The class's
+provisioner is the driver, as a CSI driver's class names it: the controller reads the CSIDriver's
+``attachRequired`` to know that the pods must share a node. A driver that attaches nothing
+(``attachRequired: false``, as NFS-style CSI drivers say) gets no attachment and no refusal:
+there the pods that share the claim run on as many nodes as they need.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from controller.jobset import api
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
-from controller.jobset.volumes.model import COLOCATE_ANNOTATION
+from controller.jobset.volumes.model import COLOCATE_ANNOTATION, SINGLE_NODE_LABEL
 from controller.runtime.client import (
     EVENTS,
     PODS,
@@ -59,10 +63,12 @@ REASON = "ExclusivePlacement"  # MultiAttachRisk's reason under exclusive placem
 
 
 class Attachable:
-    """A CSI driver whose volumes the attach/detach controller must attach, its class, and the
-    test's nodes; ``volume`` pre-binds a volume of it to a claim."""
+    """A CSI driver whose volumes the attach/detach controller must attach (or, ``attach``
+    False, never attaches), its class, and the test's nodes; ``volume`` pre-binds a volume of
+    it to a claim."""
 
-    def __init__(self, suffix: str) -> None:
+    def __init__(self, suffix: str, attach: bool = True) -> None:
+        self.attach = attach
         self.driver = f"attach-{suffix}.test.local"
         self.storage_class = f"attach-{suffix}"
         self.label = f"example.com/attach-{suffix}"
@@ -120,20 +126,21 @@ async def _play_the_attacher(client: KubeClient, attachable: Attachable) -> None
 
 
 @contextlib.asynccontextmanager
-async def attachable_storage(client: KubeClient) -> AsyncIterator[Attachable]:
-    """The driver, its class, the nodes and the attacher; all removed at the end."""
-    found = Attachable(uuid.uuid4().hex[:6])
+async def attachable_storage(client: KubeClient, attach: bool = True) -> AsyncIterator[Attachable]:
+    """The driver, its class, the nodes and the attacher; all removed at the end. The class's
+    provisioner is the driver (its volumes here are pre-bound: nothing is provisioned)."""
+    found = Attachable(uuid.uuid4().hex[:6], attach)
     driver = {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "CSIDriver",
         "metadata": {"name": found.driver},
-        "spec": {"attachRequired": True, "podInfoOnMount": False},
+        "spec": {"attachRequired": attach, "podInfoOnMount": False},
     }
     storage_class = {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": found.storage_class},
-        "provisioner": "kubernetes.io/no-provisioner",
+        "provisioner": found.driver,
         "volumeBindingMode": "Immediate",
     }
     await client.create(CSI_DRIVERS, driver, None)
@@ -241,7 +248,51 @@ async def test_pods_kept_on_one_node_share_one_attachment_and_meet_no_refusal(
         (attachment,) = await storage.attachments(client)
         assert attachment["spec"]["nodeName"] == node
         assert await _refusals(client, ns, {p["metadata"]["name"] for p in pods}) == []
+        js = await client.get(api.JOBSETS, "together", ns)
+        risk = next(c for c in js["status"]["conditions"] if c["type"] == "MultiAttachRisk")
+        assert (risk["status"], risk["reason"]) == ("False", "Colocated")
+        assert f"CSIDriver {storage.driver} has attachRequired: true" in risk["message"]
         await _delete_and_wait(client, ns, "together")
+
+
+async def test_pods_sharing_a_claim_of_storage_that_attaches_nothing_run_across_nodes(
+    full_kube: Kube, full_namespace: str, client: KubeClient, controller: ControllerProcesses
+) -> None:
+    """Three workers share one ReadWriteOnce claim of a CSI driver with attachRequired: false,
+    and each asks for 20 of a node's 32 CPUs: no two fit on one node. The controller writes no
+    affinity (kept on one node, two of them would stay Pending), every pod runs, each on a
+    node of its own, MultiAttachRisk says why they are not kept together, and the
+    attach/detach controller makes no attachment (so refuses none)."""
+    ns = full_namespace
+    async with attachable_storage(client, attach=False) as storage:
+        rjob = with_mounts(with_pod_annotations(replicated_job("workers", 3), **RUNNING), "data")
+        pod_spec = rjob["template"]["spec"]["template"]["spec"]
+        pod_spec.update(storage.pod_spec())
+        pod_spec["containers"][0]["resources"] = {"requests": {"cpu": "20"}}
+        template = claim_template("data", "1Gi", storage.storage_class)
+        body = jobset("across", rjob, volumeClaimPolicies=[{"templates": [template]}])
+        await storage.volume(client, ns, "data-across")
+        await client.create(api.JOBSETS, body, ns)
+        pods = await wait_for(
+            lambda: _pods(client, ns, "across"),
+            lambda ps: len(ps) == 3 and all(p["status"].get("phase") == "Running" for p in ps),
+            "the three workers running",
+            seconds=SECONDS,
+        )
+        assert {p["spec"]["nodeName"] for p in pods} == set(storage.names)
+        for pod in pods:
+            assert SINGLE_NODE_LABEL not in pod["metadata"]["labels"]
+            assert "podAffinity" not in (pod["spec"].get("affinity") or {})
+            claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]
+                      if "persistentVolumeClaim" in v]  # fmt: skip
+            assert claims == ["data-across"]
+        js = await client.get(api.JOBSETS, "across", ns)
+        risk = next(c for c in js["status"]["conditions"] if c["type"] == "MultiAttachRisk")
+        assert (risk["status"], risk["reason"]) == ("False", "AttachNotRequired")
+        assert f"CSIDriver {storage.driver} has attachRequired: false" in risk["message"]
+        assert await storage.attachments(client) == []
+        assert await _refusals(client, ns, {p["metadata"]["name"] for p in pods}) == []
+        await _delete_and_wait(client, ns, "across")
 
 
 async def test_a_job_added_by_a_scale_up_joins_the_node_its_claim_is_attached_to(

@@ -153,6 +153,7 @@ def test_values_reach_the_controller(helm: Helm, tmp_path: Path) -> None:
         "image": {"repository": "registry.example.com/stateful-jobset", "tag": "9.9.9"},
         "replicas": 3,
         "namespaces": ["team-a", "team-b"],
+        "colocateClaims": "never",
         # Helm merges maps with the defaults: null removes the default limits.
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": None},
         "extraArgs": ["--workers=8"],
@@ -166,6 +167,7 @@ def test_values_reach_the_controller(helm: Helm, tmp_path: Path) -> None:
     assert container["image"] == "registry.example.com/stateful-jobset:9.9.9"
     assert deployment["spec"]["replicas"] == 3
     assert "--namespaces=team-a,team-b" in container["args"]
+    assert "--colocate-claims=never" in container["args"]
     assert container["args"][-1] == "--workers=8"
     assert container["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"}}
     kinds = {k[0] for k in objects}

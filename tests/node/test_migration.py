@@ -28,7 +28,11 @@ from typing import Any
 from controller.jobset import api, volumes
 from controller.jobset.volumes import singlenode
 from controller.jobset.volumes.annotations import ADOPT_ANNOTATION
-from controller.jobset.volumes.model import OWNER_UID_ANNOTATION, SINGLE_NODE_LABEL
+from controller.jobset.volumes.model import (
+    COLOCATE_ANNOTATION,
+    OWNER_UID_ANNOTATION,
+    SINGLE_NODE_LABEL,
+)
 from controller.jobset.volumes.status import ANNOTATIONS_REJECTED
 from controller.runtime.client import CLAIMS, EVENTS, JOBS, KubeClient
 from localcluster import csi, upstream, upstreamjobset
@@ -208,7 +212,8 @@ async def test_upstream_jobs_sharing_a_read_write_once_claim_are_named_then_made
     """Upstream makes the Jobs of a shared ReadWriteOnce claim without any affinity: after the
     switch, MultiAttachRisk names them (a Warning Event too) while they run; the restart's Jobs
     are this controller's, with the pod affinity that keeps them on one node, and the condition
-    turns False."""
+    turns False. The node's CSI driver attaches nothing (its pods need not share a node): the
+    JobSet's annotation asks for one node all the same, as for storage that attaches."""
     ns, name = node_namespace, "sharing"
     body = upstreamjobset.defaulted(
         jobset(
@@ -218,6 +223,7 @@ async def test_upstream_jobs_sharing_a_read_write_once_claim_are_named_then_made
             volumeClaimPolicies=[upstream_policy("shared", "Delete")],
         )
     )
+    body["metadata"].setdefault("annotations", {})[COLOCATE_ANNOTATION] = "true"
     claim = f"shared-{name}"
     async with upstream_installed(node_cluster, node_kube) as manager:
         await node_client.create(api.JOBSETS, body, ns)

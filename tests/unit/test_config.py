@@ -157,3 +157,20 @@ def test_the_controller_runs_on_the_event_loop_named(name: str) -> None:
 async def test_async_tests_run_on_the_controllers_default_loop() -> None:
     # tests/conftest.py: the in-process controllers of the integration tier run where it does.
     assert app.loop_name(asyncio.get_running_loop()) == "uvloop"
+
+
+def test_colocate_claims_is_auto_unless_asked_otherwise() -> None:
+    assert parse([], env={}).colocate_claims == "auto"
+    assert parse(["--colocate-claims=never"], env={}).colocate_claims == "never"
+    env = {"STATEFUL_JOBSET_COLOCATE_CLAIMS": "always"}
+    assert parse([], env=env).colocate_claims == "always"
+    assert parse(["--colocate-claims=auto"], env=env).colocate_claims == "auto"
+    with pytest.raises(ConfigError, match="--colocate-claims must be auto, always or never"):
+        parse([], env={"STATEFUL_JOBSET_COLOCATE_CLAIMS": "sometimes"})
+
+
+def test_colocate_claims_modes_are_the_volumes_own() -> None:
+    from controller.config import COLOCATE_CLAIMS
+    from controller.jobset.volumes.model import COLOCATE_MODES
+
+    assert COLOCATE_CLAIMS == COLOCATE_MODES

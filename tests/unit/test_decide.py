@@ -66,6 +66,14 @@ VOLUME_RJOBS = [rjob("leader"), _mounting("workers", 2, "data")]
 # The workers share the ReadWriteOnce claim data-js: the controller makes their Jobs with the
 # label that keeps their pods on one node (volumes.singlenode).
 COLOCATED: Obj = {"pod_labels": {SINGLE_NODE_LABEL: "data-js"}}
+# MultiAttachRisk of a JobSet whose leader and workers share data-js at once, written also while
+# False: kept on one node (no storage classes given: taken to attach).
+COLOCATED_CONDITION = ("MultiAttachRisk", "False", "Colocated")
+COLOCATED_MESSAGE = (
+    "the pods that share ReadWriteOnce claims are kept on one node (a required pod affinity of "
+    "the Jobs this controller creates): claim data-js: the storage classes are not known: "
+    'assumed to attach. jobset.sigs.k8s.io/colocate-claims: "false" on the JobSet turns it off'
+)
 VOLUME_SPEC: Obj = {
     "volumeClaimPolicies": [
         {"templates": [{"metadata": {"name": "data"}, "spec": CLAIM_SPEC}]},
@@ -108,10 +116,12 @@ def _suspended_status(
     ready: str, snapshots: str | None = None, *, suspended: bool = True, recorded: bool = True
 ) -> Obj:
     """The status summary of ``_preempted``: VolumesReady's reason, VolumeSnapshotsReady's
-    (written True first, so shown while True), Suspended, data-js Bound unless said otherwise."""
+    (written True first, so shown while True), MultiAttachRisk (leader and workers share data-js
+    at once: kept on one node), Suspended, data-js Bound unless said otherwise."""
     conditions = [("VolumesReady", "True" if ready == "ClaimsBound" else "False", ready)]
     if snapshots is not None:
         conditions.append(("VolumeSnapshotsReady", "True", snapshots))
+    conditions.append(COLOCATED_CONDITION)
     if suspended:
         conditions.append(("Suspended", "True", "SuspendedJobs"))
     out: Obj = {
@@ -287,12 +297,13 @@ def _with_data(
 
 
 def _data_status(reason: str, *, recorded: bool = True, **counts: int) -> Obj:
-    """The status summary of ``_with_data``: VolumesReady (True when bound), data-js's
-    ``counts``, and the record of data-js unless the pass forgot it."""
+    """The status summary of ``_with_data``: VolumesReady (True when bound), MultiAttachRisk
+    (kept on one node), data-js's ``counts``, and the record of data-js unless the pass forgot
+    it."""
     ready = "True" if reason == "ClaimsBound" else "False"
     out: Obj = {
         "restarts": 0,
-        "conditions": [("VolumesReady", ready, reason)],
+        "conditions": [("VolumesReady", ready, reason), COLOCATED_CONDITION],
         "replicatedJobs": {"leader": {"active": 1}, "workers": {}},
         "volumes": [
             {"name": "data", "scope": "JobSet", "claimName": "data-js", "desired": 1, **counts}
@@ -1164,9 +1175,10 @@ ROWS = [
         {
             "create": [("js-leader-0", 0, "running")],
             "status": {"restarts": 0,
-                       # Absent conditions are added only when True; VolumesReady is shown
-                       # while False too.
-                       "conditions": [("VolumesReady", "False", "ClaimsPending")],
+                       # Absent conditions are added only when True; VolumesReady and
+                       # MultiAttachRisk are shown while False too.
+                       "conditions": [("VolumesReady", "False", "ClaimsPending"),
+                                      COLOCATED_CONDITION],
                        "replicatedJobs": UNSTARTED,
                        # The claim this pass creates is counted as Pending already.
                        "volumes": [{"name": "data", "scope": "JobSet", "claimName": "data-js",
@@ -1291,6 +1303,7 @@ ROWS = [
                 "conditions": [
                     ("VolumesReady", "False", "ClaimsLost"),
                     ("VolumeAnnotationsRejected", "True", "ReplaceLostClaimsRejected"),
+                    COLOCATED_CONDITION,
                 ],
             },
             "events": [
@@ -1317,7 +1330,8 @@ ROWS = [
         {
             "status": {"restarts": 0,
                        "conditions": [("VolumesReady", "False", "ClaimConflict"),
-                                      ("VolumeClaimConflict", "True", "ClaimConflict")],
+                                      ("VolumeClaimConflict", "True", "ClaimConflict"),
+                                      COLOCATED_CONDITION],
                        "replicatedJobs": {"leader": {"active": 1}, "workers": {}},
                        "volumes": [{"name": "data", "scope": "JobSet", "claimName": "data-js",
                                     "desired": 1, "conflicts": 1}]},
@@ -1362,7 +1376,9 @@ ROWS = [
     pytest.param(
         Case(
             jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC,
-                    "conditions": [_ours("VolumesReady", "ClaimsBound", "all 1 claims are bound")]},
+                    "conditions": [_ours("VolumesReady", "ClaimsBound", "all 1 claims are bound"),
+                                   _ours("MultiAttachRisk", "Colocated", COLOCATED_MESSAGE,
+                                         "False")]},
             finalizers=(RETENTION_FINALIZER,),
             jobs=tuple((n, i, {**kw, **COLOCATED} if n == "workers" else kw)
                        for n, i, kw in ALL_ACTIVE),
@@ -1405,10 +1421,10 @@ ROWS = [
             "events": [("Warning", "JobsNotColocated",
                         "claim data-js is ReadWriteOnce and Jobs js-workers-0, js-workers-1 that "
                         "mount it were created without this controller's pod affinity (by another "
-                        "controller, or an older release): their pods may run on different nodes, "
-                        "where the volume cannot attach (Multi-Attach). Jobs this controller makes "
-                        "again (after a restart of the JobSet, or once deleted) carry it; or use a "
-                        "ReadWriteMany class")],
+                        "controller, or an older release, or while it was not needed): their pods "
+                        "may run on different nodes, where the volume cannot attach "
+                        "(Multi-Attach). Jobs this controller makes again (after a restart of the "
+                        "JobSet, or once deleted) carry it; or use a ReadWriteMany class")],
             "writes": 1,
         },
         id="volumes-shared-read-write-once-jobs-made-without-the-affinity-named",

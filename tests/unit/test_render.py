@@ -268,3 +268,103 @@ def test_a_replicated_job_the_success_policy_makes_needless_gets_a_note(tmp_path
         "train-first-1",
     ]
     assert "note: train: replicated job second gets no Job here" in err
+
+
+SHARED = """\
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: gpus}
+spec:
+  volumeClaimPolicies:
+  - templates:
+    - metadata: {name: data}
+      spec:
+        storageClassName: CLASS
+        accessModes: [ReadWriteOnce]
+        resources: {requests: {storage: 1Gi}}
+  replicatedJobs:
+  - name: workers
+    replicas: 4
+    template:
+      spec:
+        template:
+          spec:
+            containers:
+            - name: c
+              image: busybox
+              volumeMounts: [{name: data, mountPath: /data}]
+"""
+# A cluster as `kubectl get storageclasses,csidrivers -o yaml` prints it: a List.
+STORAGE = """\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: storage.k8s.io/v1
+  kind: StorageClass
+  metadata: {name: nfs}
+  provisioner: nfs.csi.k8s.io
+- apiVersion: storage.k8s.io/v1
+  kind: StorageClass
+  metadata: {name: block}
+  provisioner: block.csi.example
+- apiVersion: storage.k8s.io/v1
+  kind: CSIDriver
+  metadata: {name: nfs.csi.k8s.io}
+  spec: {attachRequired: false}
+- apiVersion: storage.k8s.io/v1
+  kind: CSIDriver
+  metadata: {name: block.csi.example}
+  spec: {attachRequired: true}
+"""
+
+
+@pytest.mark.parametrize(
+    ("storage_class", "flags", "pinned", "said"),
+    [
+        pytest.param("nfs", ["--storage", "STORAGE"], False,
+                     "gpus: MultiAttachRisk False (AttachNotRequired): the pods that share "
+                     "ReadWriteOnce claims are not kept on one node, as their storage attaches "
+                     "nothing", id="attach-less-storage-runs-across-nodes"),
+        pytest.param("block", ["--storage", "STORAGE"], True,
+                     "gpus: MultiAttachRisk False (Colocated): the pods that share ReadWriteOnce "
+                     "claims are kept on one node", id="attaching-storage-kept-on-one-node"),
+        pytest.param("block", ["--storage", "STORAGE", "--colocate-claims", "never"], False,
+                     "gpus: MultiAttachRisk False (ColocationOff): the pods that share "
+                     "ReadWriteOnce claims are not kept on one node, as the controller's "
+                     "--colocate-claims is never", id="never"),
+        pytest.param("nfs", [], True,
+                     "gpus: MultiAttachRisk False (Colocated): the pods that share ReadWriteOnce "
+                     "claims are kept on one node (a required pod affinity of the Jobs this "
+                     "controller creates): claim data-gpus: the storage classes are not known: "
+                     "assumed to attach", id="storage-not-given-assumed-and-said"),
+    ],
+)  # fmt: skip
+def test_render_says_whether_pods_that_share_a_claim_are_kept_on_one_node(
+    tmp_path: Path, storage_class: str, flags: list[str], pinned: bool, said: str
+) -> None:
+    path, storage = tmp_path / "js.yaml", tmp_path / "storage.yaml"
+    path.write_text(SHARED.replace("CLASS", storage_class))
+    storage.write_text(STORAGE)
+    out, err = io.StringIO(), io.StringIO()
+    argv = [str(path), *(str(storage) if f == "STORAGE" else f for f in flags)]
+    assert main(argv, out=out, err=err) == 0, err.getvalue()
+    jobs = [d for d in yaml.safe_load_all(out.getvalue()) if d and d["kind"] == "Job"]
+    assert len(jobs) == 4
+    for job in jobs:
+        pod = job["spec"]["template"]["spec"]
+        assert ("affinity" in pod) == pinned, job["metadata"]["name"]
+    (note,) = [line for line in err.getvalue().splitlines() if "MultiAttachRisk" in line]
+    assert note.startswith(f"note: {said}"), note
+    assert ("pass --storage" in note) == (not flags)
+
+
+def test_render_refuses_a_storage_file_of_other_objects(tmp_path: Path) -> None:
+    path, storage = tmp_path / "js.yaml", tmp_path / "storage.yaml"
+    path.write_text(SHARED.replace("CLASS", "nfs"))
+    storage.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main([str(path), "--storage", str(storage)], out=out, err=err) == 1
+    assert err.getvalue() == (
+        f"error: --storage {storage}: document 1 holds a ConfigMap, not a StorageClass or "
+        "CSIDriver\n"
+    )

@@ -8,14 +8,16 @@ writes):
 - ``desired``: claim names and objects, and the pod volumes that mount them;
 - ``podscope``: the placeholder claim name of Pod scope and its resolution (admission policy);
 - ``admission``: that admission policy as shipped, and whether the installed one can work;
-- ``observed``: typed, frozen views of existing claims and storage classes;
+- ``observed``: typed, frozen views of existing claims, storage classes and CSIDrivers;
 - ``ownership``: which claims are the JobSet's, which it may adopt (with proof), the patches;
 - ``annotations``: the user's adopt-claims and replace-lost-claims entries, and which are rejected;
 - ``record``: the uids of the claims the JobSet had, kept in its status;
 - ``lifecycle``: each desired claim's state and the writes of this pass, retention included;
 - ``rejections``: why entries of those annotations were not accepted;
 - ``gating``: what the claims allow the Jobs: to be created, resumed, resized, or kept running;
-- ``singlenode``: keeping on one node the pods that share a ReadWriteOnce claim at once;
+- ``attach``: whether a claim's storage attaches its volumes to a node (class, CSIDriver);
+- ``singlenode``: keeping on one node the pods that share a ReadWriteOnce claim at once, where
+  their storage attaches;
 - ``snapshots``: retention to a VolumeSnapshot, pruning to historyLimit, restore from one;
 - ``deletion``: retention when the JobSet is deleted, read from the stored object whatever its
   spec (deletion must not depend on parsing it);

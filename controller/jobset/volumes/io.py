@@ -3,10 +3,10 @@ them, and the claim writes.
 
 ``VolumeIO.caches`` makes the informers the volumes read or watch, and ``VolumeIO.watch`` routes
 their events to the JobSets (``watches``); ``jobset.setup`` calls both. The reconciler holds one
-:class:`VolumeIO` and asks it, per JobSet, for the claims (those labelled with the JobSet's name
-and any claim of a name it wants, which it remembers in ``wanted`` to route claim events), the
-storage classes, whether Pod-scope pods can get their claims now (``admission.readiness``, whose
-first sighting of the policy it keeps), and, for a JobSet being deleted, its retention
+:class:`VolumeIO` and asks it, per JobSet, for the claims (those labelled with the JobSet's name and
+any claim of a name it wants, which it remembers in ``wanted`` to route claim events), the storage
+classes and CSIDrivers, whether Pod-scope pods can get their claims now (``admission.readiness``,
+whose first sighting of the policy it keeps), and, for a JobSet being deleted, its retention
 (``deletion_plan``); and it creates, patches and deletes claims (and VolumeSnapshots: retention
 Snapshot, pruning) through it, each write with its metric and Event. Deciding stays pure
 (``lifecycle.plan``, ``gating``, ``deletion.plan``); orchestration (which writes, in what order,
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import replace
 from typing import Any
 
 from controller.jobset.metrics import JobSetMetrics
@@ -31,13 +32,14 @@ from controller.jobset.volumes.lifecycle import (
     ClaimPatch,
     VolumePlan,
 )
-from controller.jobset.volumes.model import CLAIM_TEMPLATE_LABEL
+from controller.jobset.volumes.model import CLAIM_TEMPLATE_LABEL, Colocate, colocate_mode
 from controller.jobset.volumes.observed import (
     GROUP_INDEX,
     ClaimView,
     GroupView,
     SnapshotView,
     StorageClasses,
+    attach_required,
     views,
 )
 from controller.jobset.volumes.observed import storage_classes as storage_classes_of
@@ -84,6 +86,8 @@ class VolumeIO:
         pods: Cache | None = None,
         volume_snapshots: Cache | None = None,
         volume_group_snapshots: Cache | None = None,
+        csi_drivers: Cache | None = None,
+        colocate_claims: str = "auto",
     ) -> None:
         self.client = client
         self.metrics = metrics
@@ -97,6 +101,11 @@ class VolumeIO:
         self.class_view = (
             Summary(storage_classes, storage_classes_of) if storage_classes is not None else None
         )
+        # The CSIDrivers' attachRequired (one view, as the classes), and the controller's
+        # --colocate-claims: with the classes, whether shared ReadWriteOnce claims pin pods.
+        self.csi_drivers = csi_drivers
+        self.driver_view = Summary(csi_drivers, attach_required) if csi_drivers else None
+        self.colocate_claims: Colocate = colocate_mode(colocate_claims)
         # MutatingAdmissionPolicies and their bindings: Pod scope works only with ours installed.
         self.admission_policies = admission_policies
         self.admission_bindings = admission_bindings
@@ -215,7 +224,13 @@ class VolumeIO:
         return deletion.plan(obj, claims, taken, now, warn_after)
 
     def classes(self) -> StorageClasses:
-        return StorageClasses() if self.class_view is None else self.class_view.get()
+        """The storage classes, the CSIDrivers (unknown when they cannot be read: every driver
+        is then taken to attach) and ``--colocate-claims``."""
+        found = StorageClasses() if self.class_view is None else self.class_view.get()
+        drivers = None
+        if self.driver_view is not None and self.csi_drivers is not None:
+            drivers = None if self.csi_drivers.unavailable() else self.driver_view.get()
+        return replace(found, attach_required=drivers, colocate_claims=self.colocate_claims)
 
     def pod_scope_blocked(
         self, key: str, jobset: JobSet, job_uids: Collection[str], now: float

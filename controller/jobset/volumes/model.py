@@ -46,9 +46,26 @@ POD_SCOPE_LABEL = "jobset.sigs.k8s.io/pod-scope-volumes"
 # same time: the group of claims they share, which a required pod affinity keeps on one node
 # (singlenode.py).
 SINGLE_NODE_LABEL = "jobset.sigs.k8s.io/single-node-claims"
-# On the JobSet: "false" turns that off, for storage that lets several nodes mount a
-# ReadWriteOnce volume anyway (NFS, or a CSI driver that attaches nothing).
+# On the JobSet: "false" turns that off, "true" turns it on whatever the storage; absent, the
+# controller's --colocate-claims decides (by default from the storage: singlenode.py, attach.py).
+# On a StorageClass: "false" says several nodes can mount its ReadWriteOnce volumes (an NFS
+# provisioner that is no CSI driver), "true" that they attach (whatever its CSIDriver says).
 COLOCATE_ANNOTATION = "jobset.sigs.k8s.io/colocate-claims"
+# The controller's cluster-wide switch (--colocate-claims): keep the pods that share a
+# ReadWriteOnce claim on one node where its storage attaches volumes to nodes (auto), always, or
+# never. The JobSet's annotation overrides it.
+Colocate = Literal["auto", "always", "never"]
+COLOCATE_MODES: tuple[Colocate, ...] = ("auto", "always", "never")
+
+
+def colocate_mode(value: str) -> Colocate:
+    """``value`` as a ``--colocate-claims`` mode; raises ValueError for another value."""
+    for mode in COLOCATE_MODES:
+        if value == mode:
+            return mode
+    raise ValueError(f"--colocate-claims must be auto, always or never, got {value!r}")
+
+
 # The uid of the JobSet instance that currently owns the claim.
 OWNER_UID_ANNOTATION = "jobset.sigs.k8s.io/jobset-uid"
 # Set when a JobSet with ``whenDeleted: Retain`` went away: the uid it was retained from. The only

@@ -4,7 +4,7 @@ controller took, each read once per object version."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -12,14 +12,17 @@ from controller.jobset import api
 from controller.jobset.quantity import quantity
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
+    COLOCATE_ANNOTATION,
     GROUP_OF_JOBSET_ANNOTATION,
     OWNER_UID_ANNOTATION,
     RESTORED_FROM_GROUP_ANNOTATION,
     RETAINED_FROM_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
     SNAPSHOT_OF_UID_ANNOTATION,
+    Colocate,
     as_dict,
     as_list,
+    colocate_mode,
     storage_of,
 )
 from controller.runtime.store import Obj, stable_metadata
@@ -160,14 +163,44 @@ def views(claims: Iterable[Obj]) -> dict[str, ClaimView]:
     return result
 
 
+DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",  # still honoured by Kubernetes
+)
+
+
 @dataclass(frozen=True)
 class StorageClasses:
-    """What the controller needs to know of StorageClasses (from its cache)."""
+    """What the controller needs to know of the cluster's storage: the StorageClasses (from its
+    cache), the CSIDrivers' ``attachRequired`` and the cluster-wide ``--colocate-claims``
+    (whether pods that share a ReadWriteOnce claim are kept on one node: ``attach``)."""
 
     wait_for_first_consumer: frozenset[str] = frozenset()
     expandable: frozenset[str] = frozenset()
     # Every class that exists; None when unknown (no cache), so that no class is called missing.
     names: frozenset[str] | None = None
+    # Each class's provisioner, and its colocate-claims annotation where it has one.
+    provisioners: Mapping[str, str] = field(default_factory=dict)
+    colocate: Mapping[str, str] = field(default_factory=dict)
+    # The class a claim without storageClassName gets (Kubernetes' choice among the defaults).
+    default_class: str | None = None
+    # Each CSIDriver object's spec.attachRequired (absent: True); None when they cannot be read.
+    attach_required: Mapping[str, bool] | None = None
+    colocate_claims: Colocate = "auto"
+
+    @staticmethod
+    def of(
+        objects: Iterable[Obj] | None,
+        drivers: Iterable[Obj] | None,
+        colocate_claims: str = "auto",
+    ) -> StorageClasses:
+        """From StorageClass objects and CSIDriver objects (None: not known) and a
+        ``--colocate-claims`` mode (``render``, from a cluster's objects as kubectl prints them)."""
+        return replace(
+            StorageClasses() if objects is None else storage_classes(objects),
+            attach_required=None if drivers is None else attach_required(drivers),
+            colocate_claims=colocate_mode(colocate_claims),
+        )
 
     def missing(self, name: str | None) -> bool:
         """Whether ``name`` (a claim's storageClassName) names a class that does not exist.
@@ -177,17 +210,53 @@ class StorageClasses:
         return bool(name) and self.names is not None and name not in self.names
 
 
+def _is_default(annotations: Mapping[str, str]) -> bool:
+    return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
+
+
 def storage_classes(objects: Iterable[Obj]) -> StorageClasses:
     """What the volume logic needs of the StorageClasses that exist (the informer's objects)."""
     wffc, expandable, names = set(), set(), set()
+    provisioners, colocate = {}, {}
+    defaults: list[tuple[str, str]] = []  # (creationTimestamp, name)
     for sc in objects:
-        name = str(as_dict(sc.get("metadata")).get("name", ""))
+        meta = as_dict(sc.get("metadata"))
+        name = str(meta.get("name", ""))
         names.add(name)
         if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
             wffc.add(name)
         if sc.get("allowVolumeExpansion") is True:
             expandable.add(name)
-    return StorageClasses(frozenset(wffc), frozenset(expandable), frozenset(names))
+        provisioners[name] = _text(sc.get("provisioner"))
+        annotations = _strings(meta.get("annotations"))
+        if COLOCATE_ANNOTATION in annotations:
+            colocate[name] = annotations[COLOCATE_ANNOTATION]
+        if _is_default(annotations):
+            defaults.append((_text(meta.get("creationTimestamp")), name))
+    # Of several default classes Kubernetes gives a claim the newest, then the first by name
+    # (RFC 3339 timestamps of the API server compare as text).
+    newest = max((stamp for stamp, _ in defaults), default=None)
+    default = min((n for stamp, n in defaults if stamp == newest), default=None)
+    return StorageClasses(
+        frozenset(wffc),
+        frozenset(expandable),
+        frozenset(names),
+        provisioners,
+        colocate,
+        default,
+    )
+
+
+def attach_required(objects: Iterable[Obj]) -> dict[str, bool]:
+    """Each CSIDriver object's ``spec.attachRequired`` by its name (the driver's): absent counts
+    as True, as the API server's default and the kubelet read it."""
+    return {
+        str(as_dict(d.get("metadata")).get("name", "")): as_dict(d.get("spec")).get(
+            "attachRequired"
+        )
+        is not False
+        for d in objects
+    }
 
 
 SNAPSHOT_GROUP = "snapshot.storage.k8s.io"

@@ -28,9 +28,16 @@ So the controller keeps such pods on one node, without the user writing any affi
   PersistentVolume's node affinity), and pinning a network disk to a node would leave the
   JobSet stuck when that node goes.
 
-The JobSet annotation ``jobset.sigs.k8s.io/colocate-claims: "false"`` turns all of this off, for
-storage that lets several nodes mount a ReadWriteOnce volume anyway (NFS, or a CSI driver that
-attaches nothing): Kubernetes enforces ReadWriteOnce only by attaching.
+Kubernetes enforces ReadWriteOnce only by attaching: storage that attaches nothing (NFS, a CSI
+driver with ``attachRequired: false``) mounts the volume on every node its pods run on, and
+pinning them to one would only leave pods Pending. So ``pinning`` keeps a group on one node only
+where its storage attaches (``attach``: class, provisioner, CSIDriver; what cannot be known is
+taken to attach), unless switched: the controller's ``--colocate-claims`` (``always``, ``never``;
+``auto`` by default, from the storage), overridden per JobSet by its annotation
+``jobset.sigs.k8s.io/colocate-claims`` (``"true"``, ``"false"``). The decision is the Jobs': made
+when each Job is created (a running Job's pod template never changes), so a switch flipped, or a
+CSIDriver created, acts on the Jobs made from then on. ``MultiAttachRisk`` says, also while False,
+whether the pods are kept on one node and why.
 
 Where that cannot hold, the ``MultiAttachRisk`` condition is True and a Warning Event names the
 claims and the Jobs before any of their pods can fail to attach (read from the spec, the
@@ -47,13 +54,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from controller.api.bounds import MAX_LABEL_VALUE
 from controller.jobset import api, children, placement
 from controller.jobset.children import ChildJob
 from controller.jobset.jobsetstatus import Condition
 from controller.jobset.model import JobSet, ReplicatedJob
+from controller.jobset.volumes.attach import attaches
 from controller.jobset.volumes.desired import claim_name, targeted
 from controller.jobset.volumes.model import (
     COLOCATE_ANNOTATION,
@@ -62,6 +70,7 @@ from controller.jobset.volumes.model import (
     as_dict,
     as_list,
 )
+from controller.jobset.volumes.observed import StorageClasses
 from controller.runtime.store import Obj
 
 CONDITION = "MultiAttachRisk"
@@ -70,6 +79,10 @@ REASON_NOT_COLOCATED = "JobsNotColocated"
 REASON_EXCLUSIVE = "ExclusivePlacement"
 REASON_ONCE_POD = "ReadWriteOncePodShared"
 REASON_OWN_AFFINITY = "RequiredPodAffinity"
+# False: the pods are not kept on one node, because their storage attaches nothing, or because
+# colocation is switched off (the JobSet's annotation, the controller's --colocate-claims).
+REASON_ATTACH_NOT_REQUIRED = "AttachNotRequired"
+REASON_OFF = "ColocationOff"
 HOSTNAME = "kubernetes.io/hostname"
 READ_WRITE_ONCE = "ReadWriteOnce"
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
@@ -94,17 +107,28 @@ class Group:
     # the group's pods do not all match (the user's; exclusive placement's per-Job term, in a
     # group of several Jobs) ours would make theirs match nothing. Else preferred only.
     required: bool = True
+    # Each claim's storageClassName as its template asks (None: the default class).
+    classes: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)
 class Colocation:
-    """What a JobSet's single-node claims ask of its Jobs, read from its spec alone."""
+    """What a JobSet's single-node claims ask of its Jobs: read from its spec alone
+    (``colocation``: every shared group), then with its storage and switches (``pinning``: the
+    groups kept on one node, and those that are not)."""
 
     groups: tuple[Group, ...] = ()
     # Shared claims whose pods cannot be kept together: (claim, reason, message).
     conflicts: tuple[tuple[str, str, str], ...] = ()
-    # The colocate-claims annotation has a value that is not "true" or "false" (then it is on).
-    unread: str | None = None
+    # The JobSet's colocate-claims annotation, as written (None: absent).
+    switch: str | None = None
+    # ``pinning``: the shared groups whose pods are not kept on one node; why each group's pods
+    # are kept on one node or not, by its key; why none are, when switched off; a note on an
+    # annotation that was not read.
+    loose: tuple[Group, ...] = ()
+    why: Mapping[str, str] = field(default_factory=dict)
+    off: str | None = None
+    note: str = ""
 
     def group_of(self, rjob: str, index: int) -> Group | None:
         """The group the pods of Job ``index`` of ``rjob`` belong to, if any."""
@@ -114,7 +138,7 @@ class Colocation:
         return None
 
     def __bool__(self) -> bool:
-        return bool(self.groups or self.conflicts)
+        return bool(self.groups or self.conflicts or self.loose)
 
 
 def _modes(template_spec: Obj) -> frozenset[str]:
@@ -211,13 +235,10 @@ class _Union:
 
 
 def colocation(jobset: JobSet, policies: Iterable[VolumePolicy]) -> Colocation:
-    """The groups of shared single-node claims and the conflicts, from the spec; none when the
-    JobSet's colocate-claims annotation is "false"."""
-    switch = jobset.annotations.get(COLOCATE_ANNOTATION)
-    if switch == "false":
-        return Colocation()
-    unread = None if switch in (None, "true") else switch
+    """The groups of shared single-node claims and the conflicts, from the spec alone (whether
+    their pods are kept on one node is ``pinning``'s)."""
     before = finished_before(jobset)
+    class_of: dict[str, str | None] = {}  # claim name: its template's storageClassName
     union = _Union()
     shared_users: dict[str, list[ReplicatedJob]] = {}  # JobSet-scope ReadWriteOnce claims
     own: dict[JobRef, set[str]] = {}  # Job-scope ReadWriteOnce claims shared by a Job's pods
@@ -228,6 +249,8 @@ def colocation(jobset: JobSet, policies: Iterable[VolumePolicy]) -> Colocation:
         users = [r for n in targeted(policy, jobset) if (r := jobset.replicated_job(n))]
         for template in policy.templates:
             modes = _modes(template.spec)
+            wanted = template.spec.get("storageClassName")
+            storage_class = wanted if isinstance(wanted, str) else None
             if READ_WRITE_ONCE_POD in modes:
                 _once_pod(jobset, policy, template.name, users, before, conflicts)
             if READ_WRITE_ONCE not in modes:
@@ -236,12 +259,14 @@ def colocation(jobset: JobSet, policies: Iterable[VolumePolicy]) -> Colocation:
                 claim = claim_name(template.name, jobset.name, "JobSet")
                 if _at_once(users, before):
                     shared_users[claim] = users
+                    class_of[claim] = storage_class
                 continue
             for rjob in users:
                 if _pods_per_job(rjob) > 1:
                     for index in range(rjob.replicas):
                         name = claim_name(template.name, jobset.name, "Job", rjob.name, index)
                         own.setdefault((rjob.name, index), set()).add(name)
+                        class_of[name] = storage_class
     # JobSet-scope claims mounted by one replicated job share its pods' node: one group.
     by_rjob: dict[str, list[str]] = {}
     for claim, users in shared_users.items():
@@ -263,7 +288,13 @@ def colocation(jobset: JobSet, policies: Iterable[VolumePolicy]) -> Colocation:
         exclusive = jobs_at_once and any(_exclusive(jobset, r) for r in users)
         affine = [r.name for r in users if _own_pod_affinity(r)]
         groups.append(
-            Group(group_key(together[0]), together, rjobs, required=not (affine or exclusive))
+            Group(
+                group_key(together[0]),
+                together,
+                rjobs,
+                required=not (affine or exclusive),
+                classes=tuple(class_of[c] for c in together),
+            )
         )
         if affine and not exclusive:
             conflicts.append(_own_affinity(together[0], affine))
@@ -284,11 +315,86 @@ def colocation(jobset: JobSet, policies: Iterable[VolumePolicy]) -> Colocation:
         mine = tuple(sorted(names))
         owner = jobset.replicated_job(job[0])
         own_affinity = owner is not None and _own_pod_affinity(owner)
-        groups.append(Group(group_key(mine[0]), mine, frozenset(), job, required=not own_affinity))
+        groups.append(
+            Group(
+                group_key(mine[0]),
+                mine,
+                frozenset(),
+                job,
+                required=not own_affinity,
+                classes=tuple(class_of[c] for c in mine),
+            )
+        )
         if own_affinity:
             conflicts.append(_own_affinity(mine[0], [job[0]]))
     groups.sort(key=lambda g: g.claims)
-    return Colocation(tuple(groups), tuple(sorted(conflicts)), unread)
+    switch = jobset.annotations.get(COLOCATE_ANNOTATION)
+    return Colocation(tuple(groups), tuple(sorted(conflicts)), switch)
+
+
+def pinning(
+    found: Colocation,
+    classes: StorageClasses,
+    existing: Mapping[str, str | None] | None = None,
+) -> Colocation:
+    """``found`` (``colocation``, from the spec) as the Jobs created now get it: ``groups`` the
+    groups whose pods are kept on one node, ``loose`` those that are not, each with why; the
+    conflicts of loose groups dropped (their pods may be apart). The JobSet's annotation decides
+    first ("true", "false"), then the controller's ``--colocate-claims`` (``always``,
+    ``never``), else the storage: a group is kept on one node when the storage of any of its
+    claims attaches (``attach``), read from the class of the claim where it exists
+    (``existing``: claim name to its storageClassName; a claim keeps the class it was made with,
+    whatever the default is now), else its template's. A ``ReadWriteOncePod`` claim shared at
+    once is a conflict whatever the storage: the scheduler enforces that mode, not the attach."""
+    existing = existing or {}
+    if not found.groups:
+        return found
+    on = off = None
+    note = ""
+    mode = classes.colocate_claims
+    if found.switch == "true":
+        on = f'the JobSet\'s annotation {COLOCATE_ANNOTATION} is "true"'
+    elif found.switch == "false":
+        off = f'the JobSet\'s annotation {COLOCATE_ANNOTATION} is "false"'
+    else:
+        if found.switch is not None:
+            note = (
+                f' (annotation {COLOCATE_ANNOTATION}: "{found.switch}" is not "true" or '
+                f'"false", so the controller\'s --colocate-claims={mode} decides)'
+            )
+        if mode == "always":
+            on = "the controller's --colocate-claims is always"
+        elif mode == "never":
+            off = "the controller's --colocate-claims is never"
+    if on is not None:
+        return Colocation(
+            found.groups, found.conflicts, found.switch, why={g.key: on for g in found.groups}
+        )
+    # Thousands of groups (a Job-scope claim per Job) share a few classes: judged once each.
+    known: dict[tuple[str | None, ...], tuple[bool, str]] = {}
+    pinned: list[Group] = []
+    loose: list[Group] = []
+    why: dict[str, str] = {}
+    for group in found.groups:
+        if existing:
+            actual = tuple(
+                existing.get(c, t) for c, t in zip(group.claims, group.classes, strict=True)
+            )
+            group = group if actual == group.classes else replace(group, classes=actual)
+        if group.classes not in known:
+            verdicts = [attaches(c, classes) for c in dict.fromkeys(group.classes)]
+            attaching = [v for v in verdicts if v.attaches]
+            said = "; ".join(dict.fromkeys(v.why for v in attaching or verdicts))
+            known[group.classes] = (bool(attaching), said)
+        attached, why[group.key] = known[group.classes]
+        (pinned if off is None and attached else loose).append(group)
+    apart = {g.claims[0] for g in loose}
+    conflicts = tuple(
+        c
+        for c in found.conflicts
+        if not (c[1] in (REASON_EXCLUSIVE, REASON_OWN_AFFINITY) and c[0] in apart)
+    )
+    return Colocation(tuple(pinned), conflicts, found.switch, tuple(loose), why, off, note)
 
 
 def _own_affinity(claim: str, rjobs: Iterable[str]) -> tuple[str, str, str]:
@@ -419,9 +525,22 @@ def _listing(names: Sequence[str]) -> str:
     return shown if len(names) <= _LISTED else f"{shown} and {len(names) - _LISTED} more"
 
 
+def _claims(names: Sequence[str]) -> str:
+    return ("claim " if len(names) == 1 else "claims ") + _listing(names)
+
+
+def _reasons(groups: Sequence[Group], why: Mapping[str, str]) -> str:
+    """Each distinct ``why`` of ``groups``, after the claims it is about."""
+    by_why: dict[str, list[str]] = {}
+    for group in groups:
+        by_why.setdefault(why.get(group.key, ""), []).extend(group.claims)
+    return "; ".join(f"{_claims(claims)}: {why}" for why, claims in by_why.items())
+
+
 def condition(found: Colocation, jobset: JobSet, jobs: Sequence[ChildJob]) -> Condition | None:
-    """``MultiAttachRisk`` for a JobSet with shared single-node claims (None without any):
-    True, with a Warning Event, where their pods cannot be kept on one node."""
+    """``MultiAttachRisk`` for a JobSet with shared single-node claims (None without any), from
+    ``pinning``'s answer: True, with a Warning Event, where their pods cannot be kept on one
+    node although they must; else False, saying whether they are kept on one node and why."""
     if not found:
         return None
     problems = [(reason, text) for _, reason, text in found.conflicts]
@@ -445,29 +564,37 @@ def condition(found: Colocation, jobset: JobSet, jobs: Sequence[ChildJob]) -> Co
                     REASON_NOT_COLOCATED,
                     f"claim {group.claims[0]} is ReadWriteOnce and Jobs {_listing(outside)} that "
                     "mount it were created without this controller's pod affinity (by another "
-                    "controller, or an older release): their pods may run on different nodes, "
-                    "where the volume cannot attach (Multi-Attach). Jobs this controller makes "
-                    "again (after a restart of the JobSet, or once deleted) carry it; or use a "
-                    "ReadWriteMany class",
+                    "controller, or an older release, or while it was not needed): their pods "
+                    "may run on different nodes, where the volume cannot attach (Multi-Attach). "
+                    "Jobs this controller makes again (after a restart of the JobSet, or once "
+                    "deleted) carry it; or use a ReadWriteMany class",
                 )
             )
-    note = (
-        ""
-        if found.unread is None
-        else f' (annotation {COLOCATE_ANNOTATION}: "{found.unread}" is not "true" or "false", '
-        "so colocation stays on)"
-    )
     if problems:
         reason = problems[0][0]
         text = "; ".join(t for _, t in problems)
-        return Condition(CONDITION, "True", reason, text + note, "Warning")
-    claims = [c for g in found.groups for c in g.claims]
-    return Condition(
-        CONDITION,
-        "False",
-        REASON_COLOCATED,
-        f"the pods that share ReadWriteOnce claims ({_listing(claims)}) are kept on one node; "
-        f'{COLOCATE_ANNOTATION}: "false" turns it off for storage that several nodes can mount'
-        + note,
-        None,
-    )
+        return Condition(CONDITION, "True", reason, text + found.note, "Warning")
+    if found.groups:
+        text = (
+            "the pods that share ReadWriteOnce claims are kept on one node (a required pod "
+            f"affinity of the Jobs this controller creates): {_reasons(found.groups, found.why)}"
+        )
+        if found.loose:
+            text += f". Not kept together: {_reasons(found.loose, found.why)}"
+        if found.switch != "true":
+            text += f'. {COLOCATE_ANNOTATION}: "false" on the JobSet turns it off'
+        return Condition(CONDITION, "False", REASON_COLOCATED, text + found.note, None)
+    if found.off is not None:
+        text = (
+            "the pods that share ReadWriteOnce claims are not kept on one node, as "
+            f"{found.off}: {_reasons(found.loose, found.why)}"
+        )
+        return Condition(CONDITION, "False", REASON_OFF, text + found.note, None)
+    if found.loose:
+        text = (
+            "the pods that share ReadWriteOnce claims are not kept on one node, as their storage "
+            "attaches nothing (several nodes mount its volumes): "
+            + _reasons(found.loose, found.why)
+        )
+        return Condition(CONDITION, "False", REASON_ATTACH_NOT_REQUIRED, text + found.note, None)
+    return None

@@ -47,6 +47,9 @@ class Report:
     ready: Condition  # VolumesReady: written also while False ("not ready yet" is news)
     others: tuple[Condition, ...]  # the other volume conditions
     events: tuple[Event, ...]
+    # MultiAttachRisk, written also while False: whether the pods that share a ReadWriteOnce
+    # claim are kept on one node, and why, is news from the start (``singlenode``).
+    colocation: Condition | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,9 @@ class Storage:
     # The node the scheduler chose for each WaitForFirstConsumer claim of ours, by claim name
     # (only those the Jobs' pods must share, ``singlenode``).
     nodes: Mapping[str, str] = field(default_factory=dict)
+    # The groups of shared ReadWriteOnce claims whose pods the Jobs made now keep on one node,
+    # and those they do not, for this storage and these switches (``singlenode.pinning``).
+    colocation: singlenode.Colocation = field(default_factory=singlenode.Colocation)
 
     @property
     def look_again(self) -> float | None:
@@ -76,7 +82,7 @@ class Storage:
         """The desired Job's object with its claims mounted, and its pods kept on the node of
         the other pods that share a ReadWriteOnce claim with them (``singlenode``)."""
         mounted = gating.with_claims(job, jobset, self.model)
-        group = self.model.colocation.group_of(job.replicated_job, job.index)
+        group = self.colocation.group_of(job.replicated_job, job.index)
         if group is None:
             return mounted
         node = singlenode.selected_node(group, self.nodes)
@@ -137,16 +143,14 @@ class Storage:
                     "Warning",
                 )
         assert ready is not None  # conditions() always says VolumesReady
-        colocated = singlenode.condition(self.model.colocation, self.model.jobset, jobs)
-        if colocated is not None:
-            others.append(colocated)
+        colocated = singlenode.condition(self.colocation, self.model.jobset, jobs)
         events = tuple(
             Event("Warning", REASON_CLAIM_REPLACED, message) for message in vplan.replaced.values()
         ) + tuple(
             Event("Warning", REASON_SNAPSHOT_FAILED, message)
             for message in vplan.abandoned.values()
         )
-        return Report(volumes_status(self.model, vplan), ready, tuple(others), events)
+        return Report(volumes_status(self.model, vplan), ready, tuple(others), events, colocated)
 
 
 def storage(
@@ -162,17 +166,27 @@ def storage(
     now: datetime.datetime | None = None,
     warn_after: datetime.timedelta | None = None,
 ) -> Storage:
-    """The volumes' decisions of this pass. ``terminal_state``: the JobSet's, as this pass
-    leaves it (retention on completion or failure); ``pods_in_use``: the largest completions per
-    replicated job of the Jobs that exist (Pod scope); ``blocked``: read for Pod scope only;
-    ``found``: the controller's VolumeSnapshots of the JobSet's claims; ``jobs``: every Job of
-    the JobSet (of every attempt: a pod of any may still write to a claim), read while it is
+    """The volumes' decisions of this pass. ``classes``: the cluster's storage classes and
+    CSIDrivers, and the controller's ``--colocate-claims``; ``terminal_state``: the JobSet's, as
+    this pass leaves it (retention on completion or failure); ``pods_in_use``: the largest
+    completions per replicated job of the Jobs that exist (Pod scope); ``blocked``: read for Pod
+    scope only; ``found``: the controller's VolumeSnapshots of the JobSet's claims; ``jobs``:
+    every Job of the JobSet (of every attempt: a pod of any may still write to a claim), read
+    while it is
     suspended (``suspension``: once no pod of them runs, its claims may go through a snapshot;
     None, as a finished JobSet's pass, none does); ``now``: the time of the pass (that too, and
     how long the snapshots retention waits for have taken: ``warn_after``, ``VolumePlan.overdue``).
     While Pod scope is blocked no claim is created and nothing is mountable."""
     blocked = blocked if model.pod_scope else None
-    shared = {c for g in model.colocation.groups for c in g.claims}
+    candidates = model.colocation
+    existing = {
+        name: view.storage_class
+        for group in candidates.groups
+        for name in group.claims
+        if (view := claims.get(name)) is not None
+    }
+    colocation = singlenode.pinning(candidates, classes, existing)
+    shared = {c for g in colocation.groups for c in g.claims}
     nodes = {
         name: view.annotations[SELECTED_NODE_ANNOTATION]
         for name in shared
@@ -189,7 +203,7 @@ def storage(
     )
     if now is not None:
         vplan.overdue = overdue(vplan.snapshotting, now, warn_after)
-    return Storage(model, gating.gate_pod_scope(vplan, blocked), blocked, nodes)
+    return Storage(model, gating.gate_pod_scope(vplan, blocked), blocked, nodes, colocation)
 
 
 def _suspension(

@@ -1,8 +1,8 @@
 """What the volumes watch, and which JobSets each event brings back to the queue.
 
-``caches`` makes the informers the volumes read or watch (claims, storage classes, quotas, the
-Pod-scope admission policy and binding, Pod-scope pods, snapshots); ``watch`` puts the event
-handlers on them once the reconciler exists (claim events are routed by the claim names each
+``caches`` makes the informers the volumes read or watch (claims, storage classes, CSIDrivers,
+quotas, the Pod-scope admission policy and binding, Pod-scope pods, snapshots); ``watch`` puts the
+event handlers on them once the reconciler exists (claim events are routed by the claim names each
 JobSet wants). ``jobset.setup``, which owns the JobSets' queue, reaches both through ``VolumeIO``
 (``VolumeIO.caches``, ``VolumeIO.watch``: the names each JobSet wants are that object's).
 """
@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.jobset import api
-from controller.jobset.volumes import podscope
-from controller.jobset.volumes.model import POD_SCOPE_LABEL
+from controller.jobset.volumes import podscope, singlenode
+from controller.jobset.volumes.model import POD_SCOPE_LABEL, as_dict, as_list
 from controller.jobset.volumes.observed import GROUP_INDEX, by_group, claim_changed
 from controller.jobset.volumes.spec import has_pod_scope
 from controller.jobset.volumes.status import waits_for_volumes
 from controller.jobset.wanted import WantedClaims
 from controller.runtime.client import (
     CLAIMS,
+    CSI_DRIVERS,
     MUTATING_ADMISSION_POLICIES,
     MUTATING_ADMISSION_POLICY_BINDINGS,
     PODS,
@@ -47,6 +48,7 @@ class VolumeCaches:
     pods: Cache
     volume_snapshots: Cache
     volume_group_snapshots: Cache
+    csi_drivers: Cache
 
 
 def caches(manager: Manager[Any], index: str) -> VolumeCaches:
@@ -87,7 +89,17 @@ def caches(manager: Manager[Any], index: str) -> VolumeCaches:
         volume_group_snapshots=manager.cache(
             VOLUME_GROUP_SNAPSHOTS, optional=True, indexers={index: by_label(api.JOBSET_NAME)}
         ),
+        # attachRequired: whether pods that share a ReadWriteOnce claim must share a node
+        # (singlenode, attach). A few objects, cluster-wide. Optional: an older ClusterRole
+        # (403) leaves every driver taken to attach, as before.
+        csi_drivers=manager.cache(CSI_DRIVERS, optional=True),
     )
+
+
+def says_colocation(stored: Obj) -> bool:
+    """Whether a stored JobSet's status has a MultiAttachRisk condition (a cheap look)."""
+    conditions = as_list(as_dict(stored.get("status")).get("conditions"))
+    return any(isinstance(c, dict) and c.get("type") == singlenode.CONDITION for c in conditions)
 
 
 def _changed(old: Obj, new: Obj) -> bool:
@@ -129,13 +141,24 @@ def watch(
             on_delete=on_quota,
         )
     )
-    found.storage_classes.add_handler(
-        EventHandler(
-            on_add=lambda _: enqueue_waiting(None),
-            on_update=lambda old, new: enqueue_waiting(None) if _changed(old, new) else None,
-            on_delete=lambda _: enqueue_waiting(None),
+
+    def on_storage(_: Obj) -> None:
+        # A class may unblock JobSets waiting for their claims; a class or a CSIDriver may
+        # change whether the pods that share a ReadWriteOnce claim are kept on one node, which
+        # the JobSets that say so (MultiAttachRisk) say again (their new Jobs follow it).
+        enqueue_waiting(None)
+        for js in jobsets.items():
+            if says_colocation(js):
+                queue.add(object_key(js))
+
+    for cache in (found.storage_classes, found.csi_drivers):
+        cache.add_handler(
+            EventHandler(
+                on_add=on_storage,
+                on_update=lambda old, new: on_storage(new) if _changed(old, new) else None,
+                on_delete=on_storage,
+            )
         )
-    )
 
     def on_admission(obj: Obj) -> None:
         if (obj.get("metadata") or {}).get("name") != podscope.POLICY_NAME:

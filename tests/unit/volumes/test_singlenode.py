@@ -509,24 +509,163 @@ def test_jobs_that_share_nothing_are_mounted_as_before() -> None:
         assert "affinity" not in template["spec"]
 
 
-@pytest.mark.parametrize(("value", "groups"), [("false", 0), ("true", 1), (None, 1)])
-def test_the_annotation_turns_colocation_off(value: str | None, groups: int) -> None:
-    notes = {} if value is None else {COLOCATE_ANNOTATION: value}
-    js = make([policy("data")], rjobs=[user("a"), user("b")], annotations=notes)
-    assert len(found(js).groups) == groups
-    if value == "false":
-        assert singlenode.condition(found(js), js, []) is None
+# ----------------------------------------------------------------------------- pinning
 
 
-def test_an_unreadable_annotation_leaves_colocation_on_and_says_so() -> None:
-    js = make(
-        [policy("data")], rjobs=[user("a"), user("b")], annotations={COLOCATE_ANNOTATION: "off"}
+def cluster(attach: bool | None, mode: str = "auto") -> StorageClasses:
+    """A cluster whose default class "fast" is provisioned by a CSI driver with this
+    ``attachRequired`` (None: no CSIDriver object), under ``--colocate-claims`` ``mode``."""
+    fast = {
+        "metadata": {
+            "name": "fast",
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": "csi.example",
+    }
+    drivers = (
+        []
+        if attach is None
+        else [{"metadata": {"name": "csi.example"}, "spec": {"attachRequired": attach}}]
     )
-    found_condition = singlenode.condition(found(js), js, [])
-    assert found_condition is not None and found_condition.status == "False"
-    assert found_condition.message.endswith(
-        f'(annotation {COLOCATE_ANNOTATION}: "off" is not "true" or "false", so colocation '
-        "stays on)"
+    return StorageClasses.of([fast], drivers, mode)  # fmt: skip
+
+
+FAST = "class fast (the default), provisioner csi.example"
+ATTACHES = f"{FAST}: CSIDriver csi.example has attachRequired: true"
+ATTACHES_NOTHING = (
+    f"{FAST}: CSIDriver csi.example has attachRequired: false, its volumes are never attached"
+)
+OFF_TAIL = f'. {COLOCATE_ANNOTATION}: "false" on the JobSet turns it off'
+KEPT = (
+    "the pods that share ReadWriteOnce claims are kept on one node (a required pod affinity of "
+    "the Jobs this controller creates): claim data-js: "
+)
+NOT_KEPT = "the pods that share ReadWriteOnce claims are not kept on one node, as "
+
+
+@pytest.mark.parametrize(
+    ("annotation", "mode", "attach", "pinned", "reason", "message"),
+    [
+        pytest.param(None, "auto", True, True, "Colocated", KEPT + ATTACHES + OFF_TAIL,
+                     id="auto-storage-attaches-kept-together"),
+        pytest.param(None, "auto", False, False, "AttachNotRequired",
+                     NOT_KEPT + "their storage attaches nothing (several nodes mount its "
+                     "volumes): claim data-js: " + ATTACHES_NOTHING,
+                     id="auto-storage-attaches-nothing-runs-across-nodes"),
+        pytest.param(None, "auto", None, True, "Colocated",
+                     KEPT + f"{FAST}: no CSIDriver csi.example, so its volumes are taken to "
+                     "attach, as Kubernetes does (annotate the class "
+                     f'{COLOCATE_ANNOTATION}: "false" if several nodes can mount its volumes)'
+                     + OFF_TAIL, id="auto-no-csidriver-assumed-and-said"),
+        pytest.param(None, "never", True, False, "ColocationOff",
+                     NOT_KEPT + "the controller's --colocate-claims is never: claim data-js: "
+                     + ATTACHES, id="never-not-kept-even-where-it-attaches"),
+        pytest.param(None, "always", False, True, "Colocated",
+                     KEPT + "the controller's --colocate-claims is always" + OFF_TAIL,
+                     id="always-kept-even-where-nothing-attaches"),
+        pytest.param("true", "never", False, True, "Colocated",
+                     KEPT + f'the JobSet\'s annotation {COLOCATE_ANNOTATION} is "true"',
+                     id="annotation-true-overrides-the-controller"),
+        pytest.param("false", "always", True, False, "ColocationOff",
+                     NOT_KEPT + f'the JobSet\'s annotation {COLOCATE_ANNOTATION} is "false": '
+                     "claim data-js: " + ATTACHES, id="annotation-false-overrides-the-controller"),
+        pytest.param("off", "auto", False, False, "AttachNotRequired",
+                     NOT_KEPT + "their storage attaches nothing (several nodes mount its "
+                     "volumes): claim data-js: " + ATTACHES_NOTHING
+                     + f' (annotation {COLOCATE_ANNOTATION}: "off" is not "true" or "false", so '
+                     "the controller's --colocate-claims=auto decides)",
+                     id="annotation-unread-the-controller-decides-and-says-so"),
+    ],
+)  # fmt: skip
+def test_pinning_follows_the_annotation_then_the_controller_then_the_storage(
+    annotation: str | None, mode: str, attach: bool | None, pinned: bool, reason: str, message: str
+) -> None:
+    notes = {} if annotation is None else {COLOCATE_ANNOTATION: annotation}
+    js = make([policy("data")], rjobs=[user("a"), user("b")], annotations=notes)
+    store = volumes.storage(
+        volumes.model(js), {}, cluster(attach, mode), terminal_state="", pods_in_use=None,
+        blocked=None,
+    )  # fmt: skip
+    for job in construct.desired_jobs(js):
+        template = store.mounted(job, js)["spec"]["template"]
+        labels = (template.get("metadata") or {}).get("labels", {})
+        assert (SINGLE_NODE_LABEL in labels) == pinned
+        assert ("affinity" in template["spec"]) == pinned
+    report = store.report([])
+    assert report is not None and report.colocation is not None
+    said = report.colocation
+    assert (said.status, said.reason, said.event_type) == ("False", reason, None)
+    assert said.message == message
+
+
+def test_conflicts_of_a_group_not_kept_together_are_dropped_but_read_write_once_pod_stays() -> None:
+    """Exclusive placement cannot share a node, but pods on storage that attaches nothing need
+    not: no risk. A ReadWriteOncePod claim is the scheduler's to enforce, whatever attaches."""
+    js = make(
+        [policy("data"), policy("solo", modes=["ReadWriteOncePod"])],
+        rjobs=[
+            user("a", exclusive=True, mounts=("data", "solo")),
+            user("b", mounts=("data", "solo")),
+        ],
+    )
+    attaching = singlenode.pinning(found(js), cluster(True))
+    assert [reason for _, reason, _ in attaching.conflicts] == [
+        "ExclusivePlacement",
+        "ReadWriteOncePodShared",
+    ]
+    apart = singlenode.pinning(found(js), cluster(False))
+    assert apart.groups == () and [g.key for g in apart.loose] == ["data-js"]
+    assert [reason for _, reason, _ in apart.conflicts] == ["ReadWriteOncePodShared"]
+    said = singlenode.condition(apart, js, [])
+    assert said is not None and (said.status, said.reason) == ("True", "ReadWriteOncePodShared")
+
+
+def test_a_group_is_kept_together_when_any_of_its_claims_attaches() -> None:
+    """Two claims mounted together, one on attaching storage, one on NFS: one node for both,
+    and the message names the one that needs it."""
+    classes = StorageClasses.of(
+        [{"metadata": {"name": "block"}, "provisioner": "blk.csi"},
+         {"metadata": {"name": "nfs"}, "provisioner": "nfs.csi"}],
+        [{"metadata": {"name": "blk.csi"}, "spec": {"attachRequired": True}},
+         {"metadata": {"name": "nfs.csi"}, "spec": {"attachRequired": False}}],
+    )  # fmt: skip
+    templates = [tpl("data", storageClassName="nfs"), tpl("model", storageClassName="block")]
+    entry: Obj = {"templates": templates}
+    js = make([entry], rjobs=[user("a", mounts=("data", "model")), user("b", mounts=("data",))])
+    kept = singlenode.pinning(found(js), classes)
+    assert [(g.claims, g.classes) for g in kept.groups] == [
+        (("data-js", "model-js"), ("nfs", "block"))
+    ]
+    assert kept.why[kept.groups[0].key] == (
+        "class block, provisioner blk.csi: CSIDriver blk.csi has attachRequired: true"
+    )
+    said = singlenode.condition(kept, js, [])
+    assert said is not None and "claims data-js, model-js: class block" in said.message
+
+
+def test_jobs_made_while_not_needed_are_named_once_it_is() -> None:
+    """Jobs made while the storage attached nothing carry no affinity; once it attaches (a
+    CSIDriver changed, or the switch), the running Jobs are named, not rewritten: the Jobs made
+    from then on are kept together."""
+    js = shared()
+    jobs = jobs_of(js, set())
+    loose = singlenode.pinning(found(js), cluster(False))
+    quiet = singlenode.condition(loose, js, jobs)
+    assert quiet is not None and (quiet.status, quiet.reason) == ("False", "AttachNotRequired")
+    kept = singlenode.pinning(found(js), cluster(True))
+    named = singlenode.condition(kept, js, jobs)
+    assert named is not None and (named.status, named.reason) == ("True", "JobsNotColocated")
+    assert "or while it was not needed" in named.message
+
+
+def test_a_job_scope_group_per_job_is_judged_once_per_class() -> None:
+    """Job-scope claims of many Jobs: a group each, all of one class, each with its why."""
+    js = make([policy("ckpt", scope="Job")], rjobs=[user("w", 3, pods=2, mounts=("ckpt",))])
+    kept = singlenode.pinning(found(js), cluster(False))
+    assert kept.groups == () and len(kept.loose) == 3
+    said = singlenode.condition(kept, js, [])
+    assert said is not None and said.message.endswith(
+        "claims ckpt-js-w-0, ckpt-js-w-1, ckpt-js-w-2: " + ATTACHES_NOTHING
     )
 
 
@@ -541,3 +680,27 @@ def test_sizes_that_are_not_integers_count_as_the_defaults(size: object) -> None
         "groups": [("data-js", ("data-js",), ["workers"])],
         "conflicts": [],
     }
+
+
+def test_a_claim_that_exists_is_judged_by_the_class_it_was_made_with() -> None:
+    """A template without a class got the default class of its day: once the default moves to
+    storage that attaches nothing, the claim still attaches (its class is its own), so the new
+    Jobs still keep its pods together."""
+    classes = StorageClasses.of(
+        [{"metadata": {"name": "block"}, "provisioner": "blk.csi"},
+         {"metadata": {"name": "nfs", "annotations": {
+             "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "nfs.csi"}],
+        [{"metadata": {"name": "blk.csi"}, "spec": {"attachRequired": True}},
+         {"metadata": {"name": "nfs.csi"}, "spec": {"attachRequired": False}}],
+    )  # fmt: skip
+    js = shared()
+    assert singlenode.pinning(found(js), classes).groups == ()  # the default now: nfs
+    made = claim("data-js", spec={"storageClassName": "block", "accessModes": RWO})
+    store = volumes.storage(
+        volumes.model(js), claim_views([made]), classes, terminal_state="", pods_in_use=None,
+        blocked=None,
+    )  # fmt: skip
+    assert [g.classes for g in store.colocation.groups] == [("block",)]
+    for job in construct.desired_jobs(js):
+        labels = store.mounted(job, js)["spec"]["template"]["metadata"]["labels"]
+        assert labels[SINGLE_NODE_LABEL] == "data-js"
