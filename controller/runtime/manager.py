@@ -3,7 +3,9 @@
 Lifecycle:
 1. Endpoints up (``/healthz`` live at once, ``/readyz`` false).
 2. Every cache lists and watches; ``/readyz`` turns true once all have synced — on the leader and
-   on standbys alike, so a standby is warm when it takes over.
+   on standbys alike, so a standby is warm when it takes over. Meanwhile the start checks run
+   (``start_checks``, e.g. the API server's version); one that refuses ends the manager with
+   exit status 1 before any controller runs.
 3. With leader election, controllers run only while this replica leads. Every write passes the
    leader fence (see leaderelection.py). Losing the lease stops the controllers at once and ends
    the manager with exit status 1 (the process restarts as a clean standby, as with

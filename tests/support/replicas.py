@@ -88,9 +88,12 @@ def start_replica(
     module: str = "tests.support.sample_controller",
     extra: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> Replica:
+    """A controller process on ``kubeconfig``, watching ``namespace``, on free loopback ports;
+    ``extra`` flags as ``--flag=value``, ``args`` as they are (after them)."""
     metrics_port, health_port = free_port(), free_port()
-    args = {
+    flags = {
         "--kubeconfig": str(kubeconfig),
         "--namespaces": namespace,
         "--leader-election-namespace": namespace,
@@ -101,13 +104,13 @@ def start_replica(
         **LEASE,
         **(extra or {}),
     }
-    argv = [sys.executable, "-m", module, *(f"{k}={v}" for k, v in args.items())]
+    argv = [sys.executable, "-m", module, *(f"{k}={v}" for k, v in flags.items()), *args]
     environment = {**os.environ, **env} if env is not None else None
     process = ManagedProcess(identity, argv, log_dir / f"{identity}.log", env=environment)
     process.start()
     return Replica(
         identity, process, metrics_port, health_port, extra or {}, kubeconfig,
-        metrics_secure=secure_metrics(args.get("--metrics-secure", "true")),
+        metrics_secure=secure_metrics(flags.get("--metrics-secure", "true")),
     )  # fmt: skip
 
 
