@@ -211,7 +211,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> _Parser:
     flag("--health-probe-bind-address", "host:port for /healthz and /readyz; 0 disables", ":8081")
     flag("--metrics-secure", "serve /metrics over HTTPS: with the certificate in "
          "--metrics-cert-path (re-read when it changes), else the one in "
-         f"{metricstls.DEFAULT_CERT_DIR} if there, else a self-signed one made at start (as "
+         f"{metricstls.DEFAULT_CERT_DIR_HELP} if there, else a self-signed one made at start (as "
          "upstream); false serves plain HTTP", True,
          type=_bool)  # fmt: skip
     flag("--metrics-cert-path", "directory holding the metrics serving certificate and key "

@@ -4,9 +4,11 @@ The certificate is found as controller-runtime's metrics server finds it (upstre
 
 1. the folder given (``--metrics-cert-path``; upstream's ``metrics.certDir``), re-read when
    its files change;
-2. else controller-runtime's own folder, ``$TMPDIR/k8s-metrics-server/serving-certs``, if both
-   files are there (where upstream's chart mounts a cert-manager Secret);
-3. else a self-signed certificate made at start and kept in memory: a CA and a serving
+2. else controller-runtime's own folder, ``$TMPDIR/k8s-metrics-server/serving-certs`` (``/tmp``
+   without TMPDIR), if both files are there (where upstream's chart mounts a cert-manager
+   Secret);
+3. else a self-signed certificate made at start and kept in memory (never written to a file
+   system: upstream's chart leaves none writable): a CA and a serving
    certificate for ``localhost`` and ``127.0.0.1`` signed by it, valid one year, RSA 2048, as
    client-go's ``GenerateSelfSignedCertKeyWithFixtures`` makes it. Nothing can verify it, but the
    traffic (bearer tokens included) is encrypted; scrapers skip verification (upstream's
@@ -23,13 +25,21 @@ import ipaddress
 import os
 import shutil
 import ssl
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 # controller-runtime's metrics server: filepath.Join(os.TempDir(), "k8s-metrics-server",
-# "serving-certs"), with tls.crt and tls.key in it.
-DEFAULT_CERT_DIR = Path(tempfile.gettempdir()) / "k8s-metrics-server" / "serving-certs"
+# "serving-certs"), with tls.crt and tls.key in it. Go's os.TempDir is $TMPDIR, else /tmp, with no
+# check that it is writable (Python's tempfile.gettempdir would fail on a read-only /tmp).
+DEFAULT_CERT_DIR_HELP = "$TMPDIR/k8s-metrics-server/serving-certs"
+
+
+def default_cert_dir() -> Path:
+    return Path(os.environ.get("TMPDIR") or "/tmp") / "k8s-metrics-server" / "serving-certs"
+
+
 SELF_SIGNED_VALIDITY = datetime.timedelta(days=365)
 
 TLS_VERSIONS = {"VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
@@ -82,7 +92,8 @@ def certificate_source(cert_dir: str, cert_name: str, key_name: str) -> TlsFiles
     """Where the metrics certificate comes from (the module docstring's order)."""
     if cert_dir:
         return TlsFiles(Path(cert_dir) / cert_name, Path(cert_dir) / key_name)
-    default = TlsFiles(DEFAULT_CERT_DIR / cert_name, DEFAULT_CERT_DIR / key_name)
+    folder = default_cert_dir()
+    default = TlsFiles(folder / cert_name, folder / key_name)
     if default.cert.is_file() and default.key.is_file():
         return default
     return SelfSigned()
@@ -225,17 +236,31 @@ def self_signed_pem(
 
 
 def load_pem(context: ssl.SSLContext, chain: bytes, key: bytes) -> None:
-    """Load a PEM pair that exists only in memory. OpenSSL's Python binding reads certificates
-    from files only: they are written into a folder only this user can read and removed at
-    once."""
+    """Load a PEM pair that exists only in memory. Python's ssl module reads certificates from
+    files only: on Linux they are anonymous memory files (memfd, read through /proc/self/fd),
+    which need no writable file system; elsewhere (a developer's machine) files in a folder only
+    this user can read, removed at once."""
+    if sys.platform == "linux" and hasattr(os, "memfd_create"):
+        descriptors = []
+        try:
+            for name, data in (("tls.crt", chain), ("tls.key", key)):
+                descriptor = os.memfd_create(name, os.MFD_CLOEXEC)
+                descriptors.append(descriptor)
+                os.write(descriptor, data)
+            cert_file, key_file = (f"/proc/self/fd/{d}" for d in descriptors)
+            context.load_cert_chain(cert_file, key_file)
+        finally:
+            for descriptor in descriptors:
+                os.close(descriptor)
+        return
     folder = Path(tempfile.mkdtemp(prefix="stateful-jobset-metrics-"))  # mode 0700
     try:
-        cert_file, key_file = folder / "tls.crt", folder / "tls.key"
-        for path, data in ((cert_file, chain), (key_file, key)):
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(data)
-        context.load_cert_chain(cert_file, key_file)
+        cert_file_path, key_file_path = folder / "tls.crt", folder / "tls.key"
+        for path, data in ((cert_file_path, chain), (key_file_path, key)):
+            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+        context.load_cert_chain(cert_file_path, key_file_path)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

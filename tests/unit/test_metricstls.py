@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ssl
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,7 @@ def test_each_start_makes_its_own() -> None:
 def test_where_the_certificate_comes_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     given = tmp_path / "given"
     default = tmp_path / "k8s-metrics-server" / "serving-certs"
-    monkeypatch.setattr(metricstls, "DEFAULT_CERT_DIR", default)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     # 1. The folder given, as it is (config.py checked that the files exist).
     assert certificate_source(str(given), "a.crt", "a.key") == TlsFiles(
         given / "a.crt", given / "a.key"
@@ -81,11 +82,29 @@ def test_where_the_certificate_comes_from(tmp_path: Path, monkeypatch: pytest.Mo
     )
 
 
-def test_controller_runtimes_folder_is_under_the_temporary_directory() -> None:
-    import tempfile
+def test_controller_runtimes_folder_is_gos_temporary_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Go's os.TempDir: $TMPDIR, else /tmp, writable or not (upstream's chart mounts the
+    certificate under a read-only /tmp)."""
+    monkeypatch.delenv("TMPDIR", raising=False)
+    assert metricstls.default_cert_dir() == Path("/tmp/k8s-metrics-server/serving-certs")
+    monkeypatch.setenv("TMPDIR", "/scratch")
+    assert metricstls.default_cert_dir() == Path("/scratch/k8s-metrics-server/serving-certs")
 
-    expected = Path(tempfile.gettempdir()) / "k8s-metrics-server" / "serving-certs"
-    assert expected == metricstls.DEFAULT_CERT_DIR
+
+def test_the_self_signed_certificate_never_touches_a_file_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loaded from memory: no temporary folder is asked for (a read-only root file system, as
+    upstream's chart has it, has none)."""
+
+    def no_temporary_folder(*args: object, **kwargs: object) -> str:
+        raise AssertionError("a temporary folder was asked for")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_temporary_folder)
+    context = metricstls.self_signed_context(TlsOptions())
+    assert context.minimum_version == ssl.TLSVersion.TLSv1_2
 
 
 def _client(maximum: ssl.TLSVersion | None = None, ciphers: str | None = None) -> ssl.SSLContext:
