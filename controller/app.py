@@ -36,6 +36,7 @@ async def run(config: configmod.Config, setup: Setup) -> int:
             identity=config.identity,
             namespaces=list(config.namespaces) or "all",
             leader_elect=config.leader_elect,
+            log_level=config.log_level,
             controllers=[c.name for c in manager.controllers],
             event_loop=loop_name(loop),
         )

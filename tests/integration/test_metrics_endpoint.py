@@ -438,12 +438,14 @@ async def test_the_controller_process_serves_https_and_checks_tokens_by_default(
         assert str(common_name).startswith("localhost@")
         assert str(issuer).startswith("localhost-ca@")
         # Not a certificate the cluster's CA (or any CA a scraper holds) vouches for.
-        with pytest.raises(ssl.SSLCertVerificationError):
+        with pytest.raises(urllib.error.URLError) as refused:
             _scrape_verified(
                 replica.metrics_port,
                 accounts.tokens["scraper"],
                 ssl.create_default_context(cafile=str(kube.cluster.pki.ca_cert)),
             )
+        assert isinstance(refused.value.reason, ssl.SSLCertVerificationError)
+        assert "self-signed certificate in certificate chain" in str(refused.value.reason)
         assert scrape(replica.metrics_port, None)[0] == 401
         assert scrape(replica.metrics_port, accounts.tokens["stranger"])[0] == 403
         status, body = scrape(replica.metrics_port, accounts.tokens["scraper"])
