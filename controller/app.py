@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from controller import config as configmod
+from controller.jobset import upstream
 from controller.runtime import logs
 from controller.runtime.manager import Manager, api_client_for
 from controller.version import build_info
@@ -27,6 +28,11 @@ async def run(config: configmod.Config, setup: Setup) -> int:
     api = await api_client_for(config)
     async with api:
         manager = Manager(config, api)
+        # Upstream JobSet's controller serving the same managedBy value: refuse to start.
+        if not await upstream.check(
+            manager.client, config.managed_by, config.share_upstream_managed_by
+        ):
+            return 1
         setup(manager)
         log.info(
             "starting",

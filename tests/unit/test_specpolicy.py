@@ -16,6 +16,7 @@ import yaml
 
 from controller import features
 from controller.api import schema, specpolicy
+from controller.jobset import api
 
 Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,13 +143,59 @@ def test_the_policy_matches_creates_and_spec_changes_of_jobsets_only() -> None:
     assert rule["resources"] == ["jobsets"]  # not jobsets/status
     assert rule["operations"] == ["CREATE", "UPDATE"]
     assert spec["matchConditions"] == [
-        {"name": "spec-written", "expression": specpolicy.SPEC_CHANGED}
+        {"name": "spec-written", "expression": specpolicy.SPEC_CHANGED},
+        {"name": "managed-by-configured", "expression": specpolicy.CONFIGURED},
     ]
-    binding = specpolicy.binding()
+
+
+def test_the_binding_takes_the_managed_by_value_from_the_controllers_config_map() -> None:
+    """Its parameter is the ConfigMap the controller's Deployment reads --managed-by from; a
+    missing ConfigMap makes the policy judge nothing (a rollback that deleted the namespace)."""
+    policy, binding = specpolicy.policy([]), specpolicy.binding()
+    assert policy["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
     assert binding["spec"] == {
         "policyName": policy["metadata"]["name"],
         "validationActions": ["Deny"],
+        "paramRef": {
+            "name": "stateful-jobset-managed-by",
+            "namespace": "stateful-jobset-system",
+            "parameterNotFoundAction": "Allow",
+        },
     }
+    config_map = _manifest()
+    ref = binding["spec"]["paramRef"]
+    assert (config_map["kind"], config_map["metadata"]["name"]) == ("ConfigMap", ref["name"])
+    assert config_map["metadata"]["namespace"] == ref["namespace"]
+    assert config_map["data"] == {specpolicy.PARAMS_KEY: api.CONTROLLER_NAME}
+
+
+def test_our_rules_judge_our_jobsets_and_upstreams_crd_rules_the_others() -> None:
+    """One validation per side of ``managedHere``: this project's rules for the JobSets the
+    controller manages, upstream CRD's for the others (its transition rules and the
+    startupPolicy/dependsOn exclusion, on the same nodes, as a CRD rule runs)."""
+    spec = specpolicy.policy(specpolicy.split(TOY)[1])["spec"]
+    names = [v["name"] for v in spec["variables"]]
+    assert names[0] == specpolicy.MANAGED_HERE
+    assert names[1:4] == ["rule0", "rule1", "rule2"]
+    assert names[4:] == [f"upstream{i}" for i in range(len(specpolicy.UPSTREAM_SITES))]
+    ours, theirs = spec["validations"]
+    assert ours["expression"].startswith("!variables.managedHere || (variables.rule0 && ")
+    assert theirs["expression"].startswith("variables.managedHere || (variables.upstream0 && ")
+    assert [(s.path, s.transition) for s in specpolicy.UPSTREAM_SITES] == [
+        (("spec",), False),
+        (("spec", "network"), True),
+        (("spec", "successPolicy"), True),
+        (("spec", "failurePolicy"), True),
+        (("spec", "startupPolicy"), True),
+        (("spec", "volumeClaimPolicies"), True),
+    ]
+    assert "'spec.network: is immutable'" in theirs["messageExpression"]
+    # Ours: every JobSet with upstream's reserved value, else the JobSets naming the value, in
+    # the new or in the stored object (a change of managedBy is judged), as preflight reads it.
+    here = specpolicy.MANAGED_HERE_CEL
+    assert f"m == '{api.CONTROLLER_NAME}'" in here
+    assert "object.?spec.?managedBy.orValue('') == m" in here
+    assert "oldObject != null && oldObject.?spec.?managedBy.orValue('') == m" in here
 
 
 def _full_crd(gates: features.FeatureGates) -> Obj:
@@ -192,7 +239,8 @@ def test_the_committed_policy_holds_exactly_the_rules_the_crd_does_not(
     committed = yaml.safe_load(POLICIES[gates].read_text())
     assert committed["spec"] == specpolicy.policy(sites)["spec"]
     assert _count_rules(stripped) + len(sites) == _count_rules(full)
-    assert len(committed["spec"]["variables"]) == len(sites)
+    variables = committed["spec"]["variables"]
+    assert len([v for v in variables if v["name"].startswith("rule")]) == len(sites)
 
 
 def _installed() -> tuple[Obj, Obj]:
@@ -205,7 +253,7 @@ def _installed() -> tuple[Obj, Obj]:
 def test_installed_view_keeps_what_missing_reads_and_not_the_cel() -> None:
     full = specpolicy.policy(specpolicy.split(TOY)[1])
     view = specpolicy.installed_view(full)
-    assert set(view["spec"]) == {"failurePolicy", "matchConstraints"}
+    assert set(view["spec"]) == {"failurePolicy", "matchConstraints", "paramKind"}
     assert view["metadata"] == {"name": specpolicy.POLICY_NAME}
 
 
@@ -233,3 +281,88 @@ def test_missing_is_none_when_installed_and_says_so_when_it_may_not_look() -> No
     assert specpolicy.missing(None, *_installed()) is None
     assert "may not read" in str(specpolicy.missing(403, *_installed()))
     assert "does not serve" in str(specpolicy.missing(404, None, None))
+
+
+CANARY = "example.com/canary"
+
+
+def _manifest() -> Obj:
+    """manifests/managed-by.yaml: the parameter ConfigMap as installed."""
+    found: Obj = yaml.safe_load((ROOT / "manifests/managed-by.yaml").read_text())
+    return found
+
+
+def _params(
+    value: str | None = api.CONTROLLER_NAME, namespace: str = "stateful-jobset-system"
+) -> Obj:
+    config_map = specpolicy.params_view(_manifest())
+    config_map["metadata"]["namespace"] = namespace
+    if value is None:
+        config_map["data"] = {}
+    else:
+        config_map["data"] = {"managedBy": value}
+    return config_map
+
+
+def _without(obj: Obj, key: str) -> Obj:
+    return {**obj, "spec": {k: v for k, v in obj["spec"].items() if k != key}}
+
+
+@pytest.mark.parametrize(
+    ("policy_binding", "params", "serves", "says"),
+    [
+        # The policy and binding of an older release: no parameter, every JobSet judged.
+        (lambda p, b: (_without(p, "paramKind"), b), [_params()], api.CONTROLLER_NAME,
+         "older release's, without a parameter: it judges every JobSet"),
+        (lambda p, b: (p, _without(b, "paramRef")), [_params()], api.CONTROLLER_NAME,
+         "does not name the ConfigMap 'stateful-jobset-managed-by'"),
+        # The ConfigMap gone (the namespace deleted) or empty: the policy judges nothing.
+        (lambda p, b: (p, b), [], api.CONTROLLER_NAME,
+         "the ConfigMap stateful-jobset-system/stateful-jobset-managed-by is not there, so the "
+         "ValidatingAdmissionPolicy 'jobsets.jobset.x-k8s.io' judges no JobSet"),
+        (lambda p, b: (p, b), [_params(None)], api.CONTROLLER_NAME, "has no managedBy"),
+        # In another namespace than the binding names: not the one the API server reads.
+        (lambda p, b: (p, b), [_params(namespace="elsewhere")], api.CONTROLLER_NAME,
+         "is not there"),
+        # Another value than this controller serves: the policy judges other JobSets.
+        (lambda p, b: (p, b), [_params(CANARY)], api.CONTROLLER_NAME,
+         f"judges the JobSets of {CANARY!r} (the ConfigMap stateful-jobset-system/stateful-jobset"
+         f"-managed-by) but this controller serves {api.CONTROLLER_NAME!r}"),
+        (lambda p, b: (p, b), [_params()], CANARY, f"but this controller serves {CANARY!r}"),
+    ],
+)  # fmt: skip
+def test_missing_says_when_the_policy_does_not_judge_this_controllers_jobsets(
+    policy_binding: Any, params: list[Obj], serves: str, says: str
+) -> None:
+    policy, binding = policy_binding(*_installed())
+    why = specpolicy.missing(None, policy, binding, specpolicy.Params(tuple(params)), serves)
+    assert why is not None and says in why, why
+
+
+@pytest.mark.parametrize("serves", [api.CONTROLLER_NAME, CANARY])
+def test_missing_is_none_when_the_config_map_names_the_value_served(serves: str) -> None:
+    found = specpolicy.Params((_params("other.example/x", "other"), _params(serves)))
+    assert specpolicy.missing(None, *_installed(), found, serves) is None
+
+
+def test_missing_says_when_the_controller_may_not_read_the_config_map() -> None:
+    why = specpolicy.missing(None, *_installed(), specpolicy.Params(unavailable=403))
+    assert why is not None
+    assert "may not read the ConfigMap stateful-jobset-system/stateful-jobset-managed-by" in why
+
+
+def test_params_view_keeps_the_value_and_nothing_else() -> None:
+    config_map = {
+        **_manifest(),
+        "metadata": {"name": "stateful-jobset-managed-by", "namespace": "ns", "uid": "u",
+                     "resourceVersion": "7", "managedFields": [{}]},
+        "data": {"managedBy": CANARY, "other": "x" * 1000},
+    }  # fmt: skip
+    assert specpolicy.params_view(config_map) == {
+        "metadata": {
+            "name": "stateful-jobset-managed-by",
+            "namespace": "ns",
+            "resourceVersion": "7",
+        },
+        "data": {"managedBy": CANARY},
+    }
