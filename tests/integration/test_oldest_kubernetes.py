@@ -23,6 +23,7 @@ from controller.jobset.volumes.admission import REASON_POLICY_MISSING
 from controller.runtime.client import KubeClient
 from localcluster.build import MIN_KUBERNETES, required_versions
 from tests.helpers import Kube, create_namespace, wait_for
+from tests.integration import test_spec_policy_scope as scope
 from tests.integration.test_crd import (
     API,
     CREATE_CASES,
@@ -42,6 +43,7 @@ from tests.support.crd import (
     CRD_PATH,
     DIGEST_ANNOTATION,
     install_crd,
+    install_params,
     load_crd,
 )
 from tests.support.examples import EXAMPLES, SUPPORTED
@@ -148,6 +150,33 @@ async def test_a_bad_jobset_is_refused_with_the_rules_message(
         "successPolicy.targetReplicatedJobs must name replicated jobs of this JobSet: missing"
     )
     assert expected in message, message
+
+
+async def test_the_policy_judges_by_its_config_map_here_too(
+    oldest_kube: Kube, old_client: KubeClient, old_namespace: str
+) -> None:
+    """The policy's parameter (a ConfigMap read in its match conditions and variables) on the
+    oldest release: beside a canary, an upstream JobSet gets upstream CRD's rules only, the
+    canary's this project's; without the ConfigMap nothing is judged."""
+    ns = old_namespace
+    try:
+        await scope.serving(oldest_kube, ns, scope.CANARY)
+        theirs = scope.suspended("theirs")
+        change = scope.COORDINATOR_CHANGE
+        assert await scope.admission(oldest_kube, ns, theirs, change) == ""
+        message = await scope.admission(oldest_kube, ns, theirs, scope.NETWORK_CHANGE)
+        assert scope.NETWORK_IMMUTABLE in message
+        ours = scope.suspended("ours", scope.CANARY)
+        assert scope.COORDINATOR_IMMUTABLE in await scope.admission(oldest_kube, ns, ours, change)
+        await oldest_kube.raw("DELETE", scope.CONFIG_MAP)
+        await wait_for(
+            lambda: scope.admission(oldest_kube, ns, ours, change),
+            lambda refused: refused == "",
+            "the policy to judge nothing without its ConfigMap",
+            seconds=30,
+        )
+    finally:
+        await install_params(oldest_kube)
 
 
 # ------------------------------------------------------------------ the controller

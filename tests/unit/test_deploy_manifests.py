@@ -439,9 +439,10 @@ def test_user_roles_are_upstreams_and_aggregate_into_the_builtin_roles() -> None
         set(_grants(editor))
         == {("jobset.x-k8s.io", "jobsets", verb, "") for verb in reads + writes} | status
     )
-    assert set(_grants(viewer)) == {
-        ("jobset.x-k8s.io", "jobsets", verb, "") for verb in reads
-    } | status
+    assert (
+        set(_grants(viewer))
+        == {("jobset.x-k8s.io", "jobsets", verb, "") for verb in reads} | status
+    )
     aggregate = "rbac.authorization.k8s.io/aggregate-to-"
     marks = {
         name: {k.removeprefix(aggregate) for k, v in role["metadata"]["labels"].items()
