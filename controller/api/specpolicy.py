@@ -27,17 +27,23 @@ one (``validations``). One behaviour differs from the CRD and is documented (doc
 list's equality is order-sensitive (a CRD compares ``x-kubernetes-list-type: map/set`` lists
 without order), which only makes the immutability rules stricter.
 
-Which JobSets it judges. The policy is bound with a parameter, the ConfigMap
-``stateful-jobset-managed-by`` in the controller's namespace (``paramRef``), whose ``managedBy``
-is the value the controller serves (its Deployment reads ``--managed-by`` from the same key, so
-there is one place to set it). With upstream's reserved value (the default: this controller
-replaces upstream JobSet) every JobSet is this controller's to judge, as upstream's webhook judges
-every JobSet. With another value (a canary beside upstream) only the JobSets naming it, in the new
-or the stored object (so that a change of ``managedBy`` is still judged): the others are
-upstream's, and get only the rules of upstream's own CRD that this project's CRD, which replaced
-it, does not have (``UPSTREAM_SITES``), so upstream's JobSets are judged as upstream judges them.
-``parameterNotFoundAction: Allow``: without the ConfigMap (the controller uninstalled, its
-namespace deleted) the policy judges nothing, so a policy left behind by a rollback is inert.
+Which JobSets it judges. The policy holds the ``spec.managedBy`` value the controller serves, as
+its variable ``managedBy`` (a CEL string literal written at install time: the generated file has
+upstream's reserved value; a canary's kustomize overlay copies its Deployment's value into it, the
+chart writes its ``managedBy`` value into both). With upstream's reserved value (the default: this
+controller replaces upstream JobSet) every JobSet is this controller's to judge, as upstream's
+webhook judges every JobSet. With another value (a canary beside upstream) only the JobSets naming
+it, in the new or the stored object (so that a change of ``managedBy`` is still judged): the
+others are upstream's, and get only the rules of upstream's own CRD that this project's CRD, which
+replaced it, does not have (``UPSTREAM_SITES``), so upstream's JobSets are judged as upstream
+judges them. The controller checks that the installed policy holds the value it serves
+(``missing``).
+
+Why a literal and not a parameter (``paramKind: ConfigMap``, which would let a deleted ConfigMap
+switch the policy off): the API server (1.35 to 1.37 at least) watches a built-in parameter kind
+through its shared informer factory and stops that informer for good as soon as no binding uses
+the kind; a later binding then reads a frozen copy of the ConfigMap until the API server restarts.
+An uninstall followed by a canary install would judge JobSets by the old value.
 
 Pure: a CRD in, the CRD without the moved rules and the policy out.
 """
@@ -64,24 +70,37 @@ RESOURCE = "jobsets"
 # change), so an update that leaves the spec alone cannot break one; and an object created before
 # a rule existed can still have its finalizer removed.
 SPEC_CHANGED = "request.operation == 'CREATE' || object.spec != oldObject.spec"
-# The parameter: a ConfigMap in the controller's namespace whose PARAMS_KEY is the spec.managedBy
-# value the controller serves. Installed with the controller (manifests/, the chart), not with the
-# CRD: without it the policy judges nothing (parameterNotFoundAction: Allow).
-PARAMS_NAME = "stateful-jobset-managed-by"
-PARAMS_NAMESPACE = "stateful-jobset-system"
-PARAMS_KEY = "managedBy"
-# The second match condition: a parameter naming a value (a ConfigMap without it, or a binding
-# without paramRef, judges nothing, as a missing ConfigMap does).
-CONFIGURED = f"params != null && params.?data.?{PARAMS_KEY}.orValue('') != ''"
+MANAGED_BY = "managedBy"
 MANAGED_HERE = "managedHere"
 # Whether the JobSet is the controller's (as controller.jobset.preflight.manager_of reads it: an
 # absent or empty managedBy is upstream's reserved value): every JobSet when the controller serves
 # upstream's reserved value, else those naming its value, in the new or the stored object.
 MANAGED_HERE_CEL = (
-    f"[params.data.{PARAMS_KEY}].all(m, m == '{UPSTREAM_MANAGED_BY}' || "
+    f"[variables.{MANAGED_BY}].all(m, m == '{UPSTREAM_MANAGED_BY}' || "
     "object.?spec.?managedBy.orValue('') == m || "
     "(oldObject != null && oldObject.?spec.?managedBy.orValue('') == m))"
 )
+
+
+def managed_by_literal(value: str) -> str:
+    """The ``managedBy`` variable's CEL: ``value`` in double quotes. A spec.managedBy value
+    (``config.valid_managed_by``) has no double quote or backslash, so nothing needs escaping, and
+    kustomize can replace the value between the quotes (``options.delimiter: '"'``)."""
+    assert '"' not in value and "\\" not in value, value
+    return f'"{value}"'
+
+
+def managed_by_of(installed: Obj) -> str | None:
+    """The value an installed policy judges the JobSets of (its ``managedBy`` variable); None
+    when it has none (an older release's policy, which judges every JobSet) or it is not a plain
+    string literal."""
+    for variable in (installed.get("spec") or {}).get("variables") or []:
+        if variable.get("name") == MANAGED_BY:
+            found = re.fullmatch(r'"([^"\\]*)"', str(variable.get("expression", "")).strip())
+            return found.group(1) if found else None
+    return None
+
+
 _ESCAPED = re.compile(r"\b__(" + "|".join(sorted(CEL_RESERVED)) + r")__\b")
 
 
@@ -240,12 +259,12 @@ def validations(sites: list[Site], prefix: str = "rule") -> tuple[list[Obj], lis
     return variables, [check]
 
 
-def policy(sites: list[Site]) -> Obj:
-    """The ValidatingAdmissionPolicy: one variable per rule (each its own CEL program, with the
-    API server's cost limit per expression, as a CRD rule has), one validation over them all for
-    the JobSets the controller manages (``MANAGED_HERE``), and one over ``UPSTREAM_SITES`` for
-    the others. Variables are evaluated only when a validation reads them, so a JobSet pays only
-    for the rules it is judged by."""
+def policy(sites: list[Site], managed_by: str = UPSTREAM_MANAGED_BY) -> Obj:
+    """The ValidatingAdmissionPolicy for a controller serving ``managed_by``: one variable per
+    rule (each its own CEL program, with the API server's cost limit per expression, as a CRD
+    rule has), one validation over them all for the JobSets the controller manages
+    (``MANAGED_HERE``), and one over ``UPSTREAM_SITES`` for the others. Variables are evaluated
+    only when a validation reads them, so a JobSet pays only for the rules it is judged by."""
     variables, (ours,) = validations(sites)
     theirs, (upstream,) = validations(list(UPSTREAM_SITES), prefix="upstream")
     ours["expression"] = f"!variables.{MANAGED_HERE} || ({ours['expression']})"
@@ -260,8 +279,6 @@ def policy(sites: list[Site]) -> Obj:
         "metadata": {"name": POLICY_NAME},
         "spec": {
             "failurePolicy": "Fail",
-            # The value the controller serves: PARAMS_KEY of the ConfigMap the binding names.
-            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
             # With the API server's defaults written out: matchConstraints is atomic for
             # server-side apply, so a value that lacked them would differ from the stored one
             # and conflict between two appliers (helm, then kubectl apply -k) of the same file.
@@ -279,11 +296,10 @@ def policy(sites: list[Site]) -> Obj:
                     }
                 ],
             },
-            "matchConditions": [
-                {"name": "spec-written", "expression": SPEC_CHANGED},
-                {"name": "managed-by-configured", "expression": CONFIGURED},
-            ],
+            "matchConditions": [{"name": "spec-written", "expression": SPEC_CHANGED}],
             "variables": [
+                # First, and alone on its line: what an install sets (docs/operations.md).
+                {"name": MANAGED_BY, "expression": managed_by_literal(managed_by)},
                 {"name": MANAGED_HERE, "expression": MANAGED_HERE_CEL},
                 *variables,
                 *theirs,
@@ -295,73 +311,38 @@ def policy(sites: list[Site]) -> Obj:
 
 def installed_view(obj: Obj) -> Obj:
     """What the controller caches of a ValidatingAdmissionPolicy or binding: its name and the
-    fields ``missing`` reads (not a policy's CEL, ~70 KB for ours)."""
+    fields ``missing`` reads (not a policy's rules, ~100 KB for ours: of its variables only
+    ``managedBy``)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    return {
+    view: Obj = {
         "metadata": {
             k: meta[k] for k in ("name", "resourceVersion", "deletionTimestamp") if k in meta
         },
         "spec": {
             k: spec[k]
-            for k in (
-                "failurePolicy",
-                "matchConstraints",
-                "paramKind",
-                "paramRef",
-                "policyName",
-                "validationActions",
-            )
+            for k in ("failurePolicy", "matchConstraints", "policyName", "validationActions")
             if k in spec
         },
     }
-
-
-def params_view(obj: Obj) -> Obj:
-    """What the controller caches of the parameter ConfigMap: its name, namespace and the value
-    the policy reads."""
-    meta = obj.get("metadata") or {}
-    data = obj.get("data") or {}
-    return {
-        "metadata": {
-            k: meta[k]
-            for k in ("name", "namespace", "resourceVersion", "deletionTimestamp")
-            if k in meta
-        },
-        "data": {PARAMS_KEY: data[PARAMS_KEY]} if PARAMS_KEY in data else {},
-    }
-
-
-@dataclass(frozen=True)
-class Params:
-    """The parameter ConfigMaps as the controller sees them: those named ``PARAMS_NAME`` in any
-    namespace (``found``), or the status with which they could not be listed (403)."""
-
-    found: tuple[Obj, ...] = ()
-    unavailable: int | None = None
-
-    def get(self, namespace: str, name: str) -> Obj | None:
-        for obj in self.found:
-            meta = obj.get("metadata") or {}
-            if (meta.get("namespace"), meta.get("name")) == (namespace, name):
-                return None if meta.get("deletionTimestamp") else obj
-        return None
+    kept = [v for v in spec.get("variables") or [] if v.get("name") == MANAGED_BY]
+    if kept:
+        view["spec"]["variables"] = kept
+    return view
 
 
 def missing(
     unavailable: int | None,
     installed: Obj | None,
     installed_binding: Obj | None,
-    params: Params | None = None,
-    serves: str = UPSTREAM_MANAGED_BY,
+    serves: str | None = None,
 ) -> str | None:
-    """Why the API server does not judge the JobSets this controller serves (``serves``, its
-    --managed-by) by the spec's rules now, or None when the policy, its binding and the parameter
-    ConfigMap the binding names (naming ``serves``) are installed. ``unavailable``: the status of
-    listing the policies and bindings, 403 or 404, if refused; ``params``: the parameter
-    ConfigMaps seen (None: not watched, not checked). Predictive, as the controller sees them: a
-    JobSet of ours that breaks a cross-field or immutability rule is admitted while this returns
-    a message."""
+    """Why the API server does not judge the JobSets of this controller by the spec's rules now,
+    or None when the policy and its binding are installed and the policy holds the managedBy
+    value the controller serves (``serves``, its --managed-by; None: not checked).
+    ``unavailable``: the status of listing the policies and bindings, 403 or 404, if refused.
+    Predictive, as the controller sees them: a JobSet of ours that breaks a cross-field or
+    immutability rule is admitted while this returns a message."""
     hint = "install it with `kubectl apply --server-side -f manifests/crd/` (docs/api.md)"
     subject = f"the ValidatingAdmissionPolicy {POLICY_NAME!r}"
     if unavailable == 403:
@@ -374,8 +355,7 @@ def missing(
         return f"the API server does not serve validatingadmissionpolicies ({unavailable})"
     if installed is None or (installed.get("metadata") or {}).get("deletionTimestamp"):
         return f"{subject} is not installed: {hint}"
-    policy_spec = installed.get("spec") or {}
-    if policy_spec.get("failurePolicy", "Fail") != "Fail":
+    if (installed.get("spec") or {}).get("failurePolicy", "Fail") != "Fail":
         return f"{subject} has failurePolicy Ignore: a rule that cannot be evaluated admits"
     if installed_binding is None or (installed_binding.get("metadata") or {}).get(
         "deletionTimestamp"
@@ -384,60 +364,27 @@ def missing(
     spec = installed_binding.get("spec") or {}
     if spec.get("policyName") != POLICY_NAME or "Deny" not in (spec.get("validationActions") or []):
         return f"the binding {BINDING_NAME!r} does not deny with {subject}: {hint}"
-    if params is None:
+    judged = managed_by_of(installed)
+    if serves is None or judged == serves:
         return None
-    if (policy_spec.get("paramKind") or {}).get("kind") != "ConfigMap":
+    if judged is None:
         return (
-            f"{subject} is an older release's, without a parameter: it judges every JobSet of the "
-            f"cluster, whichever controller manages it: {hint.replace('install', 're-apply')}"
-        )
-    ref = spec.get("paramRef") or {}
-    if ref.get("name") != PARAMS_NAME or not ref.get("namespace"):
-        return (
-            f"the binding {BINDING_NAME!r} does not name the ConfigMap {PARAMS_NAME!r} and its "
-            f"namespace in paramRef, so {subject} judges no JobSet: "
+            f"{subject} is an older release's, without the variable {MANAGED_BY!r}: it judges "
+            f"every JobSet of the cluster, whichever controller manages it: "
             f"{hint.replace('install', 're-apply')}"
         )
-    where = f"{ref['namespace']}/{PARAMS_NAME}"
-    if params.unavailable is not None:
-        return (
-            f"the controller may not read the ConfigMap {where} (its ClusterRole, manifests/rbac, "
-            f"needs list and watch on configmaps named {PARAMS_NAME!r}), so it cannot tell "
-            f"whether {subject} judges the JobSets it serves"
-        )
-    found = params.get(ref["namespace"], PARAMS_NAME)
-    value = ((found or {}).get("data") or {}).get(PARAMS_KEY, "")
-    if found is None or not value:
-        what = "is not there" if found is None else f"has no {PARAMS_KEY}"
-        return (
-            f"the ConfigMap {where} {what}, so {subject} judges no JobSet: it names the "
-            "spec.managedBy value of the controller's JobSets and is installed with the "
-            "controller (manifests/, or the chart), in the namespace the binding names"
-        )
-    if value != serves:
-        return (
-            f"{subject} judges the JobSets of {value!r} (the ConfigMap {where}) but this "
-            f"controller serves {serves!r}: take --managed-by from that ConfigMap (the "
-            "Deployment of manifests/ and of the chart does) and restart the controller after "
-            "changing it"
-        )
-    return None
+    return (
+        f"{subject} judges the JobSets of {judged!r} but this controller serves {serves!r}: "
+        "install the policy with the value the controller serves (docs/operations.md, "
+        '"Which JobSets the admission policy judges")'
+    )
 
 
 def binding() -> Obj:
-    """Binds the policy in every namespace, denying what it rejects, with the parameter
-    ConfigMap (``PARAMS_NAME`` in ``PARAMS_NAMESPACE``); without it the policy judges nothing."""
+    """Binds the policy in every namespace, denying what it rejects."""
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": BINDING_NAME},
-        "spec": {
-            "policyName": POLICY_NAME,
-            "validationActions": ["Deny"],
-            "paramRef": {
-                "name": PARAMS_NAME,
-                "namespace": PARAMS_NAMESPACE,
-                "parameterNotFoundAction": "Allow",
-            },
-        },
+        "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]},
     }

@@ -149,16 +149,14 @@ class JobSetView(Collector):
 
 class SpecPolicyView(Collector):
     """``stateful_jobset_spec_admission_policy_installed``: 1 while the ValidatingAdmissionPolicy
-    that runs the spec's cross-field and immutability rules, its binding and its parameter
-    ConfigMap are installed and judge the JobSets of the managedBy value this controller serves
-    (``managed_by``), as the controller sees them (``specpolicy.missing``), else 0: the API
-    server then admits JobSets of this controller that break those rules (docs/api.md, "Where
-    the rules run")."""
+    that runs the spec's cross-field and immutability rules and its binding are installed, and the
+    policy judges the JobSets of the managedBy value this controller serves (``managed_by``), as
+    the controller sees them (``specpolicy.missing``), else 0: the API server then admits JobSets
+    of this controller that break those rules (docs/api.md, "Where the rules run")."""
 
-    def __init__(self, policies: Cache, bindings: Cache, params: Cache, managed_by: str) -> None:
+    def __init__(self, policies: Cache, bindings: Cache, managed_by: str) -> None:
         self.policies = policies
         self.bindings = bindings
-        self.params = params
         self.managed_by = managed_by
 
     def why(self) -> str | None:
@@ -167,15 +165,14 @@ class SpecPolicyView(Collector):
             self.policies.unavailable() or self.bindings.unavailable(),
             self.policies.get(None, specpolicy.POLICY_NAME),
             self.bindings.get(None, specpolicy.BINDING_NAME),
-            specpolicy.Params(tuple(self.params.items()), self.params.unavailable()),
             self.managed_by,
         )
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         gauge = GaugeMetricFamily(
             "stateful_jobset_spec_admission_policy_installed",
-            "1 while the JobSet spec's ValidatingAdmissionPolicy, its binding and its parameter "
-            "ConfigMap are installed and judge this controller's JobSets",
+            "1 while the JobSet spec's ValidatingAdmissionPolicy and its binding are installed "
+            "and judge this controller's JobSets",
         )
         gauge.add_metric([], 0.0 if self.why() else 1.0)
         yield gauge
@@ -186,12 +183,11 @@ def register(
     jobsets: Cache,
     claims: Cache,
     managed_by: str,
-    spec_policies: tuple[Cache, Cache, Cache] | None = None,
+    spec_policies: tuple[Cache, Cache] | None = None,
 ) -> JobSetMetrics:
     """Create the counters and register the scrape-time collectors on ``registry``
     (``managed_by``: the spec.managedBy value this controller serves; ``spec_policies``: the
-    caches of ValidatingAdmissionPolicies, their bindings and the policy's parameter
-    ConfigMaps)."""
+    caches of ValidatingAdmissionPolicies and their bindings)."""
     metrics = JobSetMetrics(registry)
     registry.register(ClaimPhases(claims))
     registry.register(JobSetView(jobsets, managed_by))

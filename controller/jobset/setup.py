@@ -10,12 +10,10 @@ from controller.jobset import api, children, metrics, triggers
 from controller.jobset.reconciler import JOBSET_INDEX, JobSetReconciler
 from controller.jobset.volumes import VolumeIO
 from controller.runtime.client import (
-    CONFIG_MAPS,
     JOBS,
     SERVICES,
     VALIDATING_ADMISSION_POLICIES,
     VALIDATING_ADMISSION_POLICY_BINDINGS,
-    named,
 )
 from controller.runtime.informer import EventHandler
 from controller.runtime.manager import Manager
@@ -43,9 +41,8 @@ def setup(manager: Manager[Config]) -> JobSetReconciler:
     # policy, Pod-scope pods, snapshots): their handlers go on once the reconciler exists.
     volume_caches = VolumeIO.caches(manager, JOBSET_INDEX)
     # The spec's cross-field and immutability rules are a ValidatingAdmissionPolicy beside the
-    # CRD, which judges the JobSets of the managedBy value its parameter ConfigMap names: watched
-    # only to say, in a metric, whether it judges this controller's JobSets (reduced to what that
-    # reads). The ConfigMap by name, in whichever namespace the binding names.
+    # CRD, which judges the JobSets of the managedBy value it holds: watched only to say, in a
+    # metric, whether it judges this controller's JobSets (reduced to what that reads).
     spec_policies = (
         manager.cache(
             VALIDATING_ADMISSION_POLICIES, transform=specpolicy.installed_view, optional=True
@@ -54,13 +51,6 @@ def setup(manager: Manager[Config]) -> JobSetReconciler:
             VALIDATING_ADMISSION_POLICY_BINDINGS,
             transform=specpolicy.installed_view,
             optional=True,
-        ),
-        manager.cache(
-            CONFIG_MAPS,
-            field_selector=named(specpolicy.PARAMS_NAME),
-            transform=specpolicy.params_view,
-            optional=True,
-            all_namespaces=True,
         ),
     )
     queue = manager.queue(CONTROLLER)

@@ -119,9 +119,9 @@ MUTATING_WEBHOOK_CONFIGURATIONS = Resource(
 
 
 def named(name: str) -> str:
-    """A field selector for the objects of one name. A list or watch with it is authorized as a
-    request for that name: RBAC ``resourceNames`` can grant it (also across namespaces), where a
-    plain list needs the whole resource."""
+    """A field selector for the objects of one name. A list with it is authorized as a request
+    for that name: RBAC ``resourceNames`` can grant it (also across namespaces), where a plain
+    list needs the whole resource."""
     return f"metadata.name={name}"
 
 
@@ -507,7 +507,6 @@ class KubeClient:
         *,
         resource_version: str,
         label_selector: str | None = None,
-        field_selector: str | None = None,
         timeout_seconds: int = 300,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         """Open a watch; yields an iterator over the raw event lines (one JSON object each)."""
@@ -519,8 +518,6 @@ class KubeClient:
         }
         if label_selector:
             query["labelSelector"] = label_selector
-        if field_selector:
-            query["fieldSelector"] = field_selector
         # No total timeout: the server ends the stream after timeoutSeconds. A read timeout
         # somewhat longer than that catches a silently dead connection.
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)

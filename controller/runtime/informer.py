@@ -107,7 +107,6 @@ class Informer:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
-        field_selector: str | None = None,
         transform: Transform | None = strip_managed_fields,
         indexers: dict[str, Indexer] | None = None,
         resync_period: float | None = None,
@@ -120,7 +119,6 @@ class Informer:
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
-        self.field_selector = field_selector
         self.transform = transform
         self.store = Store(indexers)
         self.resync_period = resync_period
@@ -215,7 +213,6 @@ class Informer:
                 self.resource,
                 self.namespace,
                 label_selector=self.label_selector,
-                field_selector=self.field_selector,
                 limit=self.page_size,
                 continue_token=token,
             )
@@ -301,7 +298,6 @@ class Informer:
             self.namespace,
             resource_version=self.resource_version,
             label_selector=self.label_selector,
-            field_selector=self.field_selector,
             timeout_seconds=timeout,
         ) as lines:
             self.backoff.reset()

@@ -196,23 +196,18 @@ class Manager(Generic[C]):
         resource: Resource,
         *,
         label_selector: str | None = None,
-        field_selector: str | None = None,
         indexers: dict[str, Indexer] | None = None,
         transform: Callable[[Obj], Obj] | None = None,
         optional: bool = False,
-        all_namespaces: bool = False,
     ) -> Cache:
-        """An informer per watched namespace (one for a cluster-scoped resource, or with
-        ``all_namespaces``: objects the controller reads wherever they are, not only in the
-        namespaces it watches, such as a ConfigMap picked by ``field_selector``). ``optional``:
+        """An informer per watched namespace (one for a cluster-scoped resource). ``optional``:
         a resource the API server may not serve or the controller may not read (404, 403)
         counts as synced and empty rather than holding every controller back."""
         namespaces: list[str | None] = list(self.config.namespaces) or [None]
-        if not resource.namespaced or all_namespaces:
+        if not resource.namespaced:
             namespaces = [None]
         kwargs: dict[str, Any] = {
             "label_selector": label_selector,
-            "field_selector": field_selector,
             "indexers": indexers,
             "optional": optional,
         }

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.api import specpolicy
 from localcluster.cluster import LocalCluster
 from tests.support.helm import (
     CHART,
@@ -126,29 +127,24 @@ def test_only_the_crd_is_kept_on_uninstall(helm: Helm) -> None:
     assert kept == ["CustomResourceDefinition"]
 
 
+@pytest.mark.parametrize("gates", [{}, {"RestartJob": True}], ids=["default", "alpha"])
 def test_the_managed_by_value_is_one_value_for_the_controller_and_the_policy(
-    helm: Helm, tmp_path: Path
+    helm: Helm, tmp_path: Path, gates: dict[str, bool]
 ) -> None:
-    """``managedBy`` lands in the ConfigMap the Deployment reads --managed-by from and the
-    policy's binding names (in the release's namespace) as its parameter."""
+    """``managedBy`` is the Deployment's --managed-by and the value the policy (either CRD
+    variant's) judges the JobSets of."""
+    value = "example.com/it's-a-canary"
     objects = by_key(
-        helm.template(
-            values_file(tmp_path, {"managedBy": "example.com/canary"}), namespace="canary-ns"
-        )
+        helm.template(values_file(tmp_path, {"managedBy": value, "featureGates": gates}))
     )
-    config_map = objects[("ConfigMap", "canary-ns", "stateful-jobset-managed-by")]
-    assert config_map["data"] == {"managedBy": "example.com/canary"}
-    binding = objects[("ValidatingAdmissionPolicyBinding", "", CRD_NAME)]
-    assert binding["spec"]["paramRef"] == {
-        "name": "stateful-jobset-managed-by",
-        "namespace": "canary-ns",
-        "parameterNotFoundAction": "Allow",
-    }
-    deployment = objects[("Deployment", "canary-ns", "stateful-jobset-controller")]
+    policy = objects[("ValidatingAdmissionPolicy", "", CRD_NAME)]
+    assert specpolicy.managed_by_of(policy) == value
+    deployment = objects[("Deployment", NAMESPACE, "stateful-jobset-controller")]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e for e in container["env"]}
-    assert env["STATEFUL_JOBSET_MANAGED_BY"]["valueFrom"] == {
-        "configMapKeyRef": {"name": "stateful-jobset-managed-by", "key": "managedBy"}
+    assert env["STATEFUL_JOBSET_MANAGED_BY"] == {
+        "name": "STATEFUL_JOBSET_MANAGED_BY",
+        "value": value,
     }
 
 

@@ -35,7 +35,7 @@ from controller.runtime.manager import standard_collectors
 from controller.runtime.metricsauth import SUBJECT_ACCESS_REVIEWS, MetricsAuthorizer
 from localcluster import audit
 from tests.helpers import Kube, wait_for
-from tests.support.crd import install_crd, install_params
+from tests.support.crd import install_crd, install_policy_serving
 from tests.support.incluster import ROOT, mint_token
 from tests.support.jobsets import (
     RunningController,
@@ -435,21 +435,16 @@ async def test_the_spec_policy_metric_follows_the_binding(
     await wait_until(lambda: _spec_policy_installed(controller) == 1.0, "the metric back at 1")
 
 
-async def test_the_spec_policy_metric_follows_the_config_map_that_names_the_value_served(
+async def test_the_spec_policy_metric_follows_the_value_the_policy_judges(
     kube: Kube, client: KubeClient, controller: RunningController
 ) -> None:
-    """The policy judges the JobSets of the value its ConfigMap names: 0 while that is another
-    value than the controller serves (its JobSets unjudged) and while the ConfigMap is missing
-    (the policy judges nothing), 1 when it names the controller's value again."""
-    config_map = "/api/v1/namespaces/stateful-jobset-system/configmaps/stateful-jobset-managed-by"
+    """The policy judges the JobSets of the managedBy value it holds: 0 while that is another
+    value than the controller serves (its JobSets unjudged), 1 when it holds the controller's
+    value again."""
     await wait_until(lambda: _spec_policy_installed(controller) == 1.0, "the metric at 1")
     try:
-        await install_params(kube, "example.com/canary")
+        await install_policy_serving(kube, "example.com/canary")
         await wait_until(lambda: _spec_policy_installed(controller) == 0.0, "0: another value")
-        await install_params(kube)
-        await wait_until(lambda: _spec_policy_installed(controller) == 1.0, "1: ours again")
-        await kube.raw("DELETE", config_map)
-        await wait_until(lambda: _spec_policy_installed(controller) == 0.0, "0: no ConfigMap")
     finally:
-        await install_params(kube)
+        await install_crd(kube)
     await wait_until(lambda: _spec_policy_installed(controller) == 1.0, "the metric back at 1")

@@ -43,7 +43,6 @@ from tests.support.crd import (
     CRD_PATH,
     DIGEST_ANNOTATION,
     install_crd,
-    install_params,
     load_crd,
 )
 from tests.support.examples import EXAMPLES, SUPPORTED
@@ -152,12 +151,12 @@ async def test_a_bad_jobset_is_refused_with_the_rules_message(
     assert expected in message, message
 
 
-async def test_the_policy_judges_by_its_config_map_here_too(
+async def test_the_policy_judges_the_jobsets_of_its_value_here_too(
     oldest_kube: Kube, old_client: KubeClient, old_namespace: str
 ) -> None:
-    """The policy's parameter (a ConfigMap read in its match conditions and variables) on the
-    oldest release: beside a canary, an upstream JobSet gets upstream CRD's rules only, the
-    canary's this project's; without the ConfigMap nothing is judged."""
+    """The policy's ``managedBy`` variable (read by another variable) and its two validations
+    on the oldest release: beside a canary, an upstream JobSet gets upstream CRD's rules only,
+    the canary's this project's."""
     ns = old_namespace
     try:
         await scope.serving(oldest_kube, ns, scope.CANARY)
@@ -168,15 +167,8 @@ async def test_the_policy_judges_by_its_config_map_here_too(
         assert scope.NETWORK_IMMUTABLE in message
         ours = scope.suspended("ours", scope.CANARY)
         assert scope.COORDINATOR_IMMUTABLE in await scope.admission(oldest_kube, ns, ours, change)
-        await oldest_kube.raw("DELETE", scope.CONFIG_MAP)
-        await wait_for(
-            lambda: scope.admission(oldest_kube, ns, ours, change),
-            lambda refused: refused == "",
-            "the policy to judge nothing without its ConfigMap",
-            seconds=30,
-        )
     finally:
-        await install_params(oldest_kube)
+        await install_crd(oldest_kube)
 
 
 # ------------------------------------------------------------------ the controller

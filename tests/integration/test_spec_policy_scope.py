@@ -1,12 +1,11 @@
-"""Which JobSets the spec's admission policy judges, on a real API server: the value of its
-parameter, the ConfigMap ``stateful-jobset-managed-by`` (docs/operations.md, "Which JobSets the
-admission policy judges").
+"""Which JobSets the spec's admission policy judges, on a real API server: the value its
+variable ``managedBy`` holds (docs/operations.md, "Which JobSets the admission policy judges").
 
 The probe for this project's rules is a change of ``spec.coordinator`` (``coordinator-
 immutable``: upstream's webhook and CRD allow it); for upstream CRD's rules, a change of
 ``spec.network`` and ``startupPolicy: InOrder`` with ``dependsOn``. Every request is a dry run
-or a real write of a suspended JobSet no controller runs. The ConfigMap is the session's
-(``install_crd`` makes it, naming upstream's reserved value): each test puts it back.
+or a real write of a suspended JobSet no controller runs. The policy is the session's
+(``install_crd``, upstream's reserved value): each test puts the committed one back.
 """
 
 from __future__ import annotations
@@ -16,17 +15,15 @@ from typing import Any
 
 import pytest
 
-from controller.api import specpolicy
 from controller.jobset import api
 from controller.runtime.client import KubeClient
 from tests.helpers import Kube, wait_for
-from tests.support.crd import install_params, params_path
+from tests.support.crd import install_crd, install_policy_serving
 from tests.support.jobsets import jobset, replicated_job
 
 Obj = dict[str, Any]
 CANARY = "example.com/canary"
 OTHER = "example.com/other"
-CONFIG_MAP = params_path(specpolicy.PARAMS_NAMESPACE, specpolicy.PARAMS_NAME)
 COORDINATOR_IMMUTABLE = "spec.coordinator: spec.coordinator is immutable"
 NETWORK_IMMUTABLE = "spec.network: is immutable"
 
@@ -77,13 +74,15 @@ async def admission(kube: Kube, ns: str, body: Obj, changed: Obj | None = None) 
 
 
 async def serving(kube: Kube, ns: str, managed_by: str) -> None:
-    """The ConfigMap names ``managed_by``, and the API server judges by it (it reads the
-    parameter through an informer: a moment later)."""
-    await install_params(kube, managed_by)
-    probe = suspended("probe", managed_by)
+    """The policy holds ``managed_by``, and the API server judges by it (it loads a policy a
+    moment later): a JobSet of another value than ``managed_by`` and upstream's is judged only
+    with upstream's reserved value."""
+    await install_policy_serving(kube, managed_by)
+    probe = suspended("probe", "example.com/probe")
+    judged = managed_by == api.CONTROLLER_NAME
     await wait_for(
         lambda: admission(kube, ns, probe, COORDINATOR_CHANGE),
-        lambda message: COORDINATOR_IMMUTABLE in message,
+        lambda message: (COORDINATOR_IMMUTABLE in message) is judged,
         f"the policy to judge the JobSets of {managed_by}",
         seconds=30,
     )
@@ -94,17 +93,17 @@ NETWORK_CHANGE = {"spec": {"network": {"publishNotReadyAddresses": False}}}
 
 
 @pytest.fixture
-async def params_restored(kube: Kube, client: KubeClient) -> AsyncIterator[None]:
-    """The session's ConfigMap (upstream's reserved value) back after the test."""
+async def policy_restored(kube: Kube, client: KubeClient) -> AsyncIterator[None]:
+    """The session's policy (upstream's reserved value) back after the test."""
     try:
         yield
     finally:
-        await install_params(kube)
+        await install_crd(kube)
 
 
 @pytest.mark.parametrize("managed_by", [None, api.CONTROLLER_NAME, CANARY, OTHER])
 async def test_with_upstreams_value_every_jobset_is_judged(
-    kube: Kube, namespace: str, params_restored: None, managed_by: str | None
+    kube: Kube, namespace: str, policy_restored: None, managed_by: str | None
 ) -> None:
     """The drop-in (the default): every JobSet, whichever value it names, as upstream's webhook
     judges every JobSet."""
@@ -114,7 +113,7 @@ async def test_with_upstreams_value_every_jobset_is_judged(
 
 
 async def test_a_canarys_policy_judges_its_jobsets_by_this_projects_rules(
-    kube: Kube, namespace: str, params_restored: None
+    kube: Kube, namespace: str, policy_restored: None
 ) -> None:
     await serving(kube, namespace, CANARY)
     body = suspended("canary", CANARY)
@@ -128,7 +127,7 @@ async def test_a_canarys_policy_judges_its_jobsets_by_this_projects_rules(
 
 @pytest.mark.parametrize("managed_by", [None, api.CONTROLLER_NAME, OTHER])
 async def test_beside_a_canary_other_jobsets_get_upstream_crds_rules_only(
-    kube: Kube, namespace: str, params_restored: None, managed_by: str | None
+    kube: Kube, namespace: str, policy_restored: None, managed_by: str | None
 ) -> None:
     """Upstream's JobSets (and a third controller's): this project's rules do not judge them;
     the rules upstream's own CRD had do (its CRD is replaced by this project's)."""
@@ -146,25 +145,3 @@ async def test_beside_a_canary_other_jobsets_get_upstream_crds_rules_only(
     # upstream's webhook's to refuse (the policy lets it through, as upstream's CRD does).
     if managed_by == OTHER:
         assert await admission(kube, namespace, body, {"spec": {"managedBy": None}}) == ""
-
-
-@pytest.mark.parametrize("how", ["deleted", "empty"])
-async def test_without_its_config_map_the_policy_judges_nothing(
-    kube: Kube, namespace: str, params_restored: None, how: str
-) -> None:
-    """What a rollback that deleted the controller's namespace leaves: the policy and binding
-    (forgotten), no ConfigMap (or one without a value). Nothing is judged, not even the JobSets
-    of the value it named."""
-    await serving(kube, namespace, api.CONTROLLER_NAME)
-    if how == "deleted":
-        await kube.raw("DELETE", CONFIG_MAP)
-    else:
-        await install_params(kube, "")
-    body = suspended("inert")
-    await wait_for(
-        lambda: admission(kube, namespace, body, COORDINATOR_CHANGE),
-        lambda message: message == "",
-        "the policy to judge nothing",
-        seconds=30,
-    )
-    assert await admission(kube, namespace, body, NETWORK_CHANGE) == ""

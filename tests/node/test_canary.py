@@ -6,8 +6,8 @@ Upstream runs as its install runs it: its CRD, its manager holding its Lease
 the API server (``upstreamjobset``'s ``webhooks=True``: upstream's own webhook manifests, called by
 URL on the local process). The canary is installed with the overlay docs/operations.md shows
 ("Running beside upstream"), read from the page, plus one patch of the test's own: the
-Deployment's replicas to 0, since the controller runs as a process here (its ``--managed-by``
-taken from the installed ConfigMap, as the Deployment's ``configMapKeyRef`` takes it). The
+Deployment's replicas to 0, since the controller runs as a process here, with the
+``--managed-by`` value the installed Deployment sets (and the installed policy holds). The
 rollback is the page's command, read from it too.
 
 The case: a change of ``spec.coordinator``. Upstream's webhook allows it (its coordinator checks
@@ -51,7 +51,9 @@ OPERATIONS = REPO / "docs" / "operations.md"
 CANARY = "example.com/canary"
 UPSTREAM_NAMESPACE = upstreamjobset.NAMESPACE
 POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
-CONFIG_MAP = f"/api/v1/namespaces/{specpolicy.PARAMS_NAMESPACE}/configmaps/{specpolicy.PARAMS_NAME}"
+DEPLOYMENT = (
+    "/apis/apps/v1/namespaces/stateful-jobset-system/deployments/stateful-jobset-controller"
+)
 
 
 def _fenced(language: str, containing: str) -> str:
@@ -216,9 +218,12 @@ async def test_a_canary_leaves_upstreams_jobsets_as_upstream_treats_them(
             await asyncio.to_thread(
                 cluster.kubectl, "apply", "--server-side", "--force-conflicts", "-k", str(overlay)
             )
-            params = await node_kube.raw("GET", CONFIG_MAP)
-            serves = params["data"][specpolicy.PARAMS_KEY]
-            assert serves == CANARY
+            deployment = await node_kube.raw("GET", DEPLOYMENT)
+            (container,) = deployment["spec"]["template"]["spec"]["containers"]
+            env = {e["name"]: e.get("value") for e in container["env"]}
+            serves = env["STATEFUL_JOBSET_MANAGED_BY"]
+            policy = await node_kube.raw("GET", f"{POLICIES}/{specpolicy.POLICY_NAME}")
+            assert serves == CANARY == specpolicy.managed_by_of(policy)
             await _until_policy_judges(node_kube, ns)
             async with replica(
                 cluster, ns, tmp_path, "canary", **{"--managed-by": serves}
@@ -282,25 +287,34 @@ async def _exists(client: KubeClient, ns: str, name: str) -> bool:
 
 
 async def _until_policy_judges(kube: Kube, ns: str) -> None:
-    """Wait until the API server enforces the canary's policy (it loads a policy, its binding and
-    its parameter asynchronously): the dry-run create of a canary JobSet of 10,001 child Jobs is
-    refused by this project's ``child-jobs-bounded`` (upstream has no such bound)."""
+    """Wait until the API server enforces the canary's policy (it loads a policy and its binding
+    asynchronously): the dry-run create of a JobSet of 10,001 child Jobs is refused by this
+    project's ``child-jobs-bounded`` for the canary (upstream has no such bound) and admitted for
+    upstream (the default policy, still loaded, would refuse it too)."""
     path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets?dryRun=All"
-    body = jobset(
-        "policy-probe",
-        shell_job("a", "true", replicas=5001),
-        shell_job("b", "true", replicas=5000),
-        managedBy=CANARY,
-        suspend=True,
-    )
 
-    async def refusal() -> str:
-        answer = await kube.raw("POST", path, body)
-        return str(answer.get("message", "")) if answer.get("kind") == "Status" else ""
+    def huge(managed_by: str | None) -> Obj:
+        body = jobset(
+            "policy-probe",
+            shell_job("a", "true", replicas=5001),
+            shell_job("b", "true", replicas=5000),
+            suspend=True,
+        )
+        if managed_by:
+            body["spec"]["managedBy"] = managed_by
+        return body
 
+    async def refusals() -> tuple[str, str]:
+        found = []
+        for managed_by in (CANARY, None):
+            answer = await kube.raw("POST", path, huge(managed_by))
+            found.append(str(answer.get("message", "")) if answer.get("kind") == "Status" else "")
+        return found[0], found[1]
+
+    policy = f"ValidatingAdmissionPolicy '{specpolicy.POLICY_NAME}'"
     await wait_for(
-        refusal,
-        lambda message: f"ValidatingAdmissionPolicy '{specpolicy.POLICY_NAME}'" in message,
+        refusals,
+        lambda found: policy in found[0] and found[1] == "",
         "the API server to enforce the canary's admission policy",
         seconds=30,
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from controller.api import specpolicy
 from tests.helpers import Kube, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,10 +29,6 @@ POLICY_FILES = {
     ALPHA_CRD_FILE: REPO / "manifests/components/alpha-features/policy.yaml",
 }
 BINDING_FILE = REPO / "manifests" / "crd" / "binding.yaml"
-# The policy's parameter (installed with the controller in a real install): the managedBy value
-# whose JobSets the policy judges. The tests' is the default, upstream's reserved value: every
-# JobSet is judged, whichever controller of the tests manages it.
-PARAMS_FILE = REPO / "manifests" / "managed-by.yaml"
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 CRD_NAME = "jobsets.jobset.x-k8s.io"
 CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
@@ -133,43 +130,30 @@ async def _apply_retrying(kube: Kube, obj: dict[str, Any], path: str, what: Path
         await asyncio.sleep(0.2)
 
 
-def params_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+POLICIES_PATH = f"{ADMISSION}/validatingadmissionpolicies"
 
 
-async def install_params(kube: Kube, managed_by: str | None = None) -> None:
-    """The policy's parameter ConfigMap (manifests/managed-by.yaml, naming ``managed_by``
-    instead when given) and its namespace; applied only when it differs. A namespace being
-    deleted (a test that deleted it) is waited for and made again."""
-    params = load_crd(PARAMS_FILE)
-    if managed_by is not None:
-        params["data"]["managedBy"] = managed_by
-    meta = params["metadata"]
-    namespace_path = f"/api/v1/namespaces/{meta['namespace']}"
-    current = await kube.raw("GET", namespace_path)
-    if (current.get("metadata") or {}).get("deletionTimestamp"):
-        await wait_for(
-            lambda: kube.raw("GET", namespace_path),
-            lambda ns: ns.get("kind") == "Status",
-            f"namespace {meta['namespace']} to be gone before it is made again",
-            seconds=60,
-        )
-        current = {}
-    if current.get("kind") != "Namespace":
-        made = await kube.raw(
-            "POST", "/api/v1/namespaces", {"metadata": {"name": meta["namespace"]}}
-        )
-        assert made.get("kind") == "Namespace" or made.get("reason") == "AlreadyExists", made
-    path = params_path(meta["namespace"], meta["name"])
-    installed = await kube.raw("GET", path)
-    if (installed.get("data") or {}) != params["data"]:
-        await _apply_retrying(kube, params, path, PARAMS_FILE)
+def policy_serving(managed_by: str, policy_file: Path = POLICY_FILES[CRD_FILE]) -> dict[str, Any]:
+    """The committed policy with its ``managedBy`` variable set to ``managed_by``, as an install
+    for a controller serving it has it; its digest annotation says so, so that the next
+    ``install_crd`` puts the committed one back."""
+    policy = load_crd(policy_file)
+    (variable,) = [v for v in policy["spec"]["variables"] if v["name"] == specpolicy.MANAGED_BY]
+    variable["expression"] = specpolicy.managed_by_literal(managed_by)
+    policy["metadata"]["annotations"][DIGEST_ANNOTATION] = f"serving {managed_by}"
+    return policy
+
+
+async def install_policy_serving(kube: Kube, managed_by: str) -> None:
+    """Apply ``policy_serving(managed_by)`` (the API server loads it a moment later)."""
+    policy = policy_serving(managed_by)
+    path = f"{POLICIES_PATH}/{policy['metadata']['name']}"
+    await _apply_retrying(kube, policy, path, POLICY_FILES[CRD_FILE])
 
 
 async def _install_policy(kube: Kube, policy_file: Path) -> None:
-    """The policy, the binding and its parameter, then a probe until the API server enforces
-    this policy (it loads policies asynchronously, about a second)."""
-    await install_params(kube)
+    """The policy and the binding, then a probe until the API server enforces this policy (it
+    loads policies asynchronously, about a second)."""
     policy = load_crd(policy_file)
     binding = load_crd(BINDING_FILE)
     policies = f"{ADMISSION}/validatingadmissionpolicies"

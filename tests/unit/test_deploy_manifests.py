@@ -32,9 +32,7 @@ NAME_LABELS = {
     "app.kubernetes.io/component": "controller",
 }
 
-# Never granted; configmaps only by name (resourceNames: the admission policy's parameter).
 FORBIDDEN_RESOURCES = {"secrets", "configmaps", "pods/exec", "nodes", "serviceaccounts"}
-NAMED_ONLY = {"configmaps"}
 # Pods may be listed and watched (those of Pod-scope replicated jobs), never written.
 READ_ONLY_RESOURCES = {"pods": {"list", "watch"}}
 CONTROLLER = Path(controller.__file__).resolve().parent
@@ -270,8 +268,6 @@ def test_the_derivation_sees_the_calls_it_must() -> None:
         ("events.k8s.io", "events", "patch", ""),  # events.py: the series of a repeated Event
         ("coordination.k8s.io", "leases", "update", ""),  # leaderelection.py: replace
         (api.GROUP, "jobsets/finalizers", "update", ""),  # blockOwnerDeletion on children
-        # setup.py: manager.cache(CONFIG_MAPS, field_selector=named(specpolicy.PARAMS_NAME))
-        ("", "configmaps", "watch", "stateful-jobset-managed-by"),
         # upstream.py: its Lease, listed by name
         ("coordination.k8s.io", "leases", "list", "6d4f6a47.jobset.x-k8s.io"),
         ("apps", "deployments", "list", "jobset-controller"),
@@ -419,7 +415,7 @@ def test_cluster_role_grants_exactly_what_the_controller_uses() -> None:
     )
     for group, resource, verb, name in grants:
         assert "*" not in (group, resource, verb)
-        assert resource not in FORBIDDEN_RESOURCES or (resource in NAMED_ONLY and name)
+        assert resource not in FORBIDDEN_RESOURCES
         assert verb in READ_ONLY_RESOURCES.get(resource, {verb}), (resource, verb)
         if name:  # objects read by name are never written
             assert verb in ("get", "list", "watch"), (resource, verb, name)

@@ -143,30 +143,33 @@ def test_the_policy_matches_creates_and_spec_changes_of_jobsets_only() -> None:
     assert rule["resources"] == ["jobsets"]  # not jobsets/status
     assert rule["operations"] == ["CREATE", "UPDATE"]
     assert spec["matchConditions"] == [
-        {"name": "spec-written", "expression": specpolicy.SPEC_CHANGED},
-        {"name": "managed-by-configured", "expression": specpolicy.CONFIGURED},
+        {"name": "spec-written", "expression": specpolicy.SPEC_CHANGED}
     ]
-
-
-def test_the_binding_takes_the_managed_by_value_from_the_controllers_config_map() -> None:
-    """Its parameter is the ConfigMap the controller's Deployment reads --managed-by from; a
-    missing ConfigMap makes the policy judge nothing (a rollback that deleted the namespace)."""
-    policy, binding = specpolicy.policy([]), specpolicy.binding()
-    assert policy["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
+    binding = specpolicy.binding()
     assert binding["spec"] == {
         "policyName": policy["metadata"]["name"],
         "validationActions": ["Deny"],
-        "paramRef": {
-            "name": "stateful-jobset-managed-by",
-            "namespace": "stateful-jobset-system",
-            "parameterNotFoundAction": "Allow",
-        },
     }
-    config_map = _manifest()
-    ref = binding["spec"]["paramRef"]
-    assert (config_map["kind"], config_map["metadata"]["name"]) == ("ConfigMap", ref["name"])
-    assert config_map["metadata"]["namespace"] == ref["namespace"]
-    assert config_map["data"] == {specpolicy.PARAMS_KEY: api.CONTROLLER_NAME}
+
+
+@pytest.mark.parametrize("value", [api.CONTROLLER_NAME, "example.com/it's-a-canary"])
+def test_the_policy_holds_the_managed_by_value_as_a_string_literal(value: str) -> None:
+    """Its first variable, a CEL string in double quotes (a managedBy value has none to
+    escape), which the installs set and ``managed_by_of`` reads back."""
+    policy = specpolicy.policy([], value)
+    first = policy["spec"]["variables"][0]
+    assert first == {"name": "managedBy", "expression": f'"{value}"'}
+    assert specpolicy.managed_by_of(policy) == value
+    assert specpolicy.managed_by_of(specpolicy.installed_view(policy)) == value
+
+
+def test_the_committed_policies_hold_upstreams_value_once() -> None:
+    """The text the chart replaces (and a kustomize overlay's replacement targets) is there
+    exactly once."""
+    literal = f"'\"{api.CONTROLLER_NAME}\"'"
+    for path in POLICIES.values():
+        assert path.read_text().count(literal) == 1, path
+        assert specpolicy.managed_by_of(yaml.safe_load(path.read_text())) == api.CONTROLLER_NAME
 
 
 def test_our_rules_judge_our_jobsets_and_upstreams_crd_rules_the_others() -> None:
@@ -175,9 +178,9 @@ def test_our_rules_judge_our_jobsets_and_upstreams_crd_rules_the_others() -> Non
     startupPolicy/dependsOn exclusion, on the same nodes, as a CRD rule runs)."""
     spec = specpolicy.policy(specpolicy.split(TOY)[1])["spec"]
     names = [v["name"] for v in spec["variables"]]
-    assert names[0] == specpolicy.MANAGED_HERE
-    assert names[1:4] == ["rule0", "rule1", "rule2"]
-    assert names[4:] == [f"upstream{i}" for i in range(len(specpolicy.UPSTREAM_SITES))]
+    assert names[:2] == [specpolicy.MANAGED_BY, specpolicy.MANAGED_HERE]
+    assert names[2:5] == ["rule0", "rule1", "rule2"]
+    assert names[5:] == [f"upstream{i}" for i in range(len(specpolicy.UPSTREAM_SITES))]
     ours, theirs = spec["validations"]
     assert ours["expression"].startswith("!variables.managedHere || (variables.rule0 && ")
     assert theirs["expression"].startswith("variables.managedHere || (variables.upstream0 && ")
@@ -193,6 +196,7 @@ def test_our_rules_judge_our_jobsets_and_upstreams_crd_rules_the_others() -> Non
     # Ours: every JobSet with upstream's reserved value, else the JobSets naming the value, in
     # the new or in the stored object (a change of managedBy is judged), as preflight reads it.
     here = specpolicy.MANAGED_HERE_CEL
+    assert here.startswith("[variables.managedBy].all(m, ")
     assert f"m == '{api.CONTROLLER_NAME}'" in here
     assert "object.?spec.?managedBy.orValue('') == m" in here
     assert "oldObject != null && oldObject.?spec.?managedBy.orValue('') == m" in here
@@ -253,7 +257,10 @@ def _installed() -> tuple[Obj, Obj]:
 def test_installed_view_keeps_what_missing_reads_and_not_the_cel() -> None:
     full = specpolicy.policy(specpolicy.split(TOY)[1])
     view = specpolicy.installed_view(full)
-    assert set(view["spec"]) == {"failurePolicy", "matchConstraints", "paramKind"}
+    assert set(view["spec"]) == {"failurePolicy", "matchConstraints", "variables"}
+    assert view["spec"]["variables"] == [
+        {"name": "managedBy", "expression": f'"{api.CONTROLLER_NAME}"'}
+    ]
     assert view["metadata"] == {"name": specpolicy.POLICY_NAME}
 
 
@@ -286,83 +293,31 @@ def test_missing_is_none_when_installed_and_says_so_when_it_may_not_look() -> No
 CANARY = "example.com/canary"
 
 
-def _manifest() -> Obj:
-    """manifests/managed-by.yaml: the parameter ConfigMap as installed."""
-    found: Obj = yaml.safe_load((ROOT / "manifests/managed-by.yaml").read_text())
-    return found
-
-
-def _params(
-    value: str | None = api.CONTROLLER_NAME, namespace: str = "stateful-jobset-system"
-) -> Obj:
-    config_map = specpolicy.params_view(_manifest())
-    config_map["metadata"]["namespace"] = namespace
-    if value is None:
-        config_map["data"] = {}
-    else:
-        config_map["data"] = {"managedBy": value}
-    return config_map
-
-
-def _without(obj: Obj, key: str) -> Obj:
-    return {**obj, "spec": {k: v for k, v in obj["spec"].items() if k != key}}
+def _without_variables(policy: Obj) -> Obj:
+    return {**policy, "spec": {k: v for k, v in policy["spec"].items() if k != "variables"}}
 
 
 @pytest.mark.parametrize(
-    ("policy_binding", "params", "serves", "says"),
+    ("policy", "serves", "says"),
     [
-        # The policy and binding of an older release: no parameter, every JobSet judged.
-        (lambda p, b: (_without(p, "paramKind"), b), [_params()], api.CONTROLLER_NAME,
-         "older release's, without a parameter: it judges every JobSet"),
-        (lambda p, b: (p, _without(b, "paramRef")), [_params()], api.CONTROLLER_NAME,
-         "does not name the ConfigMap 'stateful-jobset-managed-by'"),
-        # The ConfigMap gone (the namespace deleted) or empty: the policy judges nothing.
-        (lambda p, b: (p, b), [], api.CONTROLLER_NAME,
-         "the ConfigMap stateful-jobset-system/stateful-jobset-managed-by is not there, so the "
-         "ValidatingAdmissionPolicy 'jobsets.jobset.x-k8s.io' judges no JobSet"),
-        (lambda p, b: (p, b), [_params(None)], api.CONTROLLER_NAME, "has no managedBy"),
-        # In another namespace than the binding names: not the one the API server reads.
-        (lambda p, b: (p, b), [_params(namespace="elsewhere")], api.CONTROLLER_NAME,
-         "is not there"),
-        # Another value than this controller serves: the policy judges other JobSets.
-        (lambda p, b: (p, b), [_params(CANARY)], api.CONTROLLER_NAME,
-         f"judges the JobSets of {CANARY!r} (the ConfigMap stateful-jobset-system/stateful-jobset"
-         f"-managed-by) but this controller serves {api.CONTROLLER_NAME!r}"),
-        (lambda p, b: (p, b), [_params()], CANARY, f"but this controller serves {CANARY!r}"),
+        # An older release's policy: no managedBy variable, every JobSet judged.
+        (_without_variables(specpolicy.policy([])), api.CONTROLLER_NAME,
+         "older release's, without the variable 'managedBy': it judges every JobSet"),
+        (specpolicy.policy([], CANARY), api.CONTROLLER_NAME,
+         f"judges the JobSets of {CANARY!r} but this controller serves {api.CONTROLLER_NAME!r}"),
+        (specpolicy.policy([]), CANARY,
+         f"judges the JobSets of {api.CONTROLLER_NAME!r} but this controller serves {CANARY!r}"),
     ],
 )  # fmt: skip
-def test_missing_says_when_the_policy_does_not_judge_this_controllers_jobsets(
-    policy_binding: Any, params: list[Obj], serves: str, says: str
+def test_missing_says_when_the_policy_judges_another_controllers_jobsets(
+    policy: Obj, serves: str, says: str
 ) -> None:
-    policy, binding = policy_binding(*_installed())
-    why = specpolicy.missing(None, policy, binding, specpolicy.Params(tuple(params)), serves)
+    installed = specpolicy.installed_view(policy)
+    why = specpolicy.missing(None, installed, _installed()[1], serves)
     assert why is not None and says in why, why
 
 
 @pytest.mark.parametrize("serves", [api.CONTROLLER_NAME, CANARY])
-def test_missing_is_none_when_the_config_map_names_the_value_served(serves: str) -> None:
-    found = specpolicy.Params((_params("other.example/x", "other"), _params(serves)))
-    assert specpolicy.missing(None, *_installed(), found, serves) is None
-
-
-def test_missing_says_when_the_controller_may_not_read_the_config_map() -> None:
-    why = specpolicy.missing(None, *_installed(), specpolicy.Params(unavailable=403))
-    assert why is not None
-    assert "may not read the ConfigMap stateful-jobset-system/stateful-jobset-managed-by" in why
-
-
-def test_params_view_keeps_the_value_and_nothing_else() -> None:
-    config_map = {
-        **_manifest(),
-        "metadata": {"name": "stateful-jobset-managed-by", "namespace": "ns", "uid": "u",
-                     "resourceVersion": "7", "managedFields": [{}]},
-        "data": {"managedBy": CANARY, "other": "x" * 1000},
-    }  # fmt: skip
-    assert specpolicy.params_view(config_map) == {
-        "metadata": {
-            "name": "stateful-jobset-managed-by",
-            "namespace": "ns",
-            "resourceVersion": "7",
-        },
-        "data": {"managedBy": CANARY},
-    }
+def test_missing_is_none_when_the_policy_holds_the_value_served(serves: str) -> None:
+    installed = specpolicy.installed_view(specpolicy.policy([], serves))
+    assert specpolicy.missing(None, installed, _installed()[1], serves) is None
