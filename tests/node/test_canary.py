@@ -41,7 +41,6 @@ from localcluster.cluster import LocalCluster
 from tests.helpers import Kube, wait_for
 from tests.node.test_data import SECONDS, completed, shell_job
 from tests.node.test_migration import install_upstream_crd, upstream_policy
-from tests.support.crd import install_crd_only
 from tests.support.jobsets import jobset
 from tests.support.replicas import Replica, start_replica
 
@@ -121,16 +120,42 @@ NETWORK_CHANGE = {"spec": {"network": {"publishNotReadyAddresses": False}}}
 RESUME = {"spec": {"suspend": False}}
 
 
+async def refusal_of_dry_run(kube: Kube, ns: str, name: str, patch: Obj) -> str:
+    """The API server's refusal of a merge patch applied with ``dryRun`` ("" when admitted):
+    nothing is stored either way."""
+    response = await kube.api.call_api(
+        f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{ns}/jobsets/{name}",
+        "PATCH",
+        query_params=[("dryRun", "All")],
+        header_params={
+            "Content-Type": "application/merge-patch+json",
+            "Accept": "application/json",
+        },
+        body=patch,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
+    async with response:
+        answer = await response.json()
+    return str(answer.get("message", "")) if answer.get("kind") == "Status" else ""
+
+
 async def upstream_treats_it_as_upstream(
-    client: KubeClient, ns: str, name: str, *, claim: bool = False, **spec: Any
+    kube: Kube, client: KubeClient, ns: str, name: str, *, claim: bool = False, **spec: Any
 ) -> Obj:
     """An upstream JobSet (no ``managedBy``): the coordinator change admitted, the network change
-    refused by upstream's CRD rule (or the policy's copy of it), resumed, run to completion by
-    upstream's manager. Returns it, completed."""
+    refused by upstream's CRD rule (or the policy's copy of it; a CRD just put back is served a
+    moment later, hence the wait), resumed, run to completion by upstream's manager. Returns it,
+    completed."""
     await client.create(api.JOBSETS, coordinated(name, claim=claim, **spec), ns)
     assert await change(client, ns, name, COORDINATOR_CHANGE) == ""
-    refused = await change(client, ns, name, NETWORK_CHANGE)
-    assert "network" in refused and "immutable" in refused, refused
+    await wait_for(
+        lambda: refusal_of_dry_run(kube, ns, name, NETWORK_CHANGE),
+        lambda refused: "network" in refused and "immutable" in refused,
+        f"a change of {name}'s spec.network to be refused",
+        seconds=30,
+    )
     await client.patch(api.JOBSETS, name, RESUME, ns)
     done = await completed(client, ns, name)
     assert done["spec"]["coordinator"]["jobIndex"] == 1
@@ -195,7 +220,7 @@ async def test_a_canary_leaves_upstreams_jobsets_as_upstream_treats_them(
             leader_election_namespace=UPSTREAM_NAMESPACE,
         ):
             # Before: upstream alone.
-            await upstream_treats_it_as_upstream(client, ns, "before")
+            await upstream_treats_it_as_upstream(node_kube, client, ns, "before")
 
             # This controller with the default --managed-by (upstream's value) refuses to start,
             # naming what it found.
@@ -237,7 +262,9 @@ async def test_a_canary_leaves_upstreams_jobsets_as_upstream_treats_them(
                 assert canary.process.running()
 
                 # Upstream's JobSet, with a claim: judged and run as upstream does, untouched.
-                during = await upstream_treats_it_as_upstream(client, ns, "during", claim=True)
+                during = await upstream_treats_it_as_upstream(
+                    node_kube, client, ns, "during", claim=True
+                )
                 assert volumes.FINALIZER not in (during["metadata"].get("finalizers") or [])
                 claim = await client.get(CLAIMS, "data-during", ns)
                 assert OWNER_UID_ANNOTATION not in (claim["metadata"].get("annotations") or {})
@@ -261,12 +288,24 @@ async def test_a_canary_leaves_upstreams_jobsets_as_upstream_treats_them(
                 )
             assert canary.process.log_path.exists()
             await asyncio.to_thread(cluster.kubectl, *rollback_command())
-            await install_crd_only(node_kube, build.crd)  # upstream's CRD back
+            # Upstream's CRD back, as upstream's install applies it.
+            await asyncio.to_thread(
+                cluster.kubectl,
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                str(build.crd),
+            )
+            await asyncio.to_thread(
+                cluster.kubectl, "wait", "--for=condition=Established", "--timeout=60s",
+                "crd/jobsets.jobset.x-k8s.io",
+            )  # fmt: skip
             missing = await node_kube.raw("GET", f"{POLICIES}/{specpolicy.POLICY_NAME}")
             assert missing.get("reason") == "NotFound", missing
 
             # After: upstream alone again.
-            await upstream_treats_it_as_upstream(client, ns, "after")
+            await upstream_treats_it_as_upstream(node_kube, client, ns, "after")
             assert writes_by_us(cluster, ns, {"before", "during", "after"}) == []
     finally:
         # Upstream's Lease goes with its namespace: a controller started next would otherwise
