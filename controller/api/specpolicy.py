@@ -40,10 +40,11 @@ judges them. The controller checks that the installed policy holds the value it 
 (``missing``).
 
 Why a literal and not a parameter (``paramKind: ConfigMap``, which would let a deleted ConfigMap
-switch the policy off): the API server (1.35 to 1.37 at least) watches a built-in parameter kind
-through its shared informer factory and stops that informer for good as soon as no binding uses
-the kind; a later binding then reads a frozen copy of the ConfigMap until the API server restarts.
-An uninstall followed by a canary install would judge JobSets by the old value.
+switch the policy off): the API server (v1.37.2's ``policy_source.go``; Kubernetes issue 130887)
+watches a built-in parameter kind through its shared informer factory and stops that informer for
+good as soon as no binding uses the kind; a later binding then reads a frozen copy of the
+ConfigMap until the API server restarts. An uninstall followed by a canary install judged
+JobSets by the old value (found by tests/node/test_canary.py).
 
 Pure: a CRD in, the CRD without the moved rules and the policy out.
 """
