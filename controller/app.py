@@ -11,6 +11,7 @@ import structlog
 
 from controller import config as configmod
 from controller import kubeversion
+from controller.jobset import upstream
 from controller.runtime import logs
 from controller.runtime.client import KubeClient
 from controller.runtime.manager import Manager, api_client_for
@@ -29,6 +30,11 @@ async def run(config: configmod.Config, setup: Setup) -> int:
     api = await api_client_for(config)
     async with api:
         manager = Manager(config, api)
+        # Upstream JobSet's controller serving the same managedBy value: refuse to start.
+        if not await upstream.check(
+            manager.client, config.managed_by, config.share_upstream_managed_by
+        ):
+            return 1
         setup(manager)
         manager.start_checks.append(lambda: check_server_version(manager.client))
         log.info(

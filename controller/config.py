@@ -90,6 +90,8 @@ class Config:
     snapshot_warn_after: float
     # The spec.managedBy value served; upstream's reserved one (UPSTREAM_MANAGED_BY) by default.
     managed_by: str
+    # Start even while upstream JobSet's controller runs and serves managed_by too.
+    share_upstream_managed_by: bool = False
     feature_gates: FeatureGates = DEFAULT_GATES
     # "uvloop" or "asyncio": which event loop runs the controller (app.event_loop_factory).
     event_loop: str = "uvloop"
@@ -267,6 +269,11 @@ def build_parser(env: Mapping[str, str] | None = None) -> _Parser:
          "(upstream's reserved value, so this controller replaces upstream JobSet). Another value "
          "(e.g. example.com/canary) runs it beside upstream for the JobSets that name it",
          UPSTREAM_MANAGED_BY)  # fmt: skip
+    flag("--share-upstream-managed-by", "start even while upstream JobSet's controller runs in "
+         "the cluster (its Lease, Deployment or webhooks found at start-up) and serves the same "
+         "--managed-by value (its reserved one): both then run the same JobSets. Without it the "
+         "controller refuses to start, naming what it found", False,
+         type=_bool)  # fmt: skip
     flag("--feature-gates", "upstream JobSet's alpha features, e.g. RestartJob=true,"
          "ElasticJobSet=true (both off by default, as upstream); the installed CRD must be the "
          "one generated with the same gates (components/alpha-features has every gate on)",
@@ -431,6 +438,8 @@ def from_args(
             f"{named('snapshot_warn_after')} must be more than 0 seconds, got {snapshot_warn_after}"
         )
     managed_by = str(args.managed_by)
+    share = args.share_upstream_managed_by
+    share_upstream_managed_by = share if isinstance(share, bool) else _bool(share)
     if not valid_managed_by(managed_by):
         raise ConfigError(
             f"{named('managed_by')} must be a domain-prefixed path (e.g. example.com/canary) of "
@@ -471,6 +480,7 @@ def from_args(
         child_event_batch_period=batch_period,
         snapshot_warn_after=snapshot_warn_after,
         managed_by=managed_by,
+        share_upstream_managed_by=share_upstream_managed_by,
         feature_gates=feature_gates,
         event_loop=event_loop,
         colocate_claims=colocate_claims,

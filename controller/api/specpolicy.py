@@ -27,6 +27,25 @@ one (``validations``). One behaviour differs from the CRD and is documented (doc
 list's equality is order-sensitive (a CRD compares ``x-kubernetes-list-type: map/set`` lists
 without order), which only makes the immutability rules stricter.
 
+Which JobSets it judges. The policy holds the ``spec.managedBy`` value the controller serves, as
+its variable ``managedBy`` (a CEL string literal written at install time: the generated file has
+upstream's reserved value; a canary's kustomize overlay copies its Deployment's value into it, the
+chart writes its ``managedBy`` value into both). With upstream's reserved value (the default: this
+controller replaces upstream JobSet) every JobSet is this controller's to judge, as upstream's
+webhook judges every JobSet. With another value (a canary beside upstream) only the JobSets naming
+it, in the new or the stored object (so that a change of ``managedBy`` is still judged): the
+others are upstream's, and get only the rules of upstream's own CRD that this project's CRD, which
+replaced it, does not have (``UPSTREAM_SITES``), so upstream's JobSets are judged as upstream
+judges them. The controller checks that the installed policy holds the value it serves
+(``missing``).
+
+Why a literal and not a parameter (``paramKind: ConfigMap``, which would let a deleted ConfigMap
+switch the policy off): the API server (v1.37.2's ``policy_source.go``; Kubernetes issue 130887)
+watches a built-in parameter kind through its shared informer factory and stops that informer for
+good as soon as no binding uses the kind; a later binding then reads a frozen copy of the
+ConfigMap until the API server restarts. An uninstall followed by a canary install judged
+JobSets by the old value (found by tests/node/test_canary.py).
+
 Pure: a CRD in, the CRD without the moved rules and the policy out.
 """
 
@@ -38,6 +57,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from controller.api.schema import CEL_RESERVED
+from controller.jobset.api import CONTROLLER_NAME as UPSTREAM_MANAGED_BY
 from controller.runtime.store import Obj
 
 API_VERSION = "admissionregistration.k8s.io/v1"
@@ -51,6 +71,37 @@ RESOURCE = "jobsets"
 # change), so an update that leaves the spec alone cannot break one; and an object created before
 # a rule existed can still have its finalizer removed.
 SPEC_CHANGED = "request.operation == 'CREATE' || object.spec != oldObject.spec"
+MANAGED_BY = "managedBy"
+MANAGED_HERE = "managedHere"
+# Whether the JobSet is the controller's (as controller.jobset.preflight.manager_of reads it: an
+# absent or empty managedBy is upstream's reserved value): every JobSet when the controller serves
+# upstream's reserved value, else those naming its value, in the new or the stored object.
+MANAGED_HERE_CEL = (
+    f"[variables.{MANAGED_BY}].all(m, m == '{UPSTREAM_MANAGED_BY}' || "
+    "object.?spec.?managedBy.orValue('') == m || "
+    "(oldObject != null && oldObject.?spec.?managedBy.orValue('') == m))"
+)
+
+
+def managed_by_literal(value: str) -> str:
+    """The ``managedBy`` variable's CEL: ``value`` in double quotes. A spec.managedBy value
+    (``config.valid_managed_by``) has no double quote or backslash, so nothing needs escaping, and
+    kustomize can replace the value between the quotes (``options.delimiter: '"'``)."""
+    assert '"' not in value and "\\" not in value, value
+    return f'"{value}"'
+
+
+def managed_by_of(installed: Obj) -> str | None:
+    """The value an installed policy judges the JobSets of (its ``managedBy`` variable); None
+    when it has none (an older release's policy, which judges every JobSet) or it is not a plain
+    string literal."""
+    for variable in (installed.get("spec") or {}).get("variables") or []:
+        if variable.get("name") == MANAGED_BY:
+            found = re.fullmatch(r'"([^"\\]*)"', str(variable.get("expression", "")).strip())
+            return found.group(1) if found else None
+    return None
+
+
 _ESCAPED = re.compile(r"\b__(" + "|".join(sorted(CEL_RESERVED)) + r")__\b")
 
 
@@ -97,6 +148,34 @@ def split(crd: Obj) -> tuple[Obj, list[Site]]:
         for rule in node.pop("x-kubernetes-validations", []):
             sites.append(Site(path, rule))
     return out, sorted(sites, key=lambda site: -len(site.path))
+
+
+# The rules of upstream JobSet's own CRD that this project's CRD does not carry (its transition
+# rules and the startupPolicy/dependsOn exclusion; upstream's webhook leaves them to its CRD).
+# During a canary this project's CRD has replaced upstream's, so the policy runs them for the
+# JobSets upstream manages. Written here, with the same meaning (the rest of upstream's admission
+# is its webhook, which keeps running beside a canary).
+UPSTREAM_SITES = (
+    Site(
+        ("spec",),
+        {
+            "rule": "!(has(self.startupPolicy) && "
+            "self.startupPolicy.?startupPolicyOrder.orValue('') == 'InOrder' && "
+            "has(self.replicatedJobs) && self.replicatedJobs.exists(r, has(r.dependsOn)))",
+            "message": "startupPolicy InOrder and dependsOn cannot be combined",
+        },
+    ),
+    *(
+        Site(("spec", name), {"rule": "self == oldSelf", "message": "is immutable"})
+        for name in (
+            "network",
+            "successPolicy",
+            "failurePolicy",
+            "startupPolicy",
+            "volumeClaimPolicies",
+        )
+    ),
+)
 
 
 def unescape(cel: str) -> str:
@@ -163,16 +242,17 @@ def message(site: Site) -> str:
     return f"{_quote(prefix)} + string({_bound(site, unescape(detail), value=True)})"
 
 
-def validations(sites: list[Site]) -> tuple[list[Obj], list[Obj]]:
-    """The policy's variables (one per rule: does it hold) and its one validation: all hold, and
-    else a message naming every rule that does not (the API server reports the first failing
-    validation only; one validation that lists them all says as much as the CRD would)."""
-    variables = [{"name": f"rule{i}", "expression": expression(s)} for i, s in enumerate(sites)]
+def validations(sites: list[Site], prefix: str = "rule") -> tuple[list[Obj], list[Obj]]:
+    """The policy's variables (one per rule: does it hold; ``<prefix><i>``) and its one
+    validation: all hold, and else a message naming every rule that does not (the API server
+    reports the first failing validation only; one validation that lists them all says as much as
+    the CRD would)."""
+    variables = [{"name": f"{prefix}{i}", "expression": expression(s)} for i, s in enumerate(sites)]
     failed = " + ".join(
-        f"(variables.rule{i} ? '' : '; ' + {message(site)})" for i, site in enumerate(sites)
+        f"(variables.{prefix}{i} ? '' : '; ' + {message(site)})" for i, site in enumerate(sites)
     )
     check = {
-        "expression": " && ".join(f"variables.rule{i}" for i in range(len(sites))),
+        "expression": " && ".join(f"variables.{prefix}{i}" for i in range(len(sites))) or "true",
         "message": "the JobSet's spec breaks a cross-field or immutability rule (docs/api.md)",
         "messageExpression": f"[{failed}].map(m, m == '' ? '' : m.substring(2))[0]",
         "reason": "Invalid",
@@ -180,10 +260,20 @@ def validations(sites: list[Site]) -> tuple[list[Obj], list[Obj]]:
     return variables, [check]
 
 
-def policy(sites: list[Site]) -> Obj:
-    """The ValidatingAdmissionPolicy: one variable per rule (each its own CEL program, with the
-    API server's cost limit per expression, as a CRD rule has), one validation over them all."""
-    variables, checks = validations(sites)
+def policy(sites: list[Site], managed_by: str = UPSTREAM_MANAGED_BY) -> Obj:
+    """The ValidatingAdmissionPolicy for a controller serving ``managed_by``: one variable per
+    rule (each its own CEL program, with the API server's cost limit per expression, as a CRD
+    rule has), one validation over them all for the JobSets the controller manages
+    (``MANAGED_HERE``), and one over ``UPSTREAM_SITES`` for the others. Variables are evaluated
+    only when a validation reads them, so a JobSet pays only for the rules it is judged by."""
+    variables, (ours,) = validations(sites)
+    theirs, (upstream,) = validations(list(UPSTREAM_SITES), prefix="upstream")
+    ours["expression"] = f"!variables.{MANAGED_HERE} || ({ours['expression']})"
+    upstream.update(
+        expression=f"variables.{MANAGED_HERE} || ({upstream['expression']})",
+        message="the spec of a JobSet another controller manages breaks a rule of upstream "
+        'JobSet\'s CRD (docs/operations.md, "Running beside upstream")',
+    )
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
@@ -208,18 +298,25 @@ def policy(sites: list[Site]) -> Obj:
                 ],
             },
             "matchConditions": [{"name": "spec-written", "expression": SPEC_CHANGED}],
-            "variables": variables,
-            "validations": checks,
+            "variables": [
+                # First, and alone on its line: what an install sets (docs/operations.md).
+                {"name": MANAGED_BY, "expression": managed_by_literal(managed_by)},
+                {"name": MANAGED_HERE, "expression": MANAGED_HERE_CEL},
+                *variables,
+                *theirs,
+            ],
+            "validations": [ours, upstream],
         },
     }
 
 
 def installed_view(obj: Obj) -> Obj:
     """What the controller caches of a ValidatingAdmissionPolicy or binding: its name and the
-    fields ``missing`` reads (not a policy's CEL, ~70 KB for ours)."""
+    fields ``missing`` reads (not a policy's rules, ~100 KB for ours: of its variables only
+    ``managedBy``)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    return {
+    view: Obj = {
         "metadata": {
             k: meta[k] for k in ("name", "resourceVersion", "deletionTimestamp") if k in meta
         },
@@ -229,15 +326,24 @@ def installed_view(obj: Obj) -> Obj:
             if k in spec
         },
     }
+    kept = [v for v in spec.get("variables") or [] if v.get("name") == MANAGED_BY]
+    if kept:
+        view["spec"]["variables"] = kept
+    return view
 
 
 def missing(
-    unavailable: int | None, installed: Obj | None, installed_binding: Obj | None
+    unavailable: int | None,
+    installed: Obj | None,
+    installed_binding: Obj | None,
+    serves: str | None = None,
 ) -> str | None:
-    """Why the API server does not enforce the spec's rules now, or None when the policy and its
-    binding are installed (``unavailable``: the status of listing them, 403 or 404, if refused).
-    Predictive, as the controller sees it: a JobSet that breaks a cross-field or immutability
-    rule is admitted while this returns a message."""
+    """Why the API server does not judge the JobSets of this controller by the spec's rules now,
+    or None when the policy and its binding are installed and the policy holds the managedBy
+    value the controller serves (``serves``, its --managed-by; None: not checked).
+    ``unavailable``: the status of listing the policies and bindings, 403 or 404, if refused.
+    Predictive, as the controller sees them: a JobSet of ours that breaks a cross-field or
+    immutability rule is admitted while this returns a message."""
     hint = "install it with `kubectl apply --server-side -f manifests/crd/` (docs/api.md)"
     subject = f"the ValidatingAdmissionPolicy {POLICY_NAME!r}"
     if unavailable == 403:
@@ -259,7 +365,20 @@ def missing(
     spec = installed_binding.get("spec") or {}
     if spec.get("policyName") != POLICY_NAME or "Deny" not in (spec.get("validationActions") or []):
         return f"the binding {BINDING_NAME!r} does not deny with {subject}: {hint}"
-    return None
+    judged = managed_by_of(installed)
+    if serves is None or judged == serves:
+        return None
+    if judged is None:
+        return (
+            f"{subject} is an older release's, without the variable {MANAGED_BY!r}: it judges "
+            f"every JobSet of the cluster, whichever controller manages it: "
+            f"{hint.replace('install', 're-apply')}"
+        )
+    return (
+        f"{subject} judges the JobSets of {judged!r} but this controller serves {serves!r}: "
+        "install the policy with the value the controller serves (docs/operations.md, "
+        '"Which JobSets the admission policy judges")'
+    )
 
 
 def binding() -> Obj:

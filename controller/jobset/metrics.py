@@ -149,25 +149,32 @@ class JobSetView(Collector):
 
 class SpecPolicyView(Collector):
     """``stateful_jobset_spec_admission_policy_installed``: 1 while the ValidatingAdmissionPolicy
-    that runs the spec's cross-field and immutability rules, and its binding, are installed as the
-    controller sees them (``specpolicy.missing``), else 0: the API server then admits JobSets that
-    break those rules (docs/api.md, "Where the rules run")."""
+    that runs the spec's cross-field and immutability rules and its binding are installed, and the
+    policy judges the JobSets of the managedBy value this controller serves (``managed_by``), as
+    the controller sees them (``specpolicy.missing``), else 0: the API server then admits JobSets
+    of this controller that break those rules (docs/api.md, "Where the rules run")."""
 
-    def __init__(self, policies: Cache, bindings: Cache) -> None:
+    def __init__(self, policies: Cache, bindings: Cache, managed_by: str) -> None:
         self.policies = policies
         self.bindings = bindings
+        self.managed_by = managed_by
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        why = specpolicy.missing(
+    def why(self) -> str | None:
+        """``specpolicy.missing`` on what the caches hold now."""
+        return specpolicy.missing(
             self.policies.unavailable() or self.bindings.unavailable(),
             self.policies.get(None, specpolicy.POLICY_NAME),
             self.bindings.get(None, specpolicy.BINDING_NAME),
+            self.managed_by,
         )
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         gauge = GaugeMetricFamily(
             "stateful_jobset_spec_admission_policy_installed",
-            "1 while the JobSet spec's ValidatingAdmissionPolicy and its binding are installed",
+            "1 while the JobSet spec's ValidatingAdmissionPolicy and its binding are installed "
+            "and judge this controller's JobSets",
         )
-        gauge.add_metric([], 0.0 if why else 1.0)
+        gauge.add_metric([], 0.0 if self.why() else 1.0)
         yield gauge
 
 
@@ -185,5 +192,5 @@ def register(
     registry.register(ClaimPhases(claims))
     registry.register(JobSetView(jobsets, managed_by))
     if spec_policies is not None:
-        registry.register(SpecPolicyView(*spec_policies))
+        registry.register(SpecPolicyView(*spec_policies, managed_by))
     return metrics

@@ -41,7 +41,8 @@ def setup(manager: Manager[Config]) -> JobSetReconciler:
     # policy, Pod-scope pods, snapshots): their handlers go on once the reconciler exists.
     volume_caches = VolumeIO.caches(manager, JOBSET_INDEX)
     # The spec's cross-field and immutability rules are a ValidatingAdmissionPolicy beside the
-    # CRD: watched only to say, in a metric, whether it is installed (reduced to what that reads).
+    # CRD, which judges the JobSets of the managedBy value it holds: watched only to say, in a
+    # metric, whether it judges this controller's JobSets (reduced to what that reads).
     spec_policies = (
         manager.cache(
             VALIDATING_ADMISSION_POLICIES, transform=specpolicy.installed_view, optional=True

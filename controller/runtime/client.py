@@ -108,6 +108,22 @@ VALIDATING_ADMISSION_POLICY_BINDINGS = Resource(
     "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
     "ValidatingAdmissionPolicyBinding", namespaced=False,
 )  # fmt: skip
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+VALIDATING_WEBHOOK_CONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration", namespaced=False,
+)  # fmt: skip
+MUTATING_WEBHOOK_CONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration", namespaced=False,
+)  # fmt: skip
+
+
+def named(name: str) -> str:
+    """A field selector for the objects of one name. A list with it is authorized as a request
+    for that name: RBAC ``resourceNames`` can grant it (also across namespaces), where a plain
+    list needs the whole resource."""
+    return f"metadata.name={name}"
 
 
 class ApiError(Exception):
@@ -470,6 +486,7 @@ class KubeClient:
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
         resource_version: str | None = None,
@@ -477,6 +494,8 @@ class KubeClient:
         query: dict[str, str | int | bool] = {}
         if label_selector:
             query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         if limit:
             query["limit"] = limit
         if continue_token:

@@ -5,7 +5,7 @@ helm is built from the Go module proxy (localcluster.build.ensure_helm; `make he
 skipped. ``helm template`` is compared with ``kubectl kustomize`` of manifests/ and its optional
 parts, object by object: same kinds, namespaces and names, same content, modulo labels (helm's
 conventional ones added; the chart's common labels on every object) and the keep policy of the
-CRD and its admission policy.
+CRD.
 The intentional differences are asserted as such:
 
 - no Namespace object: the chart installs into the release's namespace, which
@@ -14,8 +14,8 @@ The intentional differences are asserted as such:
 
 The release's life runs on an API server of its own (no kube-controller-manager, so no pod
 runs): the objects are created, changed by an upgrade, removed by an uninstall, except the CRD,
-which is kept (``helm.sh/resource-policy: keep``) with every JobSet in it, and with the spec's
-admission policy and its binding.
+which is kept (``helm.sh/resource-policy: keep``) with every JobSet in it; the spec's admission
+policy and its binding go (no rule of this project outlives the release).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.api import specpolicy
 from localcluster.cluster import LocalCluster
 from tests.support.helm import (
     CHART,
@@ -51,13 +52,9 @@ from tests.support.helm import (
 from tests.support.jobsets import jobset, replicated_job
 
 CRD_NAME = "jobsets.jobset.x-k8s.io"
-# What `helm uninstall` leaves (helm.sh/resource-policy: keep): the CRD, with every JobSet, and the
-# admission policy that keeps guarding those JobSets' specs, with its binding.
-KEPT: set[Key] = {
-    ("CustomResourceDefinition", "", CRD_NAME),
-    ("ValidatingAdmissionPolicy", "", CRD_NAME),
-    ("ValidatingAdmissionPolicyBinding", "", CRD_NAME),
-}
+# What `helm uninstall` leaves (helm.sh/resource-policy: keep): the CRD, with every JobSet; not the
+# admission policy and its binding, which would judge upstream's JobSets after a rollback.
+KEPT: set[Key] = {("CustomResourceDefinition", "", CRD_NAME)}
 NAMESPACE_KEY: Key = ("Namespace", "", NAMESPACE)
 # Labels the chart gives every object; kustomize gives them only to the objects of manifests/
 # itself (not to those its components or manifests/pod-scope add).
@@ -137,11 +134,28 @@ def test_template_has_the_objects_of_the_kustomize_manifests(
 
 def test_only_the_crd_is_kept_on_uninstall(helm: Helm) -> None:
     kept = [o["kind"] for o in helm.template() if KEEP in o["metadata"].get("annotations", {})]
-    assert kept == [
-        "CustomResourceDefinition",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-    ]
+    assert kept == ["CustomResourceDefinition"]
+
+
+@pytest.mark.parametrize("gates", [{}, {"RestartJob": True}], ids=["default", "alpha"])
+def test_the_managed_by_value_is_one_value_for_the_controller_and_the_policy(
+    helm: Helm, tmp_path: Path, gates: dict[str, bool]
+) -> None:
+    """``managedBy`` is the Deployment's --managed-by and the value the policy (either CRD
+    variant's) judges the JobSets of."""
+    value = "example.com/it's-a-canary"
+    objects = by_key(
+        helm.template(values_file(tmp_path, {"managedBy": value, "featureGates": gates}))
+    )
+    policy = objects[("ValidatingAdmissionPolicy", "", CRD_NAME)]
+    assert specpolicy.managed_by_of(policy) == value
+    deployment = objects[("Deployment", NAMESPACE, "stateful-jobset-controller")]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["STATEFUL_JOBSET_MANAGED_BY"] == {
+        "name": "STATEFUL_JOBSET_MANAGED_BY",
+        "value": value,
+    }
 
 
 def test_feature_gates_pick_the_crd_and_the_controller_flag(helm: Helm, tmp_path: Path) -> None:
@@ -357,7 +371,7 @@ def test_install_upgrade_uninstall(own_cluster: LocalCluster, tmp_path: Path) ->
     body = json.dumps(jobset("kept", replicated_job("w")))
     cluster.run("apply", "-n", namespace, "-f", "-", stdin=body)
 
-    # Uninstall: every object goes except the CRD (and with it the JobSet) and its policy.
+    # Uninstall: every object goes except the CRD (and with it the JobSet): its policy goes.
     helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait")
     assert cluster.present(second) == KEPT
     kept = cluster.get("jobsets.jobset.x-k8s.io", "kept", namespace=namespace)

@@ -38,7 +38,7 @@ from controller.runtime.manager import standard_collectors
 from controller.runtime.metricsauth import SUBJECT_ACCESS_REVIEWS, MetricsAuthorizer
 from localcluster import audit
 from tests.helpers import Kube, wait_for
-from tests.support.crd import install_crd
+from tests.support.crd import install_crd, install_policy_serving
 from tests.support.incluster import ROOT, mint_token
 from tests.support.jobsets import (
     RunningController,
@@ -588,6 +588,21 @@ async def test_the_spec_policy_metric_follows_the_binding(
     try:
         await kube.raw("DELETE", f"{binding}/jobsets.jobset.x-k8s.io")
         await wait_until(lambda: _spec_policy_installed(controller) == 0.0, "the metric at 0")
+    finally:
+        await install_crd(kube)
+    await wait_until(lambda: _spec_policy_installed(controller) == 1.0, "the metric back at 1")
+
+
+async def test_the_spec_policy_metric_follows_the_value_the_policy_judges(
+    kube: Kube, client: KubeClient, controller: RunningController
+) -> None:
+    """The policy judges the JobSets of the managedBy value it holds: 0 while that is another
+    value than the controller serves (its JobSets unjudged), 1 when it holds the controller's
+    value again."""
+    await wait_until(lambda: _spec_policy_installed(controller) == 1.0, "the metric at 1")
+    try:
+        await install_policy_serving(kube, "example.com/canary")
+        await wait_until(lambda: _spec_policy_installed(controller) == 0.0, "0: another value")
     finally:
         await install_crd(kube)
     await wait_until(lambda: _spec_policy_installed(controller) == 1.0, "the metric back at 1")

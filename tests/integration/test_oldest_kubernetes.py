@@ -23,6 +23,7 @@ from controller.jobset.volumes.admission import REASON_POLICY_MISSING
 from controller.runtime.client import KubeClient
 from localcluster.build import MIN_KUBERNETES, required_versions
 from tests.helpers import Kube, create_namespace, wait_for
+from tests.integration import test_spec_policy_scope as scope
 from tests.integration.test_crd import (
     API,
     CREATE_CASES,
@@ -148,6 +149,26 @@ async def test_a_bad_jobset_is_refused_with_the_rules_message(
         "successPolicy.targetReplicatedJobs must name replicated jobs of this JobSet: missing"
     )
     assert expected in message, message
+
+
+async def test_the_policy_judges_the_jobsets_of_its_value_here_too(
+    oldest_kube: Kube, old_client: KubeClient, old_namespace: str
+) -> None:
+    """The policy's ``managedBy`` variable (read by another variable) and its two validations
+    on the oldest release: beside a canary, an upstream JobSet gets upstream CRD's rules only,
+    the canary's this project's."""
+    ns = old_namespace
+    try:
+        await scope.serving(oldest_kube, ns, scope.CANARY)
+        theirs = scope.suspended("theirs")
+        change = scope.COORDINATOR_CHANGE
+        assert await scope.admission(oldest_kube, ns, theirs, change) == ""
+        message = await scope.admission(oldest_kube, ns, theirs, scope.NETWORK_CHANGE)
+        assert scope.NETWORK_IMMUTABLE in message
+        ours = scope.suspended("ours", scope.CANARY)
+        assert scope.COORDINATOR_IMMUTABLE in await scope.admission(oldest_kube, ns, ours, change)
+    finally:
+        await install_crd(oldest_kube)
 
 
 # ------------------------------------------------------------------ the controller

@@ -180,15 +180,11 @@ def test_helm_install_from_the_packaged_chart(
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == f"stateful-jobset:{VERSION}"
 
-    # The chart keeps the CRD and its admission policy on uninstall; removing them is the
+    # The chart keeps the CRD on uninstall (not its admission policy); removing it is the
     # documented last step.
     helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait")
-    kept = ("CustomResourceDefinition", "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding")  # fmt: skip
-    assert _present(own_cluster, manifest) == {(kind, "", CRD_NAME) for kind in kept}
+    assert _present(own_cluster, manifest) == {("CustomResourceDefinition", "", CRD_NAME)}
     _kubectl(own_cluster, "delete", "crd", CRD_NAME, "--wait=true")
-    _kubectl(own_cluster, "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy",
-             CRD_NAME, "--wait=true")  # fmt: skip
     assert _present(own_cluster, manifest) == set()
 
 

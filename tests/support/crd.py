@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from controller.api import specpolicy
 from tests.helpers import Kube, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,6 +128,27 @@ async def _apply_retrying(kube: Kube, obj: dict[str, Any], path: str, what: Path
         if status != 409 or attempt == 4:
             raise AssertionError(f"applying {what} failed: {status} {text}")
         await asyncio.sleep(0.2)
+
+
+POLICIES_PATH = f"{ADMISSION}/validatingadmissionpolicies"
+
+
+def policy_serving(managed_by: str, policy_file: Path = POLICY_FILES[CRD_FILE]) -> dict[str, Any]:
+    """The committed policy with its ``managedBy`` variable set to ``managed_by``, as an install
+    for a controller serving it has it; its digest annotation says so, so that the next
+    ``install_crd`` puts the committed one back."""
+    policy = load_crd(policy_file)
+    (variable,) = [v for v in policy["spec"]["variables"] if v["name"] == specpolicy.MANAGED_BY]
+    variable["expression"] = specpolicy.managed_by_literal(managed_by)
+    policy["metadata"]["annotations"][DIGEST_ANNOTATION] = f"serving {managed_by}"
+    return policy
+
+
+async def install_policy_serving(kube: Kube, managed_by: str) -> None:
+    """Apply ``policy_serving(managed_by)`` (the API server loads it a moment later)."""
+    policy = policy_serving(managed_by)
+    path = f"{POLICIES_PATH}/{policy['metadata']['name']}"
+    await _apply_retrying(kube, policy, path, POLICY_FILES[CRD_FILE])
 
 
 async def _install_policy(kube: Kube, policy_file: Path) -> None:

@@ -60,9 +60,10 @@ class Helm:
             assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
         return done
 
-    def template(self, values: Path | None = None) -> list[Obj]:
-        """``helm template`` of the chart in NAMESPACE, with a values file or the defaults."""
-        args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    def template(self, values: Path | None = None, namespace: str = NAMESPACE) -> list[Obj]:
+        """``helm template`` of the chart in ``namespace``, with a values file or the
+        defaults."""
+        args = ["template", RELEASE, str(CHART), "--namespace", namespace]
         if values is not None:
             args += ["--values", str(values)]
         return parse(self.run(*args).stdout)

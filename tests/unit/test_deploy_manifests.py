@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 import controller
-from controller.jobset import api, construct
+from controller.jobset import api, construct, upstream
 from controller.jobset.model import parse
 from controller.jobset.volumes import spec as volume_spec
 from controller.jobset.volumes.desired import desired_claims
@@ -49,7 +49,12 @@ CLIENT_VERBS = {
 # The generic informer lists and watches whatever resource it is given: the resources come from
 # the manager.cache(...) calls, which grant list and watch.
 GENERIC = {CONTROLLER / "runtime" / "informer.py", CONTROLLER / "runtime" / "client.py"}
-Grant = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
+# Modules that list objects by name from a table of their own: the calls read a (resource, name)
+# of that table, and nothing else (the module asserts it).
+NAMED_READERS = {CONTROLLER / "jobset" / "upstream.py": upstream.READS}
+# (apiGroup, resource[/subresource], verb, name): name "" for any object, else the one object a
+# field selector `named(...)` picks (RBAC resourceNames).
+Grant = tuple[str, str, str, str]
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -93,15 +98,16 @@ def _controller_role() -> dict[str, Any]:
     return _named("ClusterRole", "stateful-jobset-controller")
 
 
-def _grants(role: dict[str, Any]) -> dict[tuple[str, str, str], int]:
-    grants: dict[tuple[str, str, str], int] = {}
+def _grants(role: dict[str, Any]) -> dict[Grant, int]:
+    grants: dict[Grant, int] = {}
     for rule in role["rules"]:
-        assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
+        assert "nonResourceURLs" not in rule, rule
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
-                    key = (group, resource, verb)
-                    grants[key] = grants.get(key, 0) + 1
+                    for name in rule.get("resourceNames") or [""]:
+                        key = (group, resource, verb, name)
+                        grants[key] = grants.get(key, 0) + 1
     return grants
 
 
@@ -182,8 +188,27 @@ def _needed_by_the_code() -> dict[Grant, list[str]]:
     needed: dict[Grant, list[str]] = {}
     unresolved: list[str] = []
 
-    def need(resource: Resource, sub: str, verb: str, where: str) -> None:
-        needed.setdefault((resource.group, resource.plural + sub, verb), []).append(where)
+    def need(resource: Resource, sub: str, verb: str, where: str, name: str = "") -> None:
+        needed.setdefault((resource.group, resource.plural + sub, verb, name), []).append(where)
+
+    def picked(path: Path, call: ast.Call) -> str | None:
+        """The name a ``field_selector=named(X)`` keyword picks ("" without one; None when X
+        is not a constant of the module)."""
+        for keyword in call.keywords:
+            if keyword.arg != "field_selector":
+                continue
+            value = keyword.value
+            if not (isinstance(value, ast.Call) and ast.unparse(value.func) == "named"):
+                return None
+            module = importlib.import_module(
+                ".".join(path.relative_to(CONTROLLER.parent).with_suffix("").parts)
+            )
+            try:
+                found = eval(ast.unparse(value.args[0]), vars(module))
+            except NameError:
+                return None
+            return found if isinstance(found, str) else None
+        return ""
 
     for path, tree in modules.items():
         for node in ast.walk(tree):
@@ -193,19 +218,24 @@ def _needed_by_the_code() -> dict[Grant, list[str]]:
             method, receiver = node.func.attr, ast.unparse(node.func.value)
             if method == "cache" and node.args:
                 resource = _resource_of(node.args[0], resources)
-                if resource is None:
+                name = picked(path, node)
+                if resource is None or name is None:
                     unresolved.append(f"{where}: {ast.unparse(node)}")
                 else:
-                    need(resource, "", "list", where)
-                    need(resource, "", "watch", where)
+                    need(resource, "", "list", where, name)
+                    need(resource, "", "watch", where, name)
             elif method in CLIENT_VERBS and receiver.split(".")[-1].endswith("client"):
                 if path in GENERIC:
                     continue
                 resource = _resource_of(node.args[0], resources) if node.args else None
-                if resource is None:
+                name = picked(path, node)
+                if path in NAMED_READERS and method == "list" and resource is None:
+                    for read, read_name in NAMED_READERS[path]:
+                        need(read, "", "list", where, read_name)
+                elif resource is None or name is None:
                     unresolved.append(f"{where}: {ast.unparse(node)}")
                 else:
-                    need(resource, _subresource(node), CLIENT_VERBS[method], where)
+                    need(resource, _subresource(node), CLIENT_VERBS[method], where, name)
     assert not unresolved, f"API calls whose resource the test cannot tell: {unresolved}"
 
     # Setting blockOwnerDeletion on a reference to an owner needs update on the owner's
@@ -232,12 +262,15 @@ def test_the_derivation_sees_the_calls_it_must() -> None:
     """The derivation itself: calls known to be in the code are found (a broken scan finds none)."""
     needed = _needed_by_the_code()
     for grant in (
-        (api.GROUP, "jobsets", "watch"),  # setup.py: manager.cache(api.JOBSETS)
-        (api.GROUP, "jobsets/status", "update"),  # reconciler: replace(..., subresource=status)
-        ("batch", "jobs", "create"),
-        ("events.k8s.io", "events", "patch"),  # events.py: the series of a repeated Event
-        ("coordination.k8s.io", "leases", "update"),  # leaderelection.py: replace
-        (api.GROUP, "jobsets/finalizers", "update"),  # blockOwnerDeletion on children
+        (api.GROUP, "jobsets", "watch", ""),  # setup.py: manager.cache(api.JOBSETS)
+        (api.GROUP, "jobsets/status", "update", ""),  # reconciler: replace(subresource=status)
+        ("batch", "jobs", "create", ""),
+        ("events.k8s.io", "events", "patch", ""),  # events.py: the series of a repeated Event
+        ("coordination.k8s.io", "leases", "update", ""),  # leaderelection.py: replace
+        (api.GROUP, "jobsets/finalizers", "update", ""),  # blockOwnerDeletion on children
+        # upstream.py: its Lease, listed by name
+        ("coordination.k8s.io", "leases", "list", "6d4f6a47.jobset.x-k8s.io"),
+        ("apps", "deployments", "list", "jobset-controller"),
     ):
         assert grant in needed, grant
 
@@ -360,7 +393,13 @@ def test_deployment_spreads_replicas_and_the_pdb_keeps_one() -> None:
 
 
 def _lease_grants(needed: dict[Grant, list[str]]) -> set[Grant]:
-    return {g for g in needed if (g[0], g[1].split("/")[0]) == ("coordination.k8s.io", "leases")}
+    """Leader election's: its own Lease, in its own namespace (upstream's, read by name across
+    namespaces, is the ClusterRole's)."""
+    return {
+        g
+        for g in needed
+        if (g[0], g[1].split("/")[0]) == ("coordination.k8s.io", "leases") and not g[3]
+    }
 
 
 def test_cluster_role_grants_exactly_what_the_controller_uses() -> None:
@@ -375,10 +414,12 @@ def test_cluster_role_grants_exactly_what_the_controller_uses() -> None:
     assert not extra and not missing, (
         f"granted but never used: {extra}; used (at) but not granted: {missing}"
     )
-    for group, resource, verb in grants:
+    for group, resource, verb, name in grants:
         assert "*" not in (group, resource, verb)
         assert resource not in FORBIDDEN_RESOURCES
         assert verb in READ_ONLY_RESOURCES.get(resource, {verb}), (resource, verb)
+        if name:  # objects read by name are never written
+            assert verb in ("get", "list", "watch"), (resource, verb, name)
 
 
 def test_user_roles_are_upstreams_and_aggregate_into_the_builtin_roles() -> None:
@@ -388,14 +429,17 @@ def test_user_roles_are_upstreams_and_aggregate_into_the_builtin_roles() -> None
         _named("ClusterRole", "stateful-jobset-editor"),
         _named("ClusterRole", "stateful-jobset-viewer"),
     )
-    status = {("jobset.x-k8s.io", "jobsets/status", "get")}
+    status = {("jobset.x-k8s.io", "jobsets/status", "get", "")}
     writes = ("create", "delete", "patch", "update")
     reads = ("get", "list", "watch")
     assert (
         set(_grants(editor))
-        == {("jobset.x-k8s.io", "jobsets", verb) for verb in reads + writes} | status
+        == {("jobset.x-k8s.io", "jobsets", verb, "") for verb in reads + writes} | status
     )
-    assert set(_grants(viewer)) == {("jobset.x-k8s.io", "jobsets", verb) for verb in reads} | status
+    assert (
+        set(_grants(viewer))
+        == {("jobset.x-k8s.io", "jobsets", verb, "") for verb in reads} | status
+    )
     aggregate = "rbac.authorization.k8s.io/aggregate-to-"
     marks = {
         name: {k.removeprefix(aggregate) for k, v in role["metadata"]["labels"].items()

@@ -16,6 +16,7 @@ import yaml
 
 from controller import features
 from controller.api import schema, specpolicy
+from controller.jobset import api
 
 Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,6 +152,56 @@ def test_the_policy_matches_creates_and_spec_changes_of_jobsets_only() -> None:
     }
 
 
+@pytest.mark.parametrize("value", [api.CONTROLLER_NAME, "example.com/it's-a-canary"])
+def test_the_policy_holds_the_managed_by_value_as_a_string_literal(value: str) -> None:
+    """Its first variable, a CEL string in double quotes (a managedBy value has none to
+    escape), which the installs set and ``managed_by_of`` reads back."""
+    policy = specpolicy.policy([], value)
+    first = policy["spec"]["variables"][0]
+    assert first == {"name": "managedBy", "expression": f'"{value}"'}
+    assert specpolicy.managed_by_of(policy) == value
+    assert specpolicy.managed_by_of(specpolicy.installed_view(policy)) == value
+
+
+def test_the_committed_policies_hold_upstreams_value_once() -> None:
+    """The text the chart replaces (and a kustomize overlay's replacement targets) is there
+    exactly once."""
+    literal = f"'\"{api.CONTROLLER_NAME}\"'"
+    for path in POLICIES.values():
+        assert path.read_text().count(literal) == 1, path
+        assert specpolicy.managed_by_of(yaml.safe_load(path.read_text())) == api.CONTROLLER_NAME
+
+
+def test_our_rules_judge_our_jobsets_and_upstreams_crd_rules_the_others() -> None:
+    """One validation per side of ``managedHere``: this project's rules for the JobSets the
+    controller manages, upstream CRD's for the others (its transition rules and the
+    startupPolicy/dependsOn exclusion, on the same nodes, as a CRD rule runs)."""
+    spec = specpolicy.policy(specpolicy.split(TOY)[1])["spec"]
+    names = [v["name"] for v in spec["variables"]]
+    assert names[:2] == [specpolicy.MANAGED_BY, specpolicy.MANAGED_HERE]
+    assert names[2:5] == ["rule0", "rule1", "rule2"]
+    assert names[5:] == [f"upstream{i}" for i in range(len(specpolicy.UPSTREAM_SITES))]
+    ours, theirs = spec["validations"]
+    assert ours["expression"].startswith("!variables.managedHere || (variables.rule0 && ")
+    assert theirs["expression"].startswith("variables.managedHere || (variables.upstream0 && ")
+    assert [(s.path, s.transition) for s in specpolicy.UPSTREAM_SITES] == [
+        (("spec",), False),
+        (("spec", "network"), True),
+        (("spec", "successPolicy"), True),
+        (("spec", "failurePolicy"), True),
+        (("spec", "startupPolicy"), True),
+        (("spec", "volumeClaimPolicies"), True),
+    ]
+    assert "'spec.network: is immutable'" in theirs["messageExpression"]
+    # Ours: every JobSet with upstream's reserved value, else the JobSets naming the value, in
+    # the new or in the stored object (a change of managedBy is judged), as preflight reads it.
+    here = specpolicy.MANAGED_HERE_CEL
+    assert here.startswith("[variables.managedBy].all(m, ")
+    assert f"m == '{api.CONTROLLER_NAME}'" in here
+    assert "object.?spec.?managedBy.orValue('') == m" in here
+    assert "oldObject != null && oldObject.?spec.?managedBy.orValue('') == m" in here
+
+
 def _full_crd(gates: features.FeatureGates) -> Obj:
     """The CRD with every rule (before the split), from the committed CRD's embedded types."""
     committed = yaml.safe_load(CRD_FILE.read_text())
@@ -192,7 +243,8 @@ def test_the_committed_policy_holds_exactly_the_rules_the_crd_does_not(
     committed = yaml.safe_load(POLICIES[gates].read_text())
     assert committed["spec"] == specpolicy.policy(sites)["spec"]
     assert _count_rules(stripped) + len(sites) == _count_rules(full)
-    assert len(committed["spec"]["variables"]) == len(sites)
+    variables = committed["spec"]["variables"]
+    assert len([v for v in variables if v["name"].startswith("rule")]) == len(sites)
 
 
 def _installed() -> tuple[Obj, Obj]:
@@ -205,7 +257,10 @@ def _installed() -> tuple[Obj, Obj]:
 def test_installed_view_keeps_what_missing_reads_and_not_the_cel() -> None:
     full = specpolicy.policy(specpolicy.split(TOY)[1])
     view = specpolicy.installed_view(full)
-    assert set(view["spec"]) == {"failurePolicy", "matchConstraints"}
+    assert set(view["spec"]) == {"failurePolicy", "matchConstraints", "variables"}
+    assert view["spec"]["variables"] == [
+        {"name": "managedBy", "expression": f'"{api.CONTROLLER_NAME}"'}
+    ]
     assert view["metadata"] == {"name": specpolicy.POLICY_NAME}
 
 
@@ -233,3 +288,36 @@ def test_missing_is_none_when_installed_and_says_so_when_it_may_not_look() -> No
     assert specpolicy.missing(None, *_installed()) is None
     assert "may not read" in str(specpolicy.missing(403, *_installed()))
     assert "does not serve" in str(specpolicy.missing(404, None, None))
+
+
+CANARY = "example.com/canary"
+
+
+def _without_variables(policy: Obj) -> Obj:
+    return {**policy, "spec": {k: v for k, v in policy["spec"].items() if k != "variables"}}
+
+
+@pytest.mark.parametrize(
+    ("policy", "serves", "says"),
+    [
+        # An older release's policy: no managedBy variable, every JobSet judged.
+        (_without_variables(specpolicy.policy([])), api.CONTROLLER_NAME,
+         "older release's, without the variable 'managedBy': it judges every JobSet"),
+        (specpolicy.policy([], CANARY), api.CONTROLLER_NAME,
+         f"judges the JobSets of {CANARY!r} but this controller serves {api.CONTROLLER_NAME!r}"),
+        (specpolicy.policy([]), CANARY,
+         f"judges the JobSets of {api.CONTROLLER_NAME!r} but this controller serves {CANARY!r}"),
+    ],
+)  # fmt: skip
+def test_missing_says_when_the_policy_judges_another_controllers_jobsets(
+    policy: Obj, serves: str, says: str
+) -> None:
+    installed = specpolicy.installed_view(policy)
+    why = specpolicy.missing(None, installed, _installed()[1], serves)
+    assert why is not None and says in why, why
+
+
+@pytest.mark.parametrize("serves", [api.CONTROLLER_NAME, CANARY])
+def test_missing_is_none_when_the_policy_holds_the_value_served(serves: str) -> None:
+    installed = specpolicy.installed_view(specpolicy.policy([], serves))
+    assert specpolicy.missing(None, installed, _installed()[1], serves) is None
