@@ -249,7 +249,11 @@ def test_colocate_claims_is_auto_unless_asked_otherwise() -> None:
     env = {"STATEFUL_JOBSET_COLOCATE_CLAIMS": "always"}
     assert parse([], env=env).colocate_claims == "always"
     assert parse(["--colocate-claims=auto"], env=env).colocate_claims == "auto"
-    with pytest.raises(ConfigError, match="--colocate-claims must be auto, always or never"):
+    with pytest.raises(
+        ConfigError,
+        match=r"STATEFUL_JOBSET_COLOCATE_CLAIMS \(--colocate-claims\): 'sometimes' is not one of "
+        "auto, always, never",
+    ):
         parse([], env={"STATEFUL_JOBSET_COLOCATE_CLAIMS": "sometimes"})
 
 
