@@ -38,5 +38,5 @@ COPY --from=builder /opt/venv /opt/venv
 # An empty working directory: `python -m` puts the current directory first on sys.path.
 WORKDIR /app
 USER 65532:65532
-EXPOSE 8080 8081
+EXPOSE 8443 8081
 ENTRYPOINT ["python", "-m", "controller"]

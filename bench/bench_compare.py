@@ -145,6 +145,9 @@ def our_process(
         f"--kubeconfig={cluster.kubeconfig}",
         "--leader-elect=false",
         f"--metrics-bind-address=127.0.0.1:{free_port()}",
+        # Plain HTTP, no authentication: the scrape's TokenReview and SubjectAccessReview would
+        # be counted among the run's writes (the audit log's, compared with upstream's).
+        "--metrics-secure=false",
         f"--health-probe-bind-address=127.0.0.1:{free_port()}",
     ]
     if row.name == "ours-qps500":

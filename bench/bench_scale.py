@@ -234,6 +234,10 @@ async def run_size(
             f"--namespaces={ns}",
             "--leader-elect=false",
             f"--metrics-bind-address=127.0.0.1:{port}",
+            # Plain HTTP, no authentication: the writes are counted from the controller's own
+            # rest_client_requests_total, where each scrape's TokenReview and
+            # SubjectAccessReview (POSTs) would count as writes of the steady state.
+            "--metrics-secure=false",
             "--health-probe-bind-address=0",
             "--workers=8",
             f"--kube-api-qps={qps}",

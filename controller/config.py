@@ -1,7 +1,10 @@
 """Command-line flags, each with an environment-variable equivalent.
 
 Every flag ``--some-flag`` can also be set as ``STATEFUL_JOBSET_SOME_FLAG``; the flag wins. Names
-and defaults follow controller-runtime's where the concept is the same.
+and defaults follow controller-runtime's where the concept is the same. Upstream JobSet's
+manager's command line works too: its flags, boolean flags without a value, one dash or two
+(flagorigins.py), ``--config`` with its Configuration file (configfile.py; the flags and variables
+win over it) and controller-runtime's ``--zap-*`` logging flags (zapflags.py).
 """
 
 from __future__ import annotations
@@ -10,16 +13,21 @@ import argparse
 import os
 import re
 import socket
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller import features
+from controller import configfile, features, flagorigins, zapflags
 from controller import version as versionmod
 from controller.features import DEFAULT as DEFAULT_GATES
 from controller.features import FeatureGates
 from controller.jobset.api import CONTROLLER_NAME as UPSTREAM_MANAGED_BY
+from controller.runtime import metricstls
+from controller.runtime.logs import LogFormat
+
+DEFAULT_LOG_FORMAT = LogFormat()
 
 ENV_PREFIX = "STATEFUL_JOBSET_"
 EVENT_LOOPS = ("uvloop", "asyncio")
@@ -88,6 +96,14 @@ class Config:
     # Whether pods that share a ReadWriteOnce claim are kept on one node: "auto" (where the
     # storage attaches volumes to nodes), "always" or "never"; a JobSet's annotation overrides.
     colocate_claims: str = "auto"
+    # The metrics server's TLS (upstream's tls settings): VersionTLS12/13, Go's suite names.
+    tls_min_version: str = "VersionTLS12"
+    tls_cipher_suites: tuple[str, ...] = ()
+    # Line format, time format, call stacks (--zap-* flags).
+    log_format: LogFormat = DEFAULT_LOG_FORMAT
+    # Upstream's Configuration file read (--config), and what in it was ignored (logged at start).
+    config_file: str = ""
+    ignored_settings: tuple[configfile.Ignored, ...] = ()
 
     def address(self, value: str) -> tuple[str, int] | None:
         """``host:port`` → (host, port); ``0`` or empty disables the endpoint."""
@@ -101,13 +117,24 @@ def _env_name(flag: str) -> str:
     return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
-def _bool(value: str) -> bool:
+def _bool(value: str | bool) -> bool:
+    """Go's strconv.ParseBool values (1, t, true, 0, f, false, any case), and yes/no, on/off."""
+    if isinstance(value, bool):
+        return value
     lowered = value.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
+    if lowered in ("1", "t", "true", "yes", "on"):
         return True
-    if lowered in ("0", "false", "no", "off"):
+    if lowered in ("0", "f", "false", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+class _Parser(argparse.ArgumentParser):
+    """The flags, and the environment variables that set them (dest → (variable, value))."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.from_env: dict[str, tuple[str, str]] = {}
 
 
 def valid_managed_by(value: str) -> bool:
@@ -133,9 +160,9 @@ def _default_namespace(service_account_dir: str) -> str:
         return "default"
 
 
-def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+def build_parser(env: Mapping[str, str] | None = None) -> _Parser:
     env = os.environ if env is None else env
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m controller",
         description="Stateful JobSet controller: runs JobSets and manages their persistent "
         f"volumes. Every flag --x-y can also be set as the environment variable {ENV_PREFIX}X_Y.",
@@ -146,16 +173,26 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
 
     def flag(name: str, help_text: str, default: object, **kwargs: object) -> None:
         from_env = env.get(_env_name(name))
-        parser.add_argument(
+        if kwargs.get("type") is _bool:
+            # A boolean flag alone means true (--leader-elect), as Go's flag package has it.
+            kwargs = {"nargs": "?", "const": True, "metavar": "true|false", **kwargs}
+        action = parser.add_argument(
             name,
             help=f"{help_text} [env {_env_name(name)}]",
             default=from_env if from_env is not None else default,
             **kwargs,  # type: ignore[arg-type]
         )
+        if from_env is not None:
+            parser.from_env[action.dest] = (_env_name(name), from_env)
 
+    flag("--config", "upstream JobSet's Configuration file (config.jobset.x-k8s.io/v1alpha1, "
+         "what upstream's --config reads): its settings apply unless a flag or environment "
+         "variable sets them; its webhook and internalCertManagement are ignored", "")  # fmt: skip
     flag("--kubeconfig", "kubeconfig file; empty means in-cluster configuration "
          "(KUBERNETES_SERVICE_HOST/PORT and the service-account files)",
          env.get("KUBECONFIG", ""))  # fmt: skip
+    if _env_name("--kubeconfig") not in env and env.get("KUBECONFIG"):
+        parser.from_env["kubeconfig"] = ("KUBECONFIG", env["KUBECONFIG"])
     flag("--service-account-dir", "where the in-cluster token, ca.crt and namespace files are",
          SERVICE_ACCOUNT_DIR)  # fmt: skip
     flag("--namespaces", "comma-separated namespaces to watch; empty means all", "")
@@ -174,22 +211,38 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     flag("--renew-deadline", "seconds the leader keeps trying to renew before giving up", 10.0,
          type=float)  # fmt: skip
     flag("--retry-period", "seconds between lease acquire/renew attempts", 2.0, type=float)
-    flag("--metrics-bind-address", "host:port for /metrics; 0 disables", ":8080")
+    flag("--metrics-bind-address", "host:port for /metrics; 0 disables", ":8443")
     flag("--health-probe-bind-address", "host:port for /healthz and /readyz; 0 disables", ":8081")
-    flag("--metrics-secure", "serve /metrics over HTTPS with the certificate in "
-         "--metrics-cert-path (re-read when it changes; no self-signed certificate is generated)",
-         False,
+    flag("--metrics-secure", "serve /metrics over HTTPS: with the certificate in "
+         "--metrics-cert-path (re-read when it changes), else the one in "
+         f"{metricstls.DEFAULT_CERT_DIR_HELP} if there, else a self-signed one made at start (as "
+         "upstream); false serves plain HTTP", True,
          type=_bool)  # fmt: skip
-    flag("--metrics-cert-path", "directory holding the metrics serving certificate and key",
-         "")  # fmt: skip
+    flag("--metrics-cert-path", "directory holding the metrics serving certificate and key "
+         "(e.g. a mounted Secret)", "")  # fmt: skip
     flag("--metrics-cert-name", "certificate file (PEM, chain) in --metrics-cert-path", "tls.crt")
     flag("--metrics-cert-key", "private key file (PEM) in --metrics-cert-path", "tls.key")
     flag("--metrics-auth", "require a bearer token on /metrics, authenticated with a TokenReview "
          "and authorized (get on the non-resource URL /metrics) with a SubjectAccessReview, as "
          "upstream's secure metrics endpoint; answers cached (token 1 min, allowed 5 min, denied "
-         "30 s). Needs create on tokenreviews and subjectaccessreviews", False,
+         "30 s). Needs create on tokenreviews and subjectaccessreviews. Unset: as "
+         "--metrics-secure", None,
          type=_bool)  # fmt: skip
+    flag("--tls-min-version", "oldest TLS version /metrics accepts: VersionTLS12 or "
+         "VersionTLS13 (upstream's tls.minVersion)", "VersionTLS12")  # fmt: skip
+    flag("--tls-cipher-suites", "comma-separated TLS 1.2 cipher suites /metrics offers, by Go's "
+         "names (upstream's tls.cipherSuites); empty: the TLS library's defaults", "")  # fmt: skip
     flag("--log-level", "debug, info, warning or error", "info")
+    # controller-runtime's zap flags (upstream's manager takes them); zapflags.py maps them.
+    flag("--zap-devel", "zap's development defaults: console lines, debug, call stacks from "
+         "warning (false: JSON, info, stacks from error)", None, type=_bool)  # fmt: skip
+    flag("--zap-encoder", "json or console", None)
+    flag("--zap-log-level", "debug, info, error, panic, or an integer > 0 (debug); as "
+         "--log-level", None)  # fmt: skip
+    flag("--zap-stacktrace-level", "info, error or panic: lines at that level and above carry "
+         "their call stack", None)  # fmt: skip
+    flag("--zap-time-encoding", "epoch, millis, nanos, iso8601, rfc3339 or rfc3339nano "
+         "(default: ISO 8601 in UTC, microseconds)", None)  # fmt: skip
     flag("--identity", "this replica's name in the Lease (default: hostname + random suffix)", "")
     flag("--status-progress-period", "seconds between status writes that only update progress "
          "counters (replicatedJobsStatus, volumes), four times longer after each such write in a "
@@ -232,29 +285,74 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     return parser
 
 
+def _check_environment(parser: _Parser) -> None:
+    """An environment variable's value is checked as the flag's would be, and a bad one named:
+    argparse would name only the flag."""
+    actions = {action.dest: action for action in parser._actions}
+    for dest, (variable, raw) in parser.from_env.items():
+        action = actions[dest]
+        flag = action.option_strings[0]
+        value: object = raw
+        if callable(action.type):
+            try:
+                value = action.type(raw)
+            except (argparse.ArgumentTypeError, TypeError, ValueError) as error:
+                detail = str(error) if isinstance(error, argparse.ArgumentTypeError) else (
+                    f"not {'an integer' if action.type is int else 'a number'}"
+                )  # fmt: skip
+                raise ConfigError(f"{variable} ({flag}): invalid value {raw!r}: {detail}") from None
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(str(c) for c in action.choices)
+            raise ConfigError(f"{variable} ({flag}): {raw!r} is not one of {choices}")
+
+
 def parse(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Config:
     parser = build_parser(env)
+    _check_environment(parser)
+    args_in = flagorigins.single_dash(sys.argv[1:] if argv is None else argv, parser)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_in)
     except SystemExit as exit_:
         if exit_.code == 0:
             raise
         raise ConfigError("invalid command line (see the message above)") from exit_
-    return from_args(args)
+    origins = flagorigins.Origins.of(parser)
+    for dest, (variable, _) in parser.from_env.items():
+        origins.set(dest, flagorigins.ENVIRONMENT, variable)
+    for dest in flagorigins.given_on_command_line(parser, args_in):
+        origins.set(dest, flagorigins.COMMAND_LINE)
+    ignored: tuple[configfile.Ignored, ...] = ()
+    if args.config:
+        try:
+            from_file = configfile.load(str(args.config))
+        except configfile.ConfigFileError as error:
+            raise ConfigError(f"{origins.name('config')}: {error}") from None
+        for setting in from_file.settings:
+            if origins.rank(setting.dest) < flagorigins.FILE:
+                setattr(args, setting.dest, setting.value)
+                origins.set(setting.dest, flagorigins.FILE, f"{setting.field} in {args.config}")
+        ignored = from_file.ignored
+    return from_args(args, origins, ignored)
 
 
-def from_args(args: argparse.Namespace) -> Config:
+def from_args(
+    args: argparse.Namespace,
+    origins: flagorigins.Origins | None = None,
+    ignored: tuple[configfile.Ignored, ...] = (),
+) -> Config:
+    """``args`` checked; ``origins`` say where each value came from, for the messages."""
+    origins = origins or flagorigins.Origins()
+    named = origins.name
+
     def positive(name: str, value: float) -> None:
         if value <= 0:
-            raise ConfigError(f"--{name} must be positive, got {value}")
+            raise ConfigError(f"{named(name.replace('-', '_'))} must be positive, got {value}")
 
     workers = int(args.workers)
     positive("workers", workers)
     positive("kube-api-qps", float(args.kube_api_qps))
     positive("kube-api-burst", int(args.kube_api_burst))
-    leader_elect = (
-        args.leader_elect if isinstance(args.leader_elect, bool) else _bool(args.leader_elect)
-    )
+    leader_elect = _bool(args.leader_elect)
     lease, renew, retry = (
         float(args.lease_duration),
         float(args.renew_deadline),
@@ -262,86 +360,86 @@ def from_args(args: argparse.Namespace) -> Config:
     )
     if leader_elect and not lease > renew > retry * 1.2 > 0:
         raise ConfigError(
-            "leader election needs --lease-duration > --renew-deadline > 1.2 x --retry-period "
-            f"(got {lease}, {renew}, {retry})"
+            f"leader election needs {named('lease_duration')} > {named('renew_deadline')} > "
+            f"1.2 x {named('retry_period')} (got {lease}, {renew}, {retry})"
         )
-    if args.log_level not in ("debug", "info", "warning", "error"):
-        raise ConfigError(
-            f"--log-level must be debug, info, warning or error, got {args.log_level!r}"
-        )
+    log_level, log_format = _logging(args, origins)
     event_loop = str(args.event_loop)
-    if event_loop not in EVENT_LOOPS:  # a value from the environment skips argparse's check
-        raise ConfigError(f"--event-loop must be uvloop or asyncio, got {event_loop!r}")
+    if event_loop not in EVENT_LOOPS:
+        raise ConfigError(f"{named('event_loop')} must be uvloop or asyncio, got {event_loop!r}")
     progress = float(args.status_progress_period)
     if not progress >= 0:  # also rejects NaN
-        raise ConfigError(f"--status-progress-period must be 0 or more seconds, got {progress}")
+        raise ConfigError(
+            f"{named('status_progress_period')} must be 0 or more seconds, got {progress}"
+        )
     progress_rate = float(args.status_progress_rate)
     if not progress_rate >= 0:
         raise ConfigError(
-            f"--status-progress-rate must be 0 or more per second, got {progress_rate}"
+            f"{named('status_progress_rate')} must be 0 or more per second, got {progress_rate}"
         )
     kubeconfig = args.kubeconfig or None
     if kubeconfig and not Path(kubeconfig).is_file():
         raise ConfigError(
-            f"--kubeconfig {kubeconfig!r} does not exist or is not a file "
+            f"{named('kubeconfig')} {kubeconfig!r} does not exist or is not a file "
             "(leave it empty to use the in-cluster configuration)"
         )
     for name in ("metrics_bind_address", "health_probe_bind_address"):
         value = str(getattr(args, name))
         if value not in ("", "0") and not value.rpartition(":")[2].isdigit():
-            raise ConfigError(f"--{name.replace('_', '-')} must be host:port or 0, got {value!r}")
-    metrics_secure, metrics_auth = (
-        value if isinstance(value, bool) else _bool(value)
-        for value in (args.metrics_secure, args.metrics_auth)
-    )
+            raise ConfigError(f"{named(name)} must be host:port or 0, got {value!r}")
+    metrics_secure = _bool(args.metrics_secure)
+    # Unset, authentication follows HTTPS, as in kubebuilder's scaffold (secure: both on).
+    metrics_auth = metrics_secure if args.metrics_auth is None else _bool(args.metrics_auth)
     cert_dir = str(args.metrics_cert_path)
     if metrics_secure:
-        if not cert_dir:
-            raise ConfigError(
-                "--metrics-secure needs --metrics-cert-path: a directory with the serving "
-                f"certificate ({args.metrics_cert_name}) and key ({args.metrics_cert_key}); "
-                "this controller does not generate a self-signed certificate"
-            )
-        for flag_name, file_name in (
-            ("--metrics-cert-name", args.metrics_cert_name),
-            ("--metrics-cert-key", args.metrics_cert_key),
-        ):
-            if not (Path(cert_dir) / str(file_name)).is_file():
-                raise ConfigError(
-                    f"--metrics-secure: {Path(cert_dir) / str(file_name)} does not exist or is "
-                    f"not a file (--metrics-cert-path, {flag_name})"
-                )
+        if cert_dir:
+            for dest, file_name in (
+                ("metrics_cert_name", args.metrics_cert_name),
+                ("metrics_cert_key", args.metrics_cert_key),
+            ):
+                if not (Path(cert_dir) / str(file_name)).is_file():
+                    raise ConfigError(
+                        f"{named('metrics_cert_path')}: {Path(cert_dir) / str(file_name)} does "
+                        f"not exist or is not a file ({origins.flag(dest)})"
+                    )
         metrics_at = str(args.metrics_bind_address)
         if metrics_at not in ("", "0") and metrics_at == str(args.health_probe_bind_address):
             raise ConfigError(
-                "--metrics-secure needs a --metrics-bind-address other than "
-                "--health-probe-bind-address: health probes stay plain HTTP"
+                f"HTTPS metrics ({named('metrics_secure')}) need a "
+                f"{named('metrics_bind_address')} other than "
+                f"{named('health_probe_bind_address')}: health probes stay plain HTTP"
             )
     colocate_claims = str(args.colocate_claims)
     if colocate_claims not in COLOCATE_CLAIMS:  # a value from the environment skips argparse's
         raise ConfigError(
-            f"--colocate-claims must be auto, always or never, got {colocate_claims!r}"
+            f"{named('colocate_claims')} must be auto, always or never, got {colocate_claims!r}"
         )
+    tls_suites = tuple(s.strip() for s in str(args.tls_cipher_suites).split(",") if s.strip())
+    try:
+        tls = metricstls.tls_options(str(args.tls_min_version), tls_suites)
+    except metricstls.TlsOptionsError as error:
+        raise ConfigError(f"{named(error.setting)}: {error}") from None
     batch_period = float(args.child_event_batch_period)
     if not 0 <= batch_period <= 60:  # also rejects NaN
         raise ConfigError(
-            f"--child-event-batch-period must be between 0 and 60 seconds, got {batch_period}"
+            f"{named('child_event_batch_period')} must be between 0 and 60 seconds, "
+            f"got {batch_period}"
         )
     snapshot_warn_after = float(args.snapshot_warn_after)
     if not snapshot_warn_after > 0:  # also rejects NaN
         raise ConfigError(
-            f"--snapshot-warn-after must be more than 0 seconds, got {snapshot_warn_after}"
+            f"{named('snapshot_warn_after')} must be more than 0 seconds, got {snapshot_warn_after}"
         )
     managed_by = str(args.managed_by)
     if not valid_managed_by(managed_by):
         raise ConfigError(
-            "--managed-by must be a domain-prefixed path (e.g. example.com/canary) of at most 63 "
-            f"characters, as spec.managedBy, got {managed_by!r}"
+            f"{named('managed_by')} must be a domain-prefixed path (e.g. example.com/canary) of "
+            f"at most 63 characters, as spec.managedBy, got {managed_by!r}"
         )
     try:
         feature_gates = features.parse(str(args.feature_gates))
     except features.FeatureGateError as error:
-        raise ConfigError(f"--feature-gates: {error}") from None
+        raise ConfigError(f"{named('feature_gates')}: {error}") from None
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     namespaces = tuple(n.strip() for n in str(args.namespaces).split(",") if n.strip())
     return Config(
@@ -365,7 +463,7 @@ def from_args(args: argparse.Namespace) -> Config:
         metrics_cert_name=str(args.metrics_cert_name),
         metrics_cert_key=str(args.metrics_cert_key),
         metrics_auth=metrics_auth,
-        log_level=str(args.log_level),
+        log_level=log_level,
         identity=identity,
         shutdown_timeout=float(args.shutdown_timeout),
         status_progress_period=progress,
@@ -376,4 +474,44 @@ def from_args(args: argparse.Namespace) -> Config:
         feature_gates=feature_gates,
         event_loop=event_loop,
         colocate_claims=colocate_claims,
+        tls_min_version=tls.min_version,
+        tls_cipher_suites=tls.cipher_suites,
+        log_format=log_format,
+        config_file=str(args.config),
+        ignored_settings=ignored,
     )
+
+
+def _logging(args: argparse.Namespace, origins: flagorigins.Origins) -> tuple[str, LogFormat]:
+    """The level and format from --log-level and the --zap-* flags. Where both --log-level and
+    --zap-log-level are set, the one from the stronger origin (command line, environment, file)
+    wins; from the same one, they must agree."""
+    zap = zapflags.ZapFlags(
+        devel=None if args.zap_devel is None else _bool(args.zap_devel),
+        encoder=args.zap_encoder,
+        log_level=args.zap_log_level,
+        stacktrace_level=args.zap_stacktrace_level,
+        time_encoding=args.zap_time_encoding,
+    )
+    try:
+        zap_level, log_format = zapflags.resolve(zap)
+    except zapflags.ZapFlagError as error:
+        raise ConfigError(f"{origins.name(error.flag[2:].replace('-', '_'))}: {error}") from None
+    level = str(args.log_level)
+    if level not in ("debug", "info", "warning", "error"):
+        raise ConfigError(
+            f"{origins.name('log_level')} must be debug, info, warning or error, got {level!r}"
+        )
+    if zap_level is not None:
+        # --zap-log-level's level, or the one --zap-devel implies (which an explicit
+        # --log-level of the same origin overrides, as --zap-log-level would).
+        source = "zap_log_level" if args.zap_log_level is not None else "zap_devel"
+        own, theirs = origins.rank("log_level"), origins.rank(source)
+        if theirs > own:
+            level = zap_level
+        elif theirs == own and source == "zap_log_level" and zap_level != level:
+            raise ConfigError(
+                f"{origins.name('log_level')} says {level}, {origins.name(source)} says "
+                f"{args.zap_log_level}: set one of them"
+            )
+    return level, log_format

@@ -154,6 +154,9 @@ class LocalCluster:
     # oldest supported release's (build.ensure_min_apiserver), to test the CRD and a JobSet there.
     # The ``kueue`` profile sets it itself (build.ensure_versioned_apiserver).
     kube_apiserver: Path | None = None
+    # The suite's kube-apiserver built with its release as its version (instead of
+    # v0.0.0-master): for what reads the server's version, e.g. a Helm chart's kubeVersion.
+    versioned_apiserver: bool = False
     processes: list[ManagedProcess] = field(default_factory=list)
     # The real node of the ``node`` profile, and its CSI stack.
     node: RealNode | None = None
@@ -383,7 +386,8 @@ class LocalCluster:
         if self.real_node:
             # Before anything is built or started: one message for what the host lacks.
             require_host()
-        if self.kube_apiserver is not None and self.profile != "apiserver" and not self.runs_kueue:
+        versioned = self.runs_kueue or self.versioned_apiserver  # the suite's own release
+        if self.kube_apiserver is not None and self.profile != "apiserver" and not versioned:
             # The other profiles' controller-manager, scheduler and kubelet are of the suite's
             # release, and Kubernetes supports them only against an API server at least as new.
             raise LaunchError(
@@ -392,8 +396,8 @@ class LocalCluster:
             )
         if self.binaries is None:
             self.binaries = ensure_binaries(self.report)
-        if self.runs_kueue and self.kube_apiserver is None:
-            # Kueue needs a server version that parses (build.ensure_versioned_apiserver).
+        if versioned and self.kube_apiserver is None:
+            # Kueue and a chart's kubeVersion need a server version that parses.
             self.kube_apiserver = ensure_versioned_apiserver(self.report)
         csi_binaries: dict[str, Path] = {}
         if self.real_node:

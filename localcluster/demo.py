@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import signal
+import ssl
 import sys
 import time
 import urllib.request
@@ -87,9 +88,32 @@ def _controller(cluster: LocalCluster, identity: str) -> tuple[ManagedProcess, i
     return process, port
 
 
-def _metrics(port: int, prefixes: tuple[str, ...]) -> list[str]:
+READER_ROLE = ROOT / "manifests" / "rbac" / "metrics-reader-role.yaml"
+READER = "demo-metrics-reader"
+
+
+def _metrics_reader(cluster: LocalCluster) -> None:
+    """A ServiceAccount that may read /metrics (the shipped reader role), as a Prometheus is
+    given: /metrics is HTTPS and checks every scraper's bearer token."""
+    cluster.kubectl("apply", "--server-side", "-f", str(READER_ROLE))
+    cluster.kubectl("create", "serviceaccount", READER, "-n", "kube-system")
+    cluster.kubectl(
+        "create", "clusterrolebinding", READER, "--clusterrole=stateful-jobset-metrics-reader",
+        f"--serviceaccount=kube-system:{READER}",
+    )  # fmt: skip
+
+
+def _metrics(cluster: LocalCluster, port: int, prefixes: tuple[str, ...]) -> list[str]:
+    """Lines of a replica's /metrics, read with the reader's token over HTTPS (the replica's
+    certificate is self-signed: not verified, as upstream's ServiceMonitor has it)."""
+    token = cluster.kubectl("create", "token", READER, "-n", "kube-system").strip()
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics")
+    request.add_header("Authorization", f"Bearer {token}")
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
             text = response.read().decode()
     except OSError:
         return []
@@ -487,6 +511,7 @@ def run(
             f"({jobsetapi.CRD_DIR.relative_to(ROOT)}/)"
         )
         jobsetapi.install(cluster)
+        _metrics_reader(cluster)
         say("\n[3/5] starting two controller replicas (leader election on a Lease)")
         replicas = [_controller(cluster, name) for name in ("controller-a", "controller-b")]
         try:
@@ -510,7 +535,9 @@ def run(
             _summary(cluster, say)
             leader_port = next(port for p, port in replicas if p.name == holder)
             for metric in _metrics(
-                leader_port, ("jobset_completed_total{", "controller_runtime_reconcile_total{")
+                cluster,
+                leader_port,
+                ("jobset_completed_total{", "controller_runtime_reconcile_total{"),
             ):
                 say(f"  {metric}")
             if profile == "node":

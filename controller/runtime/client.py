@@ -460,6 +460,10 @@ class KubeClient:
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
         return await self._json("GET", resource.path(namespace, name))
 
+    async def get_path(self, path: str) -> Obj:
+        """A path that is not a resource's, e.g. ``/version``."""
+        return await self._json("GET", path)
+
     async def list(
         self,
         resource: Resource,

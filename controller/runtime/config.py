@@ -53,6 +53,10 @@ class RuntimeConfig(Protocol):
     @property
     def metrics_auth(self) -> bool: ...
     @property
+    def tls_min_version(self) -> str: ...  # VersionTLS12 or VersionTLS13
+    @property
+    def tls_cipher_suites(self) -> tuple[str, ...]: ...  # Go's names; () for OpenSSL's defaults
+    @property
     def shutdown_timeout(self) -> float: ...
 
     def address(self, value: str) -> tuple[str, int] | None:

@@ -4,9 +4,10 @@ Readiness checks are named callables; ``/readyz`` answers 200 only when all pass
 (``?verbose``), like the API server's own endpoints.
 
 ``/metrics`` can be served over HTTPS (``tls``: certificate and key files, re-read when they
-change, as controller-runtime's certificate watcher does) and behind the API server's
-authentication and authorization (``auth``, see metricsauth.py). Health endpoints are always
-plain HTTP without authentication: the kubelet probes them.
+change, as controller-runtime's certificate watcher does, or a self-signed certificate made at
+start; see metricstls.py) and behind the API server's authentication and authorization (``auth``,
+see metricsauth.py). Health endpoints are always plain HTTP without authentication: the kubelet
+probes them.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import contextlib
 import os
 import ssl
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from pathlib import Path
 
 import structlog
 from aiohttp import web
@@ -26,6 +25,9 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from controller.runtime.metricsauth import MetricsAuthorizer
+from controller.runtime.metricstls import SelfSigned as SelfSigned
+from controller.runtime.metricstls import TlsFiles as TlsFiles
+from controller.runtime.metricstls import TlsOptions, self_signed_context
 
 Check = Callable[[], bool]
 
@@ -76,14 +78,6 @@ def _report(checks: dict[str, Check], verbose: bool) -> web.Response:
     return web.Response(status=200 if ok else 503, text=text)
 
 
-@dataclass(frozen=True)
-class TlsFiles:
-    """The serving certificate (chain, PEM) and its private key (PEM)."""
-
-    cert: Path
-    key: Path
-
-
 class ReloadingTls:
     """A server ``SSLContext`` whose certificate is re-read when its files change.
 
@@ -98,8 +92,9 @@ class ReloadingTls:
     leaves OpenSSL with the new certificate and the old key, and every handshake fails.
     """
 
-    def __init__(self, files: TlsFiles) -> None:
+    def __init__(self, files: TlsFiles, options: TlsOptions | None = None) -> None:
         self.files = files
+        self.options = options or TlsOptions()
         self._seen = self._signature()
         self._refused: tuple[tuple[int, int, int], ...] | None = None
         # The first load must succeed: a missing or broken pair stops the process at start.
@@ -110,7 +105,7 @@ class ReloadingTls:
 
     def _load(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.options.apply(context)
         context.load_cert_chain(self.files.cert, self.files.key)
         return context
 
@@ -159,9 +154,10 @@ class OperatorServer:
         *,
         metrics_address: tuple[str, int] | None,
         health_address: tuple[str, int] | None,
-        tls: TlsFiles | None = None,
+        tls: TlsFiles | SelfSigned | None = None,
         auth: MetricsAuthorizer | None = None,
         cert_poll_interval: float = CERT_POLL_INTERVAL,
+        tls_options: TlsOptions | None = None,
     ) -> None:
         self.shared = bool(
             metrics_address and metrics_address == health_address and metrics_address[1] != 0
@@ -172,6 +168,7 @@ class OperatorServer:
         self.metrics_address = metrics_address
         self.health_address = health_address
         self.tls = tls
+        self.tls_options = tls_options or TlsOptions()
         self.auth = auth
         self.cert_poll_interval = cert_poll_interval
         self.liveness: dict[str, Check] = {"ping": lambda: True}
@@ -236,8 +233,10 @@ class OperatorServer:
             return
         if self.metrics_address:
             context = None
-            if self.tls is not None:
-                self.certificate = ReloadingTls(self.tls)
+            if isinstance(self.tls, SelfSigned):
+                context = self_signed_context(self.tls_options)
+            elif self.tls is not None:
+                self.certificate = ReloadingTls(self.tls, self.tls_options)
                 context = self.certificate.context
                 self._tasks.append(
                     asyncio.create_task(

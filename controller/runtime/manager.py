@@ -3,7 +3,9 @@
 Lifecycle:
 1. Endpoints up (``/healthz`` live at once, ``/readyz`` false).
 2. Every cache lists and watches; ``/readyz`` turns true once all have synced — on the leader and
-   on standbys alike, so a standby is warm when it takes over.
+   on standbys alike, so a standby is warm when it takes over. Meanwhile the start checks run
+   (``start_checks``, e.g. the API server's version); one that refuses ends the manager with
+   exit status 1 before any controller runs.
 3. With leader election, controllers run only while this replica leads. Every write passes the
    leader fence (see leaderelection.py). Losing the lease stops the controllers at once and ends
    the manager with exit status 1 (the process restarts as a clean standby, as with
@@ -16,8 +18,7 @@ Lifecycle:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 import structlog
@@ -31,10 +32,11 @@ from controller.runtime.client import ClientMetrics, KubeClient, Resource
 from controller.runtime.config import RuntimeConfig
 from controller.runtime.controller import Controller, ControllerMetrics, Reconcile
 from controller.runtime.events import EventRecorder
-from controller.runtime.httpserver import OperatorServer, TlsFiles
+from controller.runtime.httpserver import OperatorServer
 from controller.runtime.informer import EventHandler, Informer
 from controller.runtime.leaderelection import LeaderElectionConfig, LeaderElector
 from controller.runtime.metricsauth import MetricsAuthorizer
+from controller.runtime.metricstls import SelfSigned, TlsFiles, TlsOptions, certificate_source
 from controller.runtime.store import Indexer, Obj
 from controller.runtime.workqueue import WorkQueue, WorkqueueMetrics
 
@@ -168,6 +170,10 @@ class Manager(Generic[C]):
         self.recorder = EventRecorder(self.client, USER_AGENT, registry=self.registry)
         self.caches: list[Cache] = []
         self.controllers: list[Controller] = []
+        # Checks that must pass before any controller runs (e.g. the API server's version):
+        # each answers None, or why this process must not run (it then exits with status 1).
+        # They run while the caches sync, with the endpoints up; each retries what fails.
+        self.start_checks: list[Callable[[], Awaitable[str | None]]] = []
         auth = None
         if config.metrics_auth:
             # Not fenced: the reviews are POSTs, and a standby's metrics are read too.
@@ -178,14 +184,16 @@ class Manager(Generic[C]):
             auth = MetricsAuthorizer(review_client)
         tls = None
         if config.metrics_secure:
-            folder = Path(config.metrics_cert_path)
-            tls = TlsFiles(folder / config.metrics_cert_name, folder / config.metrics_cert_key)
+            tls = certificate_source(
+                config.metrics_cert_path, config.metrics_cert_name, config.metrics_cert_key
+            )
         self.server = OperatorServer(
             self.registry,
             metrics_address=config.address(config.metrics_bind_address),
             health_address=config.address(config.health_probe_bind_address),
             tls=tls,
             auth=auth,
+            tls_options=TlsOptions(config.tls_min_version, config.tls_cipher_suites),
         )
         self.server.readiness["informers-synced"] = self.caches_synced
 
@@ -260,10 +268,17 @@ class Manager(Generic[C]):
                 details: dict[str, object] = {"address": f"{address[0]}:{address[1]}"}
                 if name == "metrics":
                     details.update(scheme=self.server.scheme, auth=self.server.auth is not None)
+                    if isinstance(self.server.tls, SelfSigned):
+                        details.update(certificate="self-signed")
+                    elif isinstance(self.server.tls, TlsFiles):
+                        details.update(certificate=str(self.server.tls.cert))
                 log.info("serving", endpoint=name, **details)
             if self.server.auth is not None and self.server.tls is None:
                 log.warning("--metrics-auth without --metrics-secure: tokens cross the network "
                             "in clear text")  # fmt: skip
+            elif self.server.metrics_address and self.server.tls is None:
+                log.warning("--metrics-secure=false: /metrics is plain HTTP without "
+                            "authentication; anyone who reaches the port reads it")  # fmt: skip
             background = [
                 asyncio.create_task(i.run(), name=f"informer-{i.resource.plural}")
                 for c in self.caches
@@ -273,11 +288,16 @@ class Manager(Generic[C]):
             stopping = asyncio.create_task(stop.wait(), name="stop-signal")
             leading: asyncio.Task[None] | None = None
             try:
-                synced = asyncio.create_task(self._wait_synced())
-                await asyncio.wait({synced, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                ready = asyncio.create_task(self._ready())
+                await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 if stopping.done():
-                    synced.cancel()
+                    ready.cancel()
+                    await asyncio.gather(ready, return_exceptions=True)
                     return 0
+                refused = ready.result()
+                if refused is not None:
+                    log.error("cannot start", error=refused)
+                    return 1
                 log.info("caches synced")
                 work = (
                     self.elector.run(self._run_controllers)
@@ -304,6 +324,20 @@ class Manager(Generic[C]):
                     task.cancel()
                 await asyncio.gather(*background, stopping, return_exceptions=True)
                 log.info("stopped")
+
+    async def _ready(self) -> str | None:
+        """The start checks' first refusal (at once, whether or not the caches sync), else
+        None once they passed and every cache synced."""
+        synced = asyncio.create_task(self._wait_synced())
+        try:
+            for refused in await asyncio.gather(*(check() for check in self.start_checks)):
+                if refused is not None:
+                    return refused
+            await synced
+            return None
+        finally:
+            synced.cancel()
+            await asyncio.gather(synced, return_exceptions=True)
 
     async def _wait_synced(self) -> None:
         await asyncio.gather(*(i.synced.wait() for c in self.caches for i in c.informers.values()))

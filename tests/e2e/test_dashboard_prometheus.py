@@ -1,7 +1,8 @@
 """The Grafana dashboard's queries, run by a real Prometheus against a real controller.
 
 One controller replica (leader) runs the original request's example to completion on the full
-control plane; Debian's Prometheus scrapes it under the job name the ServiceMonitor produces. Then
+control plane; Debian's Prometheus scrapes it (HTTPS, a reader's bearer token) under the job name
+the ServiceMonitor produces. Then
 every metric the dashboard reads has series there, except those that only exist once something
 happened that this run does not cause (named below), and every query, Grafana's variables filled
 in, evaluates (Prometheus' query API says ``success``) and, if all its metrics exist, returns data.
@@ -20,8 +21,9 @@ from controller.runtime.client import KubeClient
 from localcluster.processes import free_port
 from tests.helpers import current, wait_for
 from tests.support.jobsets import jobset, replicated_job, wait_condition
-from tests.support.prometheus import query, start_prometheus
+from tests.support.prometheus import query, secure_job, start_prometheus
 from tests.support.promql import dashboard_queries, metric_names
+from tests.support.securemetrics import reader_token
 from tests.support.volumes_e2e import ControllerProcesses, example
 
 JOB = "stateful-jobset-controller-metrics"
@@ -50,11 +52,11 @@ async def test_dashboard_queries_answer_on_a_real_prometheus(
 ) -> None:
     [replica] = controller.replicas
     port = free_port()
-    prometheus = start_prometheus(
-        port,
-        tmp_path,
-        [{"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{replica.metrics_port}"]}]}],
-    )
+    assert replica.kubeconfig is not None
+    token = tmp_path / "scraper-token"
+    token.write_text(reader_token(replica.kubeconfig))
+    targets = [f"127.0.0.1:{replica.metrics_port}"]
+    prometheus = start_prometheus(port, tmp_path, [secure_job(JOB, targets, token)])
     try:
         await client.create(api.JOBSETS, example("seed-volume-policy.yaml"), full_namespace)
         # One JobSet left to another controller, for the panel that counts them.

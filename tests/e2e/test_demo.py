@@ -18,6 +18,8 @@ def test_demo_runs_the_seed_example_to_completion(tmp_path: Path) -> None:
     # One line says why there is nothing to read back, and no pod log is printed.
     assert "the pods ran nothing: no logs" in output
     assert "model weights v1 written by" not in output
+    # The leader's metrics, read over HTTPS with a reader's token as a Prometheus would.
+    assert '  jobset_completed_total{jobset_name="volume-sample"' in output, output[-3000:]
     # The second act (a run restored from a snapshot) needs the real node's CSI stack: skipped,
     # saying why, and nothing of it applied.
     assert "[act 2] skipped: checkpoints as VolumeSnapshots need the real node's CSI" in output

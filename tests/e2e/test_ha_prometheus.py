@@ -2,8 +2,9 @@
 
 Both replicas run exactly as in pods (service-account token, no kubeconfig, the manifests'
 RBAC). JobSets keep being reconciled while the leader is killed; no JobSet gets a duplicate
-child; Prometheus (Debian's server, on loopback) scrapes both replicas and its query API finds
-the runtime, leader-election and JobSet/volume series.
+child; Prometheus (Debian's server, on loopback) scrapes both replicas over HTTPS with a reader's
+bearer token, as upstream's ServiceMonitor has it, and its query API finds the runtime,
+leader-election and JobSet/volume series.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from localcluster.processes import ManagedProcess, free_port
 from tests.helpers import Kube, wait_for
 from tests.support.incluster import ROOT, mint_token, service_account_dir, start_in_cluster
 from tests.support.jobsets import wait_condition
-from tests.support.prometheus import query, start_prometheus
+from tests.support.prometheus import query, secure_job, start_prometheus
 from tests.support.replicas import Replica
+from tests.support.securemetrics import reader_token
 
 LEASE_NAME = "stateful-jobset-controller"
 
@@ -50,10 +52,12 @@ async def test_ha_failover_and_prometheus_scraping(
             replicas[name] = _replica(full_kube, folder, name, tmp_path, full_namespace)
         prom_port = free_port()
         targets = [f"127.0.0.1:{r.metrics_port}" for r in replicas.values()]
+        # As upstream's ServiceMonitor: HTTPS (the replicas' self-signed certificates, not
+        # verified) with the token of a ServiceAccount bound to the metrics-reader role.
+        scraper_token = tmp_path / "scraper-token"
+        scraper_token.write_text(reader_token(full_kube.cluster.kubeconfig))
         prom = start_prometheus(
-            prom_port,
-            tmp_path,
-            [{"job_name": "stateful-jobset", "static_configs": [{"targets": targets}]}],
+            prom_port, tmp_path, [secure_job("stateful-jobset", targets, scraper_token)]
         )
 
         async def holder() -> str:

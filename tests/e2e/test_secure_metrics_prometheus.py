@@ -1,10 +1,13 @@
-"""Secure metrics as shipped, scraped by a real Prometheus (Debian's server, on loopback).
+"""Secure metrics with a certificate from a Secret, scraped by a real Prometheus (Debian's
+server, on loopback).
 
 The controller runs as in a pod (the manifests' ServiceAccount and RBAC, no kubeconfig) with the
-flags of the secure-metrics component. Prometheus scrapes it over HTTPS, verifying the
-certificate, twice: with the token of a ServiceAccount bound to the component's metrics-reader
-ClusterRole (the target is up) and with one of a ServiceAccount without it (the target is down,
-403). The API server's audit log shows the reviews were made by the controller's ServiceAccount.
+flag of the secure-metrics component (the Secret's certificate). Prometheus scrapes it over HTTPS,
+verifying the certificate, twice: with the token of a ServiceAccount bound to the shipped
+metrics-reader ClusterRole (the target is up) and with one of a ServiceAccount without it (the
+target is down, 403). The API server's audit log shows the reviews were made by the controller's
+ServiceAccount. (HTTPS with the self-signed certificate, the default, is scraped by
+test_ha_prometheus.py.)
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from localcluster import audit
 from localcluster.processes import ManagedProcess, free_port
 from tests.helpers import Kube, wait_for
 from tests.support.incluster import mint_token, service_account_dir, start_in_cluster
-from tests.support.prometheus import query, start_prometheus
+from tests.support.prometheus import query, secure_job, start_prometheus
 from tests.support.replicas import Replica, wait_until
 from tests.support.securemetrics import READER_ROLE, controller_flags
 
@@ -43,7 +46,7 @@ async def test_prometheus_scrapes_secure_metrics_with_a_reader_token(
 ) -> None:
     admin = KubeClient(full_kube.api)
     system_namespace, account = installed
-    # The component's reader role, and a scraper account bound to it; another one is not.
+    # The shipped reader role, and a scraper account bound to it; another one is not.
     reader = yaml.safe_load(READER_ROLE.read_text())
     try:
         await admin.create(CLUSTER_ROLES, reader)
@@ -88,7 +91,7 @@ async def test_prometheus_scrapes_secure_metrics_with_a_reader_token(
     for name in ("prometheus", "nobody"):
         (tokens / name).write_text(await mint_token(full_kube, full_namespace, name))
 
-    # The controller, in-cluster, with the component's flags; the Secret stands in as the API
+    # The controller, in-cluster, with the component's flag; the Secret stands in as the API
     # server's serving certificate (valid for 127.0.0.1, signed by the cluster CA).
     folder = service_account_dir(
         tmp_path,
@@ -100,7 +103,7 @@ async def test_prometheus_scrapes_secure_metrics_with_a_reader_token(
     certs.mkdir()
     shutil.copy(full_kube.cluster.pki.serving_cert, certs / "tls.crt")
     shutil.copy(full_kube.cluster.pki.serving_key, certs / "tls.key")
-    tls = {"ca_file": str(full_kube.cluster.pki.ca_cert)}
+    ca = full_kube.cluster.pki.ca_cert
     replica: Replica | None = None
     prom: ManagedProcess | None = None
     prom_port = free_port()
@@ -120,13 +123,7 @@ async def test_prometheus_scrapes_secure_metrics_with_a_reader_token(
             prom_port,
             tmp_path,
             [
-                {
-                    "job_name": name,
-                    "scheme": "https",
-                    "authorization": {"credentials_file": str(tokens / name)},
-                    "tls_config": tls,
-                    "static_configs": [{"targets": [f"127.0.0.1:{replica.metrics_port}"]}],
-                }
+                secure_job(name, [f"127.0.0.1:{replica.metrics_port}"], tokens / name, ca_file=ca)
                 for name in ("prometheus", "nobody")
             ],
         )

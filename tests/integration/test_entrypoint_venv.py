@@ -49,7 +49,6 @@ DEV_AND_TEST_ONLY = {
     "pytest-asyncio",
     "pytest-timeout",
     "hypothesis",
-    "cryptography",
     "mypy",
     "ruff",
     "types-pyyaml",

@@ -70,8 +70,18 @@ VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...], tuple[str, ...]]] = {
     "defaults": ({}, (), ()),
     "servicemonitor": ({"metrics": {"serviceMonitor": {"enabled": True}}}, ("servicemonitor",), ()),
     "secure-metrics": (
-        {"metrics": {"secure": {"enabled": True}, "serviceMonitor": {"enabled": True}}},
+        {
+            "metrics": {
+                "secure": {"secretName": "stateful-jobset-metrics-tls"},
+                "serviceMonitor": {"enabled": True},
+            }
+        },
         ("servicemonitor", "secure-metrics"),
+        (),
+    ),
+    "plain-metrics": (
+        {"metrics": {"secure": {"enabled": False}, "serviceMonitor": {"enabled": True}}},
+        ("servicemonitor", "plain-metrics"),
         (),
     ),
     "alpha-features": (
@@ -202,13 +212,26 @@ def test_pod_scope_is_refused_before_kubernetes_1_36(helm: Helm) -> None:
     assert "MutatingAdmissionPolicy" in names
 
 
+def test_kubernetes_older_than_1_35_is_refused(helm: Helm) -> None:
+    """The CRD's rules need 1.35 (docs/operations.md, "Supported Kubernetes versions"): helm
+    says so, by the chart's kubeVersion, before anything reaches the API server."""
+    args = ("template", RELEASE, str(CHART))
+    done = helm.run(*args, "--kube-version", "1.34.0", check=False)
+    assert done.returncode != 0
+    assert "chart requires kubeVersion: >=1.35.0-0" in done.stderr, done.stderr
+    assert "v1.34.0" in done.stderr, done.stderr
+    for version in ("1.35.0", "1.35.2-gke.100", "1.37.2"):
+        kinds = {o["kind"] for o in parse(helm.run(*args, "--kube-version", version).stdout)}
+        assert "Deployment" in kinds, version
+
+
 @pytest.mark.parametrize(
     "sets",
     [
         [],
         [
             "podScope.enabled=true",
-            "metrics.secure.enabled=true",
+            "metrics.secure.secretName=stateful-jobset-metrics-tls",
             "metrics.serviceMonitor.enabled=true",
             "metrics.prometheusRule.enabled=true",
             "featureGates.RestartJob=true",
@@ -228,8 +251,11 @@ def test_lint(helm: Helm, sets: list[str]) -> None:
 @pytest.fixture(scope="module")
 def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """An API server of its own: the session's has the CRD installed by the tests (not by a
-    release), and this module's uninstall must be free to leave it or not."""
-    with LocalCluster(tmp_path_factory.mktemp("helm-cluster"), profile="apiserver") as cluster:
+    release), and this module's uninstall must be free to leave it or not. It reports its
+    release as its version: the chart's kubeVersion refuses v0.0.0-master."""
+    with LocalCluster(
+        tmp_path_factory.mktemp("helm-cluster"), profile="apiserver", versioned_apiserver=True
+    ) as cluster:
         yield cluster
 
 

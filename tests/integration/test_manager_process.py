@@ -1,20 +1,33 @@
-"""A controller process on the runtime: endpoints, metrics, structured logs, bad input."""
+"""A controller process on the runtime: endpoints, metrics, structured logs, bad input, and
+upstream JobSet's manager command lines (its chart's, its kustomize manifests'), as it passes
+them, starting this controller."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import ssl
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from controller import configfile, kubeversion
 from controller.runtime.client import CONFIG_MAPS, KubeClient
 from localcluster.processes import free_port
+from localcluster.upstream import module_dir
 from tests.helpers import Kube, Progress, progress, wait_for
-from tests.support.replicas import Replica, start_replica, wait_until
+from tests.support import upstreamcli
+from tests.support.helm import Helm, Obj, parse, values_file
+from tests.support.replicas import Replica, start_replica, wait_holder, wait_until
+from tests.support.securemetrics import reader_token
 
 RUNTIME_METRICS = {
     "controller_runtime_reconcile_total",
@@ -138,3 +151,185 @@ def test_garbage_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "cannot start" in result.stderr
+
+
+def test_a_bad_environment_variable_is_named(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "controller"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "STATEFUL_JOBSET_WORKERS": "many"},
+    )
+    assert result.returncode == 2
+    assert "STATEFUL_JOBSET_WORKERS (--workers): invalid value 'many'" in result.stderr
+
+
+# ------------------------------------------------- upstream JobSet's command line, as it passes it
+
+
+def _upstream_chart(tmp_path: Path, values: dict[str, Any] | None = None) -> tuple[Obj, str]:
+    """Upstream v0.12.0's own chart, rendered: its controller container and its Configuration
+    file (the ConfigMap's controller_manager_config.yaml)."""
+    helm = Helm(tmp_path / "helm-home")
+    args = ["template", "jobset", str(module_dir() / "charts" / "jobset"), "-n", "jobset-system"]
+    if values is not None:
+        args += ["--values", str(values_file(tmp_path, values))]
+    objects = parse(helm.run(*args).stdout)
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    return container, str(config_map["data"]["controller_manager_config.yaml"])
+
+
+def _verified_scrape(port: int, token: str, context: ssl.SSLContext) -> tuple[int, str]:
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics")
+    request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=15, context=context) as response:
+        return int(response.status), response.read().decode()
+
+
+def _same_settings(text: str, expected: str) -> None:
+    assert configfile.parse(text) == configfile.parse(expected)
+
+
+async def _server_minor(kube: Kube) -> str:
+    found = kubeversion.server_version(await kube.raw("GET", "/version"))
+    assert found.minor is not None
+    return f"{found.minor[0]}.{found.minor[1]}"
+
+
+def _lines(replica: Replica, msg: str) -> list[dict[str, Any]]:
+    return [line for line in replica.log_lines() if line.get("msg") == msg]
+
+
+async def test_upstreams_chart_command_line_and_configuration_run_the_controller(
+    kube: Kube, client: KubeClient, namespace: str, tmp_path: Path
+) -> None:
+    """Upstream's chart's args (--zap-log-level=2, --config with its ConfigMap's file) start this
+    controller: the file's leader election is on (the Lease is taken), its client limits apply,
+    its webhook certificate settings are reported as ignored, the log is at debug level, the API
+    server's version is checked, and /metrics is HTTPS with token review, as upstream's."""
+    container, config = _upstream_chart(tmp_path)
+    assert tuple(container["args"]) == upstreamcli.CHART_ARGS
+    _same_settings(config, upstreamcli.CHART_CONFIG)
+    path = tmp_path / "controller_manager_config.yaml"
+    path.write_text(config)
+    lease = f"upstream-chart-{uuid.uuid4().hex[:6]}"
+    replica = start_replica(
+        kube.cluster.kubeconfig,
+        namespace,
+        "upstream-chart",
+        tmp_path,
+        lease_name=lease,
+        module="controller",
+        args=tuple(
+            a.replace("/controller_manager_config.yaml", str(path)) for a in container["args"]
+        ),
+    )
+    try:
+        await wait_until(lambda: replica.get("/readyz")[0] == 200, "readiness")
+        assert await wait_holder(client, namespace, lease, {"upstream-chart"}) == "upstream-chart"
+        (read,) = _lines(replica, "read the configuration file")
+        assert read["file"] == str(path)
+        (ignored,) = _lines(replica, "ignored in the configuration file")
+        assert ignored["field"] == "internalCertManagement"
+        (starting,) = _lines(replica, "starting")
+        assert starting["leader_elect"] is True
+        (version,) = _lines(replica, "API server version")
+        assert (version["version"], version["minimum"]) == (await _server_minor(kube), "1.35")
+        # --zap-log-level=2 (a debug verbosity): debug here, libraries' lines included.
+        assert starting["log_level"] == "debug"
+        assert "DEBUG kubernetes_asyncio" in replica.process.log_path.read_text()
+        assert replica.sample("leader_election_master_status", name=lease) == 1.0
+        assert not [line for line in replica.log_lines() if line["level"] == "error"]
+    finally:
+        replica.process.kill()
+
+
+async def test_upstreams_chart_with_cert_manager_serves_its_metrics_certificate(
+    kube: Kube, client: KubeClient, namespace: str, tmp_path: Path
+) -> None:
+    """With certManager.enable, upstream's chart mounts the metrics certificate where
+    controller-runtime looks for it ($TMPDIR/k8s-metrics-server/serving-certs, no flag): this
+    controller serves it from there (here: the API server's serving certificate, which the
+    cluster's CA verifies). The same file turns leader election off and lowers the limits."""
+    container, config = _upstream_chart(tmp_path, upstreamcli.CHART_CERT_MANAGER_VALUES)
+    assert tuple(container["args"]) == upstreamcli.CHART_ARGS
+    _same_settings(config, upstreamcli.CHART_CONFIG_CERT_MANAGER)
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert "/tmp/k8s-metrics-server/serving-certs" in mounts
+    temp = tmp_path / "tmp"
+    folder = temp / "k8s-metrics-server" / "serving-certs"
+    folder.mkdir(parents=True)
+    shutil.copy(kube.cluster.pki.serving_cert, folder / "tls.crt")
+    shutil.copy(kube.cluster.pki.serving_key, folder / "tls.key")
+    path = tmp_path / "controller_manager_config.yaml"
+    path.write_text(config)
+    lease = f"upstream-cm-{uuid.uuid4().hex[:6]}"
+    replica = start_replica(
+        kube.cluster.kubeconfig,
+        namespace,
+        "upstream-cert-manager",
+        tmp_path,
+        lease_name=lease,
+        module="controller",
+        env={"TMPDIR": str(temp)},
+        args=tuple(
+            a.replace("/controller_manager_config.yaml", str(path)) for a in container["args"]
+        ),
+    )
+    try:
+        await wait_until(lambda: replica.get("/readyz")[0] == 200, "readiness")
+        (starting,) = _lines(replica, "starting")
+        assert starting["leader_elect"] is False
+        verify = ssl.create_default_context(cafile=str(kube.cluster.pki.ca_cert))
+        token = reader_token(kube.cluster.kubeconfig)
+        status, body = _verified_scrape(replica.metrics_port, token, verify)
+        assert status == 200, body
+        assert "rest_client_requests_total" in body
+        (serving,) = [line for line in replica.log_lines() if line.get("endpoint") == "metrics"]
+        assert serving["certificate"] == str(folder / "tls.crt")
+    finally:
+        replica.process.kill()
+
+
+async def test_upstreams_kustomize_command_lines_run_the_controller(
+    kube: Kube, client: KubeClient, namespace: str, tmp_path: Path
+) -> None:
+    """The kustomize base's bare --leader-elect, and the release manifests' args with its own
+    Configuration file, read from upstream's sources."""
+    source = module_dir() / "config"
+    base = yaml.safe_load_all((source / "components" / "manager" / "manager.yaml").read_text())
+    (deployment,) = [d for d in base if d and d.get("kind") == "Deployment"]
+    (base_container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert tuple(base_container["args"]) == upstreamcli.KUSTOMIZE_BASE_ARGS
+    patch = yaml.safe_load((source / "default" / "manager_config_patch.yaml").read_text())
+    (patched,) = patch["spec"]["template"]["spec"]["containers"]
+    assert tuple(patched["args"]) == upstreamcli.KUSTOMIZE_DEFAULT_ARGS
+    config = (source / "components" / "manager" / "controller_manager_config.yaml").read_text()
+    assert config == upstreamcli.KUSTOMIZE_CONFIG
+    path = tmp_path / "controller_manager_config.yaml"
+    path.write_text(config)
+    for identity, args in (
+        ("kustomize-base", upstreamcli.KUSTOMIZE_BASE_ARGS),
+        (
+            "kustomize-release",
+            tuple(a.replace("/controller_manager_config.yaml", str(path)) for a in patched["args"]),
+        ),
+    ):
+        lease = f"{identity}-{uuid.uuid4().hex[:6]}"
+        replica = start_replica(
+            kube.cluster.kubeconfig,
+            namespace,
+            identity,
+            tmp_path,
+            lease_name=lease,
+            module="controller",
+            args=args,
+        )
+        try:
+            assert await wait_holder(client, namespace, lease, {identity}) == identity
+            await wait_until(lambda r=replica: r.get("/readyz")[0] == 200, "readiness")
+        finally:
+            replica.process.kill()

@@ -3,13 +3,14 @@ SubjectAccessReview), HTTPS, the caches, and the JobSet counters' labels.
 
 The controller's side of the reviews runs as a ServiceAccount holding only the review rules of
 the shipped ClusterRole (manifests/rbac/cluster-role.yaml); the scraper's side as a ServiceAccount
-bound to the shipped metrics-reader ClusterRole (manifests/components/secure-metrics/); a third
+bound to the shipped metrics-reader ClusterRole (manifests/rbac/metrics-reader-role.yaml); a third
 ServiceAccount has no role at all.
 """
 
 from __future__ import annotations
 
 import shutil
+import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -23,6 +24,8 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 from kubernetes_asyncio.client import ApiClient, Configuration
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
@@ -53,6 +56,7 @@ from tests.support.securemetrics import (
     controller_flags,
     only,
     render,
+    scrape,
     secure_args_and_mount,
 )
 
@@ -264,49 +268,75 @@ async def test_without_the_review_rules_every_scrape_fails_closed(
     assert (decision.status, decision.message) == (500, "Authentication failed")
 
 
-def test_the_secure_metrics_component_renders_a_coherent_install(tmp_path: Path) -> None:
-    plain = render(tmp_path / "plain", "servicemonitor")
-    assert only(plain, "ServiceMonitor")["spec"]["endpoints"][0].get("scheme") is None
-    alone = render(tmp_path / "alone", "secure-metrics")  # no ServiceMonitor to patch: fine
-    assert not [o for o in alone if o["kind"] == "ServiceMonitor"]
-    objects = render(tmp_path / "both", "servicemonitor", "secure-metrics")
-    args, mount, secret = secure_args_and_mount(objects)
-    assert args == [
-        "--metrics-secure=true",
-        f"--metrics-cert-path={mount}",
-        "--metrics-auth=true",
-    ]
+def _granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule.get("apiGroups", [])
+        for r in rule.get("resources", [])
+        for v in rule["verbs"]
+    }
+
+
+def test_the_install_serves_secure_metrics_by_default(tmp_path: Path) -> None:
+    """The base: HTTPS on 8443 (the self-signed certificate, no flag needed), the reader role and
+    the controller's review rules; the ServiceMonitor scrapes HTTPS with Prometheus' token."""
+    objects = render(tmp_path / "base", "servicemonitor")
     container = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
-    assert "--metrics-bind-address=:8080" in container["args"]
+    assert "--metrics-bind-address=:8443" in container["args"]
+    flags = ("--metrics-secure", "--metrics-auth", "--metrics-cert")
+    assert not [a for a in container["args"] if a.startswith(flags)]
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
-        "https-metrics": 8080,
+        "https-metrics": 8443,
         "health": 8081,
     }
     assert container["readinessProbe"]["httpGet"]["port"] == "health"  # probes stay plain
     service = only(objects, "Service")
-    assert [(p["name"], p["targetPort"]) for p in service["spec"]["ports"]] == [
-        ("https-metrics", "https-metrics")
+    assert [(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [
+        ("https-metrics", 8443, "https-metrics")
     ]
     (endpoint,) = only(objects, "ServiceMonitor")["spec"]["endpoints"]
-    assert endpoint["port"] == "https-metrics" and endpoint["scheme"] == "https"
+    assert (endpoint["port"], endpoint["scheme"]) == ("https-metrics", "https")
     assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
-    meta = service["metadata"]
-    assert endpoint["tlsConfig"]["serverName"] == f"{meta['name']}.{meta['namespace']}.svc"
-    assert endpoint["tlsConfig"]["ca"]["secret"] == {"name": secret, "key": "ca.crt"}
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}  # self-signed: as upstream's
     roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterRole"}
     reader = roles["stateful-jobset-metrics-reader"]
     assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
-    # The controller's own ClusterRole (base) holds the two review rules --metrics-auth needs.
-    controller_role = roles["stateful-jobset-controller"]
-    granted = {
-        (g, r, v)
-        for rule in controller_role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-    }
+    granted = _granted(roles["stateful-jobset-controller"])
     assert ("authentication.k8s.io", "tokenreviews", "create") in granted
     assert ("authorization.k8s.io", "subjectaccessreviews", "create") in granted
+
+
+def test_the_secure_metrics_component_serves_a_secrets_certificate(tmp_path: Path) -> None:
+    alone = render(tmp_path / "alone", "secure-metrics")  # no ServiceMonitor to patch: fine
+    assert not [o for o in alone if o["kind"] == "ServiceMonitor"]
+    objects = render(tmp_path / "both", "servicemonitor", "secure-metrics")
+    args, mount, secret = secure_args_and_mount(objects)
+    assert args == [f"--metrics-cert-path={mount}"]
+    assert secret == "stateful-jobset-metrics-tls"
+    service = only(objects, "Service")
+    (endpoint,) = only(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["port"] == "https-metrics" and endpoint["scheme"] == "https"
+    meta = service["metadata"]
+    assert endpoint["tlsConfig"] == {
+        "serverName": f"{meta['name']}.{meta['namespace']}.svc",
+        "ca": {"secret": {"name": secret, "key": "ca.crt"}},
+    }
+
+
+def test_the_plain_metrics_component_opts_out(tmp_path: Path) -> None:
+    objects = render(tmp_path / "plain", "servicemonitor", "plain-metrics")
+    container = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "--metrics-bind-address=:8080" in container["args"]
+    assert container["args"][-1] == "--metrics-secure=false"
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "http-metrics": 8080,
+        "health": 8081,
+    }
+    service = only(objects, "Service")
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http-metrics", 8080)]
+    (endpoint,) = only(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint == {"port": "http-metrics", "path": "/metrics", "interval": "30s"}
 
 
 async def test_the_controller_process_serves_secure_metrics_with_the_components_flags(
@@ -350,6 +380,134 @@ async def test_the_controller_process_serves_secure_metrics_with_the_components_
         assert "process_start_time_seconds" in body
         serving = [line for line in replica.log_lines() if line.get("endpoint") == "metrics"]
         assert serving and serving[0]["scheme"] == "https" and serving[0]["auth"] is True
+    finally:
+        replica.process.kill()
+
+
+def _scrape_verified(port: int, token: str | None, context: ssl.SSLContext) -> tuple[int, str]:
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=15, context=context) as response:
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as err:
+        return int(err.code), err.read().decode()
+
+
+def _peer_certificate(port: int) -> tuple[x509.Certificate, str]:
+    """The certificate the endpoint presents and the TLS version it agreed, read without
+    verifying the certificate."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=15) as raw,
+        context.wrap_socket(raw) as tls,
+    ):
+        leaf = tls.getpeercert(binary_form=True)
+        version = str(tls.version())
+    assert leaf is not None
+    return x509.load_der_x509_certificate(leaf), version
+
+
+async def test_the_controller_process_serves_https_and_checks_tokens_by_default(
+    kube: Kube, namespace: str, accounts: Accounts, tmp_path: Path
+) -> None:
+    """No metrics flag at all: HTTPS with a certificate made at start (self-signed, for localhost
+    and 127.0.0.1, as controller-runtime makes it), TLS 1.2 or later, and every scrape's token
+    reviewed: none 401, a user without the reader role 403, a reader 200."""
+    replica = start_replica(
+        kube.cluster.kubeconfig,
+        namespace,
+        "default-metrics",
+        tmp_path,
+        lease_name=f"default-{uuid.uuid4().hex[:6]}",
+    )
+    try:
+        await wait_until(lambda: replica.get("/readyz")[0] == 200, "readiness (plain HTTP)")
+        status, _ = replica.get("/metrics", replica.metrics_port)
+        assert status != 200, "plain HTTP must not be served on the metrics port"
+        leaf, version = _peer_certificate(replica.metrics_port)
+        assert version in ("TLSv1.2", "TLSv1.3")
+        names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert names.get_values_for_type(x509.DNSName) == ["localhost"]
+        assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+        common_name = leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
+        issuer = leaf.issuer.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
+        assert str(common_name).startswith("localhost@")
+        assert str(issuer).startswith("localhost-ca@")
+        # Not a certificate the cluster's CA (or any CA a scraper holds) vouches for.
+        with pytest.raises(urllib.error.URLError) as refused:
+            _scrape_verified(
+                replica.metrics_port,
+                accounts.tokens["scraper"],
+                ssl.create_default_context(cafile=str(kube.cluster.pki.ca_cert)),
+            )
+        assert isinstance(refused.value.reason, ssl.SSLCertVerificationError)
+        assert "self-signed certificate in certificate chain" in str(refused.value.reason)
+        assert scrape(replica.metrics_port, None)[0] == 401
+        assert scrape(replica.metrics_port, accounts.tokens["stranger"])[0] == 403
+        status, body = scrape(replica.metrics_port, accounts.tokens["scraper"])
+        assert status == 200, body
+        assert "process_start_time_seconds" in body
+        serving = [line for line in replica.log_lines() if line.get("endpoint") == "metrics"]
+        assert serving and serving[0]["scheme"] == "https" and serving[0]["auth"] is True
+        assert serving[0]["certificate"] == "self-signed"
+    finally:
+        replica.process.kill()
+
+
+async def test_controller_runtimes_certificate_folder_is_used_when_there(
+    kube: Kube, namespace: str, accounts: Accounts, tmp_path: Path
+) -> None:
+    """Where upstream's chart mounts a cert-manager Secret: $TMPDIR/k8s-metrics-server/
+    serving-certs, read without any flag (here the API server's serving certificate, which the
+    cluster's CA verifies)."""
+    temp = tmp_path / "tmp"
+    folder = temp / "k8s-metrics-server" / "serving-certs"
+    folder.mkdir(parents=True)
+    shutil.copy(kube.cluster.pki.serving_cert, folder / "tls.crt")
+    shutil.copy(kube.cluster.pki.serving_key, folder / "tls.key")
+    replica = start_replica(
+        kube.cluster.kubeconfig,
+        namespace,
+        "folder-metrics",
+        tmp_path,
+        lease_name=f"folder-{uuid.uuid4().hex[:6]}",
+        env={"TMPDIR": str(temp)},
+    )
+    verify = ssl.create_default_context(cafile=str(kube.cluster.pki.ca_cert))
+    try:
+        await wait_until(lambda: replica.get("/readyz")[0] == 200, "readiness (plain HTTP)")
+        status, body = _scrape_verified(replica.metrics_port, accounts.tokens["scraper"], verify)
+        assert status == 200, body
+        serving = [line for line in replica.log_lines() if line.get("endpoint") == "metrics"]
+        assert serving and serving[0]["certificate"] == str(folder / "tls.crt")
+    finally:
+        replica.process.kill()
+
+
+async def test_plain_http_is_an_explicit_opt_out(
+    kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    replica = start_replica(
+        kube.cluster.kubeconfig,
+        namespace,
+        "plain-metrics",
+        tmp_path,
+        lease_name=f"plain-{uuid.uuid4().hex[:6]}",
+        extra={"--metrics-secure": "false"},
+    )
+    try:
+        await wait_until(lambda: replica.get("/readyz")[0] == 200, "readiness")
+        status, body = replica.get("/metrics", replica.metrics_port)  # no token, no TLS
+        assert status == 200, body
+        assert "process_start_time_seconds" in body
+        serving = [line for line in replica.log_lines() if line.get("endpoint") == "metrics"]
+        assert serving and serving[0]["scheme"] == "http" and serving[0]["auth"] is False
+        warned = [line["msg"] for line in replica.log_lines() if line.get("level") == "warning"]
+        assert any("plain HTTP without authentication" in m for m in warned), warned
     finally:
         replica.process.kill()
 

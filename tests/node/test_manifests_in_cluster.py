@@ -8,7 +8,8 @@ Running and Ready, exactly one of them holds the Lease (and says so in
 ``leader_election_master_status``), the seed-volume example completes with real pods and a real
 claim, the leader pod is deleted and the other replica takes the Lease and reconciles a new JobSet
 to completion, Debian's Prometheus scrapes both pods at the metrics Service's endpoints (its
-EndpointSlices), and ``make undeploy`` removes every object the install created.
+EndpointSlices; HTTPS with a reader's bearer token), and ``make undeploy`` removes every object
+the install created.
 
 The test starts its own real node (``no_session_node``: before the tier's shared node, one real
 node per host) so that the cluster-wide install meets no other test's controller.
@@ -33,13 +34,14 @@ from localcluster.cluster import LocalCluster
 from localcluster.node import host_checks
 from localcluster.processes import LaunchError, ManagedProcess, free_port
 from tests.support.prometheus import query, start_prometheus
+from tests.support.securemetrics import reader_token
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = "stateful-jobset-system"
 DEPLOYMENT = "stateful-jobset-controller"
 LEASE = "stateful-jobset-controller"
 METRICS_SERVICE = "stateful-jobset-controller-metrics"
-METRICS_PORT = "http-metrics"
+METRICS_PORT = "https-metrics"
 TAG = "in-cluster-test"
 JOBS = "jobs"
 T = TypeVar("T")
@@ -141,9 +143,7 @@ def _metrics_endpoints(cluster: LocalCluster) -> list[dict[str, Any]]:
     )["items"]
     groups = []
     for endpoint_slice in slices:
-        ports = [
-            p["port"] for p in endpoint_slice.get("ports") or [] if p["name"] == "http-metrics"
-        ]
+        ports = [p["port"] for p in endpoint_slice.get("ports") or [] if p["name"] == METRICS_PORT]
         for endpoint in endpoint_slice.get("endpoints") or []:
             if ports and (endpoint.get("conditions") or {}).get("ready"):
                 pod = endpoint["targetRef"]["name"]
@@ -152,16 +152,24 @@ def _metrics_endpoints(cluster: LocalCluster) -> list[dict[str, Any]]:
     return groups
 
 
-def _prometheus(folder: Path, groups: list[dict[str, Any]]) -> tuple[ManagedProcess, int]:
+def _prometheus(
+    folder: Path, groups: list[dict[str, Any]], token: str
+) -> tuple[ManagedProcess, int]:
     """Debian's Prometheus scraping the metrics Service's endpoints, each pod by its IP (the
-    node's bridge is reachable from this host). Debian builds Prometheus without Kubernetes
-    service discovery, so the test hands it what that discovery would find (the Service's
-    EndpointSlices) as a file_sd target file."""
+    node's bridge is reachable from this host), as the servicemonitor component has it: HTTPS
+    (the pods' self-signed certificates, not verified) with a reader's bearer token. Debian
+    builds Prometheus without Kubernetes service discovery, so the test hands it what that
+    discovery would find (the Service's EndpointSlices) as a file_sd target file."""
     folder.mkdir(parents=True, exist_ok=True)
     targets = folder / "targets.json"
     targets.write_text(json.dumps(groups))
+    token_file = folder / "token"
+    token_file.write_text(token)
     scrape = {
         "job_name": "stateful-jobset",
+        "scheme": "https",
+        "authorization": {"credentials_file": str(token_file)},
+        "tls_config": {"insecure_skip_verify": True},
         "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
     }
     port = free_port()
@@ -242,7 +250,8 @@ def test_the_manifests_run_the_image_as_pods(
             "the metrics Service's endpoints: both pods",
             60,
         )
-        prometheus, prom_port = _prometheus(state / "prometheus", groups)
+        token = reader_token(cluster.kubeconfig)
+        prometheus, prom_port = _prometheus(state / "prometheus", groups, token)
         up = _poll(
             lambda: query(prom_port, 'up{job="stateful-jobset"}'),
             lambda r: (

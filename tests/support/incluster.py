@@ -14,7 +14,7 @@ import yaml
 
 from localcluster.processes import ManagedProcess, free_port
 from tests.helpers import Kube
-from tests.support.replicas import Replica
+from tests.support.replicas import Replica, secure_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,4 +110,8 @@ def start_in_cluster(
     ]
     process = ManagedProcess(identity, argv, log_dir / f"{identity}.log", env=env)
     process.start()
-    return Replica(identity, process, metrics, health)
+    secure = [f.partition("=")[2] for f in flags if f.startswith("--metrics-secure=")]
+    return Replica(
+        identity, process, metrics, health, kubeconfig=kube.cluster.kubeconfig,
+        metrics_secure=secure_metrics(secure[-1] if secure else "true"),
+    )  # fmt: skip

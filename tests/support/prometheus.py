@@ -46,6 +46,22 @@ def start_prometheus(
     return process
 
 
+def secure_job(
+    name: str, targets: list[str], token_file: Path, ca_file: Path | None = None
+) -> dict[str, Any]:
+    """A scrape job for the controller's /metrics as upstream's ServiceMonitor has Prometheus
+    scrape it: HTTPS with a bearer token (a file, as Prometheus' own ServiceAccount token), the
+    certificate verified against ``ca_file``, or not at all (the self-signed one)."""
+    tls: dict[str, Any] = {"ca_file": str(ca_file)} if ca_file else {"insecure_skip_verify": True}
+    return {
+        "job_name": name,
+        "scheme": "https",
+        "authorization": {"credentials_file": str(token_file)},
+        "tls_config": tls,
+        "static_configs": [{"targets": targets}],
+    }
+
+
 def query(port: int, expression: str) -> list[dict[str, Any]]:
     """The result vector of an instant query; empty while Prometheus is not answering."""
     url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expression})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 import urllib.request
@@ -15,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller.runtime.client import LEASES, ApiError, KubeClient
 from localcluster.processes import ManagedProcess, free_port
+from tests.support.securemetrics import reader_token, scrape
 
 # Short lease timings keep the tests quick; the ratios are those of the defaults (15/10/2).
 LEASE = {"--lease-duration": "6", "--renew-deadline": "4", "--retry-period": "0.8"}
@@ -27,8 +29,13 @@ class Replica:
     metrics_port: int
     health_port: int
     extra: dict[str, str] = field(default_factory=dict)
+    # The cluster's admin kubeconfig: a scraper's token is made with it.
+    kubeconfig: Path | None = None
+    # /metrics over HTTPS with a bearer token (the default), or plain (--metrics-secure=false).
+    metrics_secure: bool = True
 
     def get(self, path: str, port: int | None = None) -> tuple[int, str]:
+        """A plain HTTP GET: the health endpoints (and /metrics with --metrics-secure=false)."""
         url = f"http://127.0.0.1:{port or self.health_port}{path}"
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
@@ -38,8 +45,16 @@ class Replica:
         except OSError as err:
             return 0, str(err)
 
+    def scrape(self) -> tuple[int, str]:
+        """/metrics as a Prometheus allowed to read it would get it: over HTTPS with a reader's
+        bearer token (tests/support/securemetrics.py), or plain HTTP if the replica opted out."""
+        if not self.metrics_secure:
+            return self.get("/metrics", self.metrics_port)
+        assert self.kubeconfig is not None, "a secure replica needs the kubeconfig for a token"
+        return scrape(self.metrics_port, reader_token(self.kubeconfig))
+
     def metrics_text(self) -> str:
-        status, body = self.get("/metrics", self.metrics_port)
+        status, body = self.scrape()
         assert status == 200, f"/metrics of {self.identity}: {status} {body[:200]}"
         return body
 
@@ -72,9 +87,13 @@ def start_replica(
     lease_name: str,
     module: str = "tests.support.sample_controller",
     extra: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> Replica:
+    """A controller process on ``kubeconfig``, watching ``namespace``, on free loopback ports;
+    ``extra`` flags as ``--flag=value``, ``args`` as they are (after them)."""
     metrics_port, health_port = free_port(), free_port()
-    args = {
+    flags = {
         "--kubeconfig": str(kubeconfig),
         "--namespaces": namespace,
         "--leader-election-namespace": namespace,
@@ -85,10 +104,19 @@ def start_replica(
         **LEASE,
         **(extra or {}),
     }
-    argv = [sys.executable, "-m", module, *(f"{k}={v}" for k, v in args.items())]
-    process = ManagedProcess(identity, argv, log_dir / f"{identity}.log")
+    argv = [sys.executable, "-m", module, *(f"{k}={v}" for k, v in flags.items()), *args]
+    environment = {**os.environ, **env} if env is not None else None
+    process = ManagedProcess(identity, argv, log_dir / f"{identity}.log", env=environment)
     process.start()
-    return Replica(identity, process, metrics_port, health_port, extra or {})
+    return Replica(
+        identity, process, metrics_port, health_port, extra or {}, kubeconfig,
+        metrics_secure=secure_metrics(flags.get("--metrics-secure", "true")),
+    )  # fmt: skip
+
+
+def secure_metrics(flag_value: str) -> bool:
+    """Whether a --metrics-secure value leaves /metrics on HTTPS (its default)."""
+    return flag_value.strip().lower() not in ("false", "f", "0", "no", "off")
 
 
 async def wait_until(predicate: Any, what: str, seconds: float = 60.0) -> float:

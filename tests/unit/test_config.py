@@ -14,7 +14,9 @@ from controller.jobset import api
 
 def test_defaults_follow_controller_runtime() -> None:
     config = parse([], env={})
-    assert config.metrics_bind_address == ":8080"
+    # Upstream's: HTTPS on 8443, with authentication and authorization.
+    assert config.metrics_bind_address == ":8443"
+    assert (config.metrics_secure, config.metrics_auth) == (True, True)
     assert config.health_probe_bind_address == ":8081"
     assert (config.lease_duration, config.renew_deadline, config.retry_period) == (15, 10, 2)
     assert config.leader_elect is True
@@ -60,6 +62,20 @@ def test_environment_variables_set_flags_and_flags_win(tmp_path: Path) -> None:
         (["--snapshot-warn-after=nan"], "--snapshot-warn-after must be more than 0 seconds"),
         (["--metrics-bind-address=nonsense"], "must be host:port or 0"),
         (["--event-loop=trio"], "invalid command line"),
+        (["--tls-min-version=VersionTLS11"], "--tls-min-version: VersionTLS11 is not supported"),
+        (["--tls-min-version=1.3"], "--tls-min-version: unknown TLS version '1.3'"),
+        (["--tls-cipher-suites=TLS_NOPE"], "--tls-cipher-suites: unknown cipher suite TLS_NOPE"),
+        (
+            ["--tls-min-version=VersionTLS13", "--tls-cipher-suites=TLS_RSA_WITH_AES_128_CBC_SHA"],
+            "--tls-cipher-suites: cipher suites may not be given with VersionTLS13",
+        ),
+        (["--zap-log-level=loud"], "--zap-log-level: invalid log level 'loud'"),
+        (["--zap-log-level=0"], "--zap-log-level: invalid log level '0'"),
+        (["--zap-encoder=xml"], "--zap-encoder: invalid encoder value 'xml'"),
+        (["--zap-stacktrace-level=debug"], "--zap-stacktrace-level: invalid stacktrace level"),
+        (["--zap-time-encoding=nano"], "--zap-time-encoding: invalid time-encoding value 'nano'"),
+        (["--log-level=info", "--zap-log-level=error"], "--log-level says info, --zap-log-"),
+        (["--zap-devel=maybe"], "invalid command line"),
         (["--managed-by=canary"], "--managed-by must be a domain-prefixed path"),
         (["--managed-by="], "--managed-by must be a domain-prefixed path"),
         (["--managed-by=/canary"], "--managed-by must be a domain-prefixed path"),
@@ -87,10 +103,79 @@ def test_managed_by_defaults_to_upstream_and_reads_flag_and_environment() -> Non
     assert parse([f"--managed-by={odd}"], env={}).managed_by == odd
 
 
-def test_secure_metrics_are_off_unless_asked_for() -> None:
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"STATEFUL_JOBSET_WORKERS": "x"},
+            "STATEFUL_JOBSET_WORKERS (--workers): invalid value 'x'",
+        ),
+        ({"STATEFUL_JOBSET_WORKERS": "0"}, "STATEFUL_JOBSET_WORKERS (--workers) must be positive"),
+        (
+            {"STATEFUL_JOBSET_KUBE_API_QPS": "fast"},
+            "STATEFUL_JOBSET_KUBE_API_QPS (--kube-api-qps): invalid value 'fast': not a number",
+        ),
+        (
+            {"STATEFUL_JOBSET_LEADER_ELECT": "maybe"},
+            "STATEFUL_JOBSET_LEADER_ELECT (--leader-elect): invalid value 'maybe'",
+        ),
+        (
+            {"STATEFUL_JOBSET_LEASE_DURATION": "5"},
+            "leader election needs STATEFUL_JOBSET_LEASE_DURATION (--lease-duration) > "
+            "--renew-deadline",
+        ),
+        (
+            {"STATEFUL_JOBSET_EVENT_LOOP": "trio"},
+            "STATEFUL_JOBSET_EVENT_LOOP (--event-loop): 'trio' is not one of uvloop, asyncio",
+        ),
+        (
+            {"STATEFUL_JOBSET_MANAGED_BY": "canary"},
+            "STATEFUL_JOBSET_MANAGED_BY (--managed-by) must be a domain-prefixed path",
+        ),
+        (
+            {"STATEFUL_JOBSET_FEATURE_GATES": "Nope=true"},
+            "STATEFUL_JOBSET_FEATURE_GATES (--feature-gates): unknown feature gate 'Nope'",
+        ),
+        (
+            {"STATEFUL_JOBSET_ZAP_LOG_LEVEL": "loud"},
+            "STATEFUL_JOBSET_ZAP_LOG_LEVEL (--zap-log-level): invalid log level 'loud'",
+        ),
+        (
+            {"STATEFUL_JOBSET_METRICS_BIND_ADDRESS": "nonsense"},
+            "STATEFUL_JOBSET_METRICS_BIND_ADDRESS (--metrics-bind-address) must be host:port",
+        ),
+        (
+            {"KUBECONFIG": "/does/not/exist"},
+            "KUBECONFIG (--kubeconfig) '/does/not/exist' does not exist",
+        ),
+    ],
+)
+def test_bad_environment_values_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse([], env=env)
+    assert message in str(raised.value)
+
+
+def test_a_bad_variable_is_refused_even_when_the_flag_is_given() -> None:
+    """A wrong variable in the pod's environment is a mistake to fix, not to shadow."""
+    with pytest.raises(ConfigError, match="STATEFUL_JOBSET_WORKERS"):
+        parse(["--workers=3"], env={"STATEFUL_JOBSET_WORKERS": "three"})
+
+
+def test_secure_metrics_are_on_and_plain_http_is_an_opt_out() -> None:
     config = parse([], env={})
-    assert (config.metrics_secure, config.metrics_auth) == (False, False)
+    assert (config.metrics_secure, config.metrics_auth, config.metrics_cert_path) == (
+        True,
+        True,
+        "",  # no certificate given: self-signed (metricstls.certificate_source)
+    )
     assert (config.metrics_cert_name, config.metrics_cert_key) == ("tls.crt", "tls.key")
+    plain = parse(["--metrics-secure=false"], env={})
+    assert (plain.metrics_secure, plain.metrics_auth) == (False, False)  # auth follows
+    tokens_in_clear = parse(["--metrics-secure=false", "--metrics-auth"], env={})
+    assert (tokens_in_clear.metrics_secure, tokens_in_clear.metrics_auth) == (False, True)
+    no_auth = parse(["--metrics-auth=false"], env={})
+    assert (no_auth.metrics_secure, no_auth.metrics_auth) == (True, False)
 
 
 def test_secure_metrics_flags_and_environment(tmp_path: Path) -> None:
@@ -110,8 +195,7 @@ def test_secure_metrics_flags_and_environment(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--metrics-secure=true"], "--metrics-secure needs --metrics-cert-path"),
-        (["--metrics-secure=true", "--metrics-cert-path={dir}/none"], r"none/tls\.crt does not"),
+        (["--metrics-cert-path={dir}/none"], r"--metrics-cert-path: .*none/tls\.crt does not"),
         (
             ["--metrics-secure=true", "--metrics-cert-path={dir}", "--metrics-cert-key=k.pem"],
             r"k\.pem does not exist",
@@ -123,7 +207,7 @@ def test_secure_metrics_flags_and_environment(tmp_path: Path) -> None:
                 "--metrics-bind-address=:9000",
                 "--health-probe-bind-address=:9000",
             ],
-            "health probes stay plain",
+            "HTTPS metrics .* need a --metrics-bind-address other than",
         ),
         (["--metrics-auth=maybe"], "invalid command line"),
     ],
@@ -141,7 +225,7 @@ def test_event_loop_is_uvloop_unless_asked_otherwise() -> None:
     assert parse([], env={}).event_loop == "uvloop"
     assert parse(["--event-loop=asyncio"], env={}).event_loop == "asyncio"
     assert parse([], env={"STATEFUL_JOBSET_EVENT_LOOP": "asyncio"}).event_loop == "asyncio"
-    with pytest.raises(ConfigError, match="--event-loop must be uvloop or asyncio, got 'trio'"):
+    with pytest.raises(ConfigError, match="STATEFUL_JOBSET_EVENT_LOOP \\(--event-loop\\)"):
         parse([], env={"STATEFUL_JOBSET_EVENT_LOOP": "trio"})
 
 

@@ -294,8 +294,9 @@ def test_servicemonitor_component_scrapes_the_metrics_service() -> None:
         <= {**service["metadata"]["labels"], "app.kubernetes.io/name": "stateful-jobset"}.items()
     )
     ports = {p["name"] for p in service["spec"]["ports"]}
-    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["http-metrics"]
-    assert "http-metrics" in ports
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "https-metrics" and endpoint["scheme"] == "https"
+    assert "https-metrics" in ports
     assert monitor["spec"]["namespaceSelector"]["matchNames"] == ["stateful-jobset-system"]
 
 
@@ -310,12 +311,12 @@ def test_deployment_replicas_probes_ports_and_args() -> None:
     assert deployment["spec"]["selector"]["matchLabels"] == NAME_LABELS
     assert container["image"] == f"stateful-jobset:{controller.__version__}"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"http-metrics": 8080, "health": 8081}
+    assert ports == {"https-metrics": 8443, "health": 8081}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     args = container["args"]
     assert "--leader-election-namespace=$(POD_NAMESPACE)" in args
-    assert "--metrics-bind-address=:8080" in args
+    assert "--metrics-bind-address=:8443" in args
     assert "--health-probe-bind-address=:8081" in args
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
@@ -353,7 +354,7 @@ def test_deployment_spreads_replicas_and_the_pdb_keeps_one() -> None:
     assert pdb["spec"]["selector"]["matchLabels"] == NAME_LABELS
     service = _one("Service")
     assert service["spec"]["selector"] == NAME_LABELS
-    assert service["spec"]["ports"][0]["port"] == 8080
+    assert service["spec"]["ports"][0]["port"] == 8443
 
 
 # ----------------------------------------------------------------------------------------- RBAC

@@ -41,6 +41,16 @@ app.kubernetes.io/component: controller
 {{ if .Values.metrics.secure.enabled }}https-metrics{{ else }}http-metrics{{ end }}
 {{- end }}
 
+{{/* /metrics port number: 8443 for HTTPS (upstream's), 8080 for plain HTTP. */}}
+{{- define "stateful-jobset.metricsPortNumber" -}}
+{{ if .Values.metrics.secure.enabled }}8443{{ else }}8080{{ end }}
+{{- end }}
+
+{{/* The metrics certificate comes from a Secret (HTTPS and a secretName). */}}
+{{- define "stateful-jobset.metricsSecret" -}}
+{{ if and .Values.metrics.secure.enabled .Values.metrics.secure.secretName }}true{{ end }}
+{{- end }}
+
 {{/*
 A generated manifest copied into files/ (python -m controller.api.chartgen), with labels (and
 annotations) added under its top-level metadata. The text is kept as generated (CEL as literal
