@@ -39,6 +39,7 @@ COLOCATION = "tests/integration/test_colocation_switch.py"
 SINGLE_NODE = "tests/unit/volumes/test_singlenode.py"
 ANNOTATIONS = "tests/unit/volumes/test_annotations.py"
 ELASTIC = "tests/integration/upstream/test_webhook_elastic.py"
+COMMAND_LINE = "tests/unit/test_upstream_command_line.py"
 
 # title -> the tests proving it, in the order of docs/api.md.
 PROOF: dict[str, tuple[str, ...]] = {
@@ -115,9 +116,16 @@ PROOF: dict[str, tuple[str, ...]] = {
         f"{OLDEST}::test_both_crds_install",
         f"{OLDEST}::test_the_controller_creates_the_jobs_and_completes_the_jobset",
         f"{OLDEST}::test_pod_scope_says_it_needs_a_newer_release",
+        "tests/integration/test_helm_chart.py::test_kubernetes_older_than_1_35_is_refused",
+        "tests/unit/test_kubeversion.py::test_the_refusal_names_the_servers_version_and_the_minimum",
     ),
     "Installed under its own names": (
         f"{MANIFESTS}::test_installed_under_its_own_names_with_no_webhook",
+    ),
+    "Upstream's command line, with a few differences": (
+        f"{COMMAND_LINE}::test_upstreams_command_lines_and_files_mean_the_same_here",
+        f"{COMMAND_LINE}::test_a_certificate_folder_without_the_certificate_is_refused",
+        "tests/unit/test_zapflags.py::test_log_level_and_zap_log_level",
     ),
     "Admission without a webhook server": (
         "tests/unit/test_validation.py::test_the_installed_crd_and_policy_are_rebuilt_from_the_one"
