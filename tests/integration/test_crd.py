@@ -715,6 +715,12 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         'spec.failurePolicy.restartStrategy: Unsupported value: "InPlace"',
     ),
     (
+        # upstream's, behind its InPlaceRestart gate
+        "restart-strategy-in-place-restart",
+        _set(lambda js: spec(js)["failurePolicy"], "restartStrategy", "InPlaceRestart"),
+        'spec.failurePolicy.restartStrategy: Unsupported value: "InPlaceRestart"',
+    ),
+    (
         "depends-on-first",
         _set(lambda js: rj(js, 0), "dependsOn", [{"name": "workers", "status": "Ready"}]),
         "the first replicated job cannot have dependsOn: nothing starts before it: init",
@@ -779,6 +785,13 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         _set(lambda js: spec(js)["coordinator"], "podIndex", 2),
         "coordinator.podIndex must be less than the completions of the coordinator's "
         "replicated job: workers",
+    ),
+    # Upstream's webhook refuses a coordinator whose replicated job has no completions; here the
+    # Job API refuses its Indexed Jobs (completions is required), which the JobSet reports.
+    (
+        "coordinator-pod-index-without-completions",
+        lambda js: rj(js, 1)["template"]["spec"].pop("completions"),
+        "",
     ),
     (
         "coordinator-indexed",
@@ -1182,6 +1195,12 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         "scope-enum",
         _set(lambda js: policy(js, 1), "scope", "Node"),
         'spec.volumeClaimPolicies[1].scope: Unsupported value: "Node"',
+    ),
+    # A JobSet-scope claim name of 66 characters (upstream refuses more than 63): an object name.
+    (
+        "claim-names-jobset-scope-over-63",
+        _all(_add_template(0, pvc("d" * 60)), _add_mount(0, "d" * 60)),
+        "",
     ),
     (
         "claim-names",
@@ -1827,6 +1846,23 @@ async def test_defaults_applied_by_the_api_server(kube: Kube, jobsets: str) -> N
         "whenSuspended": "Retain",
     }
     assert "suspend" not in stored and "coordinator" not in stored
+
+
+async def test_a_default_an_update_leaves_out_comes_back(kube: Kube, jobsets: str) -> None:
+    """Upstream's webhook defaults a JobSet on create only: an update without successPolicy
+    stores none. Here the defaults are the schema's, written on every write (so the immutable
+    fields compare equal)."""
+    body = base()
+    spec(body)["successPolicy"] = {"operator": "All"}
+    stored = accepted(await create(kube, jobsets, body))
+    rules = stored["spec"]["failurePolicy"]["rules"]
+    del stored["spec"]["successPolicy"], stored["spec"]["startupPolicy"]
+    del stored["spec"]["volumeClaimPolicies"][1]["retentionPolicy"]["whenScaled"]
+    updated = accepted(await replace(kube, jobsets, stored))["spec"]
+    assert updated["successPolicy"] == {"operator": "All"}
+    assert updated["startupPolicy"] == {"startupPolicyOrder": "AnyOrder"}
+    assert updated["volumeClaimPolicies"][1]["retentionPolicy"]["whenScaled"] == "Retain"
+    assert updated["failurePolicy"]["rules"] == rules
 
 
 async def test_defaults_do_not_override_what_is_set(kube: Kube, jobsets: str) -> None:

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from controller.runtime.client import CONFIG_MAPS, EVENTS, EVENTS_V1, KubeClient, WriteRefused
 from controller.runtime.events import (
@@ -215,6 +216,31 @@ async def test_a_long_note_is_cut_to_what_the_api_server_accepts(
     note = (await _listed(client, namespace, core=False))["Long"]["note"]
     assert len(note.encode()) <= 1024
     assert note.endswith("...") and note.startswith("éé")
+
+
+async def test_an_event_that_cannot_be_written_is_dropped_and_counted(
+    kube: Kube, namespace: str
+) -> None:
+    """Recording is best-effort, never a retry loop: an Event the buffer has no room for (the
+    oldest goes), or one the API server refuses, is dropped and counted."""
+    client = KubeClient(kube.api)
+    subject = await _subject(client, namespace)
+    registry = CollectorRegistry()
+    recorder = EventRecorder(
+        client, "test-component", registry=registry, buffer_size=2, wall_clock=Clock()
+    )
+    for reason in ("First", "Second", "Third"):
+        recorder.event(subject, NORMAL, reason, "buffered")
+    await recorder.flush()
+    assert sorted(await _listed(client, namespace, core=False)) == ["Second", "Third"]
+    assert registry.get_sample_value("events_dropped_total") == 1
+    elsewhere = {**subject, "metadata": {**subject["metadata"], "namespace": "no-such-namespace"}}
+    recorder.event(elsewhere, WARNING, "Refused", "its namespace does not exist")
+    await recorder.flush()  # the 404 is not retried
+    assert registry.get_sample_value("events_dropped_total") == 2
+    await recorder.flush()
+    assert registry.get_sample_value("events_dropped_total") == 2
+    assert sorted(await _listed(client, namespace, core=False)) == ["Second", "Third"]
 
 
 async def test_a_fenced_client_records_nothing(kube: Kube, namespace: str) -> None:

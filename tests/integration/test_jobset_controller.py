@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api
+from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
 from controller.runtime.client import EVENTS, SERVICES, KubeClient
 from tests.helpers import Kube, wait_for
 from tests.support.jobsets import (
@@ -405,6 +406,31 @@ async def test_invalid_regex_is_a_condition_and_event_not_a_crash(
     await wait_jobs(client, namespace, "fine", 1)
 
 
+async def test_a_running_jobset_made_spec_invalid_is_left_alone_until_fixed(
+    controller: RunningController, client: KubeClient, namespace: str
+) -> None:
+    """An exclusive-placement annotation that is no label key, added while the JobSet runs
+    (upstream would run on, its API server refusing the Jobs made afterwards): SpecInvalid, and
+    the controller acts on nothing of the JobSet, not even its Job's completion, until the
+    annotation is fixed."""
+    await create(client, namespace, jobset("frozen", replicated_job("a", 1)))
+    (job,) = await wait_jobs(client, namespace, "frozen", 1)
+    bad = {"metadata": {"annotations": {EXCLUSIVE_TOPOLOGY: "not a label key"}}}
+    await client.patch(api.JOBSETS, "frozen", bad, namespace)
+    await wait_condition(client, namespace, "frozen", api.SPEC_INVALID)
+    await complete_job(client, namespace, job)
+    await settled(controller, client)  # the completed Job was seen and reconciled
+    held = await get_jobset(client, namespace, "frozen")
+    assert condition(held, api.COMPLETED) is None, held["status"]
+    assert [j["metadata"]["name"] for j in await jobs_of(client, namespace, "frozen")] == [
+        "frozen-a-0"
+    ]
+    fixed = {"metadata": {"annotations": {EXCLUSIVE_TOPOLOGY: None}}}
+    await client.patch(api.JOBSETS, "frozen", fixed, namespace)
+    await wait_condition(client, namespace, "frozen", api.COMPLETED)
+    await wait_condition(client, namespace, "frozen", api.SPEC_INVALID, status="False")
+
+
 async def test_zero_writes_at_steady_state(kube: Kube, namespace: str, client: KubeClient) -> None:
     async with running_controller(kube, namespace) as running:
         body = jobset(
@@ -458,6 +484,7 @@ async def test_a_service_upstream_made_is_adopted_not_created_on_every_pass(
         assert "jobset.sigs.k8s.io/jobset-name" not in str(
             (await client.get(SERVICES, "taken", namespace))["metadata"].get("labels")
         )
+        await wait_jobs(client, namespace, "taken", 1)  # its Jobs are created all the same
         await client.delete(api.JOBSETS, "taken", namespace)
         await assert_no_writes_at_steady_state(running, client)
 

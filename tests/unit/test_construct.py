@@ -210,3 +210,23 @@ def test_a_desired_job_carries_its_replicated_job_and_index() -> None:
             int(labels[api.JOB_INDEX]),
         )
         assert job.name == job.object["metadata"]["name"]
+
+
+def test_no_pod_webhook_no_priority_label_and_exclusive_terms_on_every_pod() -> None:
+    """Upstream's pod webhook labels each JobSet pod with its priority
+    (``jobset.sigs.k8s.io/priority``) and puts exclusive placement's terms on each Job's first pod
+    only, the anti-affinity limited to that priority. Here the Job's pod template, so every pod of
+    the Job, carries both terms, and nothing carries the priority."""
+    template = _template(completions=2, priorityClassName="high")
+    template["metadata"]["annotations"] = {"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack"}
+    js = jobset(replicatedJobs=[{"name": "workers", "replicas": 2, "template": template}])
+    for job in job_objects(js):
+        pod = job["spec"]["template"]
+        assert "jobset.sigs.k8s.io/priority" not in job["metadata"]["labels"]
+        assert "jobset.sigs.k8s.io/priority" not in pod["metadata"]["labels"]
+        affinity = pod["spec"]["affinity"]
+        (together,) = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        (apart,) = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert together["topologyKey"] == apart["topologyKey"] == "rack"
+        keys = {e["key"] for e in apart["labelSelector"]["matchExpressions"]}
+        assert keys == {api.JOB_KEY}

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from controller.jobset import api, children, model, pacing, volumes
+from controller.jobset import api, children, construct, model, pacing, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
 from controller.jobset.jobsetstatus import JobSetStatus, SuspensionRelease
@@ -1741,3 +1741,36 @@ def test_restart_job_replaces_only_the_failed_job() -> None:
     created = plan.create_jobs[0]["metadata"]
     assert created["labels"][api.JOB_RESTART_ATTEMPT] == "1"
     assert created["labels"][api.RESTART_ATTEMPT] == "0"
+
+
+def test_jobs_keep_the_replica_labels_they_were_created_with() -> None:
+    """``replicas`` may change (upstream's never does): the Jobs created when workers had 2
+    replicas keep the counts of that time in their labels (and their pods'), the Job added by
+    raising it to 3 carries the new ones; nothing patches the Jobs that exist."""
+    before = model.parse(make_jobset_obj(replicated_jobs=TWO))
+    made = [job.object for job in construct.desired_jobs(before)]
+    raised = model.parse(make_jobset_obj(replicated_jobs=[rjob("leader"), rjob("workers", 3)]))
+    plan = decide(raised, job_views(made), SERVICE, T0)
+    assert not plan.patch_jobs and not plan.delete_jobs
+    counts = (api.REPLICATED_JOB_REPLICAS, api.GLOBAL_REPLICAS, api.GROUP_REPLICAS)
+    (added,) = plan.create_jobs
+    assert added["metadata"]["name"] == "js-workers-2"
+    for job, expected in ((made[1], ("2", "3", "3")), (added, ("3", "4", "4"))):
+        for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
+            assert tuple(labels[k] for k in counts) == expected, job["metadata"]["name"]
+
+
+def test_a_queued_jobsets_jobs_that_wait_for_their_claims_count_as_no_suspended_job() -> None:
+    """Created suspended (queued by Kueue), the JobSet makes no claim (creationPolicy
+    WaitForResume, the default) and so no Job that mounts one: its workers count no suspended
+    Job, where upstream's Jobs would all exist and count as suspended."""
+    case = Case(
+        jobset={"replicated_jobs": VOLUME_RJOBS, "spec": VOLUME_SPEC, "suspend": True},
+        finalizers=(RETENTION_FINALIZER,),
+        jobs=(("leader", 0, {"suspended": True}),),
+    )
+    summary = _summary(_run(case))
+    assert "create" not in summary, summary
+    assert "claims" not in summary, summary
+    assert ("VolumesReady", "False", "WaitingForResume") in summary["status"]["conditions"]
+    assert summary["status"]["replicatedJobs"] == {"leader": {"suspended": 1}, "workers": {}}

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 import controller
+from controller import config
 from controller.jobset import api, construct, upstream
 from controller.jobset.model import parse
 from controller.jobset.volumes import spec as volume_spec
@@ -471,3 +472,38 @@ def test_leader_election_role_is_namespaced_to_the_controller() -> None:
             "name": name,
         }
         assert binding["subjects"] == [subject]
+
+
+# ------------------------------------------------------------------------ beside upstream's
+
+
+# Upstream JobSet v0.12.0's install (config/default): its namespace, Deployment, leader election
+# Lease and webhook Service.
+UPSTREAM_NAMES = {
+    "jobset-system",
+    "jobset-controller-manager",
+    "6d4f6a47.jobset.x-k8s.io",
+    "jobset-webhook-service",
+}
+
+
+def test_installed_under_its_own_names_with_no_webhook() -> None:
+    """The namespace, Deployment and Lease are this project's own, not upstream's, and nothing
+    serves a webhook (no webhook configuration, Service or certificate): installed beside
+    upstream's controller (a canary), it replaces none of upstream's objects."""
+    objects = _objects()
+    assert _docs(MANIFESTS / "kustomization.yaml")[0]["namespace"] == "stateful-jobset-system"
+    assert _one("Namespace", objects)["metadata"]["name"] == "stateful-jobset-system"
+    deployment, _, container = _deployment_pod()
+    assert deployment["metadata"]["name"] == "stateful-jobset-controller"
+    # The Lease: the controller's default, not set otherwise by the Deployment.
+    assert config.parse([], env={}).leader_election_id == "stateful-jobset-controller"
+    assert not [a for a in container["args"] if a.startswith("--leader-election-id")]
+    assert not [e for e in container.get("env", []) if e["name"].endswith("LEADER_ELECTION_ID")]
+    webhooks = {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Certificate"}
+    assert not webhooks & {o["kind"] for o in objects}
+    services = [o["metadata"]["name"] for o in objects if o["kind"] == "Service"]
+    assert services == ["stateful-jobset-controller-metrics"]
+    metadata = [o.get("metadata") or {} for o in objects]
+    names = {m.get("name") for m in metadata} | {m.get("namespace") for m in metadata}
+    assert not names & UPSTREAM_NAMES

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from controller import config, features
+from controller.api import crdgen
 from controller.features import FeatureGateError, FeatureGates
+from controller.jobset.model import InvalidJobSet, parse
+from tests.support.crd import CRD_FILE, REPO
+from tests.unit.jobset_factories import make_jobset_obj
 
 pytestmark = pytest.mark.unit
 
@@ -54,3 +59,21 @@ def test_config_flag_and_environment() -> None:
     assert by_env.feature_gates == FeatureGates(elastic_jobset=True)
     with pytest.raises(config.ConfigError, match="--feature-gates: unknown feature gate 'Nope'"):
         config.parse([*base, "--feature-gates=Nope=true"], env={})
+
+
+def test_in_place_restart_is_in_neither_crd_nor_the_parser() -> None:
+    """Upstream's restartStrategy InPlaceRestart (behind its gate) and the two status fields of
+    its in-place restart agent: both CRDs leave them out, so the API server refuses the value and
+    drops the fields (the status schema is closed), and a JobSet stored with the value under
+    upstream's CRD is refused by the parser (SpecInvalid)."""
+    for path in (CRD_FILE, REPO / crdgen.ALPHA_OUT):
+        root = yaml.safe_load(path.read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        policy = root["properties"]["spec"]["properties"]["failurePolicy"]["properties"]
+        assert policy["restartStrategy"]["enum"] == ["Recreate", "BlockingRecreate"], path
+        status = root["properties"]["status"]
+        assert "x-kubernetes-preserve-unknown-fields" not in status, path
+        in_place = {"previousInPlaceRestartAttempt", "currentInPlaceRestartAttempt"}
+        assert not in_place & set(status["properties"]), path
+    stored = make_jobset_obj(failure_policy={"restartStrategy": "InPlaceRestart"})
+    with pytest.raises(InvalidJobSet, match="restartStrategy must be Recreate or BlockingRecreate"):
+        parse(stored)
