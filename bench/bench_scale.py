@@ -29,6 +29,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -230,6 +231,7 @@ async def run_size(
     extra: list[str],
     pod_scope: int = 0,
     lag_bound: float = 5.0,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     make, jobs_per_jobset, minimum = workload(pod_scope)
     port = free_port()
@@ -324,7 +326,14 @@ async def run_size(
         delta = value - before.get(key, 0.0)
         if delta > 0 and key[1].split("/")[0] in RESOURCES:
             per_jobset[f"{key[0]} {key[1]}"] = round(delta / n, 2)
+    if keep is not None:
+        keep_files(keep, logs / f"controller-{n}.log", trace, n)
     run_writes = audited_writes(cluster, audit_from, audit_done)
+    failed = audit.count_failed_writes(
+        cluster.audit_log,
+        USER_AGENT,
+        lambda entry: audit_from <= str(entry.get("stageTimestamp", "")) < audit_steady,
+    )
     steady_audited = sum(audited_writes(cluster, audit_done, audit_steady).values())
     controller_writes = {k: round(v / n, 3) for k, v in sorted(run_writes.items())}
     return {
@@ -343,6 +352,7 @@ async def run_size(
             for cause, count in sorted(at_done["status_writes_by_cause"].items())
         },
         "status_lag": lag,
+        "failed_writes": dict(sorted(failed.items())),
         "steady_state_writes": {"audit_log": steady_audited, "controller_metrics": writes_steady},
         "steady_state_seconds": steady,
         "processes": {
@@ -357,6 +367,13 @@ async def run_size(
             q: percentile(metrics["queued"], float(q[1:]) / 100) for q in ("p50", "p90", "p99")
         },
     }
+
+
+def keep_files(keep: Path, log: Path, trace: Trace, n: int) -> None:
+    """The controller's log and each JobSet's changes and status writes, for a closer look."""
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.copy(log, keep / log.name)
+    (keep / f"trace-{n}.json").write_text(json.dumps(trace.dump()))
 
 
 def describe_machine() -> str:
@@ -411,6 +428,13 @@ def main() -> int:
         default=5.0,
         help="seconds: count the counter changes written later than this (the longest hold)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the controller's log and the status lag trace of each N in DIR",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     name = "scale-pod.json" if args.pod_scope else "scale.json"
@@ -437,6 +461,7 @@ def main() -> int:
                 args.controller_arg,
                 args.pod_scope,
                 args.lag_bound,
+                args.keep,
             )
             results.append(asyncio.run(run))
             print(json.dumps(results[-1], indent=2), flush=True)

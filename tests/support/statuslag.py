@@ -116,6 +116,16 @@ class Trace:
         write = Write(self.clock(), status_counts(status), status.is_milestone_from(before))
         self.writes.setdefault(name, []).append(write)
 
+    def dump(self) -> dict[str, Any]:
+        """Every JobSet's changes and writes, as JSON (``--keep`` of the scale benchmark)."""
+        return {
+            name: {
+                "changes": changes,
+                "writes": [(w.at, w.counts, w.milestone) for w in self.writes.get(name, [])],
+            }
+            for name, changes in self.changes.items()
+        }
+
 
 def lags(changes: list[tuple[float, Counts]], writes: list[Write]) -> tuple[list[float], int]:
     """The lag of each change that a write carried, and how many no write carried (the run ended
