@@ -311,7 +311,7 @@ async def run_size(
         audit_done = _rfc3339_now()
         at_done = controller_metrics(port)
         writes_done = at_done["writes"]
-        lag = summary(trace, HOLDS, lag_bound)
+        lag = summary(trace, HOLDS, lag_bound, since=seen.children_at)
         print(f"  N={n}: steady-state window of {steady:.0f}s ...", flush=True)
         steady_end = time.monotonic() + steady
         while time.monotonic() < steady_end:

@@ -186,17 +186,35 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def summary(trace: Trace, holds: Iterable[float], bound: float | None) -> dict[str, Any]:
-    """The figures of a run: the changes seen, the lag distribution over all JobSets, how many
-    changes waited longer than ``bound`` (the longest hold of the run; None: pacing off or no
-    bound), the status writes seen, and the fewest counter-only writes per JobSet each hold of
-    ``holds`` would need for the same changes and milestones."""
+def _quantiles(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(quantile(values, 0.5), 3),
+        "p90": round(quantile(values, 0.9), 3),
+        "p99": round(quantile(values, 0.99), 3),
+        "max": round(max(values, default=math.nan), 3),
+        "mean": round(sum(values) / len(values), 3) if values else math.nan,
+    }
+
+
+def summary(
+    trace: Trace, holds: Iterable[float], bound: float | None, since: float | None = None
+) -> dict[str, Any]:
+    """The figures of a run: the changes seen, the lag distribution over all JobSets (and over
+    the changes seen from ``since`` on: once the controller's first passes of every JobSet are
+    done, its queue is short), how many changes waited longer than ``bound`` (the longest hold
+    of the run), the status writes seen, and the fewest counter-only writes per JobSet each hold
+    of ``holds`` would need for the same changes and milestones."""
     every: list[float] = []
+    later: list[float] = []
     uncarried = 0
     for name, changes in trace.changes.items():
         found, missed = lags(changes, trace.writes.get(name, []))
         every += found
         uncarried += missed
+        if since is not None:
+            # The lags are of the first changes: a write that carries one carries those before.
+            times = [at for at, _ in changes]
+            later += [lag for at, lag in zip(times, found, strict=False) if at >= since]
     n = max(1, len(trace.statuses))
     writes: Mapping[str, list[Write]] = trace.writes
     milestone_writes = sum(w.milestone for ws in writes.values() for w in ws)
@@ -221,13 +239,8 @@ def summary(trace: Trace, holds: Iterable[float], bound: float | None) -> dict[s
         "changes": sum(len(c) for c in trace.changes.values()),
         "changes_carried": len(every),
         "changes_not_carried": uncarried,
-        "lag_seconds": {
-            "p50": round(quantile(every, 0.5), 3),
-            "p90": round(quantile(every, 0.9), 3),
-            "p99": round(quantile(every, 0.99), 3),
-            "max": round(max(every, default=math.nan), 3),
-            "mean": round(sum(every) / len(every), 3) if every else math.nan,
-        },
+        "lag_seconds": _quantiles(every),
+        "lag_seconds_since": None if since is None else _quantiles(later),
         "bound_seconds": bound,
         "changes_later_than_bound": None if bound is None else sum(lag > bound for lag in every),
         "changes_later_than_bound_plus_1s": (

@@ -154,9 +154,10 @@ def test_summary_of_a_run() -> None:
         (9.0, "jobset", _jobset(active=1)),
         (10.0, "job", _job("b", active=1)),
     ])  # fmt: skip
-    got = summary(trace, holds=[5.0, 30.0], bound=5.0)
+    got = summary(trace, holds=[5.0, 30.0], bound=5.0, since=5.0)
     assert got["changes"] == 2 and got["changes_carried"] == 1 and got["changes_not_carried"] == 1
     assert got["lag_seconds"]["max"] == 7.0
+    assert math.isnan(got["lag_seconds_since"]["max"])  # the change at 10 s was not carried
     assert got["changes_later_than_bound"] == 1
     assert got["changes_later_than_bound_plus_1s"] == 1
     assert got["status_writes_seen_per_jobset"] == 2.0
