@@ -47,20 +47,23 @@ rule with that bound needs a write inside each of them. (The rule before this on
 counters from the JobSet's last status write, growing fourfold with each counter-only write up
 to 64 periods, and spread counter writes over all JobSets at a fixed rate: fewer writes, but
 counters up to minutes late.) The hold starts when the controller first sees the JobSet's
-counters differ from what is stored, so a new JobSet's first status of zero counters waits the
-longest hold too (its first milestone, such as a claim's uid or a condition, goes out at once as
-always). A longest hold of 0 or less writes every change, as upstream JobSet does. This mirrors
-the Job controller, which batches pod updates before writing Job status.
+counters differ from what is stored. Zero counters where none are stored tell nothing (absent
+counters read as zero): a new JobSet's first status of zero counters waits for the first count
+that is not, or for a milestone (its first one, such as a claim's uid or a condition, goes out at
+once as always), and begins no hold. A longest hold of 0 or less writes every change, as
+upstream JobSet does. This mirrors the Job controller, which batches pod updates before writing
+Job status.
 Pure: time is passed in.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.jobset import api
-from controller.jobset.jobsetstatus import JobSetStatus
+from controller.jobset.jobsetstatus import JobSetStatus, ReplicatedJobStatus
 
 
 def queued(suspend: bool, stored: JobSetStatus) -> bool:
@@ -90,13 +93,29 @@ def write_cause(
     return "progress" if paced else "unpaced"
 
 
-def held_from(held_since: float | None, desired: JobSetStatus | None, now: float) -> float | None:
-    """When the hold of a JobSet's unwritten status began, after a pass at ``now`` whose
-    ``desired`` status differs from the stored one (None: it does not): ``held_since`` if the
-    hold had begun, else ``now``; None when nothing is unwritten."""
-    if desired is None:
+def held_from(held_since: float | None, unwritten: bool, now: float) -> float | None:
+    """When the hold of a JobSet's unwritten status began, after a pass at ``now`` that found
+    its status ``unwritten`` (or not): ``held_since`` if the hold had begun, else ``now``; None
+    when nothing is unwritten."""
+    if not unwritten:
         return None
     return now if held_since is None else held_since
+
+
+def _counting(status: JobSetStatus) -> JobSetStatus:
+    """``status`` without its replicated jobs whose counters are all zero (and that record no
+    restart of their own)."""
+    kept = tuple(r for r in status.replicated_jobs_status if r != ReplicatedJobStatus(r.name))
+    if len(kept) == len(status.replicated_jobs_status):
+        return status
+    return replace(status, replicated_jobs_status=kept)
+
+
+def tells(stored: JobSetStatus, desired: JobSetStatus) -> bool:
+    """Whether writing ``desired`` over ``stored`` tells a reader anything: not when all it
+    adds is zero counters of replicated jobs the stored status has no counters for (a new
+    JobSet whose Jobs have not started: absent counters read as zero)."""
+    return not _counting(desired).same_as(_counting(stored))
 
 
 def status_delay(
@@ -108,7 +127,8 @@ def status_delay(
     replicas: Mapping[str, int] | None = None,
 ) -> float:
     """Seconds to hold back writing ``desired`` over ``stored``; 0.0 means write now, and the
-    result is never more than ``longest_hold``.
+    result is never more than ``longest_hold``, but for a status that ``tells`` nothing yet
+    (``math.inf``: written with the first change or milestone that does).
 
     ``held_since``: when a pass of this process first found the JobSet's status unwritten, on a
     monotonic clock shared with ``now`` (``held_from``); None: this pass is the first.
@@ -118,6 +138,8 @@ def status_delay(
         return 0.0
     if desired.is_milestone_from(stored, replicas):
         return 0.0
+    if not tells(stored, desired):
+        return math.inf
     if held_since is None:
         return longest_hold  # this pass begins the hold
     return min(longest_hold, max(0.0, held_since + longest_hold - now))
@@ -165,4 +187,6 @@ def status_timing(
     )
     if hold <= 0:
         return StatusTiming(write=True, requeue_after=requeue_after)
+    if math.isinf(hold):
+        return StatusTiming(write=False, requeue_after=requeue_after)  # nothing to tell yet
     return StatusTiming.held(hold, requeue_after)

@@ -219,8 +219,11 @@ def settle(
             previous, status, with_events=bool(events), paced=longest_hold > 0, replicas=replicas
         )
     # Unwritten until the write is stored (``status_stored``): a write refused goes out at once
-    # when the key comes back, its hold having begun here or before.
-    unwritten = told.status if told.status is not None else status
+    # when the key comes back, its hold having begun here or before. Zero counters of a new
+    # JobSet begin no hold (``pacing.tells``).
+    unwritten = status is not None or (
+        told.status is not None and pacing.tells(stored, told.status)
+    )
     held_since = pacing.held_from(memory.held_since, unwritten, now)
     if held_since != memory.held_since:
         memory = replace(memory, held_since=held_since)

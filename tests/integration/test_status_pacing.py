@@ -103,16 +103,12 @@ async def test_counters_that_keep_changing_are_written_together_once_per_hold(
     """A change of counters begins a hold of the longest hold (2 s here); every change within it
     goes out in the one write that ends it: one Job becomes ready every 0.4 s for 8 s, and the
     status writes that carry only counters are spaced at least the hold apart, each carrying
-    several changes (lower bounds only: a slow machine spaces them further)."""
+    several changes (lower bounds only: a slow machine spaces them further). The JobSet's zero
+    counters, before the first Job is ready, are not written on their own."""
     jobs_count, hold = 20, 2.0
     async with running_controller(kube, namespace, f"--status-progress-period={hold}"):
         await client.create(api.JOBSETS, jobset("busy", replicated_job("w", jobs_count)), namespace)
         jobs = await wait_jobs(client, namespace, "busy", jobs_count)
-        await wait_for(
-            lambda: get_jobset(client, namespace, "busy"),
-            lambda obj: bool(obj.get("status")),
-            "the first status write",
-        )
         for job in jobs:
             await ready_job(client, namespace, job)
             await asyncio.sleep(0.4)  # the pace of the changes the controller sees
@@ -130,11 +126,11 @@ async def test_counters_that_keep_changing_are_written_together_once_per_hold(
         and entry.get("objectRef", {}).get("subresource") == "status"
     ]
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
-    assert len(gaps) >= 2, f"status writes at {times}"
+    assert len(gaps) >= 1, f"status writes at {times}"
     for k, gap in enumerate(gaps):
         assert gap >= hold - 0.25, f"gap {k} was {gap:.2f}s; all gaps {gaps}"
-    # 20 changes: written one by one, that would be 20 status writes besides the first.
-    assert len(gaps) <= jobs_count // 2, gaps
+    # 20 changes: written one by one, that would be 20 status writes.
+    assert len(times) <= jobs_count // 2, times
 
 
 async def test_counters_that_keep_changing_are_not_held_for_minutes_by_default(

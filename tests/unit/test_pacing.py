@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import pytest
@@ -57,6 +58,15 @@ def _with(**changes: Any) -> dict[str, Any]:
         pytest.param({}, {"restarts": 0, "replicatedJobsStatus": [_rj("w", 1)]}, 100.0, 101.0,
                      5.0, 4.0, id="first-status-of-counters-held"),
         pytest.param({}, BASE, 100.0, 101.0, 5.0, 0.0, id="first-status-with-a-condition"),
+        # Zero counters where none are stored tell nothing: written with the first news.
+        pytest.param({}, {"restarts": 0, "replicatedJobsStatus": [_rj("w")]}, None, 101.0, 5.0,
+                     math.inf, id="first-status-of-zero-counters-waits-for-news"),
+        pytest.param(_with(replicatedJobsStatus=[]), BASE, 100.0, 101.0, 5.0, math.inf,
+                     id="zero-counters-added-tell-nothing"),
+        pytest.param(_with(replicatedJobsStatus=[_rj("w", 1)]), BASE, 100.0, 101.0, 5.0, 4.0,
+                     id="counters-back-to-zero-are-news"),
+        pytest.param({}, {"restarts": 0, "replicatedJobsStatus": [_rj("w")]}, None, 101.0, 0.0,
+                     0.0, id="zero-counters-written-with-pacing-off"),
         pytest.param({}, _with(conditions=[_cond("Suspended")]), 100.0, 101.0, 5.0, 0.0,
                      id="first-status-with-a-milestone-at-once"),
         # The pass that first finds counters unwritten holds them the whole longest hold.
@@ -129,7 +139,7 @@ def test_condition_order_is_not_a_milestone() -> None:
 @given(
     held_for=st.floats(min_value=-10, max_value=1e6, allow_nan=False),
     longest_hold=st.floats(min_value=0, max_value=1e4, allow_nan=False),
-    active=st.integers(min_value=0, max_value=100),
+    active=st.integers(min_value=1, max_value=100),
     queued=st.booleans(),
 )
 def test_no_hold_ever_exceeds_the_longest(
@@ -154,19 +164,18 @@ def test_a_milestone_is_never_held_whatever_the_hold() -> None:
 
 
 @pytest.mark.parametrize(
-    ("held_since", "desired", "now", "after"),
+    ("held_since", "unwritten", "now", "after"),
     [
-        pytest.param(None, BASE, 7.0, 7.0, id="first-pass-begins-the-hold"),
-        pytest.param(3.0, BASE, 7.0, 3.0, id="later-pass-keeps-its-beginning"),
-        pytest.param(3.0, None, 7.0, None, id="nothing-unwritten-ends-it"),
-        pytest.param(None, None, 7.0, None, id="nothing-unwritten-nothing-held"),
+        pytest.param(None, True, 7.0, 7.0, id="first-pass-begins-the-hold"),
+        pytest.param(3.0, True, 7.0, 3.0, id="later-pass-keeps-its-beginning"),
+        pytest.param(3.0, False, 7.0, None, id="nothing-unwritten-ends-it"),
+        pytest.param(None, False, 7.0, None, id="nothing-unwritten-nothing-held"),
     ],
 )  # fmt: skip
 def test_held_from(
-    held_since: float | None, desired: dict[str, Any] | None, now: float, after: float | None
+    held_since: float | None, unwritten: bool, now: float, after: float | None
 ) -> None:
-    status = None if desired is None else _s(desired)
-    assert pacing.held_from(held_since, status, now) == after
+    assert pacing.held_from(held_since, unwritten, now) == after
 
 
 def _run(
@@ -208,7 +217,7 @@ def _run(
             now=now,
             longest_hold=longest_hold,
         )
-        held_since = pacing.held_from(held_since, unwritten, now)
+        held_since = pacing.held_from(held_since, unwritten is not None, now)
         if unwritten is not None and timing.write:
             if not milestone:
                 writes.append(now)

@@ -55,6 +55,13 @@ ROWS = [
                  101.0, 5.0, StatusTiming(False, 4.0), id="first-status-of-counters-held"),
     pytest.param({}, MILESTONE, False, None, 100.0, 101.0, 5.0, StatusTiming(True, None),
                  id="first-status-with-a-milestone"),
+    # Zero counters where none are stored tell nothing: no write, no hold, the plan's own time.
+    pytest.param({}, {"replicatedJobsStatus": [{"name": "w"}]}, False, None, None, 101.0, 5.0,
+                 StatusTiming(False, None), id="first-status-of-zero-counters-not-held"),
+    pytest.param({}, {"replicatedJobsStatus": [{"name": "w"}]}, False, 30.0, None, 101.0, 5.0,
+                 StatusTiming(False, 30.0), id="zero-counters-keep-the-plan-requeue"),
+    pytest.param({}, {"replicatedJobsStatus": [{"name": "w"}]}, True, None, None, 101.0, 5.0,
+                 StatusTiming(True, None), id="zero-counters-with-events-written"),
 ]  # fmt: skip
 
 

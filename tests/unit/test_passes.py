@@ -88,6 +88,7 @@ JOBSET = make_jobset()  # stored status: {"restarts": 0}; never suspended (no qu
 STORED = JOBSET.status
 COUNTERS = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("workers", active=2),))
 MILESTONE = replace(STORED, restarts=1)
+ZEROS = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("workers"),))
 REFUSED = replace(STORED, conditions=(Condition("x", "True", "Refused"),))
 # A claim the plan creates (of slot ("data", "workers", 0, None)) and its uid once created.
 (DATA_CLAIM,) = volumes.model(
@@ -132,6 +133,9 @@ SETTLE_ROWS = [
     pytest.param(Plan(status=COUNTERS), Outcomes(), FRESH, HOLD,
                  Settles(None, "", Result(requeue_after=HOLD), NOW),
                  id="first-counters-held-the-longest-hold"),
+    # A new JobSet's zero counters tell nothing: not written, and no hold begins.
+    pytest.param(Plan(status=ZEROS), Outcomes(), FRESH, HOLD, Settles(None, "", Result(), None),
+                 id="zero-counters-of-a-new-jobset-wait-for-news"),
     pytest.param(Plan(status=COUNTERS, requeue_after=3.0), Outcomes(), FRESH, HOLD,
                  Settles(None, "", Result(requeue_after=3.0), NOW),
                  id="counters-held-plan-back-sooner"),
