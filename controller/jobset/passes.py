@@ -227,11 +227,9 @@ def settle(
     held_since = pacing.held_from(memory.held_since, unwritten, now)
     if held_since != memory.held_since:
         memory = replace(memory, held_since=held_since)
-    result = (
-        Result(requeue=True)  # with backoff; the status says why
-        if outcomes.refused
-        else Result(requeue_after=timing.requeue_after)
-    )
+    # Writes refused: back with backoff (the status says why), and by the end of a hold (or the
+    # plan's own time) at the latest, however long the backoff has grown.
+    result = Result(requeue=bool(outcomes.refused), requeue_after=timing.requeue_after)
     return Settled(status, events, cause, result, memory)
 
 

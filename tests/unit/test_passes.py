@@ -159,8 +159,15 @@ SETTLE_ROWS = [
     # Writes refused: the status decided again says why, and the key comes back with backoff.
     pytest.param(Plan(status=COUNTERS, requeue_after=42.0),
                  Outcomes(refused=[FAILURE], redecided=Plan(status=REFUSED, events=[EVENT])),
-                 FRESH, HOLD, Settles(REFUSED, "events", Result(requeue=True), NOW),
-                 id="refused-writes-redecided-requeue"),
+                 FRESH, HOLD, Settles(REFUSED, "events", Result(requeue=True, requeue_after=42.0),
+                 NOW), id="refused-writes-redecided-requeue"),
+    # Refused again (reported already, no Event): the counters held are back by the end of their
+    # hold at the latest, however long the backoff has grown.
+    pytest.param(Plan(status=COUNTERS),
+                 Outcomes(refused=[FAILURE], redecided=Plan(status=COUNTERS)),
+                 Memory(held_since=98.0), HOLD,
+                 Settles(None, "", Result(requeue=True, requeue_after=3.0), 98.0),
+                 id="refused-again-counters-back-by-the-end-of-the-hold"),
     # Claims created: their uids are written in this pass, and everything else the plan holds
     # rides along (the counters too: a write goes out anyway).
     pytest.param(Plan(status=MILESTONE, volume=CREATES), Outcomes(created_claims=CREATED),
@@ -207,20 +214,23 @@ def test_settle_at_steady_state_makes_nothing_new() -> None:
     hold=st.sampled_from([0.5, 5.0, 60.0]),
     requeue_after=st.none() | st.floats(0.0, 1e4),
     suspended=st.booleans(),
+    refused=st.booleans(),
 )
 def test_held_counters_never_wait_past_the_longest_hold(
-    held_for: float, hold: float, requeue_after: float | None, suspended: bool
+    held_for: float, hold: float, requeue_after: float | None, suspended: bool, refused: bool
 ) -> None:
-    """Whatever the plan's own requeue and however long the counters have been held, a pass
-    writes them or comes back no later than the end of their hold (a queued JobSet too)."""
+    """Whatever the plan's own requeue, however long the counters have been held, and with
+    child writes refused pass after pass (backoff), a pass writes them or comes back no later
+    than the end of their hold (a queued JobSet too)."""
     jobset = make_jobset(suspend=True) if suspended else JOBSET
     counters = replace(
         jobset.status, replicated_jobs_status=(ReplicatedJobStatus("workers", ready=1),)
     )
     held_since = NOW - held_for
+    plan = Plan(status=counters, requeue_after=requeue_after)
     settled = passes.settle(
-        Plan(status=counters, requeue_after=requeue_after),
-        Outcomes(),
+        plan,
+        Outcomes(refused=[FAILURE], redecided=plan) if refused else Outcomes(),
         Memory(held_since=held_since),
         hold,
         NOW,
