@@ -162,6 +162,37 @@ async def test_counters_that_keep_changing_are_not_held_for_minutes_by_default(
                 assert _counts(seen)["active"] == ready
 
 
+async def test_counters_go_out_within_the_hold_while_a_job_create_is_refused_again_and_again(
+    kube: Kube, client: KubeClient, namespace: str
+) -> None:
+    """A Job the API server refuses (a 422 on every create) backs the JobSet's passes off
+    exponentially: once 14 refusals in a row have grown the backoff past a minute, the other
+    Job becomes ready, and the JobSet's status shows it within the helper's usual patience: the
+    pass that holds the count comes back at the end of the hold, not after the backoff (which
+    before brought the key back alone, 80 s and more later)."""
+    bad = replicated_job("bad")
+    # The CRD admits any restartPolicy; the Job API refuses "Always" with a 422.
+    bad["template"]["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    async with running_controller(kube, namespace) as running:
+        await client.create(api.JOBSETS, jobset("refused", replicated_job("ok"), bad), namespace)
+        await wait_condition(client, namespace, "refused", "JobCreationFailed")
+        (job,) = await wait_jobs(client, namespace, "refused", 1)
+        (queue,) = [c.queue for c in running.manager.controllers if c.name == "jobset"]
+
+        async def refusals() -> int:
+            return queue.num_requeues(f"{namespace}/refused")
+
+        # The next backoff: 5 ms x 2^14, 82 s.
+        await wait_for(refusals, lambda n: n >= 14, "14 refused passes in a row", seconds=180)
+        await ready_job(client, namespace, job)
+        seen = await wait_for(
+            lambda: get_jobset(client, namespace, "refused"),
+            lambda obj: _counts(obj)["ready"] == 1,
+            "the ready count to be written while the bad Job is still refused",
+        )
+        assert (condition(seen, "JobCreationFailed") or {}).get("status") == "True"
+
+
 @pytest.mark.parametrize(
     "flags",
     [
