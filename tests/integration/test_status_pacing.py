@@ -166,10 +166,10 @@ async def test_counters_go_out_within_the_hold_while_a_job_create_is_refused_aga
     kube: Kube, client: KubeClient, namespace: str
 ) -> None:
     """A Job the API server refuses (a 422 on every create) backs the JobSet's passes off
-    exponentially: once 14 refusals in a row have grown the backoff past a minute, the other
+    exponentially: once 15 refusals in a row have grown the backoff past a minute, the other
     Job becomes ready, and the JobSet's status shows it within the helper's usual patience: the
     pass that holds the count comes back at the end of the hold, not after the backoff (which
-    before brought the key back alone, 80 s and more later)."""
+    alone brought the key back before, 80 s later)."""
     bad = replicated_job("bad")
     # The CRD admits any restartPolicy; the Job API refuses "Always" with a 422.
     bad["template"]["spec"]["template"]["spec"]["restartPolicy"] = "Always"
@@ -182,8 +182,9 @@ async def test_counters_go_out_within_the_hold_while_a_job_create_is_refused_aga
         async def refusals() -> int:
             return queue.num_requeues(f"{namespace}/refused")
 
-        # The next backoff: 5 ms x 2^14, 82 s.
-        await wait_for(refusals, lambda n: n >= 14, "14 refused passes in a row", seconds=180)
+        # The k-th refusal in a row comes back after 5 ms x 2^(k-1): after the 15th, 82 s later
+        # (an event's pass meanwhile, refused too, keeps that earlier deadline).
+        await wait_for(refusals, lambda n: n >= 15, "15 refused passes in a row", seconds=180)
         await ready_job(client, namespace, job)
         seen = await wait_for(
             lambda: get_jobset(client, namespace, "refused"),
