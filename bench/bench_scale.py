@@ -8,9 +8,14 @@ claims), and the Pod-scope admission policy is installed first. For each N it me
 - API requests per JobSet by verb and resource, from the API server's own
   ``apiserver_request_total`` (not self-reported), and the controller's writes per JobSet;
 - writes during a steady-state window after completion (must be 0);
-- controller RSS (peak) and CPU seconds; reconcile latency percentiles from its histogram.
+- controller RSS (peak) and CPU seconds; reconcile latency percentiles from its histogram;
+- status writes per JobSet by cause (the controller's ``jobset_status_writes_total``), and how late
+  the status counters are: from each change of a JobSet's Jobs to the status write that carries it,
+  told by watches of both (``tests/support/statuslag.py``), with the fewest counter-only writes
+  each longest hold would need for the run's changes (``--lag-bound``: the bound counted against).
 
     .venv/bin/python bench/bench_scale.py --sizes 100 500 1000 [--steady 60] [--pod-scope 4]
+        [--controller-arg=--status-progress-period=10] [--lag-bound 5] [--out FILE]
 Results: bench/results/scale.json (scale-pod.json for the Pod-scope variant) and the runs on
 stdout.
 """
@@ -24,6 +29,8 @@ import datetime
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,8 +62,11 @@ from tests.support.jobsets import (  # noqa: E402
     scale_pod_jobset_minimum_writes,
 )
 from tests.support.podscope import POLICY_DIR, wait_policy_applied  # noqa: E402
+from tests.support.statuslag import Trace, summary  # noqa: E402
 
 NAMESPACE = "scale"
+# The longest holds whose fewest counter-only writes each run reports (seconds).
+HOLDS = (1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE"}
 RESOURCES = ("jobsets", "jobs", "persistentvolumeclaims", "services", "events", "pods")
 
@@ -220,6 +230,8 @@ async def run_size(
     qps: int,
     extra: list[str],
     pod_scope: int = 0,
+    lag_bound: float = 5.0,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     make, jobs_per_jobset, minimum = workload(pod_scope)
     port = free_port()
@@ -257,6 +269,9 @@ async def run_size(
         # Watched from before the first create (and before the baseline below).
         seen = await stack.enter_async_context(
             progress.watching(client, ns, jobs_per_jobset * n, n, finished)
+        )
+        trace = await stack.enter_async_context(
+            progress.tracing(client, ns, Trace(clock=time.monotonic))
         )
         if pod_scope:
             await wait_policy_applied(client, ns)  # else pods would wait for a placeholder claim
@@ -298,7 +313,9 @@ async def run_size(
         await asyncio.sleep(10)  # paced progress writes that were due land
         after = apiserver_requests(cluster)
         audit_done = _rfc3339_now()
-        writes_done = controller_metrics(port)["writes"]
+        at_done = controller_metrics(port)
+        writes_done = at_done["writes"]
+        lag = summary(trace, HOLDS, lag_bound, since=seen.children_at)
         print(f"  N={n}: steady-state window of {steady:.0f}s ...", flush=True)
         steady_end = time.monotonic() + steady
         while time.monotonic() < steady_end:
@@ -313,7 +330,14 @@ async def run_size(
         delta = value - before.get(key, 0.0)
         if delta > 0 and key[1].split("/")[0] in RESOURCES:
             per_jobset[f"{key[0]} {key[1]}"] = round(delta / n, 2)
+    if keep is not None:
+        keep_files(keep, logs / f"controller-{n}.log", trace, n)
     run_writes = audited_writes(cluster, audit_from, audit_done)
+    failed = audit.count_failed_writes(
+        cluster.audit_log,
+        USER_AGENT,
+        lambda entry: audit_from <= str(entry.get("stageTimestamp", "")) < audit_steady,
+    )
     steady_audited = sum(audited_writes(cluster, audit_done, audit_steady).values())
     controller_writes = {k: round(v / n, 3) for k, v in sorted(run_writes.items())}
     return {
@@ -327,6 +351,12 @@ async def run_size(
         "controller_writes_per_jobset_total": round(sum(run_writes.values()) / n, 3),
         "derived_minimum_per_jobset": minimum,
         "derived_minimum_per_jobset_total": sum(minimum.values()),
+        "status_writes_per_jobset_by_cause": {
+            cause: round(count / n, 3)
+            for cause, count in sorted(at_done["status_writes_by_cause"].items())
+        },
+        "status_lag": lag,
+        "failed_writes": dict(sorted(failed.items())),
         "steady_state_writes": {"audit_log": steady_audited, "controller_metrics": writes_steady},
         "steady_state_seconds": steady,
         "processes": {
@@ -343,6 +373,13 @@ async def run_size(
     }
 
 
+def keep_files(keep: Path, log: Path, trace: Trace, n: int) -> None:
+    """The controller's log and each JobSet's changes and status writes, for a closer look."""
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.copy(log, keep / log.name)
+    (keep / f"trace-{n}.json").write_text(json.dumps(trace.dump()))
+
+
 def describe_machine() -> str:
     cpu = "unknown CPU"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -355,6 +392,18 @@ def describe_machine() -> str:
         if line.startswith("MemTotal:")
     )
     return f"{cpu}, {os.cpu_count()} cores, {mem} GiB, {platform.system()} {platform.release()}"
+
+
+def commit() -> str:
+    """The commit of the controller measured (its working tree's), "+changes" when controller/
+    differs from it."""
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "controller"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    return head + ("+changes" if dirty else "")
 
 
 def main() -> int:
@@ -377,6 +426,19 @@ def main() -> int:
         metavar="COMPLETIONS",
         help="the Pod-scope variant: 2 Indexed Jobs of COMPLETIONS pods, a claim per pod",
     )
+    parser.add_argument(
+        "--lag-bound",
+        type=float,
+        default=5.0,
+        help="seconds: count the counter changes written later than this (the longest hold)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the controller's log and the status lag trace of each N in DIR",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     name = "scale-pod.json" if args.pod_scope else "scale.json"
@@ -395,7 +457,15 @@ def main() -> int:
                 cluster.kubectl("apply", "--server-side", "-k", str(POLICY_DIR))
             print(f"N={n}: starting", flush=True)
             run = run_size(
-                cluster, n, args.steady, Path(tmp), args.qps, args.controller_arg, args.pod_scope
+                cluster,
+                n,
+                args.steady,
+                Path(tmp),
+                args.qps,
+                args.controller_arg,
+                args.pod_scope,
+                args.lag_bound,
+                args.keep,
             )
             results.append(asyncio.run(run))
             print(json.dumps(results[-1], indent=2), flush=True)
@@ -403,6 +473,7 @@ def main() -> int:
         "benchmark": "scale",
         "machine": describe_machine(),
         "date": datetime.date.today().isoformat(),
+        "commit": commit(),
         "client_qps": args.qps,
         "results": results,
     }

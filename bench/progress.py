@@ -21,6 +21,7 @@ from controller.runtime.client import JOBS, KubeClient
 from controller.runtime.informer import EventHandler, Informer
 from controller.runtime.store import Obj
 from tests.support.compare import Progress, reduced
+from tests.support.statuslag import Trace
 
 
 @contextlib.asynccontextmanager
@@ -51,6 +52,37 @@ async def watching(
     try:
         await asyncio.gather(jobs.synced.wait(), jobsets.synced.wait())
         yield progress
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _job_for_lag(obj: Obj) -> Obj:
+    """What the lag measure reads of a Job (``statuslag.job_counts``): its labels, pod counts,
+    suspension and status."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return {
+        "metadata": {k: meta.get(k) for k in ("name", "namespace", "resourceVersion", "labels")},
+        "spec": {k: spec.get(k) for k in ("parallelism", "completions", "suspend")},
+        "status": obj.get("status") or {},
+    }
+
+
+@contextlib.asynccontextmanager
+async def tracing(client: KubeClient, namespace: str, trace: Trace) -> AsyncIterator[Trace]:
+    """Feed ``trace`` every change of the namespace's Jobs and JobSets until the block ends
+    (the status lag: ``tests/support/statuslag.py``)."""
+    jobs = Informer(client, JOBS, namespace=namespace, transform=_job_for_lag)
+    jobsets = Informer(client, api.JOBSETS, namespace=namespace, transform=reduced)
+    jobs.add_handler(EventHandler(on_add=trace.on_job, on_update=lambda _, new: trace.on_job(new)))
+    jobsets.add_handler(
+        EventHandler(on_add=trace.on_jobset, on_update=lambda _, new: trace.on_jobset(new))
+    )
+    tasks = [asyncio.create_task(jobs.run()), asyncio.create_task(jobsets.run())]
+    try:
+        await asyncio.gather(jobs.synced.wait(), jobsets.synced.wait())
+        yield trace
     finally:
         for task in tasks:
             task.cancel()

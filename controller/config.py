@@ -81,7 +81,6 @@ class Config:
     identity: str
     shutdown_timeout: float
     status_progress_period: float
-    status_progress_rate: float
     # Seconds within which a JobSet's child events (Jobs, claims, its Service, Pod-scope pods)
     # are gathered into one pass: a Job's pods start, become ready and finish together, and
     # each step is an event of every one of its Jobs.
@@ -246,15 +245,11 @@ def build_parser(env: Mapping[str, str] | None = None) -> _Parser:
     flag("--zap-time-encoding", "epoch, millis, nanos, iso8601, rfc3339 or rfc3339nano "
          "(default: ISO 8601 in UTC, microseconds)", None)  # fmt: skip
     flag("--identity", "this replica's name in the Lease (default: hostname + random suffix)", "")
-    flag("--status-progress-period", "seconds between status writes that only update progress "
-         "counters (replicatedJobsStatus, volumes), four times longer after each such write in a "
-         "row up to 64 periods (8 for a JobSet that is or was suspended); conditions are written "
-         "at once; 0 writes every change", 10.0,
-         type=float)  # fmt: skip
-    flag("--status-progress-rate", "counter-only status writes per second over all JobSets (a "
-         "period's worth at once): a JobSet whose hold has run out waits for its turn, and each "
-         "hold is at least (JobSets whose counters are held / rate), up to 64 periods; 0 turns "
-         "this off", 1.0, type=float)  # fmt: skip
+    flag("--status-progress-period", "the longest hold: the most seconds a change of status "
+         "counters alone (replicatedJobsStatus, volumes) waits before it is written, from the "
+         "reconcile that sees it; the changes within it go out in one write, or sooner with a "
+         "condition; conditions, and what Kueue reads off the counters, are written at once; 0 "
+         "writes every change", 5.0, type=float)  # fmt: skip
     flag("--child-event-batch-period", "seconds within which the events of a JobSet's Jobs, "
          "claims, Service and Pod-scope pods are gathered into one reconcile (as the Job "
          "controller batches pod events), as are changes of the JobSet's status alone (mostly the "
@@ -379,11 +374,6 @@ def from_args(
         raise ConfigError(
             f"{named('status_progress_period')} must be 0 or more seconds, got {progress}"
         )
-    progress_rate = float(args.status_progress_rate)
-    if not progress_rate >= 0:
-        raise ConfigError(
-            f"{named('status_progress_rate')} must be 0 or more per second, got {progress_rate}"
-        )
     kubeconfig = args.kubeconfig or None
     if kubeconfig and not Path(kubeconfig).is_file():
         raise ConfigError(
@@ -476,7 +466,6 @@ def from_args(
         identity=identity,
         shutdown_timeout=float(args.shutdown_timeout),
         status_progress_period=progress,
-        status_progress_rate=progress_rate,
         child_event_batch_period=batch_period,
         snapshot_warn_after=snapshot_warn_after,
         managed_by=managed_by,

@@ -1,4 +1,4 @@
-"""When to write a changed status: milestones at once, progress counters at a bounded pace.
+"""When to write a changed status: milestones at once, progress counters within the longest hold.
 
 A JobSet's status carries two kinds of facts:
 
@@ -11,8 +11,7 @@ A JobSet's status carries two kinds of facts:
   ``volumes`` (claims desired/existing/Bound/Pending per template) and condition messages that
   list counts. They move whenever any child Job or claim moves: writing each change costs one
   status write per child transition (about 14 per JobSet of 4 Jobs and 3 claims in the scale
-  benchmark). A progress-only change is held back until ``period`` seconds have passed since
-  this controller's last status write for the JobSet; a milestone write carries it along.
+  benchmark).
 
 For a JobSet that is or was suspended (``queued``), three facts read off the counters are
 milestones too, because Kueue acts on them (its JobSet integration, ``pkg/controller/jobs/jobset``,
@@ -33,37 +32,38 @@ the rest of its life:
 They need the spec's ``replicas`` per replicated job: ``replicas`` is passed for a queued JobSet
 and None otherwise (no such facts).
 
-Counters of a JobSet that keeps moving would still cost one write per ``period`` for as long as
-it lives (a large JobSet starting under load, say). So each progress-only write in a row
-multiplies the next hold by ``HOLD_GROWTH``, up to ``MAX_HOLD_PERIODS`` periods, and a milestone
-write starts over: counters that change all the time go out 1, 5, 21 and 85 periods after the
-last milestone, then every 64 periods (a JobSet busy for 5 minutes at the default 10 s writes
-its counters 3 times, not 30), and lag at most ``MAX_HOLD_PERIODS * period`` plus queue latency.
-A queued JobSet's holds stop at ``QUEUED_MAX_HOLD_PERIODS``: Kueue hands back the quota of a
-partly finished replicated job's succeeded pods only when it reads the counts.
-A change after a quiet spell longer than the hold goes out at once. The hold is counted from this
-controller's last status write for the JobSet, or, before its first one, from when it first saw
-the JobSet: a new JobSet's first status, when it holds only zero counters, waits one period
-and carries the counters of that period with it (its first milestone, such as a claim's uid or a
-condition, goes out at once as always). ``period <= 0`` writes every change, as upstream JobSet
-does. This mirrors the Job controller, which batches pod updates before writing Job status.
+**The longest hold** (``--status-progress-period``) bounds how late counters are: a change of
+counters alone is held from the first pass that finds it unwritten (``held_since``) until the
+longest hold has passed, and then written with every change that came after it; a milestone
+written sooner carries them all. So no counter reaches the API server later than the longest
+hold after the reconcile that saw it (the child event batch and the queue come before that),
+whatever the load, and a JobSet whose children keep changing writes its counters once per
+longest hold.
+
+No rule bounded by the same hold makes fewer writes, for the same changes and milestones: each
+counter-only write closes a span of exactly the longest hold, from a change that nothing written
+since carries, in which no other status write went out; those spans do not overlap, and any
+rule with that bound needs a write inside each of them. (The rule before this one held
+counters from the JobSet's last status write, growing fourfold with each counter-only write up
+to 64 periods, and spread counter writes over all JobSets at a fixed rate: fewer writes, but
+counters up to minutes late.) The hold starts when the controller first sees the JobSet's
+counters differ from what is stored. Zero counters where none are stored tell nothing (absent
+counters read as zero): a new JobSet's first status of zero counters waits for the first count
+that is not, or for a milestone (its first one, such as a claim's uid or a condition, goes out at
+once as always), and begins no hold. A longest hold of 0 or less writes every change, as
+upstream JobSet does. This mirrors the Job controller, which batches pod updates before writing
+Job status.
 Pure: time is passed in.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from controller.jobset import api
-from controller.jobset.jobsetstatus import JobSetStatus
-
-# Each progress-only write in a row multiplies the next hold by this many.
-HOLD_GROWTH = 4
-# The longest hold of progress counters, in periods (640 s at the default 10 s period).
-MAX_HOLD_PERIODS = 64
-# ... for a JobSet that is or was suspended (80 s at the default period).
-QUEUED_MAX_HOLD_PERIODS = 8
+from controller.jobset.jobsetstatus import JobSetStatus, ReplicatedJobStatus
 
 
 def queued(suspend: bool, stored: JobSetStatus) -> bool:
@@ -93,116 +93,62 @@ def write_cause(
     return "progress" if paced else "unpaced"
 
 
-def longest_hold(period: float, queued: bool) -> float:
-    """The longest any counters are held, streak or backlog."""
-    return period * (QUEUED_MAX_HOLD_PERIODS if queued else MAX_HOLD_PERIODS)
+def held_from(held_since: float | None, unwritten: bool, now: float) -> float | None:
+    """When the hold of a JobSet's unwritten status began, after a pass at ``now`` that found
+    its status ``unwritten`` (or not): ``held_since`` if the hold had begun, else ``now``; None
+    when nothing is unwritten."""
+    if not unwritten:
+        return None
+    return now if held_since is None else held_since
 
 
-def progress_hold(period: float, streak: int, queued: bool = False) -> float:
-    """How long counters are held after the last status write, when the ``streak`` writes
-    before it were progress-only (0: the last write was a milestone, or none yet)."""
-    growth: int = HOLD_GROWTH ** min(streak, 16)
-    return min(period * growth, longest_hold(period, queued))
+def _counting(status: JobSetStatus) -> JobSetStatus:
+    """``status`` without its replicated jobs whose counters are all zero (and that record no
+    restart of their own)."""
+    kept = tuple(r for r in status.replicated_jobs_status if r != ReplicatedJobStatus(r.name))
+    if len(kept) == len(status.replicated_jobs_status):
+        return status
+    return replace(status, replicated_jobs_status=kept)
 
 
-def next_streak(
-    streak: int,
-    stored: JobSetStatus,
-    written: JobSetStatus,
-    with_events: bool,
-    replicas: Mapping[str, int] | None = None,
-) -> int:
-    """The progress-only streak after writing ``written`` over ``stored`` (a first status of
-    counters only is progress too)."""
-    if with_events or written.is_milestone_from(stored, replicas):
-        return 0
-    return streak + 1
+def tells(stored: JobSetStatus, desired: JobSetStatus) -> bool:
+    """Whether writing ``desired`` over ``stored`` tells a reader anything: not when all it
+    adds is zero counters of replicated jobs the stored status has no counters for (a new
+    JobSet whose Jobs have not started: absent counters read as zero)."""
+    return not _counting(desired).same_as(_counting(stored))
 
 
 def status_delay(
     stored: JobSetStatus,
     desired: JobSetStatus,
-    last_write: float | None,
+    held_since: float | None,
     now: float,
-    period: float,
-    streak: int = 0,
+    longest_hold: float,
     replicas: Mapping[str, int] | None = None,
-    floor: float = 0.0,
 ) -> float:
-    """Seconds to hold back writing ``desired`` over ``stored``; 0.0 means write now.
+    """Seconds to hold back writing ``desired`` over ``stored``; 0.0 means write now, and the
+    result is never more than ``longest_hold``, but for a status that ``tells`` nothing yet
+    (``math.inf``: written with the first change or milestone that does).
 
-    ``last_write`` is when this controller last wrote the JobSet's status, or before its first
-    write when it first saw the JobSet (None: nothing to pace against, write now). ``now`` and
-    ``last_write`` share one monotonic clock.
-    ``streak``: progress-only writes in a row up to ``last_write`` (``next_streak``).
+    ``held_since``: when a pass of this process first found the JobSet's status unwritten, on a
+    monotonic clock shared with ``now`` (``held_from``); None: this pass is the first.
     ``replicas``: the spec's per replicated job (``JobSetStatus.is_milestone_from``).
-    ``floor``: the shortest hold whatever the streak (``backlog_hold``), within the longest.
     """
-    if period <= 0 or last_write is None:
+    if longest_hold <= 0:
         return 0.0
     if desired.is_milestone_from(stored, replicas):
         return 0.0
-    queued = replicas is not None
-    hold = min(max(progress_hold(period, streak, queued), floor), longest_hold(period, queued))
-    return max(0.0, last_write + hold - now)
-
-
-def backlog_hold(held: int, rate: float) -> float:
-    """The shortest hold when ``held`` JobSets have counters waiting and counter-only writes
-    should come at about ``rate`` per second over them all (``--status-progress-rate``; 0: no
-    such floor). Upstream JobSet writes fewer counters per JobSet the busier it is, because
-    child events pile up while a JobSet waits in its queue and one reconcile takes them all; this
-    is that, by design: one JobSet moving gets its counters every period, a thousand moving at
-    once get theirs every few minutes, and the API server sees about the same counter writes
-    per second either way."""
-    return held / rate if rate > 0 and held > 0 else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class ProgressBudget:
-    """Counter-only (``progress``) status writes over all JobSets at about ``rate`` per second,
-    ``burst`` at most at once (``--status-progress-rate``; 0: no budget). ``backlog_hold``
-    lengthens the holds of the JobSets whose counters are held; this bounds the writes
-    themselves: a JobSet whose own hold has run out writes at once and is never counted as held,
-    and with a JobSet's child events gathered into one pass (``--child-event-batch-period``) most
-    of them are such, so without the budget the holds stayed short while hundreds of JobSets
-    moved at once. A JobSet refused a write is held (and counted) until it comes back.
-
-    A value: ``take`` returns the budget left with its answer (``tokens``: the writes left, None
-    when full; ``last``: monotonic time of the last ask)."""
-
-    rate: float
-    burst: float
-    tokens: float | None = None
-    last: float | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "burst", max(1.0, self.burst))
-
-    def take(self, now: float) -> tuple[bool, ProgressBudget]:
-        """Whether a counter-only write may go out at ``now`` (monotonic seconds), and the budget
-        left once it is spent (or, refused, the tokens saved up by ``now``)."""
-        if self.rate <= 0:
-            return True, self
-        tokens = self.burst if self.tokens is None else self.tokens
-        if self.last is not None:
-            tokens = min(self.burst, tokens + max(0.0, now - self.last) * self.rate)
-        if tokens < 1:
-            return False, replace(self, tokens=tokens, last=now)
-        return True, replace(self, tokens=tokens - 1, last=now)
-
-    def refused(self, held: int, requeue_after: float | None) -> StatusTiming:
-        """The timing of a due counter write this budget refused, with ``held`` JobSets held
-        besides it: held, and back after one write's time or the backlog's (``backlog_hold``),
-        whichever is longer (sooner if the plan wants to be back sooner)."""
-        wait = max(1 / self.rate if self.rate > 0 else 0.0, backlog_hold(held + 1, self.rate))
-        return StatusTiming.held(wait, requeue_after)
+    if not tells(stored, desired):
+        return math.inf
+    if held_since is None:
+        return longest_hold  # this pass begins the hold
+    return min(longest_hold, max(0.0, held_since + longest_hold - now))
 
 
 @dataclass(frozen=True)
 class StatusTiming:
     """``write``: write the plan's status in this pass. ``requeue_after``: when to come back (the
-    plan's own time, or sooner so that held counters go out once the pace allows)."""
+    plan's own time, or sooner so that held counters go out when their hold ends)."""
 
     write: bool
     requeue_after: float | None
@@ -221,12 +167,10 @@ def status_timing(
     *,
     with_events: bool,
     requeue_after: float | None,
-    last_write: float | None,
+    held_since: float | None,
     now: float,
-    period: float,
-    streak: int = 0,
+    longest_hold: float,
     replicas: Mapping[str, int] | None = None,
-    floor: float = 0.0,
 ) -> StatusTiming:
     """Whether the plan's ``desired`` status (None: unchanged) goes out now.
 
@@ -239,8 +183,10 @@ def status_timing(
     hold = (
         0.0
         if with_events
-        else status_delay(stored, desired, last_write, now, period, streak, replicas, floor)
+        else status_delay(stored, desired, held_since, now, longest_hold, replicas)
     )
     if hold <= 0:
         return StatusTiming(write=True, requeue_after=requeue_after)
+    if math.isinf(hold):
+        return StatusTiming(write=False, requeue_after=requeue_after)  # nothing to tell yet
     return StatusTiming.held(hold, requeue_after)

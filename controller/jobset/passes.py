@@ -8,10 +8,10 @@ A pass of the reconciler (``reconciler.JobSetReconciler.reconcile``):
    perform (without the creates the cache has not caught up with, ``expectations``) and the
    new memory;
 3. performs the child writes, in ``WRITE_ORDER``;
-4. ``settle``: the plan, the outcomes of those writes, the memory, the process-wide ``Pace`` and
-   ``now`` → the status to write now or none (``pacing``: counters held, the budget of counter
-   writes; the uids of the claims just created), the Events, the ``Result`` (when to come
-   back), the new memory and the new pace;
+4. ``settle``: the plan, the outcomes of those writes, the memory, the longest hold of
+   counters and ``now`` → the status to write now or none (``pacing``: counters held; the uids
+   of the claims just created), the Events, the ``Result`` (when to come back) and the new
+   memory;
 5. performs the JobSet's own writes (status, then the TTL delete) and keeps what it was given.
 
 Nothing here is in the cluster: a new process starts with ``Memory()`` for every JobSet (as
@@ -72,42 +72,18 @@ class Memory:
     monotonic time of the create (``expectations``).
     ``written``: the resourceVersion of our last write of the JobSet: a cache older than that is
     stale (``preflight``); None before our first write.
-    ``status_written_at``: monotonic time of our last status write or, before the first one, of
-    the first pass that settled a plan: counters are paced from it (``pacing``).
-    ``streak``: progress-only status writes in a row (``pacing.next_streak``).
-    ``held``: its changed counters are held now (and counted in ``Pace.held``).
+    ``held_since``: monotonic time of the first pass that found its status unwritten (counters
+    held, or a write that has not been stored yet); None when what is stored is what the last
+    pass decided. Counters are held from it (``pacing``).
     """
 
     expected: Mapping[str, float] = field(default_factory=lambda: _NOTHING)
     written: int | None = None
-    status_written_at: float | None = None
-    streak: int = 0
-    held: bool = False
+    held_since: float | None = None
 
 
 # What this process remembers of a JobSet it has not reconciled yet: nothing.
 FRESH = Memory()
-
-
-@dataclass(frozen=True, slots=True)
-class Pace:
-    """Status pacing over all the JobSets of this process: ``period`` (a JobSet's counters wait
-    that long after its last status write, ``--status-progress-period``), the number of JobSets
-    whose counters are held now (``held``: the backlog lengthens every hold,
-    ``pacing.backlog_hold``) and the budget of counter-only writes (``--status-progress-rate``)."""
-
-    period: float
-    budget: pacing.ProgressBudget
-    held: int = 0
-
-    @classmethod
-    def start(cls, period: float, rate: float) -> Pace:
-        """Nothing held; the budget full with a period's worth of writes."""
-        return cls(period, pacing.ProgressBudget(rate, rate * period))
-
-    def without(self, gone: Memory) -> Pace:
-        """The pace once a JobSet remembered as ``gone`` is forgotten (deleted)."""
-        return replace(self, held=self.held - 1) if gone.held else self
 
 
 # --------------------------------------------------------------------------- memory, as writes go
@@ -133,10 +109,10 @@ def observed(memory: Memory, seen: Iterable[str]) -> Memory:
     return replace(memory, expected=expectations.observe(memory.expected, seen))
 
 
-def status_stored(memory: Memory, written: Obj, streak: int, at: float) -> Memory:
-    """``memory`` after the status write answered by ``written`` at ``at``, ``streak`` being
-    ``Settled.streak``: counters are paced from this write on."""
-    return replace(remembered(memory, written), status_written_at=at, streak=streak)
+def status_stored(memory: Memory, written: Obj) -> Memory:
+    """``memory`` after the status write answered by ``written``: everything the pass decided is
+    stored, so nothing is held any more."""
+    return replace(remembered(memory, written), held_since=None)
 
 
 # ----------------------------------------------------------------------------------------- step
@@ -185,32 +161,34 @@ class Settled:
     ``status``: the complete status to write now; None: none (unchanged, or counters held).
     ``events``: recorded once that status is stored, or at once when there is none.
     ``cause``: why the status is written (``pacing.write_cause``, a metric label); "" without.
-    ``streak``: the progress streak once the status is stored (``status_stored``).
     ``result``: when the key comes back.
-    ``memory``, ``pace``: to keep now, before the JobSet's writes.
+    ``memory``: to keep now, before the JobSet's writes (``status_stored`` once it is written).
     """
 
     status: JobSetStatus | None
     events: Sequence[Event]
     cause: str
-    streak: int
     result: Result
     memory: Memory
-    pace: Pace
 
 
 def settle(
-    plan: Plan, outcomes: Outcomes, memory: Memory, pace: Pace, now: float, *, jobset: JobSet
+    plan: Plan,
+    outcomes: Outcomes,
+    memory: Memory,
+    longest_hold: float,
+    now: float,
+    *,
+    jobset: JobSet,
 ) -> Settled:
     """After the child writes of ``plan`` (see ``Outcomes``), for the ``jobset`` the plan was
-    decided from: its status write, its Events, when to come back, and the memory and pace to
-    keep.
+    decided from: its status write, its Events, when to come back, and the memory to keep.
 
-    A status of counters only is held (``pacing.status_timing``: paced from the last status write,
-    or from ``now`` the first time), also when the budget of counter writes over all JobSets is
-    spent; it then rides on the next milestone or goes out when the key comes back. Claims
-    created in the pass are recorded in the status written, held or not: their pods mount them
-    only once the record is stored. Writes refused bring the key back with backoff.
+    A status of counters only is held (``pacing.status_timing``) from the first pass that found
+    it unwritten until ``longest_hold`` has passed (``--status-progress-period``); it then goes
+    out when the key comes back, or sooner with a milestone. Claims created in the pass are
+    recorded in the status written, with everything else the plan would write: their pods mount
+    them only once the record is stored. Writes refused bring the key back with backoff.
     """
     told = outcomes.redecided if outcomes.redecided is not None else plan
     status, events = told.status, told.events
@@ -218,50 +196,41 @@ def settle(
     # None: nothing is stored yet (a write is then the first).
     previous = stored if jobset.raw.get("status") else None
     replicas = queue_replicas(jobset)
-    last_write = now if memory.status_written_at is None else memory.status_written_at
     timing = pacing.status_timing(
         stored,
         status,
         with_events=bool(events),
         requeue_after=plan.requeue_after,
-        last_write=last_write,
+        held_since=memory.held_since,
         now=now,
-        period=pace.period,
-        streak=memory.streak,
+        longest_hold=longest_hold,
         replicas=replicas,
-        floor=pacing.backlog_hold(pace.held, pace.budget.rate),
     )
-    budget = pace.budget
-    if status is not None and timing.write and pace.period > 0:
-        cause = pacing.write_cause(
-            previous, status, with_events=bool(events), paced=True, replicas=replicas
-        )
-        if cause == "progress":
-            allowed, budget = budget.take(now)
-            if not allowed:
-                timing = budget.refused(pace.held, plan.requeue_after)
-    held = status is not None and not timing.write
-    if held:
-        status = None  # counters only: they ride on the next milestone or go out when due
     if outcomes.created_claims and plan.volume is not None:
+        # A milestone, written now: whatever else the plan holds rides along.
         base = status if status is not None else stored
         status = base.with_claim_uids(plan.volume.claim_uids_with(outcomes.created_claims))
-    cause, streak = "", memory.streak
+        timing = pacing.StatusTiming(write=True, requeue_after=plan.requeue_after)
+    if not timing.write:
+        status = None  # counters only: they ride on the next milestone or go out when due
+    cause = ""
     if status is not None:
         cause = pacing.write_cause(
-            previous, status, with_events=bool(events), paced=pace.period > 0, replicas=replicas
+            previous, status, with_events=bool(events), paced=longest_hold > 0, replicas=replicas
         )
-        streak = pacing.next_streak(memory.streak, stored, status, bool(events), replicas)
-    if budget is not pace.budget or held != memory.held:
-        pace = replace(pace, budget=budget, held=pace.held + int(held) - int(memory.held))
-    if memory.status_written_at is None or held != memory.held:
-        memory = replace(memory, status_written_at=last_write, held=held)
-    result = (
-        Result(requeue=True)  # with backoff; the status says why
-        if outcomes.refused
-        else Result(requeue_after=timing.requeue_after)
+    # Unwritten until the write is stored (``status_stored``): a write refused goes out at once
+    # when the key comes back, its hold having begun here or before. Zero counters of a new
+    # JobSet begin no hold (``pacing.tells``).
+    unwritten = status is not None or (
+        told.status is not None and pacing.tells(stored, told.status)
     )
-    return Settled(status, events, cause, streak, result, memory, pace)
+    held_since = pacing.held_from(memory.held_since, unwritten, now)
+    if held_since != memory.held_since:
+        memory = replace(memory, held_since=held_since)
+    # Writes refused: back with backoff (the status says why), and by the end of a hold (or the
+    # plan's own time) at the latest, however long the backoff has grown.
+    result = Result(requeue=bool(outcomes.refused), requeue_after=timing.requeue_after)
+    return Settled(status, events, cause, result, memory)
 
 
 def queue_replicas(jobset: JobSet) -> dict[str, int] | None:

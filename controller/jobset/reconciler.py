@@ -72,7 +72,6 @@ class JobSetReconciler:
         *,
         metrics: JobSetMetrics | None = None,
         status_progress_period: float = 0.0,
-        status_progress_rate: float = 0.0,
         managed_by: str = api.CONTROLLER_NAME,
         feature_gates: FeatureGates = features.DEFAULT,
         snapshot_warn_after: datetime.timedelta | None = None,
@@ -120,11 +119,8 @@ class JobSetReconciler:
         # What this process remembers of each JobSet between its passes (expected Jobs, our last
         # write, status pacing): one value per JobSet, renewed by ``passes``.
         self._memory: dict[str, Memory] = {}
+        # The longest a change of status counters alone is held (``pacing``).
         self.status_progress_period = status_progress_period
-        self.status_progress_rate = status_progress_rate
-        # Status pacing over all JobSets: the JobSets whose counters are held now, and the budget
-        # of counter-only writes (about the rate, a period's worth at once).
-        self._pace = passes.Pace.start(status_progress_period, status_progress_rate)
         # The spec.managedBy value this controller serves (--managed-by): other JobSets are left
         # alone, so a canary can run beside upstream JobSet.
         self.managed_by = managed_by
@@ -158,9 +154,7 @@ class JobSetReconciler:
         return owned, others
 
     def _forget(self, key: str) -> None:
-        gone = self._memory.pop(key, None)
-        if gone is not None:
-            self._pace = self._pace.without(gone)
+        self._memory.pop(key, None)
         self.parses.forget(key)
         self.volume_io.forget(key)
 
@@ -243,12 +237,12 @@ class JobSetReconciler:
             plan,
             Outcomes(created, failures, redecided),
             self._recall(key),
-            self._pace,
+            self.status_progress_period,
             now,
             jobset=jobset,
         )
         # Kept before the JobSet's writes (no await between reading and keeping them).
-        self._memory[key], self._pace = settled.memory, settled.pace
+        self._memory[key] = settled.memory
         await self._write_jobset(key, jobset, plan, settled, latest)
         return settled.result
 
@@ -590,9 +584,7 @@ class JobSetReconciler:
             cause=settled.cause,
             fields=sorted(k for k, v in body["status"].items() if stored.get(k) != v),
         )
-        self._memory[key] = passes.status_stored(
-            self._recall(key), updated, settled.streak, self._clock()
-        )
+        self._memory[key] = passes.status_stored(self._recall(key), updated)
         # Events and metrics describe transitions that are now stored.
         for event in settled.events:
             self._event(jobset.raw, event.type, event.reason, event.message)

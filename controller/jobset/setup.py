@@ -101,7 +101,6 @@ def setup(manager: Manager[Config]) -> JobSetReconciler:
             spec_policies,
         ),
         status_progress_period=manager.config.status_progress_period,
-        status_progress_rate=manager.config.status_progress_rate,
         managed_by=manager.config.managed_by,
         feature_gates=manager.config.feature_gates,
         snapshot_warn_after=datetime.timedelta(seconds=manager.config.snapshot_warn_after),

@@ -4,7 +4,9 @@ controller-runtime's semantics:
 - an exception (or ``Result(error=...)``) → requeue with the item's rate limit (backoff); the
   worker logs it with its traceback and carries on;
 - ``Result(requeue_after=s)`` → forget the failures, come back after ``s`` seconds;
-- ``Result(requeue=True)`` → requeue with rate limit;
+- ``Result(requeue=True)`` → requeue with rate limit; with ``requeue_after=s`` too (not in
+  controller-runtime, where ``requeue_after`` wins), come back after the backoff or after ``s``,
+  whichever is sooner, the failures kept;
 - otherwise → forget (reset the backoff).
 One deviation: a pass that succeeds (``requeue_after`` or nothing) drops the delayed add earlier
 passes of its key asked for (``WorkQueue.cancel_after``) before its own answer is applied; in
@@ -162,13 +164,16 @@ class Controller:
             self._time.observe(time.monotonic() - started)
         if not result.requeue:
             self.queue.cancel_after(key)  # this pass's answer supersedes the earlier ones'
-        if result.requeue_after and result.requeue_after > 0:
+        if result.requeue:
+            self.queue.add_rate_limited(key)
+            if result.requeue_after and result.requeue_after > 0:
+                # Back by then at the latest (a hold ending), whatever the backoff says.
+                self.queue.add_after(key, result.requeue_after)
+            outcome = "requeue"
+        elif result.requeue_after and result.requeue_after > 0:
             self.queue.forget(key)
             self.queue.add_after(key, result.requeue_after)
             outcome = "requeue_after"
-        elif result.requeue:
-            self.queue.add_rate_limited(key)
-            outcome = "requeue"
         else:
             self.queue.forget(key)
             outcome = "success"

@@ -1,8 +1,10 @@
-"""Status pacing against a real API server: milestones go out at once, counters are paced.
+"""Status pacing against a real API server: milestones go out at once, counters within the
+longest hold (``--status-progress-period``).
 
-The test plays the Job controller (as in test_jobset_controller.py). With a pacing period far
+The test plays the Job controller (as in test_jobset_controller.py). With a longest hold far
 longer than the test, a counters-only change is never written on its own: it waits for the next
-milestone, which carries it. With period 0 every change is written, as upstream does.
+milestone, which carries it. With 0 every change is written, as upstream does. At the default,
+counters that keep changing are written while they change, never held for minutes.
 """
 
 from __future__ import annotations
@@ -95,21 +97,18 @@ async def test_paced_counters_go_out_within_the_period(
         assert _counts(seen)["active"] == 1
 
 
-async def test_counters_that_keep_changing_are_written_ever_less_often(
+async def test_counters_that_keep_changing_are_written_together_once_per_hold(
     kube: Kube, client: KubeClient, namespace: str
 ) -> None:
-    """Each progress-only write in a row lengthens the next hold fourfold (1, 4, 16 s at period
-    1): one Job becomes ready every 0.4 s for 8 s, and the status writes that carry only counters
-    are spaced at least that far apart (lower bounds only: a slow machine spaces them further)."""
-    jobs_count = 20
-    async with running_controller(kube, namespace, "--status-progress-period=1"):
+    """A change of counters begins a hold of the longest hold (2 s here); every change within it
+    goes out in the one write that ends it: one Job becomes ready every 0.4 s for 8 s, and the
+    status writes that carry only counters are spaced at least the hold apart, each carrying
+    several changes (lower bounds only: a slow machine spaces them further). The JobSet's zero
+    counters, before the first Job is ready, are not written on their own."""
+    jobs_count, hold = 20, 2.0
+    async with running_controller(kube, namespace, f"--status-progress-period={hold}"):
         await client.create(api.JOBSETS, jobset("busy", replicated_job("w", jobs_count)), namespace)
         jobs = await wait_jobs(client, namespace, "busy", jobs_count)
-        await wait_for(
-            lambda: get_jobset(client, namespace, "busy"),
-            lambda obj: bool(obj.get("status")),
-            "the first status write",
-        )
         for job in jobs:
             await ready_job(client, namespace, job)
             await asyncio.sleep(0.4)  # the pace of the changes the controller sees
@@ -117,7 +116,6 @@ async def test_counters_that_keep_changing_are_written_ever_less_often(
             lambda: get_jobset(client, namespace, "busy"),
             lambda obj: _counts(obj)["ready"] == jobs_count,
             "the last ready count to be written",
-            seconds=60,
         )
     times = [
         datetime.datetime.fromisoformat(entry["requestReceivedTimestamp"])
@@ -128,13 +126,72 @@ async def test_counters_that_keep_changing_are_written_ever_less_often(
         and entry.get("objectRef", {}).get("subresource") == "status"
     ]
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
-    assert len(gaps) >= 2, f"status writes at {times}"
+    assert len(gaps) >= 1, f"status writes at {times}"
     for k, gap in enumerate(gaps):
-        # The first status (zero counters, 1 s after creation) is the first of the streak: the
-        # holds after it are 4 s, then 16 s ...
-        assert gap >= min(4 ** (k + 1), 64) - 0.25, f"gap {k} was {gap:.2f}s; all gaps {gaps}"
-    # At a fixed 1 s pace the 8 s of changes would have cost about 8 counter writes.
-    assert len(gaps) <= 3, gaps
+        assert gap >= hold - 0.25, f"gap {k} was {gap:.2f}s; all gaps {gaps}"
+    # 20 changes: written one by one, that would be 20 status writes.
+    assert len(times) <= jobs_count // 2, times
+
+
+async def test_counters_that_keep_changing_are_not_held_for_minutes_by_default(
+    kube: Kube, client: KubeClient, namespace: str
+) -> None:
+    """At the default settings, a client polling the counters of JobSets whose Jobs become
+    ready one after another sees each count before the next Job is ready, for several JobSets at
+    once, however many counter-only writes in a row that takes. (The pace before held a JobSet's
+    counters four times longer after each counter-only write, 10 s, 40 s, 160 s ... up to 640 s,
+    and spread counter writes over all JobSets at 1 per second: the third count here came
+    minutes late.) Each wait is the helper's usual patience; the bound itself is measured by the
+    scale benchmark."""
+    names, jobs_count = [f"polled-{i}" for i in range(4)], 5
+    async with running_controller(kube, namespace):
+        for name in names:
+            await client.create(
+                api.JOBSETS, jobset(name, replicated_job("w", jobs_count)), namespace
+            )
+        jobs = {name: await wait_jobs(client, namespace, name, jobs_count) for name in names}
+        for ready in range(1, jobs_count + 1):
+            for name in names:
+                await ready_job(client, namespace, jobs[name][ready - 1])
+            for name in names:
+                seen = await wait_for(
+                    lambda name=name: get_jobset(client, namespace, name),  # type: ignore[misc]
+                    lambda obj, ready=ready: _counts(obj)["ready"] == ready,  # type: ignore[misc]
+                    f"{name}'s status to show {ready} of {jobs_count} Jobs ready",
+                )
+                assert _counts(seen)["active"] == ready
+
+
+async def test_counters_go_out_within_the_hold_while_a_job_create_is_refused_again_and_again(
+    kube: Kube, client: KubeClient, namespace: str
+) -> None:
+    """A Job the API server refuses (a 422 on every create) backs the JobSet's passes off
+    exponentially: once 15 refusals in a row have grown the backoff past a minute, the other
+    Job becomes ready, and the JobSet's status shows it within the helper's usual patience: the
+    pass that holds the count comes back at the end of the hold, not after the backoff (which
+    alone brought the key back before, 80 s later)."""
+    bad = replicated_job("bad")
+    # The CRD admits any restartPolicy; the Job API refuses "Always" with a 422.
+    bad["template"]["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    async with running_controller(kube, namespace) as running:
+        await client.create(api.JOBSETS, jobset("refused", replicated_job("ok"), bad), namespace)
+        await wait_condition(client, namespace, "refused", "JobCreationFailed")
+        (job,) = await wait_jobs(client, namespace, "refused", 1)
+        (queue,) = [c.queue for c in running.manager.controllers if c.name == "jobset"]
+
+        async def refusals() -> int:
+            return queue.num_requeues(f"{namespace}/refused")
+
+        # The k-th refusal in a row comes back after 5 ms x 2^(k-1): after the 15th, 82 s later
+        # (an event's pass meanwhile, refused too, keeps that earlier deadline).
+        await wait_for(refusals, lambda n: n >= 15, "15 refused passes in a row", seconds=180)
+        await ready_job(client, namespace, job)
+        seen = await wait_for(
+            lambda: get_jobset(client, namespace, "refused"),
+            lambda obj: _counts(obj)["ready"] == 1,
+            "the ready count to be written while the bad Job is still refused",
+        )
+        assert (condition(seen, "JobCreationFailed") or {}).get("status") == "True"
 
 
 @pytest.mark.parametrize(
@@ -190,53 +247,3 @@ async def test_suspension_shows_0_active_as_soon_as_the_jobs_are_gone(
         stored = await get_jobset(client, namespace, "preempted")
         assert _counts(stored) == {"active": 0, "ready": 0, "succeeded": 0}, stored["status"]
         assert (condition(stored, api.SUSPENDED) or {}).get("status") == "True"
-
-
-async def test_many_jobsets_moving_at_once_hold_their_counters_longer(
-    kube: Kube, client: KubeClient, namespace: str
-) -> None:
-    """``--status-progress-rate``: with 4 JobSets' counters held and 0.2 counter writes per
-    second over them all, each hold is at least 4 / 0.2 = 20 s, not the 1 s period: none of
-    them writes its first status (zero counters, then ready ones) for several seconds after it
-    was created, and all do once the hold is over. The API server's audit log says when each
-    create and status write arrived (lower bound only: a slow machine makes the holds longer)."""
-    names = [f"crowd-{i}" for i in range(4)]
-    async with running_controller(
-        kube, namespace, "--status-progress-period=1", "--status-progress-rate=0.2"
-    ) as running:
-        for name in names:
-            await client.create(api.JOBSETS, jobset(name, replicated_job("w", 1)), namespace)
-        for name in names:
-            (job,) = await wait_jobs(client, namespace, name, 1)
-            await ready_job(client, namespace, job)
-        await settled(running, client)  # the ready Jobs were seen and reconciled (and held)
-        for name in names:
-            seen = await wait_for(
-                lambda name=name: get_jobset(client, namespace, name),  # type: ignore[misc]
-                lambda obj: _counts(obj)["ready"] == 1,
-                f"{name}'s held counters to be written",
-                seconds=90,
-            )
-            assert _counts(seen)["active"] == 1
-    for name in names:
-        created = _received(kube, namespace, name, "create", "")
-        written = _received(kube, namespace, name, "update", "status")
-        assert created and written, f"{name}: create at {created}, status writes at {written}"
-        # Past the 1 s period (and its fourfold successor) that would have let it out alone.
-        held = (written[0] - created[0]).total_seconds()
-        assert held >= 6.0, f"{name}: first status write {held:.2f}s after its create"
-
-
-def _received(
-    kube: Kube, namespace: str, name: str, verb: str, subresource: str
-) -> list[datetime.datetime]:
-    """When the API server received each ``verb`` request on the JobSet (its audit log)."""
-    return [
-        datetime.datetime.fromisoformat(entry["requestReceivedTimestamp"])
-        for entry in audit.entries(kube.cluster.audit_log, namespace)
-        if entry.get("verb") == verb
-        and entry.get("objectRef", {}).get("resource") == "jobsets"
-        and entry.get("objectRef", {}).get("namespace") == namespace
-        and entry.get("objectRef", {}).get("name") == name
-        and entry.get("objectRef", {}).get("subresource", "") == subresource
-    ]

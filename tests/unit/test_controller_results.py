@@ -111,6 +111,28 @@ async def test_a_pass_refused_with_requeue_keeps_the_earlier_timer() -> None:
     assert len(queue) == 1
 
 
+async def test_a_refused_pass_with_a_time_comes_back_by_then_at_the_latest() -> None:
+    """Backoff grown to 8 s after three failures; a pass refused again that holds counters for
+    2 s comes back after 2 s, not 16 s, and its failures are kept (the next backoff is 16 s)."""
+    script = Script(
+        RuntimeError("quota"),
+        RuntimeError("quota"),
+        RuntimeError("quota"),
+        Result(requeue=True, requeue_after=2.0),
+        Result(requeue=True),
+    )
+    controller, queue, clock = _setup(script)
+    queue.add(KEY)
+    for backoff in (1.0, 2.0, 4.0):
+        await _pass(controller, queue)
+        clock.advance(backoff)
+    await _pass(controller, queue)  # backoff 8 s, but back after 2 s
+    clock.advance(2.0)
+    assert len(queue) == 1
+    await _pass(controller, queue)
+    assert queue.num_requeues(KEY) == 5
+
+
 async def test_a_success_drops_a_pending_backoff() -> None:
     """A pass that failed left a retry in 1 s; an event's pass succeeds first: no retry."""
     script = Script(RuntimeError("conflict"), Result())

@@ -1517,17 +1517,19 @@ def test_spec_edit_moves_observed_generation() -> None:
     assert plan.events == []
 
 
-def _stored_after(raw: Obj, plan: Plan, *, last_write: float, now: float) -> tuple[Obj, bool]:
+def _stored_after(
+    raw: Obj, plan: Plan, *, held_since: float | None, now: float
+) -> tuple[Obj, bool]:
     """``raw`` with the status the reconciler writes for ``plan`` at ``now`` under the default
-    pace (``--status-progress-period`` 10 s), and whether it wrote one."""
+    longest hold (``--status-progress-period`` 5 s), and whether it wrote one."""
     timing = pacing.status_timing(
         JobSetStatus.parse(raw["status"]),
         plan.status,
         with_events=bool(plan.events),
         requeue_after=plan.requeue_after,
-        last_write=last_write,
+        held_since=held_since,
         now=now,
-        period=10.0,
+        longest_hold=5.0,
     )
     if plan.status is None or not timing.write:
         return raw, False
@@ -1564,7 +1566,7 @@ def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
     js = model.parse(two)
     jobs = [make_job(js, "workers", i, active=1) for i in range(2)]
     steady = decide(js, job_views(jobs), None, T0, claims=claim_views(claims))
-    raw, _ = _stored_after(two, steady, last_write=0.0, now=0.0)
+    raw, _ = _stored_after(two, steady, held_since=None, now=0.0)
     assert (
         decide(model.parse(raw), job_views(jobs), None, T0, claims=claim_views(claims)).status
         is None
@@ -1574,11 +1576,11 @@ def test_claims_deleted_by_retention_are_forgotten_whatever_the_pace() -> None:
     one["spec"]["replicatedJobs"][0]["replicas"] = 1
     first = decide(model.parse(one), job_views(jobs), None, T0, claims=claim_views(claims))
     assert first.volume is not None and first.volume.deleted == ["ckpt-js-workers-1"]
-    one, wrote = _stored_after(one, first, last_write=0.0, now=1.0)
-    # t=11: the pace allows a write; the claim is still terminating (its pod is stopping).
+    one, wrote = _stored_after(one, first, held_since=None, now=1.0)
+    # t=6: the longest hold is over; the claim is still terminating (its pod is stopping).
     going = [claims[0], claim(1, deleting=True)]
     second = decide(model.parse(one), job_views(jobs[:1]), None, T0, claims=claim_views(going))
-    one, _ = _stored_after(one, second, last_write=0.0 if not wrote else 1.0, now=11.0)
+    one, _ = _stored_after(one, second, held_since=None if wrote else 1.0, now=6.0)
     record = parse_record(one["status"].get("volumes"))
     assert record.get(("ckpt", "workers", 1, None)) is None
     # Scaled up again once the claim is gone: a new, empty claim, as whenScaled: Delete promised.

@@ -1,13 +1,16 @@
-"""pacing: milestones are written at once, counters-only changes at most once per period."""
+"""pacing: milestones are written at once, counters-only changes within the longest hold."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from controller.config import parse
 from controller.jobset import pacing
 from controller.jobset.jobsetstatus import JobSetStatus
 
@@ -48,63 +51,83 @@ def _with(**changes: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("stored", "desired", "last_write", "now", "period", "delay"),
+    ("stored", "desired", "held_since", "now", "longest_hold", "delay"),
     [
-        # A first status of counters only is held like any counters (from when the JobSet was
-        # first seen); one that holds a milestone goes out at once.
+        # A first status of counters only is held like any counters (from the first pass that
+        # found it unwritten); one that holds a milestone goes out at once.
         pytest.param({}, {"restarts": 0, "replicatedJobsStatus": [_rj("w", 1)]}, 100.0, 101.0,
-                     10.0, 9.0, id="first-status-of-counters-held"),
-        pytest.param({}, BASE, 100.0, 101.0, 10.0, 0.0, id="first-status-with-a-condition"),
-        pytest.param({}, _with(conditions=[_cond("Suspended")]), 100.0, 101.0, 10.0, 0.0,
+                     5.0, 4.0, id="first-status-of-counters-held"),
+        pytest.param({}, BASE, 100.0, 101.0, 5.0, 0.0, id="first-status-with-a-condition"),
+        # Zero counters where none are stored tell nothing: written with the first news.
+        pytest.param({}, {"restarts": 0, "replicatedJobsStatus": [_rj("w")]}, None, 101.0, 5.0,
+                     math.inf, id="first-status-of-zero-counters-waits-for-news"),
+        pytest.param(_with(replicatedJobsStatus=[]), BASE, 100.0, 101.0, 5.0, math.inf,
+                     id="zero-counters-added-tell-nothing"),
+        pytest.param(_with(replicatedJobsStatus=[_rj("w", 1)]), BASE, 100.0, 101.0, 5.0, 4.0,
+                     id="counters-back-to-zero-are-news"),
+        pytest.param({}, {"restarts": 0, "replicatedJobsStatus": [_rj("w")]}, None, 101.0, 0.0,
+                     0.0, id="zero-counters-written-with-pacing-off"),
+        pytest.param({}, _with(conditions=[_cond("Suspended")]), 100.0, 101.0, 5.0, 0.0,
                      id="first-status-with-a-milestone-at-once"),
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), None, 5.0, 10.0, 0.0,
-                     id="no-write-since-start"),
+        # The pass that first finds counters unwritten holds them the whole longest hold.
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), None, 5.0, 5.0, 5.0,
+                     id="first-pass-holds-the-longest-hold"),
         pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 0.0, 0.0,
-                     id="period-0-writes-every-change"),
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 10.0, 9.0,
+                     id="longest-hold-0-writes-every-change"),
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 5.0, 4.0,
                      id="counters-held"),
-        pytest.param(BASE, _with(volumes=_vol(1, 0)), 100.0, 104.0, 10.0, 6.0,
+        pytest.param(BASE, _with(volumes=_vol(1, 0)), 100.0, 104.0, 5.0, 1.0,
                      id="volume-counters-held"),
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 110.0, 10.0, 0.0,
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 105.0, 5.0, 0.0,
                      id="counters-due"),
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 130.0, 10.0, 0.0,
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 130.0, 5.0, 0.0,
                      id="counters-overdue"),
-        pytest.param(BASE, _with(conditions=[_cond("VolumesReady")]), 100.0, 101.0, 10.0, 0.0,
+        # A longer hold (users who want fewer writes): the same rule.
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 60.0, 59.0,
+                     id="longer-hold-set"),
+        # A clock that went backwards (held_since after now) still holds no more than the bound.
+        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 1)]), 200.0, 101.0, 5.0, 5.0,
+                     id="never-past-the-longest-hold"),
+        pytest.param(BASE, _with(conditions=[_cond("VolumesReady")]), 100.0, 101.0, 5.0, 0.0,
                      id="condition-status-flip"),
         pytest.param(BASE, _with(conditions=[_cond("VolumesReady", "False", "Lost")]), 100.0,
-                     101.0, 10.0, 0.0, id="condition-reason-change"),
+                     101.0, 5.0, 0.0, id="condition-reason-change"),
         pytest.param(BASE, _with(conditions=[*BASE["conditions"], _cond("Completed")],
-                                 terminalState="Completed"), 100.0, 101.0, 10.0, 0.0,
+                                 terminalState="Completed"), 100.0, 101.0, 5.0, 0.0,
                      id="terminal"),
         pytest.param(BASE, _with(restarts=1, replicatedJobsStatus=[_rj("w")]), 100.0, 101.0,
-                     10.0, 0.0, id="restart"),
-        pytest.param(BASE, _with(restartsCountTowardsMax=1), 100.0, 101.0, 10.0, 0.0,
+                     5.0, 0.0, id="restart"),
+        pytest.param(BASE, _with(restartsCountTowardsMax=1), 100.0, 101.0, 5.0, 0.0,
                      id="restart-counting"),
         # The pass that sees the new attempt's Jobs ready ends the restart: the condition takes
         # the counters along at once.
         pytest.param(_with(conditions=[_cond("RestartingJobSet", "True", "DefaultFailurePolicy")]),
                      _with(conditions=[_cond("RestartingJobSet", "False", "JobsReady")],
-                           replicatedJobsStatus=[_rj("w", 1, 1)]), 100.0, 101.0, 10.0, 0.0,
+                           replicatedJobsStatus=[_rj("w", 1, 1)]), 100.0, 101.0, 5.0, 0.0,
                      id="restart-ends-with-ready-counters"),
         # The API server drops zero and empty values: they are not a milestone.
         pytest.param(_with(restarts=None), _with(restarts=0,
-                     replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 10.0, 9.0,
+                     replicatedJobsStatus=[_rj("w", 1)]), 100.0, 101.0, 5.0, 4.0,
                      id="omitempty-zero-is-no-change"),
         pytest.param(BASE, _with(conditions=list(reversed([_cond("A"), _cond("B")]))),
-                     100.0, 101.0, 10.0, 0.0, id="new-conditions"),
+                     100.0, 101.0, 5.0, 0.0, id="new-conditions"),
     ],
 )  # fmt: skip
 def test_status_delay(
     stored: dict[str, Any],
     desired: dict[str, Any],
-    last_write: float | None,
+    held_since: float | None,
     now: float,
-    period: float,
+    longest_hold: float,
     delay: float,
 ) -> None:
-    assert pacing.status_delay(_s(stored), _s(desired), last_write, now, period) == pytest.approx(
-        delay
-    )
+    got = pacing.status_delay(_s(stored), _s(desired), held_since, now, longest_hold)
+    assert got == pytest.approx(delay)
+
+
+def test_the_default_longest_hold_is_5_seconds() -> None:
+    """The bound the docs promise: counters at most 5 s late by default."""
+    assert parse([], env={}).status_progress_period == 5.0
 
 
 def test_condition_order_is_not_a_milestone() -> None:
@@ -114,83 +137,139 @@ def test_condition_order_is_not_a_milestone() -> None:
 
 
 @given(
-    elapsed=st.floats(min_value=0, max_value=1e6, allow_nan=False),
-    period=st.floats(min_value=0, max_value=1e4, allow_nan=False),
-    active=st.integers(min_value=0, max_value=100),
-    streak=st.integers(min_value=0, max_value=1000),
+    held_for=st.floats(min_value=-10, max_value=1e6, allow_nan=False),
+    longest_hold=st.floats(min_value=0, max_value=1e4, allow_nan=False),
+    active=st.integers(min_value=1, max_value=100),
+    queued=st.booleans(),
 )
-def test_counters_never_wait_longer_than_the_longest_hold(
-    elapsed: float, period: float, active: int, streak: int
+def test_no_hold_ever_exceeds_the_longest(
+    held_for: float, longest_hold: float, active: int, queued: bool
 ) -> None:
+    """Whatever has been held for how long (a clock gone backwards included), the delay is at
+    most the longest hold, and it ends exactly the longest hold after the hold began."""
     desired = _with(replicatedJobsStatus=[_rj("w", active)])
-    hold = pacing.progress_hold(period, streak)
-    assert hold <= pacing.MAX_HOLD_PERIODS * period
-    delay = pacing.status_delay(_s(BASE), _s(desired), 1000.0, 1000.0 + elapsed, period, streak)
-    assert 0.0 <= delay <= hold + 1e-9 * (1000.0 + elapsed + hold)
-    assert delay == 0.0 or elapsed + delay == pytest.approx(hold)
+    replicas = {"w": 4} if queued else None
+    now = 1000.0 + held_for
+    delay = pacing.status_delay(_s(BASE), _s(desired), 1000.0, now, longest_hold, replicas)
+    assert 0.0 <= delay <= longest_hold
+    assert delay == 0.0 or now + delay == pytest.approx(1000.0 + longest_hold) or held_for < 0
+    first = pacing.status_delay(_s(BASE), _s(desired), None, now, longest_hold, replicas)
+    assert first in (0.0, longest_hold)
 
 
-@pytest.mark.parametrize(
-    ("streak", "hold"), [(0, 10.0), (1, 40.0), (2, 160.0), (3, 640.0), (4, 640.0), (60, 640.0)]
-)
-def test_progress_only_writes_in_a_row_lengthen_the_hold(streak: int, hold: float) -> None:
-    assert pacing.progress_hold(10.0, streak) == hold
-    desired = _with(replicatedJobsStatus=[_rj("w", 2)])
-    assert pacing.status_delay(_s(BASE), _s(desired), 100.0, 101.0, 10.0, streak) == hold - 1.0
-
-
-def test_a_milestone_is_never_held_whatever_the_streak() -> None:
+def test_a_milestone_is_never_held_whatever_the_hold() -> None:
     desired = _with(conditions=[_cond("A"), _cond("Completed")])
-    assert pacing.status_delay(_s(BASE), _s(desired), 100.0, 101.0, 10.0, streak=9) == 0.0
+    assert pacing.status_delay(_s(BASE), _s(desired), 100.0, 101.0, 3600.0) == 0.0
+    assert pacing.status_delay(_s(BASE), _s(desired), None, 101.0, 3600.0) == 0.0
 
 
 @pytest.mark.parametrize(
-    ("stored", "written", "with_events", "after"),
+    ("held_since", "unwritten", "now", "after"),
     [
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 2)]), False, 3,
-                     id="progress-only-lengthens"),
-        pytest.param(BASE, _with(replicatedJobsStatus=[_rj("w", 2)]), True, 0,
-                     id="with-events-starts-over"),
-        pytest.param(BASE, _with(conditions=[_cond("A"), _cond("Completed")]), False, 0,
-                     id="milestone-starts-over"),
-        pytest.param({}, {"replicatedJobsStatus": [_rj("w", 2)]}, False, 3,
-                     id="first-status-of-counters-is-progress"),
-        pytest.param({}, _with(conditions=[_cond("Suspended")]), False, 0,
-                     id="first-status-with-a-milestone-starts-over"),
+        pytest.param(None, True, 7.0, 7.0, id="first-pass-begins-the-hold"),
+        pytest.param(3.0, True, 7.0, 3.0, id="later-pass-keeps-its-beginning"),
+        pytest.param(3.0, False, 7.0, None, id="nothing-unwritten-ends-it"),
+        pytest.param(None, False, 7.0, None, id="nothing-unwritten-nothing-held"),
     ],
 )  # fmt: skip
-def test_next_streak(
-    stored: dict[str, Any], written: dict[str, Any], with_events: bool, after: int
+def test_held_from(
+    held_since: float | None, unwritten: bool, now: float, after: float | None
 ) -> None:
-    assert pacing.next_streak(2, _s(stored), _s(written), with_events) == after
+    assert pacing.held_from(held_since, unwritten, now) == after
 
 
-def test_a_busy_jobset_writes_progress_ever_less_often() -> None:
-    """Counters change every second for 10 minutes: writes at 10, 50, 210 s (holds of 1, 4 and
-    16 periods), then 640 s later (the longest hold): after the 10-minute run."""
-    period, last_write, streak, writes, stored = 10.0, 0.0, 0, 0, BASE
-    for second in range(1, 601):
-        desired = _with(replicatedJobsStatus=[_rj("w", second)])
-        if (
-            pacing.status_delay(_s(stored), _s(desired), last_write, float(second), period, streak)
-            == 0
-        ):
-            streak = pacing.next_streak(streak, _s(stored), _s(desired), False)
-            stored, last_write, writes = desired, float(second), writes + 1
-    assert writes == 3  # 60 at a fixed 10 s pace
+def _run(
+    changes: list[float], milestones: list[float], longest_hold: float
+) -> tuple[list[float], dict[float, float]]:
+    """Drive a JobSet's passes as the reconciler does: a pass at every counter change and every
+    milestone (child events), and one when a hold asks to come back. Returns the times of the
+    counter-only writes and, per counter change, when a write carried it."""
+    version, stored, held_since, back = 0, 0, None, None
+    seen: list[tuple[float, int]] = []  # (time, version) of each change
+    writes: list[float] = []
+    carried: dict[float, float] = {}
+    events = sorted([(t, "change") for t in changes] + [(t, "milestone") for t in milestones])
+    while events or back is not None:
+        if back is not None and (not events or back <= events[0][0]):
+            now, kind, back = back, "back", None
+        else:
+            now, kind = events.pop(0)
+        if kind == "change":
+            version += 1
+            seen.append((now, version))
+        # The status the pass decides: counters of ``version``; a milestone when one is new.
+        milestone = kind == "milestone"
+        stored_status = _with(replicatedJobsStatus=[_rj("w", stored)])
+        if milestone:
+            desired = _with(conditions=[_cond("M", reason=str(now))],
+                            replicatedJobsStatus=[_rj("w", version)])  # fmt: skip
+            stored_status = _with(conditions=[_cond("M", reason="before")],
+                                  replicatedJobsStatus=[_rj("w", stored)])  # fmt: skip
+        else:
+            desired = _with(replicatedJobsStatus=[_rj("w", version)])
+        unwritten = None if desired == stored_status else _s(desired)
+        timing = pacing.status_timing(
+            _s(stored_status),
+            unwritten,
+            with_events=False,
+            requeue_after=None,
+            held_since=held_since,
+            now=now,
+            longest_hold=longest_hold,
+        )
+        held_since = pacing.held_from(held_since, unwritten is not None, now)
+        if unwritten is not None and timing.write:
+            if not milestone:
+                writes.append(now)
+            for at, v in seen:
+                if stored < v <= version:
+                    carried[at] = now
+            stored, held_since = version, None  # stored: nothing held any more
+        elif timing.requeue_after is not None:
+            back = now + timing.requeue_after
+    return writes, carried
 
 
-def test_a_queued_jobset_holds_counters_for_8_periods_at_most() -> None:
-    """Kueue reclaims the quota of a partly finished replicated job's pods when it reads them."""
-    assert pacing.progress_hold(10.0, 5, queued=True) == 80.0
-    assert pacing.progress_hold(10.0, 1, queued=True) == 40.0
-    stored = _with(replicatedJobsStatus=[_rj("w", 2)])
-    desired = _with(replicatedJobsStatus=[_rj("w", 2, 1)])  # partial: what Kueue reads is same
-    assert (
-        pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 10.0, 5, replicas={"w": 4})
-        == 79.0
-    )
-    assert pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 10.0, 5) == 639.0
+def _fewest_writes(changes: list[float], milestones: list[float], longest_hold: float) -> int:
+    """The fewest counter-only writes any rule can make that writes every change within
+    ``longest_hold``, milestones carrying what came before them: changes not carried by a
+    milestone within the hold, covered greedily by the latest write each allows. (A pass that
+    comes back at the end of a hold goes before a change at the same moment: ends are open.)"""
+    count, covered_until = 0, float("-inf")
+    for at in sorted(changes):
+        if at < covered_until:
+            continue
+        if any(at < m < at + longest_hold for m in milestones):
+            continue
+        count, covered_until = count + 1, at + longest_hold
+    return count
+
+
+@given(
+    changes=st.lists(st.floats(0.0, 300.0), max_size=40).map(lambda c: sorted(set(c))),
+    milestones=st.lists(st.floats(0.0, 300.0), max_size=5).map(lambda m: sorted(set(m))),
+    longest_hold=st.sampled_from([1.0, 5.0, 10.0, 60.0]),
+)
+def test_every_change_is_written_within_the_longest_hold_with_the_fewest_writes(
+    changes: list[float], milestones: list[float], longest_hold: float
+) -> None:
+    """Through a JobSet's whole life: no change waits longer than the longest hold, counter-only
+    writes are at least the longest hold apart, and no rule with the same bound writes fewer."""
+    milestones = [m for m in milestones if m not in changes]
+    writes, carried = _run(changes, milestones, longest_hold)
+    assert set(carried) == set(changes)
+    for at, written in carried.items():
+        assert at <= written <= at + longest_hold + 1e-9
+    assert all(b - a >= longest_hold - 1e-9 for a, b in itertools.pairwise(writes))
+    assert len(writes) == _fewest_writes(changes, milestones, longest_hold)
+
+
+def test_a_busy_jobset_writes_its_counters_once_per_longest_hold() -> None:
+    """Counters change every second for 10 minutes, nothing else: one counter-only write per
+    longest hold (600 s / 5 s; upstream's rule would write 600), each change at most 5 s late."""
+    writes, carried = _run([float(s) for s in range(1, 601)], [], 5.0)
+    assert max(carried[at] - at for at in carried) == 5.0
+    assert len(writes) == 600 / 5
 
 
 def test_a_condition_message_alone_is_progress() -> None:
@@ -198,7 +277,7 @@ def test_a_condition_message_alone_is_progress() -> None:
     stored = _with(conditions=[{**pending, "message": "3 of 3 claims are waiting"}])
     desired = _with(conditions=[{**pending, "message": "2 of 3 claims are waiting"}])
     assert not _milestone(stored, desired)
-    assert pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 10.0) == pytest.approx(9.0)
+    assert pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 5.0) == pytest.approx(4.0)
 
 
 # ----------------------------------------------------------------------------- what Kueue reads
@@ -242,8 +321,8 @@ def test_what_kueue_reads_is_a_milestone(
     stored: dict[str, Any], desired: dict[str, Any], milestone: bool
 ) -> None:
     assert _milestone(stored, desired, REPLICAS) is milestone
-    delay = pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 10.0, replicas=REPLICAS)
-    assert delay == (0.0 if milestone else pytest.approx(9.0))
+    delay = pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 5.0, replicas=REPLICAS)
+    assert delay == (0.0 if milestone else pytest.approx(4.0))
 
 
 def test_a_jobset_never_suspended_keeps_them_paced() -> None:
@@ -277,23 +356,15 @@ def test_a_replicated_job_of_0_replicas_is_no_news() -> None:
     assert not _milestone(_rjs((0, 0, 0), (2, 1, 0)), _rjs((0, 0, 0), (2, 0, 1)), replicas)
 
 
-def test_the_streak_starts_over_on_what_kueue_reads() -> None:
-    stored, written = _rjs((0, 0, 0), (1, 0, 0)), _rjs((0, 0, 0), (0, 0, 0))
-    assert pacing.next_streak(3, _s(stored), _s(written), False, REPLICAS) == 0
-    counters = _rjs((0, 0, 0), (2, 1, 0))
-    assert pacing.next_streak(3, _s(_rjs((0, 0, 0), (2, 0, 0))), _s(counters), False, REPLICAS) == 4
-
-
 def test_status_timing_writes_what_kueue_reads_at_once() -> None:
     timing = pacing.status_timing(
         _s(_rjs((0, 0, 0), (2, 0, 0))),
         _s(_rjs((0, 0, 0), (0, 0, 0))),
         with_events=False,
         requeue_after=None,
-        last_write=100.0,
+        held_since=100.0,
         now=101.0,
-        period=10.0,
-        streak=5,
+        longest_hold=5.0,
         replicas=REPLICAS,
     )
     assert timing == pacing.StatusTiming(write=True, requeue_after=None)
@@ -320,93 +391,3 @@ def test_write_cause(
 ) -> None:
     previous = None if stored is None else _s(stored)
     assert pacing.write_cause(previous, _s(written), with_events=with_events, paced=paced) == cause
-
-
-@pytest.mark.parametrize(
-    ("held", "rate", "floor"),
-    [(0, 2.0, 0.0), (1, 2.0, 0.5), (1000, 2.0, 500.0), (1000, 0.0, 0.0), (30, 3.0, 10.0)],
-)
-def test_backlog_hold(held: int, rate: float, floor: float) -> None:
-    assert pacing.backlog_hold(held, rate) == floor
-
-
-@pytest.mark.parametrize(
-    ("streak", "floor", "replicas", "delay"),
-    [
-        pytest.param(0, 0.0, None, 9.0, id="no-backlog-one-period"),
-        pytest.param(0, 5.0, None, 9.0, id="floor-below-the-hold"),
-        pytest.param(0, 300.0, None, 299.0, id="busy-controller-holds-longer"),
-        pytest.param(2, 300.0, None, 299.0, id="floor-above-the-streak-hold"),
-        pytest.param(0, 5000.0, None, 639.0, id="never-past-64-periods"),
-        pytest.param(0, 5000.0, {"w": 4}, 79.0, id="queued-never-past-8-periods"),
-    ],
-)
-def test_a_backlog_lengthens_the_hold_within_the_longest(
-    streak: int, floor: float, replicas: dict[str, int] | None, delay: float
-) -> None:
-    stored = _with(replicatedJobsStatus=[_rj("w", 2)])
-    desired = _with(replicatedJobsStatus=[_rj("w", 2, 1)])
-    got = pacing.status_delay(_s(stored), _s(desired), 100.0, 101.0, 10.0, streak, replicas, floor)
-    assert got == pytest.approx(delay)
-
-
-def test_a_milestone_is_never_held_by_a_backlog() -> None:
-    desired = _with(conditions=[_cond("A"), _cond("Completed")])
-    assert pacing.status_delay(_s(BASE), _s(desired), 100.0, 101.0, 10.0, floor=600.0) == 0.0
-
-
-@pytest.mark.parametrize(
-    ("rate", "burst", "asks", "allowed"),
-    [
-        # A period's worth at once, then one per 1 / rate.
-        (
-            1.0,
-            3.0,
-            [0.0, 0.0, 0.0, 0.0, 0.5, 1.0, 1.0],
-            [True, True, True, False, False, True, False],
-        ),
-        (0.5, 0.0, [0.0, 0.0, 1.0, 2.0], [True, False, False, True]),  # burst at least one
-        (0.0, 0.0, [0.0] * 5, [True] * 5),  # no budget
-        (2.0, 1.0, [0.0, 10.0, 10.0, 10.0], [True, True, False, False]),  # saves up to the burst
-    ],
-)
-def test_progress_budget(rate: float, burst: float, asks: list[float], allowed: list[bool]) -> None:
-    budget = pacing.ProgressBudget(rate, burst)
-    answers = []
-    for now in asks:
-        answer, budget = budget.take(now)
-        answers.append(answer)
-    assert answers == allowed
-
-
-@pytest.mark.parametrize(
-    ("rate", "held", "requeue_after", "back_after"),
-    [
-        (1.0, 0, None, 1.0),  # alone: one write's time
-        (0.5, 0, None, 2.0),
-        (1.0, 9, None, 10.0),  # behind 9 others held: the backlog's time (10 / rate)
-        (1.0, 9, 3.0, 3.0),  # the plan's own time when sooner (a TTL, a requeue)
-    ],
-)
-def test_a_refused_counter_write_is_held_and_comes_back_later(
-    rate: float, held: int, requeue_after: float | None, back_after: float
-) -> None:
-    timing = pacing.ProgressBudget(rate, 1.0).refused(held, requeue_after)
-    assert timing == pacing.StatusTiming(write=False, requeue_after=back_after)
-
-
-@given(
-    rate=st.floats(0.1, 10.0),
-    asks=st.lists(st.floats(0.0, 100.0), min_size=1, max_size=200).map(sorted),
-)
-def test_progress_budget_never_allows_more_than_rate_and_burst(
-    rate: float, asks: list[float]
-) -> None:
-    """Over any run, the writes allowed are at most the burst plus rate x the time elapsed."""
-    burst = 5.0
-    budget = pacing.ProgressBudget(rate, burst)
-    allowed = 0
-    for now in asks:
-        answer, budget = budget.take(now)
-        allowed += answer
-    assert allowed <= burst + rate * (asks[-1] - asks[0]) + 1e-9

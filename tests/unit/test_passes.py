@@ -1,6 +1,6 @@
 """passes: the pure steps of a reconcile pass around ``decide`` — ``step`` leaves out the creates
-the cache has not caught up with, ``settle`` decides the status write (counters held, the budget
-of counter writes, the uids of claims just created) and when to come back — and the per-JobSet
+the cache has not caught up with, ``settle`` decides the status write (counters held within the
+longest hold, the uids of claims just created) and when to come back — and the per-JobSet
 ``Memory`` they take and return."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import copy
 from dataclasses import dataclass, replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from controller.jobset import pacing, passes, volumes
+from controller.jobset import passes, volumes
 from controller.jobset.decide import Plan
 from controller.jobset.jobsetstatus import (
     ClaimUIDs,
@@ -18,7 +20,7 @@ from controller.jobset.jobsetstatus import (
     JobSetStatus,
     ReplicatedJobStatus,
 )
-from controller.jobset.passes import FRESH, Memory, Outcomes, Pace
+from controller.jobset.passes import FRESH, Memory, Outcomes
 from controller.jobset.status import Event
 from controller.jobset.volumes import VolumePlan
 from controller.jobset.writefailures import Failure, Write
@@ -62,7 +64,7 @@ def test_step(
     after: dict[str, float],
 ) -> None:
     plan = Plan(create_jobs=_jobs(*creates), delete_jobs=["old"], requeue_after=7.0)
-    memory = Memory(expected=dict(expected), written=5, status_written_at=1.0, streak=2)
+    memory = Memory(expected=dict(expected), written=5, held_since=1.0)
     before = (copy.deepcopy(plan), memory)
     stepped = passes.step(plan, seen, memory, NOW)
     assert [job["metadata"]["name"] for job in stepped.plan.create_jobs] == sent
@@ -86,6 +88,7 @@ JOBSET = make_jobset()  # stored status: {"restarts": 0}; never suspended (no qu
 STORED = JOBSET.status
 COUNTERS = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("workers", active=2),))
 MILESTONE = replace(STORED, restarts=1)
+ZEROS = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("workers"),))
 REFUSED = replace(STORED, conditions=(Condition("x", "True", "Refused"),))
 # A claim the plan creates (of slot ("data", "workers", 0, None)) and its uid once created.
 (DATA_CLAIM,) = volumes.model(
@@ -97,185 +100,184 @@ CLAIM_UIDS = (ClaimUIDs("data", "abcdef01", "workers"),)
 EVENT = Event("Normal", "Started", "started")
 FAILURE = Failure(Write.CREATE_JOB, "js-workers-0", "quota exceeded")
 
-PERIOD, RATE = 10.0, 1.0
-PACE = Pace.start(PERIOD, RATE)
-SPENT = replace(PACE, budget=pacing.ProgressBudget(RATE, PERIOD * RATE, tokens=0.0, last=NOW))
+HOLD = 5.0  # the default longest hold (--status-progress-period)
 
 
 @dataclass(frozen=True)
 class Settles:
-    """What ``settle`` must return: the status written (None: none), its cause, the Result,
-    whether the JobSet's counters are held, the JobSets held over all, the streak once written,
-    and the writes the budget has left (None: full)."""
+    """What ``settle`` must return: the status written (None: none), its cause, the Result, and
+    when the hold of the JobSet's unwritten status began (None: nothing unwritten)."""
 
     status: JobSetStatus | None
     cause: str
     result: Result
-    held: bool
-    held_count: int
-    streak: int = 0
-    tokens: float | None = None
+    held_since: float | None
 
 
-# (plan, outcomes, memory, pace) -> Settles
+# (plan, outcomes, memory, longest hold) -> Settles
 SETTLE_ROWS = [
-    pytest.param(Plan(), Outcomes(), FRESH, PACE,
-                 Settles(None, "", Result(), held=False, held_count=0), id="nothing-to-write"),
-    pytest.param(Plan(requeue_after=42.0), Outcomes(), FRESH, PACE,
-                 Settles(None, "", Result(requeue_after=42.0), held=False, held_count=0),
-                 id="plan-requeue-kept"),
-    pytest.param(Plan(status=MILESTONE), Outcomes(), Memory(status_written_at=99.0, streak=3),
-                 PACE, Settles(MILESTONE, "milestone", Result(), held=False, held_count=0),
-                 id="milestone-written-at-once-streak-starts-over"),
-    pytest.param(Plan(status=COUNTERS, events=[EVENT]), Outcomes(), Memory(status_written_at=99.0),
-                 PACE, Settles(COUNTERS, "events", Result(), held=False, held_count=0),
-                 id="events-write-counters-at-once"),
-    # The first settle of a JobSet paces from now: its first counters wait a period.
-    pytest.param(Plan(status=COUNTERS), Outcomes(), FRESH, PACE,
-                 Settles(None, "", Result(requeue_after=10.0), held=True, held_count=1),
-                 id="first-counters-held-a-period"),
-    pytest.param(Plan(status=COUNTERS, requeue_after=3.0), Outcomes(),
-                 Memory(status_written_at=95.0), PACE,
-                 Settles(None, "", Result(requeue_after=3.0), held=True, held_count=1),
+    pytest.param(Plan(), Outcomes(), FRESH, HOLD, Settles(None, "", Result(), None),
+                 id="nothing-to-write"),
+    pytest.param(Plan(requeue_after=42.0), Outcomes(), FRESH, HOLD,
+                 Settles(None, "", Result(requeue_after=42.0), None), id="plan-requeue-kept"),
+    # Counters that were held went back to what is stored: nothing held any more.
+    pytest.param(Plan(), Outcomes(), Memory(held_since=98.0), HOLD,
+                 Settles(None, "", Result(), None), id="counters-back-to-stored-hold-ends"),
+    # Written at once; unwritten (held_since kept) until the write is stored.
+    pytest.param(Plan(status=MILESTONE), Outcomes(), Memory(held_since=97.0), HOLD,
+                 Settles(MILESTONE, "milestone", Result(), 97.0),
+                 id="milestone-at-once-carries-held-counters"),
+    pytest.param(Plan(status=COUNTERS, events=[EVENT]), Outcomes(), FRESH, HOLD,
+                 Settles(COUNTERS, "events", Result(), NOW), id="events-write-counters-at-once"),
+    # The first pass that finds counters unwritten begins their hold: the whole of it.
+    pytest.param(Plan(status=COUNTERS), Outcomes(), FRESH, HOLD,
+                 Settles(None, "", Result(requeue_after=HOLD), NOW),
+                 id="first-counters-held-the-longest-hold"),
+    # A new JobSet's zero counters tell nothing: not written, and no hold begins.
+    pytest.param(Plan(status=ZEROS), Outcomes(), FRESH, HOLD, Settles(None, "", Result(), None),
+                 id="zero-counters-of-a-new-jobset-wait-for-news"),
+    pytest.param(Plan(status=COUNTERS, requeue_after=3.0), Outcomes(), FRESH, HOLD,
+                 Settles(None, "", Result(requeue_after=3.0), NOW),
                  id="counters-held-plan-back-sooner"),
-    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(status_written_at=95.0),
-                 PACE, Settles(None, "", Result(requeue_after=5.0), held=True, held_count=1),
-                 id="counters-held-back-when-due"),
-    # Streak 1: the hold is 4 periods (pacing.progress_hold).
-    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(status_written_at=80.0, streak=1),
-                 PACE, Settles(None, "", Result(requeue_after=20.0), held=True, held_count=1),
-                 id="streak-lengthens-hold"),
-    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(status_written_at=80.0, streak=1),
-                 replace(PACE, held=5),
-                 Settles(None, "", Result(requeue_after=20.0), held=True, held_count=6),
-                 id="held-counted-over-all-jobsets"),
-    # Held before: still held, counted once.
-    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(status_written_at=95.0, held=True),
-                 replace(PACE, held=1),
-                 Settles(None, "", Result(requeue_after=5.0), held=True, held_count=1),
-                 id="held-again-counted-once"),
-    # 30 JobSets held at 1 write/s: no hold shorter than 30 s (pacing.backlog_hold).
-    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(status_written_at=80.0),
-                 replace(PACE, held=30),
-                 Settles(None, "", Result(requeue_after=10.0), held=True, held_count=31),
-                 id="backlog-lengthens-hold"),
-    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(status_written_at=80.0), PACE,
-                 Settles(COUNTERS, "progress", Result(), held=False, held_count=0, streak=1,
-                         tokens=PERIOD * RATE - 1), id="counters-due-written-budget-spent"),
-    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(status_written_at=80.0, held=True),
-                 replace(PACE, held=4),
-                 Settles(COUNTERS, "progress", Result(), held=False, held_count=3, streak=1,
-                         tokens=PERIOD * RATE - 1), id="held-counters-go-out-released"),
-    # Due, but the counter writes over all JobSets are spent: held, back after one write's time.
-    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(status_written_at=80.0), SPENT,
-                 Settles(None, "", Result(requeue_after=1.0), held=True, held_count=1,
-                         tokens=0.0), id="budget-refuses-counters"),
-    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(status_written_at=80.0),
-                 replace(SPENT, held=9),
-                 Settles(None, "", Result(requeue_after=10.0), held=True, held_count=10,
-                         tokens=0.0), id="budget-refuses-behind-the-backlog"),
-    # The budget is for counters alone: a milestone always goes out, and spends none.
-    pytest.param(Plan(status=MILESTONE), Outcomes(), Memory(status_written_at=99.0), SPENT,
-                 Settles(MILESTONE, "milestone", Result(), held=False, held_count=0, tokens=0.0),
-                 id="budget-never-holds-a-milestone"),
-    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(status_written_at=99.0),
-                 replace(SPENT, period=0.0),
-                 Settles(COUNTERS, "unpaced", Result(), held=False, held_count=0, streak=1,
-                         tokens=0.0), id="pacing-off-every-change-written"),
+    # Held since 98: back at 103, whatever changed since (the hold does not start over).
+    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(held_since=98.0), HOLD,
+                 Settles(None, "", Result(requeue_after=3.0), 98.0),
+                 id="counters-held-back-when-the-hold-ends"),
+    pytest.param(Plan(status=COUNTERS, requeue_after=60.0), Outcomes(), Memory(held_since=98.0),
+                 HOLD, Settles(None, "", Result(requeue_after=3.0), 98.0),
+                 id="counters-held-back-sooner-than-the-plan"),
+    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(held_since=95.0), HOLD,
+                 Settles(COUNTERS, "progress", Result(), 95.0), id="counters-due-written"),
+    # A write refused (409, stale cache) comes back with backoff, long past the hold: at once.
+    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(held_since=10.0), HOLD,
+                 Settles(COUNTERS, "progress", Result(), 10.0), id="counters-overdue-written"),
+    # A longer hold set by the user: the same rule.
+    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(held_since=95.0), 60.0,
+                 Settles(None, "", Result(requeue_after=55.0), 95.0), id="longer-hold-set"),
+    pytest.param(Plan(status=COUNTERS), Outcomes(), Memory(held_since=99.0), 0.0,
+                 Settles(COUNTERS, "unpaced", Result(), 99.0), id="pacing-off-every-change"),
     # Writes refused: the status decided again says why, and the key comes back with backoff.
     pytest.param(Plan(status=COUNTERS, requeue_after=42.0),
                  Outcomes(refused=[FAILURE], redecided=Plan(status=REFUSED, events=[EVENT])),
-                 Memory(status_written_at=99.0), PACE,
-                 Settles(REFUSED, "events", Result(requeue=True), held=False, held_count=0),
-                 id="refused-writes-redecided-requeue"),
-    # Claims created: their uids are written in this pass, counters held or not.
-    pytest.param(Plan(status=MILESTONE, volume=CREATES),
-                 Outcomes(created_claims=CREATED), Memory(status_written_at=99.0),
-                 PACE,
-                 Settles(MILESTONE.with_claim_uids(CLAIM_UIDS), "milestone",
-                         Result(), held=False, held_count=0),
+                 FRESH, HOLD, Settles(REFUSED, "events", Result(requeue=True, requeue_after=42.0),
+                 NOW), id="refused-writes-redecided-requeue"),
+    # Refused again (reported already, no Event): the counters held are back by the end of their
+    # hold at the latest, however long the backoff has grown.
+    pytest.param(Plan(status=COUNTERS),
+                 Outcomes(refused=[FAILURE], redecided=Plan(status=COUNTERS)),
+                 Memory(held_since=98.0), HOLD,
+                 Settles(None, "", Result(requeue=True, requeue_after=3.0), 98.0),
+                 id="refused-again-counters-back-by-the-end-of-the-hold"),
+    # Claims created: their uids are written in this pass, and everything else the plan holds
+    # rides along (the counters too: a write goes out anyway).
+    pytest.param(Plan(status=MILESTONE, volume=CREATES), Outcomes(created_claims=CREATED),
+                 FRESH, HOLD,
+                 Settles(MILESTONE.with_claim_uids(CLAIM_UIDS), "milestone", Result(), NOW),
                  id="created-claims-recorded-with-the-status"),
-    pytest.param(Plan(status=COUNTERS, volume=CREATES),
-                 Outcomes(created_claims=CREATED), Memory(status_written_at=99.0),
-                 PACE,
-                 Settles(STORED.with_claim_uids(CLAIM_UIDS), "milestone",
-                         Result(requeue_after=9.0), held=True, held_count=1),
-                 id="created-claims-recorded-counters-held"),
-    pytest.param(Plan(volume=CREATES), Outcomes(created_claims=CREATED),
-                 Memory(status_written_at=99.0), PACE,
-                 Settles(STORED.with_claim_uids(CLAIM_UIDS), "milestone",
-                         Result(), held=False, held_count=0),
+    pytest.param(Plan(status=COUNTERS, volume=CREATES, requeue_after=8.0),
+                 Outcomes(created_claims=CREATED), Memory(held_since=99.0), HOLD,
+                 Settles(COUNTERS.with_claim_uids(CLAIM_UIDS), "milestone",
+                         Result(requeue_after=8.0), 99.0),
+                 id="created-claims-recorded-counters-ride-along"),
+    pytest.param(Plan(volume=CREATES), Outcomes(created_claims=CREATED), FRESH, HOLD,
+                 Settles(STORED.with_claim_uids(CLAIM_UIDS), "milestone", Result(), NOW),
                  id="created-claims-recorded-status-unchanged"),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("plan", "outcomes", "memory", "pace", "settles"), SETTLE_ROWS)
+@pytest.mark.parametrize(("plan", "outcomes", "memory", "hold", "settles"), SETTLE_ROWS)
 def test_settle(
-    plan: Plan, outcomes: Outcomes, memory: Memory, pace: Pace, settles: Settles
+    plan: Plan, outcomes: Outcomes, memory: Memory, hold: float, settles: Settles
 ) -> None:
     before = copy.deepcopy(plan)
-    settled = passes.settle(plan, outcomes, memory, pace, NOW, jobset=JOBSET)
+    settled = passes.settle(plan, outcomes, memory, hold, NOW, jobset=JOBSET)
     assert settled.status == settles.status
     assert settled.cause == settles.cause
     assert settled.result == settles.result
-    assert settled.memory.held is settles.held
-    assert settled.pace.held == settles.held_count
-    assert settled.pace.budget.tokens == settles.tokens
-    if settled.status is not None:
-        assert settled.streak == settles.streak
+    assert settled.memory.held_since == settles.held_since
     told = outcomes.redecided or plan
     assert settled.events == told.events
-    # Counters are paced from our last status write, or from the first settle: kept until the
-    # status is stored (``status_stored``); the rest of the memory is not settle's.
-    assert settled.memory.status_written_at == (memory.status_written_at or NOW)
-    assert replace(settled.memory, status_written_at=None, held=False) == replace(
-        memory, status_written_at=None, held=False
-    )
+    # The rest of the memory is not settle's.
+    assert replace(settled.memory, held_since=None) == replace(memory, held_since=None)
     assert plan == before  # pure: the plan is not changed
 
 
 def test_settle_at_steady_state_makes_nothing_new() -> None:
-    """Nothing to write, nothing held: the same memory and pace come back."""
-    memory = Memory(status_written_at=50.0)
-    settled = passes.settle(Plan(), Outcomes(), memory, PACE, NOW, jobset=JOBSET)
-    assert settled.memory is memory and settled.pace is PACE
+    """Nothing to write, nothing held: the same memory comes back."""
+    memory = Memory(written=7)
+    settled = passes.settle(Plan(), Outcomes(), memory, HOLD, NOW, jobset=JOBSET)
+    assert settled.memory is memory and settled.status is None
+
+
+@given(
+    held_for=st.floats(0.0, 1e5),
+    hold=st.sampled_from([0.5, 5.0, 60.0]),
+    requeue_after=st.none() | st.floats(0.0, 1e4),
+    suspended=st.booleans(),
+    refused=st.booleans(),
+)
+def test_held_counters_never_wait_past_the_longest_hold(
+    held_for: float, hold: float, requeue_after: float | None, suspended: bool, refused: bool
+) -> None:
+    """Whatever the plan's own requeue, however long the counters have been held, and with
+    child writes refused pass after pass (backoff), a pass writes them or comes back no later
+    than the end of their hold (a queued JobSet too)."""
+    jobset = make_jobset(suspend=True) if suspended else JOBSET
+    counters = replace(
+        jobset.status, replicated_jobs_status=(ReplicatedJobStatus("workers", ready=1),)
+    )
+    held_since = NOW - held_for
+    plan = Plan(status=counters, requeue_after=requeue_after)
+    settled = passes.settle(
+        plan,
+        Outcomes(refused=[FAILURE], redecided=plan) if refused else Outcomes(),
+        Memory(held_since=held_since),
+        hold,
+        NOW,
+        jobset=jobset,
+    )
+    if settled.status is None:
+        back = settled.result.requeue_after
+        assert back is not None and 0 <= back <= hold
+        assert NOW + back <= held_since + hold + 1e-9
+    else:
+        assert held_for >= hold or settled.cause == "milestone"
 
 
 def test_a_queued_jobset_writes_what_kueue_reads_at_once() -> None:
     """Of a suspended JobSet, any Job active is a milestone (Kueue's IsActive): not held."""
     jobset = make_jobset(suspend=True)
     active = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("leader", active=1),))
-    settled = passes.settle(
-        Plan(status=active), Outcomes(), Memory(status_written_at=99.0), PACE, NOW, jobset=jobset
-    )
+    settled = passes.settle(Plan(status=active), Outcomes(), FRESH, HOLD, NOW, jobset=jobset)
     assert settled.status == active and settled.cause == "milestone"
     assert passes.queue_replicas(jobset) == {"leader": 1, "workers": 2}
     assert passes.queue_replicas(JOBSET) is None
 
 
 def test_counters_through_a_pass_and_the_next() -> None:
-    """Held, then due: the settle that holds counts the JobSet; the one that writes them releases
-    it; once stored, the next counters are held longer (the streak)."""
-    first = passes.settle(Plan(status=COUNTERS), Outcomes(), FRESH, PACE, NOW, jobset=JOBSET)
-    assert first.status is None and first.pace.held == 1
+    """Held, then due: the settle that holds begins the hold, the pass that comes back at its
+    end writes them; once stored nothing is held, and the next counters get a hold of their
+    own, begun by the pass that sees them."""
+    first = passes.settle(Plan(status=COUNTERS), Outcomes(), FRESH, HOLD, NOW, jobset=JOBSET)
+    assert first.status is None and first.memory.held_since == NOW
     back = NOW + first.result.requeue_after  # type: ignore[operator]
-    second = passes.settle(
-        Plan(status=COUNTERS), Outcomes(), first.memory, first.pace, back, jobset=JOBSET
-    )
-    assert second.status == COUNTERS and second.pace.held == 0
-    stored = passes.status_stored(
-        second.memory, {"metadata": {"resourceVersion": "9"}}, second.streak, back + 0.1
-    )
-    assert stored == Memory(written=9, status_written_at=back + 0.1, streak=1)
     more = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("workers", active=3),))
-    third = passes.settle(
-        Plan(status=more), Outcomes(), stored, second.pace, back + 11, jobset=JOBSET
+    # A change in between: still held, and back at the same moment.
+    between = passes.settle(
+        Plan(status=more), Outcomes(), first.memory, HOLD, NOW + 2, jobset=JOBSET
     )
-    assert third.status is None
-    assert third.result.requeue_after == pytest.approx(4 * PERIOD - 10.9)
+    assert between.status is None
+    assert NOW + 2 + between.result.requeue_after == pytest.approx(back)  # type: ignore[operator]
+    second = passes.settle(Plan(status=more), Outcomes(), between.memory, HOLD, back, jobset=JOBSET)
+    assert second.status == more and second.cause == "progress"
+    stored = passes.status_stored(second.memory, {"metadata": {"resourceVersion": "9"}})
+    assert stored == Memory(written=9, held_since=None)
+    later = replace(STORED, replicated_jobs_status=(ReplicatedJobStatus("workers", active=4),))
+    third = passes.settle(Plan(status=later), Outcomes(), stored, HOLD, back + 1, jobset=JOBSET)
+    assert third.status is None and third.result.requeue_after == HOLD
 
 
-# ------------------------------------------------------------------------------ memory, pace
+# ------------------------------------------------------------------------------ memory
 
 
 @pytest.mark.parametrize(
@@ -287,8 +289,8 @@ def test_counters_through_a_pass_and_the_next() -> None:
     ],
 )
 def test_remembered(written: Obj, version: int) -> None:
-    memory = Memory(written=7, streak=2)
-    assert passes.remembered(memory, written) == Memory(written=version, streak=2)
+    memory = Memory(written=7, held_since=2.0)
+    assert passes.remembered(memory, written) == Memory(written=version, held_since=2.0)
 
 
 def test_job_created_expects_it_until_shown() -> None:
@@ -296,18 +298,3 @@ def test_job_created_expects_it_until_shown() -> None:
     assert memory == Memory(expected={"a": 1.0, "b": 5.0}, written=3)
     assert passes.observed(memory, ["a", "x"]) == Memory(expected={"b": 5.0}, written=3)
     assert passes.observed(FRESH, ["a"]) is FRESH
-
-
-@pytest.mark.parametrize(
-    ("held", "count"),
-    [pytest.param(True, 2, id="held-uncounted"), pytest.param(False, 3, id="not")],
-)
-def test_a_forgotten_jobset_is_no_longer_counted_held(held: bool, count: int) -> None:
-    pace = replace(PACE, held=3)
-    assert pace.without(Memory(held=held)).held == count
-
-
-def test_the_budget_starts_full_with_a_periods_worth() -> None:
-    budget = Pace.start(PERIOD, RATE).budget
-    assert (budget.rate, budget.burst, budget.tokens) == (RATE, PERIOD * RATE, None)
-    assert Pace.start(0.0, 0.0).budget.take(NOW) == (True, Pace.start(0.0, 0.0).budget)

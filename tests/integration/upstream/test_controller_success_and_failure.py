@@ -322,8 +322,9 @@ async def test_not_complete_while_a_job_runs(
 ) -> None:
     """Upstream: three of four Jobs complete, the last is ready; the JobSet stays active, with 2
     succeeded, 1 ready and 1 active Job in replicated-job-b.
-    Differs from upstream: the counters arrive up to --status-progress-period (10 s) late, as
-    progress-only status changes are paced (docs/api.md); upstream writes each change."""
+    Differs from upstream: the counters arrive up to --status-progress-period (the longest hold,
+    5 s) late, as progress-only status changes are paced (docs/api.md); upstream writes each
+    change."""
     jobs = await create(client, namespace)
     for job in jobs[:-1]:
         await complete_job(client, namespace, job)
