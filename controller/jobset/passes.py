@@ -32,6 +32,7 @@ from controller.jobset.decide import Plan
 from controller.jobset.jobsetstatus import JobSetStatus
 from controller.jobset.model import JobSet
 from controller.jobset.status import Event
+from controller.jobset.volumes import VolumePlan
 from controller.jobset.writefailures import Failure
 from controller.runtime.controller import Result
 from controller.runtime.store import Obj
@@ -75,11 +76,14 @@ class Memory:
     ``held_since``: monotonic time of the first pass that found its status unwritten (counters
     held, or a write that has not been stored yet); None when what is stored is what the last
     pass decided. Counters are held from it (``pacing``).
+    ``claims_deleted``: the claims we deleted that the cache still shows untouched, by uid, with
+    the monotonic time of the delete (``expectations``: not deleted again until then).
     """
 
     expected: Mapping[str, float] = field(default_factory=lambda: _NOTHING)
     written: int | None = None
     held_since: float | None = None
+    claims_deleted: Mapping[str, float] = field(default_factory=lambda: _NOTHING)
 
 
 # What this process remembers of a JobSet it has not reconciled yet: nothing.
@@ -100,6 +104,13 @@ def job_created(memory: Memory, name: str, at: float) -> Memory:
     """``memory`` after creating the Job ``name`` at ``at``: not created again until the cache
     shows it, or the expectation lapses."""
     return replace(memory, expected=expectations.expect(memory.expected, (name,), at))
+
+
+def claim_deleted(memory: Memory, uid: str, at: float) -> Memory:
+    """``memory`` after deleting the claim of uid ``uid`` at ``at``: not deleted again until the
+    cache shows it deleting or gone, or the expectation lapses."""
+    deleted = expectations.expect(memory.claims_deleted, (uid,), at)
+    return replace(memory, claims_deleted=deleted)
 
 
 def observed(memory: Memory, seen: Iterable[str]) -> Memory:
@@ -129,7 +140,8 @@ class Step:
 def step(plan: Plan, seen: Iterable[str], memory: Memory, now: float) -> Step:
     """The plan ``decide`` made, with the Job names the cache shows (``seen``), ``memory`` and
     ``now``: the plan without the creates still expected (created by us, not shown yet, not
-    lapsed), and the memory without the expectations shown or lapsed."""
+    lapsed) and without the claim deletes already made (``unsent_deletes``), and the memory
+    without the expectations shown or lapsed."""
     if memory.expected:
         expected = expectations.live(expectations.observe(memory.expected, seen), now)
         memory = replace(memory, expected=expected)
@@ -137,7 +149,32 @@ def step(plan: Plan, seen: Iterable[str], memory: Memory, now: float) -> Step:
         creates = expectations.creates_to_send(plan.create_jobs, memory.expected, now)
         if len(creates) != len(plan.create_jobs):
             plan = replace(plan, create_jobs=creates)
+    if plan.volume is not None or memory.claims_deleted:
+        volume, memory = unsent_deletes(plan.volume or VolumePlan(), memory, now)
+        if plan.volume is not None and volume is not plan.volume:
+            plan = replace(plan, volume=volume)
     return Step(plan, memory)
+
+
+def unsent_deletes(vplan: VolumePlan, memory: Memory, now: float) -> tuple[VolumePlan, Memory]:
+    """The claim deletes of ``vplan`` not made already, and the memory of those made.
+
+    A pass that runs before the claim informer shows our own delete (the pass our status write
+    starts, say) finds the claim untouched and plans its delete again: a second DELETE, refused
+    with 409 by its resourceVersion precondition at best. A delete we made is left out while
+    ``vplan`` still plans it (the cache shows the claim untouched), until it lapses
+    (``EXPECTATION_TTL``); a claim the cache shows deleting or gone is no longer planned, and its
+    expectation goes."""
+    if not memory.claims_deleted:
+        return vplan, memory
+    planned = {claim.uid for claim in vplan.delete}
+    made = {uid: at for uid, at in memory.claims_deleted.items() if uid in planned}
+    made = expectations.live(made, now)
+    if made != memory.claims_deleted:
+        memory = replace(memory, claims_deleted=made)
+    if made:
+        vplan = replace(vplan, delete=[claim for claim in vplan.delete if claim.uid not in made])
+    return vplan, memory
 
 
 # --------------------------------------------------------------------------------------- settle

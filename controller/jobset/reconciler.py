@@ -397,20 +397,27 @@ class JobSetReconciler:
             ]
         )  # fmt: skip
         failures += await self._snapshot_writes(jobset.raw, vplan)
-        failures += await self._claim_deletes(jobset.raw, vplan)
+        failures += await self._claim_deletes(key, jobset.raw, vplan)
         if vplan.conflicts:
             self.metrics.claim_conflicts.inc(len(vplan.conflicts))
         return updated, created, failures
 
-    async def _claim_deletes(self, obj: Obj, vplan: VolumePlan) -> list[Failure]:
-        """Retention's claim deletes (each only of the object and version judged)."""
+    async def _claim_deletes(self, key: str, obj: Obj, vplan: VolumePlan) -> list[Failure]:
+        """Retention's claim deletes (each only of the object and version judged), each
+        remembered once made (``passes.unsent_deletes``)."""
+
+        async def remembered(delete: Awaitable[None], uid: str) -> None:
+            await delete
+            self._memory[key] = passes.claim_deleted(self._recall(key), uid, self._clock())
+
         io = self.volume_io
         return await self._parallel(
             [
-                self._refusal(Write.DELETE_CLAIM, claim.name, io.delete_claim(obj, claim))
+                self._refusal(Write.DELETE_CLAIM, claim.name,
+                              remembered(io.delete_claim(obj, claim), claim.uid))
                 for claim in vplan.delete
             ]
-        )
+        )  # fmt: skip
 
     async def _snapshot_writes(self, obj: Obj, vplan: VolumePlan) -> list[Failure]:
         """Retention's VolumeSnapshots and VolumeGroupSnapshots: those to take, then those
@@ -465,6 +472,7 @@ class JobSetReconciler:
         """Retention for a JobSet being deleted (``VolumeIO.deletion_plan``: from the stored
         object, whatever its spec), then the finalizer goes."""
         vplan = self.volume_io.deletion_plan(key, obj, self._wall(), self.snapshot_warn_after)
+        vplan, self._memory[key] = passes.unsent_deletes(vplan, self._recall(key), self._clock())
         failures = await self._parallel(
             [
                 self._refusal(Write.PATCH_CLAIM, change.name,
@@ -474,7 +482,7 @@ class JobSetReconciler:
             ]
         )  # fmt: skip
         failures += await self._snapshot_writes(obj, vplan)
-        failures += await self._claim_deletes(obj, vplan)
+        failures += await self._claim_deletes(key, obj, vplan)
         for name, step in sorted(vplan.snapshotting.items()):
             # No status to say it while the JobSet goes: an Event.
             if step.step == "failed":

@@ -18,7 +18,7 @@ import pytest
 from controller.jobset import api
 from controller.runtime.client import KubeClient
 from tests.helpers import Kube, wait_for
-from tests.support.crd import install_crd, install_policy_serving
+from tests.support.crd import dry_run_refusal, install_crd, install_policy_serving
 from tests.support.jobsets import jobset, replicated_job
 
 Obj = dict[str, Any]
@@ -54,23 +54,9 @@ async def admission(kube: Kube, ns: str, body: Obj, changed: Obj | None = None) 
     made = await kube.raw("POST", path, body)
     assert made.get("kind") == "JobSet", made
     name = made["metadata"]["name"]
-    response = await kube.api.call_api(
-        f"{path}/{name}",
-        "PATCH",
-        query_params=[("dryRun", "All")],
-        header_params={
-            "Content-Type": "application/merge-patch+json",
-            "Accept": "application/json",
-        },
-        body=changed,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-    )
-    async with response:
-        answer = await response.json()
+    answer = await dry_run_refusal(kube, ns, name, changed)
     await kube.raw("DELETE", f"{path}/{name}")
-    return str(answer.get("message", "")) if answer.get("kind") == "Status" else ""
+    return answer
 
 
 async def serving(kube: Kube, ns: str, managed_by: str) -> None:

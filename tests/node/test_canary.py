@@ -41,6 +41,7 @@ from localcluster.cluster import LocalCluster
 from tests.helpers import Kube, wait_for
 from tests.node.test_data import SECONDS, completed, shell_job
 from tests.node.test_migration import install_upstream_crd, upstream_policy
+from tests.support.crd import dry_run_refusal
 from tests.support.jobsets import jobset
 from tests.support.replicas import Replica, start_replica
 
@@ -120,27 +121,6 @@ NETWORK_CHANGE = {"spec": {"network": {"publishNotReadyAddresses": False}}}
 RESUME = {"spec": {"suspend": False}}
 
 
-async def refusal_of_dry_run(kube: Kube, ns: str, name: str, patch: Obj) -> str:
-    """The API server's refusal of a merge patch applied with ``dryRun`` ("" when admitted):
-    nothing is stored either way."""
-    response = await kube.api.call_api(
-        f"/apis/{api.GROUP}/{api.VERSION}/namespaces/{ns}/jobsets/{name}",
-        "PATCH",
-        query_params=[("dryRun", "All")],
-        header_params={
-            "Content-Type": "application/merge-patch+json",
-            "Accept": "application/json",
-        },
-        body=patch,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-    )
-    async with response:
-        answer = await response.json()
-    return str(answer.get("message", "")) if answer.get("kind") == "Status" else ""
-
-
 async def upstream_treats_it_as_upstream(
     kube: Kube, client: KubeClient, ns: str, name: str, *, claim: bool = False, **spec: Any
 ) -> Obj:
@@ -151,7 +131,7 @@ async def upstream_treats_it_as_upstream(
     await client.create(api.JOBSETS, coordinated(name, claim=claim, **spec), ns)
     assert await change(client, ns, name, COORDINATOR_CHANGE) == ""
     await wait_for(
-        lambda: refusal_of_dry_run(kube, ns, name, NETWORK_CHANGE),
+        lambda: dry_run_refusal(kube, ns, name, NETWORK_CHANGE),
         lambda refused: "network" in refused and "immutable" in refused,
         f"a change of {name}'s spec.network to be refused",
         seconds=30,

@@ -59,6 +59,12 @@ SNAPSHOT_POLL = 1.0
 FAILURE_MESSAGE = "soak: the driver fails this snapshot on purpose"
 
 
+def not_served(err: ApiError) -> bool:
+    """A 404 that names no object: the API server does not serve the resource (yet)."""
+    details = err.body.get("details")
+    return err.status == 404 and not (isinstance(details, dict) and details.get("name"))
+
+
 class DriverError(Exception):
     """The driver could not do what its scenario says (a non-retriable answer or a timeout)."""
 
@@ -85,11 +91,17 @@ class Driver:
             try:
                 return await asyncio.wait_for(make(), CALL_TIMEOUT)
             except ApiError as err:
-                if err.status in accept:
+                if not_served(err):
+                    # Not the object: the resource. Right after its restart the API server can
+                    # answer 404 for a custom resource until it has loaded the CRDs again
+                    # (kubernetes/kubernetes#115241): it is still away.
+                    problem = str(err)
+                elif err.status in accept:
                     return None
-                if err.status not in RETRIED_STATUSES:
+                elif err.status not in RETRIED_STATUSES:
                     raise DriverError(f"{what}: {err}") from err
-                problem = str(err)
+                else:
+                    problem = str(err)
             except (aiohttp.ClientError, OSError, TimeoutError) as err:
                 problem = f"{type(err).__name__}: {err}"
             if time.monotonic() > deadline:

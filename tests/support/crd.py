@@ -262,3 +262,24 @@ async def alpha_crd_installed(kube: Kube) -> AsyncIterator[None]:
         yield
     finally:
         await install_crd(kube, CRD_FILE)
+
+
+async def dry_run_refusal(kube: Kube, ns: str, name: str, patch: dict[str, Any]) -> str:
+    """The API server's refusal of a merge patch of the JobSet ``name`` applied with ``dryRun``
+    ("" when admitted): nothing is stored either way."""
+    response = await kube.api.call_api(
+        f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/{name}",
+        "PATCH",
+        query_params=[("dryRun", "All")],
+        header_params={
+            "Content-Type": "application/merge-patch+json",
+            "Accept": "application/json",
+        },
+        body=patch,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
+    async with response:
+        answer = await response.json()
+    return str(answer.get("message", "")) if answer.get("kind") == "Status" else ""

@@ -23,6 +23,7 @@ from controller.jobset.jobsetstatus import (
 from controller.jobset.passes import FRESH, Memory, Outcomes
 from controller.jobset.status import Event
 from controller.jobset.volumes import VolumePlan
+from controller.jobset.volumes.lifecycle import ClaimDelete
 from controller.jobset.writefailures import Failure, Write
 from controller.runtime.controller import Result
 from controller.runtime.store import Obj
@@ -80,6 +81,48 @@ def test_step_at_steady_state_makes_nothing_new() -> None:
     plan = Plan()
     stepped = passes.step(plan, ["a", "b"], FRESH, NOW)
     assert stepped.plan is plan and stepped.memory is FRESH
+
+
+# (claim uids planned for deletion, deleted before, deletes sent, deleted after)
+DELETE_ROWS = [
+    pytest.param(["u1", "u2"], {}, ["u1", "u2"], {}, id="nothing-deleted-all-sent"),
+    # Deleted by us at 99; the cache still shows it untouched: a second DELETE would be wasted.
+    pytest.param(["u1", "u2"], {"u1": 99.0}, ["u2"], {"u1": 99.0}, id="made-delete-left-out"),
+    # The cache shows it deleting or gone: no longer planned, and forgotten.
+    pytest.param(["u2"], {"u1": 99.0}, ["u2"], {}, id="no-longer-planned-forgotten"),
+    pytest.param([], {"u1": 99.0}, [], {}, id="nothing-planned-all-forgotten"),
+    # Never shown deleting in 30 s (a lost watch event): planned again, and sent.
+    pytest.param(["u1"], {"u1": 60.0}, ["u1"], {}, id="lapsed-delete-sent-again"),
+]  # fmt: skip
+
+
+def _deletes(*uids: str) -> list[ClaimDelete]:
+    return [ClaimDelete(f"claim-{uid}", uid, "7") for uid in uids]
+
+
+@pytest.mark.parametrize(("planned", "before", "sent", "after"), DELETE_ROWS)
+def test_unsent_deletes(
+    planned: list[str], before: dict[str, float], sent: list[str], after: dict[str, float]
+) -> None:
+    vplan = VolumePlan(delete=_deletes(*planned), delete_snapshots=["s"])
+    memory = Memory(written=5, claims_deleted=dict(before))
+    left, kept = passes.unsent_deletes(vplan, memory, NOW)
+    assert [d.uid for d in left.delete] == sent
+    assert dict(kept.claims_deleted) == after
+    assert replace(left, delete=vplan.delete) == vplan and kept.written == 5
+    # Through ``step``, the same: the plan's other writes are kept.
+    stepped = passes.step(Plan(volume=vplan, delete_jobs=["old"]), [], memory, NOW)
+    assert stepped.plan.volume is not None and stepped.plan.volume.delete == left.delete
+    assert stepped.plan.delete_jobs == ["old"] and stepped.memory == kept
+
+
+def test_a_delete_made_is_remembered_until_the_cache_moves() -> None:
+    """``claim_deleted`` then a pass whose cache is stale: the delete is not sent again."""
+    memory = passes.claim_deleted(FRESH, "u1", NOW)
+    stale = passes.step(Plan(volume=VolumePlan(delete=_deletes("u1"))), [], memory, NOW + 1)
+    assert stale.plan.volume is not None and stale.plan.volume.delete == []
+    moved = passes.step(Plan(volume=VolumePlan()), [], stale.memory, NOW + 2)
+    assert moved.memory == FRESH
 
 
 # ------------------------------------------------------------------------------------------ settle
