@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import copy
 import hashlib
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -48,24 +49,29 @@ def load_crd(path: Path = CRD_FILE) -> dict[str, Any]:
     return crd
 
 
-async def _apply(kube: Kube, crd: dict[str, Any], path: str = CRD_PATH) -> tuple[int, str]:
-    """Server-side apply: creates the object or brings it to the committed content; no-op if
-    equal."""
+async def _patch(
+    kube: Kube, path: str, body: dict[str, Any], content_type: str, query: list[tuple[str, str]]
+) -> tuple[int, str]:
+    """A PATCH of ``path`` sent as is: the answer's status and text, whatever they are."""
     response = await kube.api.call_api(
         path,
         "PATCH",
-        query_params=[("fieldManager", FIELD_MANAGER), ("force", "true")],
-        header_params={
-            "Content-Type": "application/apply-patch+yaml",
-            "Accept": "application/json",
-        },
-        body=crd,
+        query_params=query,
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
+        body=body,
         auth_settings=["BearerToken"],
         _preload_content=False,
         _return_http_data_only=True,
     )
     async with response:
         return int(response.status), await response.text()
+
+
+async def _apply(kube: Kube, crd: dict[str, Any], path: str = CRD_PATH) -> tuple[int, str]:
+    """Server-side apply: creates the object or brings it to the committed content; no-op if
+    equal."""
+    query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+    return await _patch(kube, path, crd, "application/apply-patch+yaml", query)
 
 
 def _established(crd: Any) -> bool:
@@ -267,19 +273,7 @@ async def alpha_crd_installed(kube: Kube) -> AsyncIterator[None]:
 async def dry_run_refusal(kube: Kube, ns: str, name: str, patch: dict[str, Any]) -> str:
     """The API server's refusal of a merge patch of the JobSet ``name`` applied with ``dryRun``
     ("" when admitted): nothing is stored either way."""
-    response = await kube.api.call_api(
-        f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/{name}",
-        "PATCH",
-        query_params=[("dryRun", "All")],
-        header_params={
-            "Content-Type": "application/merge-patch+json",
-            "Accept": "application/json",
-        },
-        body=patch,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-    )
-    async with response:
-        answer = await response.json()
+    path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/{name}"
+    _, text = await _patch(kube, path, patch, "application/merge-patch+json", [("dryRun", "All")])
+    answer = json.loads(text)
     return str(answer.get("message", "")) if answer.get("kind") == "Status" else ""
