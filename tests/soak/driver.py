@@ -59,10 +59,15 @@ SNAPSHOT_POLL = 1.0
 FAILURE_MESSAGE = "soak: the driver fails this snapshot on purpose"
 
 
-def not_served(err: ApiError) -> bool:
-    """A 404 that names no object: the API server does not serve the resource (yet)."""
+def starting(err: ApiError) -> bool:
+    """An answer of an API server still starting (after its restart), not about the request: a
+    404 that names no object (a custom resource before the CRDs are loaded again,
+    kubernetes/kubernetes#115241), or the 403 of an admission plugin whose informers have not
+    synced yet ("not yet ready to handle request")."""
     details = err.body.get("details")
-    return err.status == 404 and not (isinstance(details, dict) and details.get("name"))
+    if err.status == 404:
+        return not (isinstance(details, dict) and details.get("name"))
+    return err.status == 403 and "not yet ready to handle request" in err.message
 
 
 class DriverError(Exception):
@@ -91,11 +96,8 @@ class Driver:
             try:
                 return await asyncio.wait_for(make(), CALL_TIMEOUT)
             except ApiError as err:
-                if not_served(err):
-                    # Not the object: the resource. Right after its restart the API server can
-                    # answer 404 for a custom resource until it has loaded the CRDs again
-                    # (kubernetes/kubernetes#115241): it is still away.
-                    problem = str(err)
+                if starting(err):
+                    problem = str(err)  # still away, though it answers
                 elif err.status in accept:
                     return None
                 elif err.status not in RETRIED_STATUSES:
