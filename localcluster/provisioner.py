@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
+import aiohttp
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -38,6 +39,9 @@ _PROVISIONER_ANNOTATIONS = (
 _SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 log = logging.getLogger("provisioner")
+# A failed sync is tried again after 1 s, then twice as long each time, at most every 30 s.
+RETRY_FIRST = 1.0
+RETRY_CAP = 30.0
 
 Obj = dict[str, Any]
 
@@ -133,12 +137,20 @@ def _make_directory(directory: Path) -> None:
     directory.chmod(0o777)  # any pod user may write, as on a fresh filesystem
 
 
+def _said(err: BaseException) -> str:
+    if isinstance(err, ApiException):
+        return f"{err.status} {err.reason}"
+    return f"{type(err).__name__}: {err}"
+
+
 class Provisioner:
     def __init__(self, api: client.ApiClient, volumes_dir: Path) -> None:
         self.core = client.CoreV1Api(api)
         self.storage = client.StorageV1Api(api)
         self.api = api
         self.volumes_dir = volumes_dir
+        # The objects whose sync failed, each tried again by a task of its own.
+        self._retries: dict[tuple[str, str, str], asyncio.Task[None]] = {}
 
     async def _classes(self) -> dict[str, Obj]:
         listed: Any = await self.storage.list_storage_class(_preload_content=False)
@@ -250,19 +262,53 @@ class Provisioner:
                 await asyncio.sleep(1)
 
     async def _sync(self, kind: str, obj: Obj, classes: dict[str, Obj]) -> None:
+        """Syncs ``obj``; a failure is tried again later, from a fresh read (``_retry``): the
+        watch brings an object back only when it changes, and a claim nobody touches again
+        would stay Pending for good."""
         try:
-            if kind == "claims":
-                await self.sync_claim(obj, classes)
+            await self._sync_once(kind, obj, classes)
+        except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as err:
+            meta = obj["metadata"]
+            key = (kind, meta.get("namespace") or "", meta["name"])
+            log.warning("sync of %s %s/%s failed (%s); trying again", *key, _said(err))
+            if key not in self._retries:
+                task = asyncio.create_task(self._retry(*key))
+                self._retries[key] = task
+                task.add_done_callback(lambda _: self._retries.pop(key, None))
+
+    async def _sync_once(self, kind: str, obj: Obj, classes: dict[str, Obj]) -> None:
+        if kind == "claims":
+            await self.sync_claim(obj, classes)
+        else:
+            await self.sync_volume(obj)
+
+    async def _retry(self, kind: str, namespace: str, name: str) -> None:
+        """Reads the object again and syncs it, with backoff, until that succeeds or it is
+        gone."""
+        delay = RETRY_FIRST
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_CAP)
+            try:
+                if kind == "claims":
+                    read: Any = await self.core.read_namespaced_persistent_volume_claim(
+                        name, namespace, _preload_content=False
+                    )
+                else:
+                    read = await self.core.read_persistent_volume(name, _preload_content=False)
+                obj = await read.json()
+                await self._sync_once(kind, obj, await self._classes())
+            except ApiException as err:
+                if err.status == 404:
+                    return  # gone: nothing to do
+                log.warning("retried sync of %s %s/%s failed (%s)", kind, namespace, name,
+                            _said(err))  # fmt: skip
+            except (aiohttp.ClientError, OSError, TimeoutError) as err:
+                log.warning("retried sync of %s %s/%s failed (%s)", kind, namespace, name,
+                            _said(err))  # fmt: skip
             else:
-                await self.sync_volume(obj)
-        except ApiException as err:
-            log.warning(
-                "sync of %s %s failed: %s %s",
-                kind,
-                obj["metadata"].get("name"),
-                err.status,
-                err.reason,
-            )
+                log.info("retried sync of %s %s/%s done", kind, namespace, name)
+                return
 
     async def run(self) -> None:
         await self._classes()  # fail fast if the API server is unreachable

@@ -335,9 +335,11 @@ def decide(
 
     if jobset.finished:
         # Upstream: a finished JobSet's unfinished Jobs are deleted, and counted down as they go
-        # (it counts every pass, before it looks at the terminal state).
+        # (it counts every pass, before it looks at the terminal state). Its finished Jobs stay
+        # counted when retention deletes them (``status.finished_counts``).
+        counted = status.replicated_jobs_status(jobset, current)
         built.replicated_jobs_status = failure.carry_job_restarts(
-            jobset, status.replicated_jobs_status(jobset, current)
+            jobset, status.finished_counts(jobset.status.replicated_jobs_status, counted)
         )
         plan.delete_jobs.extend(j.name for j in current if not j.is_finished)
         store = volumes.storage(

@@ -115,6 +115,30 @@ def replicated_jobs_status(
     )
 
 
+def finished_counts(
+    stored: Iterable[ReplicatedJobStatus], counted: Iterable[ReplicatedJobStatus]
+) -> tuple[ReplicatedJobStatus, ...]:
+    """The counters of a finished JobSet: ``counted`` (its Jobs now), with ``succeeded`` and
+    ``failed`` never below what is ``stored``.
+
+    The unfinished Jobs that a finished JobSet deletes are counted down as they go, as upstream
+    does. Its finished Jobs are the record of how it ended: retention deletes them to free their
+    claims (pvc-protection keeps a claim while a pod names it), and a Failed JobSet must not then
+    say that none of its Jobs failed.
+    """
+    before = {entry.name: entry for entry in stored}
+    return tuple(
+        replace(
+            entry,
+            succeeded=max(entry.succeeded, before[entry.name].succeeded),
+            failed=max(entry.failed, before[entry.name].failed),
+        )
+        if entry.name in before
+        else entry
+        for entry in counted
+    )
+
+
 # ----------------------------------------------------------------------------- conditions
 
 

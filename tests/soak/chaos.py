@@ -4,16 +4,19 @@ restart, RSS sampling, and reading the audit log as it grows."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from localcluster import pki as pkimod
 from localcluster.cluster import LocalCluster
 from localcluster.processes import LaunchError, https_get
 from tests.soak.model import AuditEntry, parse_audit_line
+from tests.soak.scenarios import FAIL_AFTER, RUN_DURATION
 from tests.support.replicas import Replica, start_replica
 
 
@@ -205,3 +208,62 @@ class AuditTail:
         if self.handle is not None:
             self.handle.close()
             self.handle = None
+
+
+# ------------------------------------------------------------------------------- KWOK's pods
+
+# KWOK plays a Pod's stages (Pending → Running → Succeeded/Failed) as the kubelet would, but it
+# drops a stage whose status patch fails with anything but a network error it knows (a connection
+# reset while the API server shuts down, a 403 of an admission plugin not ready after its start):
+# that pod then stays where it was for good (kubernetes-sigs/kwok#816). A kubelet would retry. The
+# soak nudges such a pod (an annotation: a MODIFIED event, and KWOK plays the stage again) once it
+# is this many seconds past the time KWOK should have moved it on. Only pods on a node: an
+# unscheduled pod is the scheduler's, and the controller's placement, to explain.
+KWOK_STUCK_AFTER = 20.0
+NUDGE_ANNOTATION = "soak.localcluster.test/nudged"
+
+
+def _seconds(duration: object) -> float | None:
+    """A Go duration of the form KWOK's annotations take here ("12s", "2m"); None otherwise."""
+    if not isinstance(duration, str) or len(duration) < 2 or duration[-1] not in "sm":
+        return None
+    try:
+        value = float(duration[:-1])
+    except ValueError:
+        return None
+    return value * (60 if duration[-1] == "m" else 1)
+
+
+def _epoch(timestamp: object) -> float | None:
+    if not isinstance(timestamp, str):
+        return None
+    moment = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return moment.timestamp()
+
+
+def stuck_pods(pods: Iterable[dict[str, Any]], now: float) -> list[str]:
+    """The names of the pods KWOK should have moved on more than ``KWOK_STUCK_AFTER`` seconds
+    ago: bound to a node yet Pending since their creation, or Running past their run duration
+    (or fail-after)."""
+    found = []
+    for pod in pods:
+        meta, spec, status = (
+            pod.get("metadata") or {},
+            pod.get("spec") or {},
+            pod.get("status") or {},
+        )
+        if meta.get("deletionTimestamp") or not spec.get("nodeName"):
+            continue
+        phase, annotations = status.get("phase"), meta.get("annotations") or {}
+        due: float | None = None
+        if phase == "Pending":
+            due = _epoch(meta.get("creationTimestamp"))
+        elif phase == "Running":
+            started = _epoch(status.get("startTime"))
+            runs = [_seconds(annotations.get(k)) for k in (RUN_DURATION, FAIL_AFTER)]
+            known = [r for r in runs if r is not None]
+            if started is not None and known:
+                due = started + min(known)
+        if due is not None and now > due + KWOK_STUCK_AFTER:
+            found.append(str(meta.get("name")))
+    return sorted(found)

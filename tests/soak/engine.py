@@ -39,7 +39,15 @@ from localcluster import csi, jobsetapi
 from localcluster.cluster import LocalCluster
 from localcluster.processes import LaunchError
 from tests.soak import invariants
-from tests.soak.chaos import ApiserverRestart, AuditTail, Replicas, restart_apiserver
+from tests.soak.chaos import (
+    KWOK_STUCK_AFTER,
+    NUDGE_ANNOTATION,
+    ApiserverRestart,
+    AuditTail,
+    Replicas,
+    restart_apiserver,
+    stuck_pods,
+)
 from tests.soak.driver import Driver, DriverError
 from tests.soak.model import (
     DRIVER_AGENT,
@@ -112,6 +120,8 @@ class Engine:
     pod_scope_pods_seen: set[str] = field(default_factory=set)  # those with a Pod-scope label
     claim_objects: dict[str, ClaimObject] = field(default_factory=dict)  # by uid, as listed
     driver: Driver | None = None
+    nudged: dict[str, float] = field(default_factory=dict)  # pod name -> when, stuck in KWOK
+    kwok_nudges: int = 0
 
     def violate(self, *messages: str) -> None:
         for message in messages:
@@ -304,6 +314,7 @@ class Engine:
         if observed is None:
             return False
         self.observed = observed
+        await self._nudge_stuck_pods(client, observed)
         for claim in observed.claims:
             uid, name = str(meta(claim).get("uid") or ""), name_of(claim)
             bound = (claim.get("status") or {}).get("phase") == "Bound"
@@ -331,6 +342,21 @@ class Engine:
             if not record.uid:
                 record.uid = str(jobset["metadata"].get("uid") or "")
         return True
+
+    async def _nudge_stuck_pods(self, client: KubeClient, observed: Observed) -> None:
+        """KWOK's dropped stages (``chaos.stuck_pods``): each such pod is annotated, at most once
+        per ``KWOK_STUCK_AFTER``; the count is reported (``kwok_nudges``)."""
+        for name in stuck_pods(observed.pods, observed.at):
+            if observed.at - self.nudged.get(name, 0.0) < KWOK_STUCK_AFTER:
+                continue
+            self.nudged[name] = observed.at
+            patch = {"metadata": {"annotations": {NUDGE_ANNOTATION: f"{observed.at:.0f}"}}}
+            try:
+                await asyncio.wait_for(client.patch(PODS, name, patch, NAMESPACE), 10)
+            except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
+                continue  # gone, or the API server is away: the next round looks again
+            self.kwok_nudges += 1
+            self.say(f"[{self.elapsed():5.0f}s] pod {name}: KWOK dropped its stage; nudged")
 
     def _note_jobset_delete(self, entry: AuditEntry) -> None:
         """The exact moment the driver's delete of a JobSet reached the API server."""
@@ -506,6 +532,7 @@ class Engine:
                     and e.name in pod_scope_claims
                     for e in self.entries
                 ),
+                "kwok_nudges": self.kwok_nudges,
                 "pods_checked": len(self.pods_seen),
                 "pod_scope_pods_checked": len(self.pod_scope_pods_seen),
                 **self._snapshot_counts(driver),

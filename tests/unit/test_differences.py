@@ -67,6 +67,7 @@ PROOF: dict[str, tuple[str, ...]] = {
         f"{VOLUMES_E2E}::test_failed_jobset_deletes_claims_with_when_failed_delete",
         f"{VOLUMES}::test_scale_down_with_when_scaled_delete",
         "tests/node/test_data.py::test_release_deletes_the_claims_and_their_directories",
+        "tests/unit/test_status.py::test_finished_counts",
     ),
     "Snapshot retention and restore": (
         f"{SNAPSHOTS}::test_a_completed_jobsets_claim_goes_only_through_a_ready_snapshot_and_comes"

@@ -15,6 +15,7 @@ from controller.jobset import api
 from controller.jobset.children import views as job_views
 from controller.jobset.jobsetstatus import Condition, JobSetStatus, ReplicatedJobStatus
 from controller.jobset.status import (
+    finished_counts,
     format_time,
     parse_time,
     remove_condition,
@@ -439,3 +440,30 @@ def test_set_condition_is_idempotent(
         if c.type in (api.STARTUP_POLICY_IN_PROGRESS, api.STARTUP_POLICY_COMPLETED) and c.is_true
     ]
     assert len(true_startup) <= 1
+
+
+# (stored, counted now, written): a finished JobSet's counters (name, succeeded, failed, active)
+FINISHED_ROWS = [
+    # Retention deleted the finished Jobs to free their claims: the outcome stays.
+    pytest.param([("w", 0, 1, 0)], [("w", 0, 0, 0)], [("w", 0, 1, 0)], id="failed-job-released"),
+    pytest.param([("w", 2, 0, 0)], [("w", 1, 0, 0)], [("w", 2, 0, 0)], id="succeeded-kept"),
+    # The unfinished Jobs it deletes are counted down as they go (as upstream).
+    pytest.param([("w", 1, 0, 2)], [("w", 1, 0, 0)], [("w", 1, 0, 0)], id="active-counted-down"),
+    # A Job that finishes after the JobSet did is counted up.
+    pytest.param([("w", 1, 0, 1)], [("w", 1, 1, 0)], [("w", 1, 1, 0)], id="counted-up"),
+    # Nothing stored yet for a replicated job: what is counted.
+    pytest.param([], [("w", 0, 1, 0)], [("w", 0, 1, 0)], id="nothing-stored"),
+]  # fmt: skip
+
+
+def _finished(rows: list[tuple[str, int, int, int]]) -> list[ReplicatedJobStatus]:
+    return [ReplicatedJobStatus(n, succeeded=s, failed=f, active=a) for n, s, f, a in rows]
+
+
+@pytest.mark.parametrize(("stored", "counted", "written"), FINISHED_ROWS)
+def test_finished_counts(
+    stored: list[tuple[str, int, int, int]],
+    counted: list[tuple[str, int, int, int]],
+    written: list[tuple[str, int, int, int]],
+) -> None:
+    assert list(finished_counts(_finished(stored), _finished(counted))) == _finished(written)
