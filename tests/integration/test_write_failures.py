@@ -90,7 +90,14 @@ async def assert_retries_rewrite_nothing(
 ) -> None:
     """The refused write is retried (rate-limited), but neither the status nor the Event is
     written again while nothing changed: the JobSet keeps its resourceVersion and the Warning
-    Event its count of 1."""
+    Event its count of 1. First the counters the controller holds (status pacing: at most the
+    longest hold) are written: a change of counters that went out late is not a retry's."""
+
+    async def nothing_held() -> bool:
+        memory = running.reconciler.memory(f"{namespace}/{name}")
+        return memory is None or memory.held_since is None
+
+    await wait_for(nothing_held, bool, "the held counters to be written")
     await settled(running, client)
     before = (await get_jobset(client, namespace, name))["metadata"]["resourceVersion"]
     seen = reconciles(running.manager)
