@@ -277,7 +277,7 @@ def build(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """What is installed: the CRD without the rules the spec's admission policy runs, and that
     ValidatingAdmissionPolicy (controller.api.specpolicy)."""
-    crd, sites = specpolicy.split(build_crd(docs, gates))
+    crd, sites = specpolicy.policy_sites(build_crd(docs, gates))
     return crd, specpolicy.policy(sites)
 
 

@@ -785,6 +785,15 @@ RESTORE_WHEN_MISSING: Final = Field(
     implied="Wait",
     enum=("Wait", "CreateEmpty"),
 )
+RESTORE_FROM_JOBSET: Final = Field(
+    "restorePolicy.fromJobSet",
+    str,
+    "With source NewestSnapshot: restore each claim from the newest snapshot of the claim in the "
+    "same place (template, replicated job, Job and pod index) of the JobSet of this name in the "
+    "same namespace (a previous run, such as the JobSet of an earlier TrainJob), instead of this "
+    "JobSet's own. With group snapshots, every claim comes from that JobSet's newest group.",
+    max_length=bounds.MAX_NAME,
+)
 RETENTION_POLICY: Final = ObjectField(
     "retentionPolicy",
     "What happens to the claims made from the templates. Left out, every field has its default.",
@@ -841,6 +850,12 @@ RESTORE_SNAPSHOT_NAME_RULE: Final = (
     "and must be left out otherwise"
 )
 
+# The rule on restorePolicy.fromJobSet (schema.py's restore-from-jobset), in the words the
+# admission policy and the parser both use.
+RESTORE_FROM_JOBSET_RULE: Final = (
+    "restorePolicy.fromJobSet may be set only with restorePolicy.source: NewestSnapshot"
+)
+
 ALL: Final[tuple[Field[Any], ...]] = (
     REPLICATED_JOB_NAME,
     GROUP_NAME,
@@ -876,6 +891,7 @@ ALL: Final[tuple[Field[Any], ...]] = (
     RESTORE_SOURCE,
     RESTORE_SNAPSHOT_NAME,
     RESTORE_WHEN_MISSING,
+    RESTORE_FROM_JOBSET,
 )
 LISTS: Final[tuple[ListField, ...]] = (
     REPLICATED_JOBS,

@@ -469,6 +469,18 @@ def restore_snapshot_name(spec: Node) -> Verdict:
     return None if all(snapshot_named(r) for r in restores if r is not None) else Broken()
 
 
+def from_jobset_newest(restore: Node) -> bool:
+    """A restorePolicy names a JobSet to restore from only with source NewestSnapshot."""
+    return not restore.get("fromJobSet") or restore.get("source") == "NewestSnapshot"
+
+
+def restore_from_jobset(spec: Node) -> Verdict:
+    restores = [p.get("restorePolicy") for p in items(spec, "volumeClaimPolicies")]
+    restores.append(get(spec, "volumePolicy", "restorePolicy"))
+    found = (r for r in restores if isinstance(r, Mapping))
+    return None if all(from_jobset_newest(r) for r in found) else Broken()
+
+
 def _policies(spec: Node) -> list[Node]:
     """Every volume claim policy of the spec, both spellings."""
     found = [p for p in items(spec, "volumeClaimPolicies") if isinstance(p, Mapping)]

@@ -288,6 +288,15 @@ def snapshot_named(restore: str) -> str:
     )
 
 
+def from_jobset_newest(restore: str) -> str:
+    """CEL: the restorePolicy ``restore`` names a JobSet to restore from only with source
+    NewestSnapshot (an empty name is no name)."""
+    return (
+        f"(!has({restore}.fromJobSet) || {restore}.fromJobSet == '' || "
+        f"{restore}.source == 'NewestSnapshot')"
+    )
+
+
 def snapshots_on_suspend(policy: str) -> str:
     """CEL: the volume claim policy ``policy`` says retentionPolicy.whenSuspended: Snapshot."""
     return (
@@ -672,6 +681,7 @@ class Builder:
                 fields.RESTORE_SOURCE,
                 fields.RESTORE_SNAPSHOT_NAME,
                 fields.RESTORE_WHEN_MISSING,
+                fields.RESTORE_FROM_JOBSET,
             )
         )
 
@@ -1307,6 +1317,21 @@ class Builder:
                 message=fields.RESTORE_SNAPSHOT_NAME_RULE,
                 protects="a restore with no snapshot to restore from, or a snapshot name that "
                 "would be ignored",
+            ),
+            Rule(
+                id="restore-from-jobset",
+                check=predicates.restore_from_jobset,
+                where="spec",
+                rule=guarded_all(
+                    "self",
+                    "volumeClaimPolicies",
+                    "p",
+                    f"!has(p.restorePolicy) || {from_jobset_newest('p.restorePolicy')}",
+                )
+                + f" && (!{present('self', 'volumePolicy.restorePolicy')} || "
+                f"{from_jobset_newest('self.volumePolicy.restorePolicy')})",
+                message=fields.RESTORE_FROM_JOBSET_RULE,
+                protects="a JobSet to restore from that would be ignored",
             ),
             Rule(
                 id="suspend-snapshot-restores",

@@ -56,6 +56,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from controller.api import volumekeys
 from controller.api.schema import CEL_RESERVED
 from controller.jobset.api import CONTROLLER_NAME as UPSTREAM_MANAGED_BY
 from controller.runtime.store import Obj
@@ -66,11 +67,17 @@ BINDING_NAME = POLICY_NAME
 GROUP = "jobset.x-k8s.io"
 VERSION = "v1alpha2"
 RESOURCE = "jobsets"
-# The match condition: every create, and the updates that change the spec. The rules read the
-# spec (and the name, which never changes, and the status, which a request on jobsets cannot
-# change), so an update that leaves the spec alone cannot break one; and an object created before
-# a rule existed can still have its finalizer removed.
-SPEC_CHANGED = "request.operation == 'CREATE' || object.spec != oldObject.spec"
+# The match condition: every create, and the updates that change the spec or the annotations. The
+# rules read the spec and the annotations (the volume policy keys, ``volumekeys``; and the name,
+# which never changes, and the status, which a request on jobsets cannot change), so an update
+# that leaves both alone cannot break one; and an object created before a rule existed can still
+# have its finalizer removed.
+SPEC_CHANGED = (
+    "request.operation == 'CREATE' || object.spec != oldObject.spec || "
+    "has(object.metadata.annotations) != has(oldObject.metadata.annotations) || "
+    "(has(object.metadata.annotations) && "
+    "object.metadata.annotations != oldObject.metadata.annotations)"
+)
 MANAGED_BY = "managedBy"
 MANAGED_HERE = "managedHere"
 # Whether the JobSet is the controller's (as controller.jobset.preflight.manager_of reads it: an
@@ -148,6 +155,17 @@ def split(crd: Obj) -> tuple[Obj, list[Site]]:
         for rule in node.pop("x-kubernetes-validations", []):
             sites.append(Site(path, rule))
     return out, sorted(sites, key=lambda site: -len(site.path))
+
+
+# The rules on the volume policy annotations (``volumekeys``), which only a policy can run: a
+# CRD's rules on its root see only the name of the metadata.
+METADATA_SITES: tuple[Site, ...] = tuple(Site((), r.render()) for r in volumekeys.rules())
+
+
+def policy_sites(crd: Obj) -> tuple[Obj, list[Site]]:
+    """``split``, and the rules on the metadata after the CRD's: what the policy runs."""
+    out, sites = split(crd)
+    return out, [*sites, *METADATA_SITES]
 
 
 # The rules of upstream JobSet's own CRD that this project's CRD does not carry (its transition

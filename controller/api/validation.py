@@ -2,7 +2,7 @@
 
 :class:`Contract` is built from an installed CRD (``manifests/crd/``): its structural schema and,
 rebuilt from the same definition (``schema.Builder``), every rule with its Python predicate, and
-which of them the ValidatingAdmissionPolicy runs (``specpolicy.split``). ``Contract.refusal``
+which of them the ValidatingAdmissionPolicy runs (``specpolicy.policy_sites``). ``Contract.refusal``
 then answers as ``kubectl apply`` would, in the API server's words:
 
 1. the schema's defaults are applied (as the API server does before validating);
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller import features
-from controller.api import predicates, schema, specpolicy
+from controller.api import predicates, schema, specpolicy, volumekeys
 from controller.api.fields import Schema
 
 KIND_QUALIFIED = f"{schema.KIND}.{schema.GROUP}"
@@ -118,8 +118,9 @@ class Contract:
         gates = features.parse(str(annotations.get(features.CRD_ANNOTATION, "")))
         job_template, claim = embedded_types(crd)
         full, rules = schema.definition(job_template, claim, gates)
-        by_text = {(r.cel, r.message): r for r in [*rules, schema.QUANTITY_RULE]}
-        installed, sites = specpolicy.split(full)
+        extra = [schema.QUANTITY_RULE, *volumekeys.rules()]
+        by_text = {(r.cel, r.message): r for r in [*rules, *extra]}
+        installed, sites = specpolicy.policy_sites(full)
         if _schema_of(installed) != _schema_of(crd):
             raise ContractMismatch(
                 "its schema is not the one this version of the controller makes "
@@ -153,8 +154,12 @@ class Contract:
         found += list(self._rule_errors(obj, self.root, ""))
         if found:
             return found, []
-        if old is not None and obj.get("spec") == old.get("spec"):
-            return [], []  # the policy's match condition: the spec did not change
+        if (
+            old is not None
+            and obj.get("spec") == old.get("spec")
+            and _annotations(obj) == (_annotations(old))
+        ):
+            return [], []  # the policy's match condition: neither spec nor annotations changed
         return [], list(self._policy_messages(obj, old))
 
     def refusal(
@@ -224,6 +229,10 @@ class Contract:
                 where = entry.site.where
                 prefix = f"{where}: " if where else ""
                 yield prefix + _message(entry.rule, verdict)
+
+
+def _annotations(obj: Mapping[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("annotations")
 
 
 def _schema_of(crd: Mapping[str, Any]) -> Any:

@@ -1056,6 +1056,24 @@ CREATE_CASES: list[tuple[str, Mutation, str]] = [
         f"spec: {RESTORE_SNAPSHOT_NAME}",
     ),
     (
+        "restore-from-jobset",
+        _set(
+            lambda js: policy(js, 1),
+            "restorePolicy",
+            {"source": "VolumeSnapshot", "volumeSnapshotName": "ckpt-7", "fromJobSet": "run-1"},
+        ),
+        "spec: restorePolicy.fromJobSet may be set only with restorePolicy.source: NewestSnapshot",
+    ),
+    (
+        "restore-from-jobset-accepted",
+        _set(
+            lambda js: policy(js, 1),
+            "restorePolicy",
+            {"source": "NewestSnapshot", "fromJobSet": "run-1", "whenMissing": "CreateEmpty"},
+        ),
+        "",
+    ),
+    (
         "restore-snapshot-name-forbidden",
         _set(
             lambda js: policy(js, 1),

@@ -51,7 +51,7 @@ def test_the_installed_crd_and_policy_are_rebuilt_from_the_one_definition(which:
     contract = Contract.from_crd(installed)
     job_template, claim = embedded_types(installed)
     full = schema.custom_resource_definition(job_template, claim, contract.gates)
-    crd, sites = specpolicy.split(full)
+    crd, sites = specpolicy.policy_sites(full)
     assert crd == installed
     assert specpolicy.policy(sites) == _load(policy_path)
     # The policy's rules are the ones the contract runs after the CRD's, in the same order.

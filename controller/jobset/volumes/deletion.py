@@ -103,7 +103,7 @@ def _replicas(spec: Obj) -> dict[str, int]:
 def read(obj: Obj) -> Deleted:
     """The parts of a stored JobSet that retention needs; never raises."""
     meta, spec = as_dict(obj.get("metadata")), as_dict(obj.get("spec"))
-    found, problems = readable_policies(spec)
+    found, problems = readable_policies(spec, meta.get("annotations"))
     names = collections.Counter(t.name for p in found for t in p.templates)
     by_template = {t.name: p for p in found for t in p.templates if names[t.name] == 1}
     state = as_dict(obj.get("status")).get("terminalState")

@@ -123,6 +123,9 @@ class VolumeIO:
             Views(volume_snapshots, SnapshotView.of) if volume_snapshots is not None else None
         )
         self.wanted_snapshots = WantedClaims()
+        # Per JobSet, the runs its restorePolicy.fromJobSet names: the snapshots labelled for
+        # one of those go to it too.
+        self.wanted_runs = WantedClaims()
         self.volume_group_snapshots = volume_group_snapshots
         self.group_views = (
             Views(volume_group_snapshots, GroupView.of)
@@ -157,6 +160,7 @@ class VolumeIO:
             self.wanted,
             batch_period,
             self.wanted_snapshots,
+            self.wanted_runs,
         )
 
     # --------------------------------------------------------------- reads
@@ -188,22 +192,39 @@ class VolumeIO:
                     if p.restore is not None and p.restore.source == "VolumeSnapshot"
                 ),
             )
+        runs = sorted(
+            {
+                p.restore.from_jobset
+                for p in (model.policies if model is not None else ())
+                if p.restore is not None and p.restore.from_jobset
+            }
+        )
+        if model is not None:
+            self.wanted_runs.want(key, runs)
         cache, views = self.volume_snapshots, self.snapshot_views
         if cache is None or views is None or cache.unavailable() is not None:
             return snapshots((), served=False)
         groups, group_cache = self.group_views, self.volume_group_snapshots
         served_groups = group_cache is not None and group_cache.unavailable() is None
-        return snapshots(
-            views.by_index(self.index, key),
-            lambda name: views.get(namespace, name),
-            groups=groups.by_index(self.index, key) if groups and served_groups else (),
-            members=lambda group: views.by_index(GROUP_INDEX, group.uid),
-        )
+
+        def of(jobset_key: str) -> Snapshots:
+            return snapshots(
+                views.by_index(self.index, jobset_key),
+                lambda name: views.get(namespace, name),
+                groups=groups.by_index(self.index, jobset_key) if groups and served_groups else (),
+                members=lambda group: views.by_index(GROUP_INDEX, group.uid),
+            )
+
+        own = of(key)
+        if not runs:
+            return own
+        return replace(own, runs={run: of(f"{namespace}/{run}") for run in runs})
 
     def forget(self, key: str) -> None:
         """The JobSet wants no claim or snapshot (gone, being deleted, or invalid)."""
         self.wanted.drop(key)
         self.wanted_snapshots.drop(key)
+        self.wanted_runs.drop(key)
 
     def labelled_claims(self, key: str) -> list[Obj]:
         """The claims labelled with the JobSet's name (what its deletion retains or deletes)."""

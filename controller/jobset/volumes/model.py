@@ -134,6 +134,9 @@ class RestorePolicy:
     source: RestoreSource
     snapshot_name: str = ""  # with source VolumeSnapshot
     when_missing: WhenMissing = "Wait"
+    # With source NewestSnapshot: the JobSet (a previous run) whose claims' snapshots to take,
+    # the claim in the same slot; "": this JobSet's own.
+    from_jobset: str = ""
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,9 @@ class VolumePolicy:
     when_suspended: WhenSuspended = "WaitForResume"
     snapshots: SnapshotPolicy = SnapshotPolicy()
     restore: RestorePolicy | None = None  # None: new claims start empty
+    # Fields the volume policy annotations set over another value of the spec's, each as the
+    # condition VolumePolicyOverridden says it (``metadata.Override``).
+    overrides: tuple[str, ...] = ()
 
 
 def as_dict(value: Any) -> Obj:

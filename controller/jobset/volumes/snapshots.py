@@ -41,13 +41,14 @@ from typing import Literal
 from controller.api.bounds import MAX_DNS_SUBDOMAIN, MAX_LABEL_VALUE
 from controller.jobset import api
 from controller.jobset.status import parse_time
-from controller.jobset.volumes.desired import DesiredClaim
+from controller.jobset.volumes.desired import DesiredClaim, slot_claim_name
 from controller.jobset.volumes.model import (
     CLAIM_TEMPLATE_LABEL,
     GROUP_OF_JOBSET_ANNOTATION,
     RESTORED_FROM_GROUP_ANNOTATION,
     SNAPSHOT_CLAIM_LABEL,
     SNAPSHOT_OF_UID_ANNOTATION,
+    RestorePolicy,
     VolumePolicy,
     as_dict,
 )
@@ -174,6 +175,8 @@ class Snapshots:
     # their members: group uid → claim name → member VolumeSnapshot.
     groups: Mapping[str, tuple[GroupView, ...]] = field(default_factory=dict)
     members: Mapping[str, Mapping[str, SnapshotView]] = field(default_factory=dict)
+    # The snapshots of the JobSets a restorePolicy.fromJobSet names (previous runs), by name.
+    runs: Mapping[str, Snapshots] = field(default_factory=dict)
 
     def group(self, template: str, name: str) -> GroupView | None:
         return next((g for g in self.groups.get(template, ()) if g.name == name), None)
@@ -243,6 +246,8 @@ def snapshots(
 
 
 NO_SNAPSHOTS = Snapshots(served=False)
+# A run (restorePolicy.fromJobSet) with no snapshot of the controller's.
+NO_RUN = Snapshots()
 
 
 # ----------------------------------------------------------------------------- retention
@@ -421,58 +426,78 @@ def restore(desired: DesiredClaim, found: Snapshots) -> Restore:
                 wait=f"claim {desired.name} starts from VolumeSnapshot {named.name}, which is "
                 f"{state}"
             )
-        missing = f"VolumeSnapshot {policy.snapshot_name} does not exist"
-    elif desired.policy.snapshots.group_class_name and found.groups.get(group_key(desired.policy)):
-        return _from_group(desired, found, policy.when_missing)
-    else:
-        pending = found.in_flight(desired.name)
-        if pending is not None:
-            return Restore(
-                wait=f"claim {desired.name} starts from its newest snapshot, {pending.name}, "
-                "which is not ready yet"
-            )
-        newest = found.newest_ready(desired.name)
-        if newest is not None:
-            return Restore(newest.name)
-        missing = f"no ready snapshot of claim {desired.name} exists"
-    if policy.when_missing == "CreateEmpty":
-        return EMPTY
-    return Restore(
-        wait=f"{missing}; the claim is not created (restorePolicy.whenMissing: CreateEmpty "
-        "would start it empty)"
+        return _missing(f"VolumeSnapshot {policy.snapshot_name} does not exist", policy)
+    source = _source(desired, found)
+    if desired.policy.snapshots.group_class_name and source.found.groups.get(
+        group_key(desired.policy)
+    ):
+        return _from_group(desired, source)
+    pending = source.found.in_flight(source.claim)
+    if pending is not None:
+        return Restore(
+            wait=f"claim {desired.name} starts from {source.newest}, {pending.name}, which is "
+            "not ready yet"
+        )
+    newest = source.found.newest_ready(source.claim)
+    if newest is not None:
+        return Restore(newest.name)
+    return _missing(f"no ready snapshot of claim {source.claim} exists", policy)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Whose snapshots a claim restored from the newest snapshot starts from: this JobSet's own
+    claim of its name, or (``restorePolicy.fromJobSet``) the claim in the same slot of that
+    JobSet."""
+
+    found: Snapshots
+    claim: str
+    newest: str  # how messages name it: "its newest snapshot", ...
+
+
+def _source(desired: DesiredClaim, found: Snapshots) -> _Source:
+    run = desired.policy.restore.from_jobset if desired.policy.restore else ""
+    if not run:
+        return _Source(found, desired.name, "its newest snapshot")
+    claim = slot_claim_name(run, desired.slot)
+    return _Source(
+        found.runs.get(run, NO_RUN), claim, f"the newest snapshot of claim {claim} of JobSet {run}"
     )
 
 
-def _from_group(desired: DesiredClaim, found: Snapshots, when_missing: str) -> Restore:
-    """The newest snapshot of a group-snapshotting policy: the claim's member of the newest
-    ready group (a newer group still being taken is waited for, a failed one passed over)."""
-    for group in found.groups.get(group_key(desired.policy), ()):
+def _missing(why: str, policy: RestorePolicy) -> Restore:
+    if policy.when_missing == "CreateEmpty":
+        return EMPTY
+    return Restore(
+        wait=f"{why}; the claim is not created (restorePolicy.whenMissing: CreateEmpty would "
+        "start it empty)"
+    )
+
+
+def _from_group(desired: DesiredClaim, source: _Source) -> Restore:
+    """The newest snapshot of a group-snapshotting policy: the source claim's member of the
+    newest ready group (a newer group still being taken is waited for, a failed one passed
+    over)."""
+    policy = desired.policy.restore
+    assert policy is not None
+    run = f" of JobSet {policy.from_jobset}" if policy.from_jobset else ""
+    for group in source.found.groups.get(group_key(desired.policy), ()):
         if group.deleting or group.error:
             continue
         if not group.ready:
             return Restore(
-                wait=f"claim {desired.name} starts from its newest group snapshot, {group.name}, "
-                "which is not ready yet"
+                wait=f"claim {desired.name} starts from the newest group snapshot{run}, "
+                f"{group.name}, which is not ready yet"
             )
-        member = found.member(group, desired.name)
+        member = source.found.member(group, source.claim)
         if member is not None and member.ready:
             return Restore(member.name, group=group.name)
-        missing = f"the newest group snapshot, {group.name}, holds no ready snapshot of claim "
-        missing += desired.name
-        if when_missing == "CreateEmpty":
-            return EMPTY
-        return Restore(
-            wait=f"{missing}; the claim is not created (restorePolicy.whenMissing: CreateEmpty "
-            "would start it empty)"
+        return _missing(
+            f"the newest group snapshot{run}, {group.name}, holds no ready snapshot of claim "
+            f"{source.claim}",
+            policy,
         )
-    return (
-        EMPTY
-        if when_missing == "CreateEmpty"
-        else Restore(
-            wait=f"no ready group snapshot holds claim {desired.name}; the claim is not created "
-            "(restorePolicy.whenMissing: CreateEmpty would start it empty)"
-        )
-    )
+    return _missing(f"no ready group snapshot{run} holds claim {source.claim}", policy)
 
 
 def restored(desired: DesiredClaim, source: str, group: str | None = None) -> Obj:

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import functools
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.api import bounds, fields
+from controller.api import bounds, fields, volumekeys
 from controller.api.fields import Field, ListField
 from controller.jobset.model import (
     InvalidJobSet,
@@ -41,7 +42,7 @@ from controller.jobset.model import (
 )
 from controller.jobset.quantity import quantity
 from controller.jobset.volumes import annotations as annotationsmod
-from controller.jobset.volumes import podscope, singlenode
+from controller.jobset.volumes import metadata, podscope, singlenode
 from controller.jobset.volumes import record as recordmod
 from controller.jobset.volumes.annotations import ClaimEntries
 from controller.jobset.volumes.desired import (
@@ -187,10 +188,15 @@ def _restore(policy: Obj, where: str) -> RestorePolicy | None:
     if (source == "VolumeSnapshot") != bool(name):
         raise InvalidJobSet(f"{where}: {fields.RESTORE_SNAPSHOT_NAME_RULE}")
     missing = _choice(fields.RESTORE_WHEN_MISSING, found, at)
+    from_jobset = read_field(fields.RESTORE_FROM_JOBSET, found, at) or ""
+    # The admission rule restore-from-jobset (schema.py), for an object stored without it.
+    if from_jobset and source != "NewestSnapshot":
+        raise InvalidJobSet(f"{where}: {fields.RESTORE_FROM_JOBSET_RULE}")
     return RestorePolicy(
         source="VolumeSnapshot" if source == "VolumeSnapshot" else "NewestSnapshot",
         snapshot_name=name,
         when_missing="CreateEmpty" if missing == "CreateEmpty" else "Wait",
+        from_jobset=from_jobset,
     )
 
 
@@ -267,6 +273,44 @@ def _request_policy(raw: Any, where: str) -> VolumePolicy:
     return _policy(policy, where, fields.VOLUME_POLICY_TEMPLATES, targets, "JobSet")
 
 
+@dataclass(frozen=True)
+class _Keys:
+    """The JobSet's volume policy annotations: the keys that set a field, and the reason a
+    refused key gives, by its template."""
+
+    declared: tuple[volumekeys.Declared, ...] = ()
+    refused: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, annotations: Obj) -> _Keys:
+        if not any(isinstance(k, str) and volumekeys.ours(k) for k in annotations):
+            return NO_KEYS
+        templates = {
+            volumekeys.split(k)[0] for k in annotations if isinstance(k, str) and volumekeys.ours(k)
+        }
+        refused: dict[str, str] = {}
+        for key, value in sorted(annotations.items()):
+            if isinstance(key, str) and volumekeys.ours(key):
+                why = volumekeys.why(key, value if isinstance(value, str) else "", templates)
+                if why:
+                    refused.setdefault(volumekeys.split(key)[0], why)
+        return cls(tuple(volumekeys.declared(annotations)), refused)
+
+    def read(self, read: Callable[[Any, str], VolumePolicy], raw: Any, where: str) -> VolumePolicy:
+        """The policy entry ``raw`` read with the keys of its templates applied."""
+        completed = metadata.overlay(raw, where, self.declared, self.refused)
+        try:
+            policy = read(completed.raw, where)
+        except InvalidJobSet as err:
+            raise completed.explain(err) from None
+        if not completed.overrides:
+            return policy
+        return dataclasses.replace(policy, overrides=tuple(map(str, completed.overrides)))
+
+
+NO_KEYS = _Keys()
+
+
 def _valid_claim_name(name: str) -> bool:
     return len(name) <= bounds.MAX_CLAIM_NAME and bool(_DNS_SUBDOMAIN.match(name))
 
@@ -275,10 +319,11 @@ def _refused(problem: str) -> VolumePolicy:
     raise InvalidJobSet(problem)
 
 
-def _entries(spec: Obj) -> Iterator[Callable[[], VolumePolicy]]:
+def _entries(spec: Obj, keys: _Keys = NO_KEYS) -> Iterator[Callable[[], VolumePolicy]]:
     """Each policy entry of the spec, in order, as a parser that raises ``InvalidJobSet`` when
     the entry (only that one) is invalid; a list of entries that is not one, or is too long, is
-    refused first (the entries of a list that is only too long are still read)."""
+    refused first (the entries of a list that is only too long are still read). ``keys``: the
+    volume policy annotations, applied to the entries of their templates (``metadata``)."""
     upstream = spec.get(fields.VOLUME_CLAIM_POLICIES.name)
     where = fields.VOLUME_CLAIM_POLICIES.path
     try:
@@ -287,24 +332,30 @@ def _entries(spec: Obj) -> Iterator[Callable[[], VolumePolicy]]:
         yield functools.partial(_refused, str(err))
     if isinstance(upstream, list):
         for i, raw in enumerate(upstream):
-            yield functools.partial(_upstream_policy, raw, f"{where}[{i}]")
+            yield functools.partial(keys.read, _upstream_policy, raw, f"{where}[{i}]")
     request = spec.get(fields.VOLUME_POLICY.name)
     if request is not None:
-        yield functools.partial(_request_policy, request, fields.VOLUME_POLICY.path)
+        yield functools.partial(keys.read, _request_policy, request, fields.VOLUME_POLICY.path)
 
 
 def _raw_policies(jobset: JobSet) -> list[VolumePolicy]:
-    return [entry() for entry in _entries(as_dict(jobset.raw.get("spec")))]
+    refused = volumekeys.message(jobset.raw)
+    if refused is not None:
+        raise InvalidJobSet(refused)
+    keys = _Keys.of(jobset.annotations)
+    return [entry() for entry in _entries(as_dict(jobset.raw.get("spec")), keys)]
 
 
-def readable_policies(spec: Any) -> tuple[list[VolumePolicy], list[str]]:
-    """The policy entries that parse on their own, and why each other one does not.
+def readable_policies(spec: Any, annotations: Any = None) -> tuple[list[VolumePolicy], list[str]]:
+    """The policy entries that parse on their own (with the volume policy annotations of their
+    templates), and why each other one does not.
 
     For deletion, which must not depend on the whole spec being valid: a JobSet that became
-    invalid (more claims than ``MAX_CLAIMS`` after raising replicas) still has readable policies.
+    invalid (more claims than ``MAX_CLAIMS`` after raising replicas, a refused annotation of
+    another template) still has readable policies.
     """
     found, problems = [], []
-    for entry in _entries(as_dict(spec)):
+    for entry in _entries(as_dict(spec), _Keys.of(as_dict(annotations))):
         try:
             found.append(entry())
         except InvalidJobSet as err:
@@ -502,8 +553,16 @@ def has_pod_scope(stored: Obj) -> bool:
     """Whether a stored JobSet asks for Pod-scope claims (a cheap look, without parsing: which
     JobSets an admission policy event concerns)."""
     found = as_dict(stored.get(fields.SPEC.name)).get(fields.VOLUME_CLAIM_POLICIES.name)
-    return isinstance(found, list) and any(
-        isinstance(p, dict) and p.get(fields.VOLUME_SCOPE.name) == "Pod" for p in found
+    annotations = as_dict(as_dict(stored.get("metadata")).get("annotations"))
+    return (
+        isinstance(found, list)
+        and any(isinstance(p, dict) and p.get(fields.VOLUME_SCOPE.name) == "Pod" for p in found)
+    ) or any(
+        isinstance(k, str)
+        and volumekeys.ours(k)
+        and volumekeys.split(k)[1] == fields.VOLUME_SCOPE.name
+        and v == "Pod"
+        for k, v in annotations.items()
     )
 
 

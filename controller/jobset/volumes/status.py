@@ -27,6 +27,11 @@ VOLUME_SNAPSHOTS_READY = "VolumeSnapshotsReady"
 EXPANSION_BLOCKED = "VolumeExpansionBlocked"
 # Entries of the adopt-claims or replace-lost-claims annotations that were not accepted.
 ANNOTATIONS_REJECTED = "VolumeAnnotationsRejected"
+# Volume policy annotations (controller.api.volumekeys) that set a field the spec sets to another
+# value: the annotation counts (jobset.volumes.metadata).
+POLICY_OVERRIDDEN = "VolumePolicyOverridden"
+REASON_ANNOTATION_OVERRIDES_SPEC = "AnnotationOverridesSpec"
+REASON_NO_OVERRIDE = "NoOverride"
 
 # VolumesReady reasons.
 REASON_NO_VOLUMES = "NoVolumeClaims"
@@ -355,6 +360,7 @@ def conditions(model: VolumeModel, vplan: VolumePlan) -> list[Condition]:
             )
         )
     result.append(_annotations_rejected(model, vplan))
+    result.append(_policy_overridden(model))
     if any(p.retention.snapshots for p in model.policies):
         result.append(snapshots_ready(vplan))
     return result
@@ -448,6 +454,24 @@ def _annotations_rejected(model: VolumeModel, vplan: VolumePlan) -> Condition:
     text = "; ".join(f"{key}: {'; '.join(found)}" for key, found in sorted(rejected.items()))
     return Condition(
         ANNOTATIONS_REJECTED, "True", reason, f"entries not accepted: {text}", "Warning"
+    )
+
+
+def _policy_overridden(model: VolumeModel) -> Condition:
+    """VolumePolicyOverridden: which annotations set a field the spec sets otherwise (written
+    False only once it was True: a JobSet without overrides never shows it)."""
+    overrides = [o for p in model.policies for o in p.overrides]
+    if overrides:
+        text = "; ".join(overrides) + " (the annotation counts: docs/volumes.md)"
+        return Condition(
+            POLICY_OVERRIDDEN, "True", REASON_ANNOTATION_OVERRIDES_SPEC, text, "Warning"
+        )
+    return Condition(
+        POLICY_OVERRIDDEN,
+        "False",
+        REASON_NO_OVERRIDE,
+        "no volume policy annotation sets a field the spec sets to another value",
+        None,
     )
 
 

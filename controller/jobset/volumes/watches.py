@@ -116,6 +116,7 @@ def watch(
     wanted: WantedClaims,
     batch_period: float,
     wanted_snapshots: WantedClaims | None = None,
+    wanted_runs: WantedClaims | None = None,
 ) -> None:
     """The event handlers: a claim's event brings back the JobSet it is labelled for and the
     JobSets that want its name; a quota or storage class change the JobSets waiting for their
@@ -214,20 +215,34 @@ def watch(
         )
     )
 
+    def enqueue_restoring(obj: Obj) -> None:
+        # The JobSets whose restorePolicy.fromJobSet names the JobSet it was taken for.
+        meta = obj.get("metadata") or {}
+        namespace, run = meta.get("namespace"), (meta.get("labels") or {}).get(api.JOBSET_NAME)
+        if wanted_runs is not None and isinstance(namespace, str) and isinstance(run, str):
+            for key in wanted_runs.wanting(namespace, run):
+                queue.add_batched(key, batch_period)
+
     def enqueue_for_snapshot(obj: Obj) -> None:
-        # The JobSet it was taken for (labelled), and those whose restorePolicy names it.
+        # The JobSet it was taken for (labelled), and those whose restorePolicy names it or
+        # that JobSet.
         enqueue_parent(obj)
+        enqueue_restoring(obj)
         meta = obj.get("metadata") or {}
         namespace, name = meta.get("namespace"), meta.get("name")
         if wanted_snapshots is not None and isinstance(namespace, str) and isinstance(name, str):
             for key in wanted_snapshots.wanting(namespace, name):
                 queue.add_batched(key, batch_period)
 
+    def enqueue_for_group(obj: Obj) -> None:
+        enqueue_parent(obj)
+        enqueue_restoring(obj)
+
     found.volume_group_snapshots.add_handler(
         EventHandler(
-            on_add=enqueue_parent,
-            on_update=lambda old, new: enqueue_parent(new) if _changed(old, new) else None,
-            on_delete=enqueue_parent,
+            on_add=enqueue_for_group,
+            on_update=lambda old, new: enqueue_for_group(new) if _changed(old, new) else None,
+            on_delete=enqueue_for_group,
         )
     )
     found.volume_snapshots.add_handler(

@@ -8,6 +8,7 @@ claims created, and what the status says.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 from typing import Any
 
@@ -1029,3 +1030,55 @@ def test_a_deleted_jobsets_late_snapshot_is_overdue_in_its_deletion_plan() -> No
     assert (early.overdue.claims, early.overdue.look_again) == ({}, 1800.0)
     late = deletion.plan(obj, [view(data)], found(asked), NOW, AFTER)
     assert list(late.overdue.claims) == ["data-js"] and not late.remove_finalizer
+
+
+def test_restore_from_another_jobset_takes_each_rank_from_its_slot_in_that_run() -> None:
+    """restorePolicy.fromJobSet: every claim starts from the newest snapshot of the claim in
+    the same slot of the JobSet named (a previous run), from its newest group when the policy
+    takes group snapshots; never from this JobSet's own, never another rank's."""
+
+    def ranks_of(**snapshot_policy: Any) -> list[Any]:
+        obj = make_obj(
+            [{"templates": [tpl("ckpt")], "scope": "Job", "snapshotPolicy": snapshot_policy,
+              "restorePolicy": {"source": "NewestSnapshot", "fromJobSet": "run-1"}}],
+            rjobs=[mounting("workers", 2, ("ckpt",))],
+        )  # fmt: skip
+        return list(model(parse(obj)).desired)
+
+    grouped = with_groups(
+        member("ckpt-run-1-workers-0", "g-run"),
+        member("ckpt-run-1-workers-1", "g-run"),
+        groups=(group("run-1-ckpt-1234", uid="g-run"),),
+    )
+    own = with_groups(member("ckpt-js-workers-0", "g-own"), groups=(group("own", uid="g-own"),))
+    both = dataclasses.replace(own, runs={"run-1": grouped})
+    chosen = {d.name: restore(d, both) for d in ranks_of(**GROUPED)}
+    assert {n: (r.source, r.group) for n, r in chosen.items()} == {
+        "ckpt-js-workers-0": ("snapshot-ckpt-run-1-workers-0", "run-1-ckpt-1234"),
+        "ckpt-js-workers-1": ("snapshot-ckpt-run-1-workers-1", "run-1-ckpt-1234"),
+    }
+    # Claim by claim: the newest snapshot of the slot's claim of that run.
+    single = dataclasses.replace(
+        own, runs={"run-1": found(snap("ckpt-run-1-workers-1", template="ckpt"))}
+    )
+    chosen = {d.name: restore(d, single) for d in ranks_of()}
+    assert (
+        chosen["ckpt-js-workers-1"].source
+        == "ckpt-run-1-workers-1-" + uid_of("ckpt-run-1-workers-1").replace("-", "")[:8]
+    )
+    assert chosen["ckpt-js-workers-0"].wait == (
+        "no ready snapshot of claim ckpt-run-1-workers-0 exists; the claim is not created "
+        "(restorePolicy.whenMissing: CreateEmpty would start it empty)"
+    )
+    # Nothing of that run (not snapshotted yet, or no such JobSet): waited for, not empty.
+    nothing = dataclasses.replace(own, runs={})
+    waited = restore(ranks_of(**GROUPED)[0], nothing)
+    assert waited.source is None
+    assert waited.wait.startswith("no ready snapshot of claim ckpt-run-1-workers-0 exists")
+    # Its newest group still being taken: waited for, naming the run.
+    taking = with_groups(groups=(group("run-1-ckpt-5678", uid="g-2", ready=False),))
+    pending = restore(ranks_of(**GROUPED)[0], dataclasses.replace(own, runs={"run-1": taking}))
+    assert pending.wait == (
+        "claim ckpt-js-workers-0 starts from the newest group snapshot of JobSet run-1, "
+        "run-1-ckpt-5678, which is not ready yet"
+    )

@@ -382,6 +382,13 @@ def test_conditions_steady() -> None:
             "reason": "VolumeAnnotationsAccepted",
             "event": None,
         },
+        # Said False: written only once it was True (decide's condition), as the others above.
+        {
+            "type": "VolumePolicyOverridden",
+            "status": "False",
+            "reason": "NoOverride",
+            "event": None,
+        },
     ]
 
 
@@ -390,7 +397,7 @@ def test_conditions_conflict_and_blocked_expansion() -> None:
     existing = [claim("data-js", jobset="other")]
     model = volumes.model(js)
     vplan = volume_lifecycle.plan(model, views(existing), StorageClasses(), terminal_state="")
-    (_, conflict, expansion, _) = volume_status.conditions(model, vplan)
+    (_, conflict, expansion, *_) = volume_status.conditions(model, vplan)
     assert conflict == Condition(
         "VolumeClaimConflict",
         "True",
@@ -403,7 +410,7 @@ def test_conditions_conflict_and_blocked_expansion() -> None:
     small = claim("data-js", spec={**tpl("data")["spec"], "storageClassName": "fixed"})
     grown = volumes.model(recorded(js, [small]))
     vplan = volume_lifecycle.plan(grown, views([small]), StorageClasses(), terminal_state="")
-    (_, conflict, expansion, _) = volume_status.conditions(grown, vplan)
+    (_, conflict, expansion, *_) = volume_status.conditions(grown, vplan)
     assert conflict.status == "False"
     assert (expansion.status, expansion.reason, expansion.event_type) == (
         "True",
