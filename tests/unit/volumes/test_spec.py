@@ -509,8 +509,8 @@ BAD_SNAPSHOT_OR_RESTORE_REQUEST = [
     [
         ({"x": 1}, None, None, 'spec.volumeClaimPolicies: Invalid value: "object": '),
         (["x"], None, None, 'spec.volumeClaimPolicies[0]: Invalid value: "string": '),
-        ([{"templates": "x"}], None, None, 'spec.volumeClaimPolicies[0].templates: Invalid value: "string": '),
-        ([{"templates": ["x"]}], None, None, 'spec.volumeClaimPolicies[0].templates[0]: Invalid value: "string": '),
+        ([{"templates": "x"}], None, None, f'{P}.templates: Invalid value: "string": '),
+        ([{"templates": ["x"]}], None, None, f'{P}.templates[0]: Invalid value: "string": '),
         (
             [{"templates": [{"metadata": "x"}]}],
             None,
@@ -527,8 +527,8 @@ BAD_SNAPSHOT_OR_RESTORE_REQUEST = [
             [{"templates": [tpl("Data")]}],
             None,
             None,
-            "spec.volumeClaimPolicies[0]: Invalid value: a volume claim template's metadata.name must "
-            "be a DNS-1123 label (it names the pod volume): Data",
+            f"{P}: Invalid value: a volume claim template's metadata.name must be a DNS-1123 "
+            "label (it names the pod volume): Data",
         ),
         (
             [{"templates": [tpl(LONG + "b")]}],
@@ -742,8 +742,8 @@ BAD_SNAPSHOT_OR_RESTORE_REQUEST = [
             [{"templates": [tpl("data")], "retentionPolicy": {"whenSuspended": "Delete"}}],
             None,
             None,
-            'spec.volumeClaimPolicies[0].retentionPolicy.whenSuspended: Unsupported value: "Delete": '
-            'supported values: "Retain", "Snapshot"',
+            f'{P}.retentionPolicy.whenSuspended: Unsupported value: "Delete": supported values: '
+            '"Retain", "Snapshot"',
         ),
     ],
 )  # fmt: skip
