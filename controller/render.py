@@ -37,7 +37,9 @@ from typing import Any, TextIO
 
 import yaml
 
+from controller import features
 from controller.api.validation import Contract, ContractMismatch
+from controller.features import FeatureGates
 from controller.jobset import api, children, volumes
 from controller.jobset.decide import Plan, decide
 from controller.jobset.model import InvalidJobSet, JobSet, parse
@@ -90,10 +92,13 @@ def render(
         meta.setdefault("namespace", namespace)
         meta.setdefault("uid", PLACEHOLDER_UID)
         stored: dict[str, Any] = {}
-        made = fresh_reconcile({**doc, "metadata": meta}, now or _now(), classes, stored)
+        # The controller's parser runs the rules of the CRD made for its gates: those of the CRD
+        # checked against (--crd), or upstream's defaults.
+        gates = contract.gates if contract is not None else features.DEFAULT
+        made = fresh_reconcile({**doc, "metadata": meta}, now or _now(), classes, stored, gates)
         objects.extend(made)
         if notes is not None:
-            notes.extend(_without_jobs(parse({**doc, "metadata": meta}), made))
+            notes.extend(_without_jobs(parse({**doc, "metadata": meta}, gates), made))
             notes.extend(
                 _colocation(stored, known=classes is not None and classes.names is not None)
             )
@@ -152,12 +157,14 @@ def fresh_reconcile(
     now: datetime.datetime,
     classes: volumes.StorageClasses | None = None,
     stored: dict[str, Any] | None = None,
+    gates: FeatureGates = features.DEFAULT,
 ) -> list[dict[str, Any]]:
     """The objects the controller creates for a JobSet that has none yet, in the order it
     creates them: ``decide`` (the reconciler's own planning) run pass after pass, each pass's
     writes applied as the API server would (a created claim gets a uid and binds; its uid goes
     into the JobSet's record), until a pass creates nothing more. ``classes``: the cluster's
-    storage (None: not known); ``stored`` gets the JobSet as the passes left it.
+    storage (None: not known); ``stored`` gets the JobSet as the passes left it; ``gates``: the
+    controller's feature gates (its parser's rules).
 
     Between passes every created Job is taken to be running with all its pods ready, so that
     replicated jobs waiting on ``dependsOn: Ready`` or ``startupPolicy: InOrder`` get theirs;
@@ -168,7 +175,7 @@ def fresh_reconcile(
     made: list[dict[str, Any]] = []
     succeeded = False
     for _ in range(MAX_PASSES):
-        jobset = parse(cluster.stored)
+        jobset = parse(cluster.stored, gates)
         plan = decide(
             jobset,
             children.views(cluster.jobs),

@@ -27,8 +27,10 @@ Command line::
 It writes two CRDs: ``manifests/crd/`` (every feature gate off, upstream's default) and
 ``manifests/components/alpha-features/`` (every alpha gate on; see :mod:`controller.features`),
 each beside the ValidatingAdmissionPolicy that runs the spec's cross-field and immutability rules
-(``policy.yaml``, :mod:`controller.api.specpolicy`), and the policy's binding; and the field
-tables of ``docs/api.md`` (:mod:`controller.api.fielddocs`).
+(``policy.yaml``, :mod:`controller.api.specpolicy`), and the policy's binding; the field
+tables of ``docs/api.md`` (:mod:`controller.api.fielddocs`); and the Kubernetes types the CRD
+embeds, which the controller's parser checks JobSets with (``controller/api/embedded-types.json``,
+:func:`controller.api.validation.packaged`).
 
 ``python -m localcluster crd`` starts an ``apiserver``-profile local control plane, reads the
 documents and stops it (the product never imports the development tooling: ``localcluster``
@@ -49,7 +51,7 @@ from typing import Any
 import yaml
 
 from controller import features
-from controller.api import fielddocs, schema, specpolicy
+from controller.api import fielddocs, schema, specpolicy, validation
 from controller.api.fields import Schema
 from controller.features import FeatureGates
 
@@ -69,6 +71,8 @@ API_DOCS = Path("docs/api.md")
 # component.
 ALPHA_OUT = Path("manifests/components/alpha-features/jobsets.jobset.x-k8s.io.yaml")
 ALPHA_POLICY_OUT = Path("manifests/components/alpha-features/policy.yaml")
+# The embedded Kubernetes types, for the controller's own contract (its image has no manifests/).
+EMBEDDED_OUT = Path("controller/api") / validation.EMBEDDED_TYPES_FILE
 
 JOB_TEMPLATE_SPEC = "io.k8s.api.batch.v1.JobTemplateSpec"
 PERSISTENT_VOLUME_CLAIM = "io.k8s.api.core.v1.PersistentVolumeClaim"
@@ -351,6 +355,7 @@ async def generate(kubeconfig: Path | str) -> dict[Path, str]:
         ALPHA_OUT: render(alpha_crd, version),
         ALPHA_POLICY_OUT: render(alpha_policy, version),
         API_DOCS: api_docs,
+        EMBEDDED_OUT: validation.embedded_types_json(crd),
     }
 
 

@@ -17,11 +17,27 @@ An update (``old``: the stored object) runs the policy only when the spec change
 condition), the transition rules on nodes both objects have, and forgives a rule the stored
 object already broke (``specpolicy.expression``). The CRD's ratcheting (an error on a field the
 update did not change is forgiven) is not modelled: the stored object is taken to be valid.
+
+The controller's own contract (``packaged``). The controller's parser (``model.parse``) runs the
+same checks, but its image carries this package and not ``manifests/``: the two Kubernetes types
+the CRD embeds (the Job template and the claim, ``embedded_types``) are therefore shipped beside
+this module as ``embedded-types.json`` (about 70 KB), written by ``make crd`` from the CRD it
+generates and compared with the committed CRD by a unit test (``test_validation``), so it
+cannot fall out of date unnoticed. Everything else (the JobSet's own fields, bounds and rules)
+is ``schema.py`` itself, rebuilt for the controller's feature gates, as ``from_crd`` rebuilds it
+for a CRD's: one definition, whichever way the contract is made. The embedded types are the
+only part that cannot be derived offline (they come from the API server's OpenAPI), and
+deriving the rule sites without them would leave the Job template's schema (types, enums,
+required fields, bounds) unchecked. ``packaged`` builds it once per process and set of gates
+(about 0.15 s), on first use: a ``functools.cache`` of a pure function of the gates, the only
+process-wide state.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import importlib.resources
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +46,10 @@ from typing import Any
 from controller import features
 from controller.api import predicates, schema, specpolicy, volumekeys
 from controller.api.fields import Schema
+from controller.features import FeatureGates
 
+# Beside this module, written by ``make crd`` (``embedded_types_json``); see the docstring.
+EMBEDDED_TYPES_FILE = "embedded-types.json"
 KIND_QUALIFIED = f"{schema.KIND}.{schema.GROUP}"
 SKIPPED = (
     "some validation rules were not checked because the object was invalid; correct the "
@@ -118,14 +137,32 @@ class Contract:
         gates = features.parse(str(annotations.get(features.CRD_ANNOTATION, "")))
         job_template, claim = embedded_types(crd)
         full, rules = schema.definition(job_template, claim, gates)
-        extra = [schema.QUANTITY_RULE, *volumekeys.rules()]
-        by_text = {(r.cel, r.message): r for r in [*rules, *extra]}
         installed, sites = specpolicy.policy_sites(full)
         if _schema_of(installed) != _schema_of(crd):
             raise ContractMismatch(
                 "its schema is not the one this version of the controller makes "
                 "(controller/api/schema.py): a CRD of another release?"
             )
+        return cls._made(full, rules, sites, gates)
+
+    @classmethod
+    def build(cls, job_template: Schema, claim: Schema, gates: FeatureGates) -> Contract:
+        """The contract of the CRD ``make crd`` would write for ``gates``, given the Kubernetes
+        types it embeds (``embedded_types``; they are not changed)."""
+        full, rules = schema.definition(copy.deepcopy(job_template), copy.deepcopy(claim), gates)
+        _, sites = specpolicy.policy_sites(full)
+        return cls._made(full, rules, sites, gates)
+
+    @classmethod
+    def _made(
+        cls,
+        full: Mapping[str, Any],
+        rules: Sequence[schema.Rule],
+        sites: Sequence[specpolicy.Site],
+        gates: FeatureGates,
+    ) -> Contract:
+        extra = [schema.QUANTITY_RULE, *volumekeys.rules()]
+        by_text = {(r.cel, r.message): r for r in [*rules, *extra]}
         policy = tuple(PolicyRule(s, by_text[(s.rule["rule"], s.rule["message"])]) for s in sites)
         root = full["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         return cls(
@@ -235,6 +272,24 @@ def _annotations(obj: Mapping[str, Any]) -> Any:
     return (obj.get("metadata") or {}).get("annotations")
 
 
+@functools.cache
+def packaged(gates: FeatureGates) -> Contract:
+    """The contract of this version's CRD for ``gates`` (the controller's ``--feature-gates``),
+    from the embedded types this package carries: built on first use, once per process and set
+    of gates (a pure function of them, hence the cache)."""
+    text = importlib.resources.files("controller.api").joinpath(EMBEDDED_TYPES_FILE).read_text()
+    found = json.loads(text)
+    return Contract.build(found["jobTemplate"], found["claim"], gates)
+
+
+def embedded_types_json(crd: Mapping[str, Any]) -> str:
+    """The text of ``EMBEDDED_TYPES_FILE`` for a CRD ``make crd`` writes: its embedded types as
+    compact JSON, one key or item a line (so that a change shows as a readable diff)."""
+    job_template, claim = embedded_types(crd)
+    found = {"jobTemplate": job_template, "claim": claim}
+    return json.dumps(found, sort_keys=True, indent=0, separators=(",", ":")) + "\n"
+
+
 def _schema_of(crd: Mapping[str, Any]) -> Any:
     return [v.get("schema") for v in crd["spec"]["versions"]]
 
@@ -311,18 +366,26 @@ def _child(path: str, key: str) -> str:
 
 
 def _default(value: Any, node: Schema) -> None:
-    """The API server's structural defaulting: a property's default where it is absent (or
-    null), then the same below."""
+    """The API server's structural defaulting: a null field that is not nullable and has no
+    default is dropped (apiextensions' PruneNonNullableNullsWithoutDefaults: ``metadata:`` left
+    empty in YAML is admitted as if it were left out), a property's default goes where it is
+    absent (or null), then the same below."""
     if isinstance(value, dict):
-        for key, child in (node.get("properties") or {}).items():
+        properties = node.get("properties") or {}
+        extra = node.get("additionalProperties")
+        for key in [k for k, v in value.items() if v is None]:
+            child = properties.get(key, extra if key not in properties else None)
+            if isinstance(child, dict) and "default" not in child and not child.get("nullable"):
+                del value[key]
+        for key, child in properties.items():
             if "default" in child and value.get(key) is None:
                 value[key] = copy.deepcopy(child["default"])
             if key in value:
                 _default(value[key], child)
-        extra = node.get("additionalProperties")
         if isinstance(extra, dict):
-            for item in value.values():
-                _default(item, extra)
+            for key, item in value.items():
+                if key not in properties:
+                    _default(item, extra)
     elif isinstance(value, list) and "items" in node:
         for item in value:
             _default(item, node["items"])

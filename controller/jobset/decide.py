@@ -303,9 +303,10 @@ def decide(
     why Pod-scope pods cannot get their claims now (``VolumeIO.pod_scope_blocked``: the policy
     missing, settling, or pods admitted without it), if so; read only for a JobSet with a
     Pod-scope policy, which then gets nothing created. ``restart_job``: the RestartJob feature
-    gate is on (new Jobs carry ``job-restart-attempt``; the reconciler refuses the RestartJob
-    actions without it, ``failure.gate_refusal``). ``resize``: the ElasticJobSet gate is on
-    (running Jobs follow their template's parallelism and completions, ``elastic``).
+    gate is on (new Jobs carry ``job-restart-attempt``; without it the parser refuses the
+    RestartJob actions, as the CRD made for the controller's gates does). ``resize``: the
+    ElasticJobSet gate is on (running Jobs follow their template's parallelism and completions,
+    ``elastic``).
     ``snapshot_warn_after``: how long retention may wait for a snapshot before the status warns
     (None: the volumes' default).
     """

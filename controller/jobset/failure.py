@@ -342,25 +342,6 @@ def _restart_job(jobset: JobSet, action: str, job: ChildJob, rule: str | None) -
     return _restarting(action, name, rule, event, unchanged, JobRestart(rjob, index, counts))
 
 
-def gate_refusal(jobset: JobSet, restart_job_gate: bool) -> str | None:
-    """Why this controller cannot act on the JobSet's failure policy with the RestartJob gate
-    as given (upstream's webhook messages), or None. A JobSet the CRD admitted (the alpha CRD
-    with a controller whose gate is off) is reported, never half-run."""
-    policy = jobset.failure_policy
-    if policy is None or not any(r.action in api.RESTART_JOB_ACTIONS for r in policy.rules):
-        return None
-    if jobset.finished:
-        return None  # its policy is never evaluated again; TTL and retention still apply
-    if not restart_job_gate:
-        return (
-            f"{api.MESSAGE_RESTART_JOB_GATED} (this controller runs without it: start it with "
-            "--feature-gates=RestartJob=true, with the alpha-features CRD installed)"
-        )
-    if any(r.replicas > api.MAX_REPLICAS_RESTART_JOB for r in jobset.replicated_jobs):
-        return api.MESSAGE_RESTART_JOB_REPLICAS
-    return None
-
-
 def _bumped(values: tuple[int, ...], index: int, length: int) -> tuple[int, ...]:
     result = list(values) + [0] * (max(length, index + 1) - len(values))
     result[index] += 1

@@ -1,9 +1,19 @@
 """The JobSet as the decision functions see it: parsed, typed, with upstream's defaults applied.
 
-The CRD's schema and CEL rules reject most bad input at admission; ``parse`` is the second line
-of defence for what reaches the cache anyway (an older CRD, a hand-edited object, a field the
-schema cannot check). It never raises anything but ``InvalidJobSet``, whose message names the
-field, so the reconciler can report it as a condition and an Event instead of crashing.
+The API server's CRD and admission policy refuse bad input at admission; ``parse`` refuses the
+same again, for what reaches the cache anyway (a JobSet stored under an older CRD, carried over
+from upstream JobSet, or created while the admission policy was not installed). It does not
+re-code those rules: it runs them, the API server's own checks of a create as
+``controller.api.validation`` does them offline (defaults, the structural schema with the
+embedded Job template and claim types, every CEL rule by its Python predicate, the admission
+policy's rules), for the controller's feature gates, and refuses with the API server's words.
+Only a create's rules apply: the parser has no stored object to compare with, so the transition
+rules (immutability) are the API server's alone. What the API server cannot check (RE2 message
+patterns, exclusive-placement annotations, and the volume policies' counts and claim names,
+``volumes.spec``) is checked here and there, as docs/api.md "Checked by the controller" lists.
+
+It never raises anything but ``InvalidJobSet``, whose message names the field, so the reconciler
+can report it as a condition and an Event instead of crashing.
 """
 
 from __future__ import annotations
@@ -13,19 +23,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
-from controller.api import fields
+from controller import features
+from controller.api import fields, validation
 from controller.api.fields import Field, ListField, ObjectField, Record
+from controller.features import FeatureGates
 from controller.jobset import api, messagepatterns, placement
+from controller.jobset.errors import InvalidJobSet as InvalidJobSet
 from controller.jobset.jobsetstatus import JobSetStatus
 from controller.runtime.store import Obj
 
 DependencyStatus = Literal["Ready", "Complete"]
 T = TypeVar("T", str, int, bool)
 R = TypeVar("R")
-
-
-class InvalidJobSet(ValueError):
-    """The JobSet cannot be acted on; the message says why, naming the field."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,9 @@ class JobSet:
     deleting: bool
     finalizers: tuple[str, ...]
     raw: Obj
+    # The feature gates it was parsed for: the rules of the CRD made for them judge it (and the
+    # volume policies its annotations complete, ``volumes.spec``).
+    gates: FeatureGates = field(default=features.DEFAULT, compare=False)
 
     @property
     def subdomain(self) -> str:
@@ -290,8 +302,6 @@ def _template_with_defaults(template: Obj, where: str) -> Obj:
         raise InvalidJobSet(f"{where}.spec.template.spec must be an object")
     pod_spec.setdefault("restartPolicy", api.DEFAULT_POD_RESTART_POLICY)
     pod_where = f"{where}.spec.template.spec"
-    if not isinstance(pod_spec.get("containers"), list) or not pod_spec["containers"]:
-        raise InvalidJobSet(f"{pod_where}.containers must list at least one container")
     read_field(fields.CONTAINERS, pod_spec, pod_where)
     read_field(fields.INIT_CONTAINERS, pod_spec, pod_where)
     return result
@@ -300,9 +310,7 @@ def _template_with_defaults(template: Obj, where: str) -> Obj:
 def _replicated_job(raw: Any, index: int) -> ReplicatedJob:
     where = f"{fields.REPLICATED_JOBS.path}[{index}]"
     obj = read_item(fields.REPLICATED_JOB, raw, where)
-    name = read_field(fields.REPLICATED_JOB_NAME, obj, where)
-    if not name:
-        raise InvalidJobSet(f"{where}.{fields.REPLICATED_JOB_NAME.name} is required")
+    name = _got(fields.REPLICATED_JOB_NAME, obj, where)
     depends = []
     for j, dep in enumerate(read_field(fields.DEPENDS_ON, obj, where)):
         dep_where = f"{where}.{fields.DEPENDS_ON.name}[{j}]"
@@ -416,9 +424,24 @@ def with_new_status(previous: JobSet, obj: Obj) -> JobSet | None:
     return replace(previous, status=JobSetStatus.parse(obj.get("status")), raw=obj)
 
 
-def parse(obj: Obj) -> JobSet:
-    """A cached JobSet object → ``JobSet``; raises ``InvalidJobSet`` naming what is wrong."""
+def refused_on_create(obj: Obj, gates: FeatureGates) -> str | None:
+    """Why the API server, with this version's CRD and admission policy for ``gates``, would
+    refuse ``obj`` as a create (its words: each field error, or each broken rule of the policy,
+    joined by "; "); None when it would admit it. The status is left out, as a create drops it:
+    what the controller wrote there is not the spec's fault."""
+    created = {key: value for key, value in obj.items() if key != "status"}
+    refusal = validation.packaged(gates).refusal(created)
+    return None if refusal is None else "; ".join(refusal.errors)
+
+
+def parse(obj: Obj, gates: FeatureGates = features.DEFAULT) -> JobSet:
+    """A cached JobSet object → ``JobSet``; raises ``InvalidJobSet`` naming what is wrong: first
+    whatever the API server would refuse on a create (``refused_on_create``, for the controller's
+    feature ``gates``), then what only the controller checks."""
     meta = _dict(obj.get("metadata"), "metadata")
+    refusal = refused_on_create(obj, gates)
+    if refusal is not None:
+        raise InvalidJobSet(refusal)
     spec = as_invalid(fields.SPEC.read, obj.get(fields.SPEC.name), fields.SPEC.path) or {}
     replicated = tuple(
         _replicated_job(r, i)
@@ -426,18 +449,6 @@ def parse(obj: Obj) -> JobSet:
     )
     # No replicated jobs is valid, as upstream: such a JobSet creates no Jobs and, since no Job
     # ever succeeds, never completes (success is decided only once a Job has succeeded).
-    if sum(r.replicas for r in replicated) > api.MAX_CHILD_JOBS:
-        # Admission refuses it too; this guards objects stored under an older CRD.
-        raise InvalidJobSet(
-            "the replicas of all replicated jobs must add up to at most "
-            f"{api.MAX_CHILD_JOBS} child Jobs"
-        )
-    names = [r.name for r in replicated]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise InvalidJobSet(
-            f"spec.replicatedJobs: names must be unique, repeated: {', '.join(duplicates)}"
-        )
 
     network_raw = read_object(fields.NETWORK, spec, "spec")
     at = fields.NETWORK.path
@@ -453,11 +464,6 @@ def parse(obj: Obj) -> JobSet:
         operator="Any" if operator == "Any" else "All",
         target_replicated_jobs=_strings(fields.SUCCESS_TARGETS, success_raw, at),
     )
-    for target in success.target_replicated_jobs:
-        if target not in names:
-            raise InvalidJobSet(
-                f"spec.successPolicy.targetReplicatedJobs: {target!r} is not a replicated job"
-            )
     startup = read_object(fields.STARTUP_POLICY, spec, "spec")
     c = read_field(fields.COORDINATOR, spec, "spec")
     coordinator = None
@@ -498,4 +504,5 @@ def parse(obj: Obj) -> JobSet:
         deleting=bool(meta.get("deletionTimestamp")),
         finalizers=tuple(f for f in meta.get("finalizers") or [] if isinstance(f, str)),
         raw=obj,
+        gates=gates,
     )

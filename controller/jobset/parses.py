@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Set
 
+from controller import features
+from controller.features import FeatureGates
 from controller.jobset.model import JobSet, parse, with_new_status
 from controller.jobset.volumes import VolumeModel, model
 from controller.runtime.store import Obj
@@ -23,8 +25,11 @@ KEPT = 2048
 
 
 class Parses:
-    def __init__(self, kept: int = KEPT) -> None:
+    def __init__(self, kept: int = KEPT, gates: FeatureGates = features.DEFAULT) -> None:
         self.kept = kept
+        # The controller's feature gates: which CRD's rules ``parse`` runs (the installed CRD
+        # must be the one made for them, docs/api.md "Feature gates").
+        self.gates = gates
         # Per JobSet, the cached object last parsed and its parse, and the model of that parse.
         self._parsed: OrderedDict[str, tuple[Obj, JobSet]] = OrderedDict()
         self._models: dict[str, tuple[JobSet, VolumeModel]] = {}
@@ -33,7 +38,8 @@ class Parses:
         self._same_spec: dict[str, tuple[JobSet, VolumeModel]] = {}
 
     def parse(self, key: str, obj: Obj) -> JobSet:
-        """``model.parse(obj)``, once per cached object (raises ``InvalidJobSet`` as it does)."""
+        """``model.parse(obj, gates)``, once per cached object (raises ``InvalidJobSet`` as it
+        does); a new object that differs in its status only is not checked again."""
         cached = self._parsed.get(key)
         if cached is not None and cached[0] is obj:
             self._parsed.move_to_end(key)
@@ -47,7 +53,7 @@ class Parses:
             if jobset is not None and before is not None and before[0] is cached[1]:
                 self._same_spec[key] = (jobset, before[1])
         if jobset is None:
-            jobset = parse(obj)
+            jobset = parse(obj, self.gates)
         self._parsed[key] = (obj, jobset)
         while len(self._parsed) > self.kept:
             oldest, _ = self._parsed.popitem(last=False)

@@ -126,8 +126,9 @@ class JobSetReconciler:
         self.managed_by = managed_by
         # Upstream's alpha features this controller runs (--feature-gates; the CRD must match).
         self.feature_gates = feature_gates
-        # The JobSets' parses and volume models, made again only for a new object.
-        self.parses = Parses()
+        # The JobSets' parses and volume models, made again only for a new object (the parse runs
+        # the rules of the CRD made for these gates).
+        self.parses = Parses(gates=feature_gates)
 
     # ---------------------------------------------------------------- memory
 
@@ -176,10 +177,9 @@ class JobSetReconciler:
             return await self._finalise(key, obj)
         jobs: list[ChildJob] = []
         try:
+            # The parse refuses what the CRD made for this controller's gates would (a RestartJob
+            # action with the gate off, say), in the API server's words.
             jobset = self.parses.parse(key, obj)
-            refusal = failure.gate_refusal(jobset, self.feature_gates.restart_job)
-            if refusal is not None:
-                raise InvalidJobSet(refusal)
             jobs, others = self._children(key, jobset.uid)
             # A tenant's failure-message patterns can take long on many messages: off the loop.
             matches = await failure.match_messages_in_thread(jobset, jobs)

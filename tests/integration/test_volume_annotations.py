@@ -296,7 +296,7 @@ async def test_a_rule_across_fields_makes_the_jobset_wait_with_the_keys_named(
     found = await wait_condition(client, namespace, "across", api.SPEC_INVALID)
     invalid = condition(found, api.SPEC_INVALID)
     assert invalid is not None and invalid["message"] == (
-        "spec.volumeClaimPolicies[0]: restorePolicy.volumeSnapshotName is required when "
+        "spec: restorePolicy.volumeSnapshotName is required when "
         "restorePolicy.source is VolumeSnapshot, and must be left out otherwise (as completed by "
         f"the annotations {CKPT}*)"
     )

@@ -14,6 +14,8 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from controller import features
+from controller.features import FeatureGates
 from controller.jobset import api, model
 from controller.jobset.jobsetstatus import ReplicatedJobStatus
 from controller.jobset.model import JobSet, ReplicatedJob
@@ -122,9 +124,10 @@ def make_jobset_obj(
     }
 
 
-def make_jobset(**overrides: Any) -> JobSet:
-    """A parsed, defaulted ``JobSet``; see ``make_jobset_obj`` for the keywords."""
-    return model.parse(make_jobset_obj(**overrides))
+def make_jobset(gates: FeatureGates = features.DEFAULT, **overrides: Any) -> JobSet:
+    """A parsed, defaulted ``JobSet`` (parsed as a controller with ``gates`` does); see
+    ``make_jobset_obj`` for the keywords."""
+    return model.parse(make_jobset_obj(**overrides), gates)
 
 
 def stored_counts(counts: dict[str, Any], name: str = "any") -> ReplicatedJobStatus:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from controller import features
 from controller.jobset import api, children, construct, model, pacing, volumes
 from controller.jobset.children import views as job_views
 from controller.jobset.decide import TTL_HOLD_SECONDS, Plan, decide
@@ -1712,7 +1713,7 @@ def test_restart_job_replaces_only_the_failed_job() -> None:
     job-restart-attempt; the JobSet's restarts stay 0."""
     policy = {"maxRestarts": 1, "rules": [{"action": api.RESTART_JOB}]}
     raw = make_jobset_obj(replicated_jobs=TWO, failure_policy=policy)
-    js = model.parse(raw)
+    js = model.parse(raw, features.ALPHA)
     jobs = [make_job(js, "leader", 0, active=1), make_job(js, "workers", 0, active=1)]
     jobs.append(make_job(js, "workers", 1, failed=FAIL))
     plan = decide(js, job_views(jobs), None, T0, restart_job=True)
@@ -1727,7 +1728,7 @@ def test_restart_job_replaces_only_the_failed_job() -> None:
     assert plan.status.is_milestone_from(js.status)
 
     raw["status"] = written
-    js = model.parse(raw)
+    js = model.parse(raw, features.ALPHA)
     plan = decide(js, job_views(jobs), None, T0, restart_job=True)
     assert plan.delete_jobs == ["js-workers-1"]
     assert plan.create_jobs == [] and plan.events == []

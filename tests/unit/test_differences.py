@@ -226,7 +226,7 @@ PROOF: dict[str, tuple[str, ...]] = {
     "RestartJob, gate off in the controller": (
         "tests/integration/test_restart_job.py::test_gate_off_in_controller_is_a_condition_not_a"
         "_restart",
-        f"{FAILURE}::test_gate_refusal",
+        f"{FAILURE}::test_the_parser_refuses_restart_job_as_the_crd_of_its_gates",
         f"{FAILURE}::test_individually_restarted_job_is_stale",
         f"{FAILURE}::test_carry_job_restarts_keeps_history",
     ),

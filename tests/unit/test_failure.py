@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from controller import features
 from controller.jobset import api, children, construct, failure, model
 from controller.jobset.children import view as job_view
 from controller.jobset.children import views as job_views
 from controller.jobset.jobsetstatus import ReplicatedJobStatus
-from controller.jobset.model import FailurePolicyRule
+from controller.jobset.model import FailurePolicyRule, InvalidJobSet
 from tests.unit.jobset_factories import (
     T0,
     at,
@@ -35,7 +36,9 @@ def _entries(statuses: list[dict[str, Any]]) -> tuple[ReplicatedJobStatus, ...]:
 
 
 def _js(policy: dict[str, Any] | None = None, **kw: Any) -> Any:
-    return make_jobset(replicated_jobs=RJOBS, failure_policy=policy, **kw)
+    """A JobSet with this failure policy, parsed as a controller with the RestartJob gate on
+    (the alpha gates) does: the RestartJob actions are admitted."""
+    return make_jobset(features.ALPHA, replicated_jobs=RJOBS, failure_policy=policy, **kw)
 
 
 def _rule(action: str, name: str | None = None, **kw: list[str]) -> dict[str, Any]:
@@ -523,7 +526,7 @@ def _js_restarts(
         {"name": name, api.JOB_RESTARTS: restarts, api.JOB_RESTARTS_TOWARDS_MAX: towards}
         for name, (restarts, towards) in (job_restarts or {}).items()
     ]
-    return model.parse(obj)
+    return model.parse(obj, features.ALPHA)
 
 
 # Each case: policy, stored (restartsCountTowardsMax, {rjob: (jobRestarts, towards)}), and the
@@ -648,31 +651,44 @@ def test_carry_job_restarts_keeps_history() -> None:
 
 
 @pytest.mark.parametrize(
-    ("action", "gate", "replicas", "refusal"),
+    ("action", "gates", "replicas", "refusal"),
     [
-        pytest.param(api.RESTART_JOBSET, False, 3, None, id="no-restart-job-action"),
-        pytest.param(api.RESTART_JOB, True, 3, None, id="gate-on"),
-        pytest.param(api.RESTART_JOB, False, 3, api.MESSAGE_RESTART_JOB_GATED, id="gate-off"),
+        pytest.param(api.RESTART_JOBSET, features.DEFAULT, 3, None, id="no-restart-job-action"),
+        pytest.param(api.RESTART_JOB, features.ALPHA, 3, None, id="gate-on"),
         pytest.param(
-            api.RESTART_JOB_IGNORE_MAX, False, 3, api.MESSAGE_RESTART_JOB_GATED, id="gate-off-2"
+            api.RESTART_JOB, features.DEFAULT, 3, api.MESSAGE_RESTART_JOB_GATED, id="gate-off"
         ),
-        pytest.param(api.RESTART_JOB, True, 1025, api.MESSAGE_RESTART_JOB_REPLICAS, id="1025"),
-        pytest.param(api.RESTART_JOB, True, 1024, None, id="1024"),
+        pytest.param(
+            api.RESTART_JOB_IGNORE_MAX,
+            features.DEFAULT,
+            3,
+            api.MESSAGE_RESTART_JOB_GATED,
+            id="gate-off-2",
+        ),
+        pytest.param(
+            api.RESTART_JOB, features.ALPHA, 1025, api.MESSAGE_RESTART_JOB_REPLICAS, id="1025"
+        ),
+        pytest.param(api.RESTART_JOB, features.ALPHA, 1024, None, id="1024"),
     ],
 )
-def test_gate_refusal(action: str, gate: bool, replicas: int, refusal: str | None) -> None:
-    js = make_jobset(
-        replicated_jobs=[rjob("leader"), rjob("workers", replicas)],
-        failure_policy={"rules": [_rule(api.FAIL_JOBSET), _rule(action)]},
-    )
-    got = failure.gate_refusal(js, gate)
-    assert (got if refusal is None or got is None else got[: len(refusal)]) == refusal
-    finished = make_jobset(
-        replicated_jobs=[rjob("leader"), rjob("workers", replicas)],
-        failure_policy={"rules": [_rule(api.FAIL_JOBSET), _rule(action)]},
-        terminal_state=api.TERMINAL_FAILED,
-    )
-    assert failure.gate_refusal(finished, gate) is None  # nothing left to run
+def test_the_parser_refuses_restart_job_as_the_crd_of_its_gates(
+    action: str, gates: features.FeatureGates, replicas: int, refusal: str | None
+) -> None:
+    """The controller's parser runs the rules of the CRD made for its gates: with RestartJob
+    off, the actions are refused (restart-job-gated), with it on, more than 1024 replicas are
+    (restart-job-replicas); in the rules' own words, finished or not."""
+    for terminal in (None, api.TERMINAL_FAILED):
+        obj = make_jobset_obj(
+            replicated_jobs=[rjob("leader"), rjob("workers", replicas)],
+            failure_policy={"rules": [_rule(api.FAIL_JOBSET), _rule(action)]},
+            terminal_state=terminal,
+        )
+        if refusal is None:
+            assert model.parse(obj, gates).failure_policy is not None
+            continue
+        with pytest.raises(InvalidJobSet) as refused:
+            model.parse(obj, gates)
+        assert refusal in str(refused.value)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.api import crdgen, fielddocs, fields, schema, specpolicy
+from controller.api import crdgen, fielddocs, fields, schema, specpolicy, validation
 from controller.api.validation import Contract, embedded_types
 from controller.jobset.model import InvalidJobSet, parse
 from tests.integration.test_crd import base
@@ -63,10 +63,14 @@ def test_a_changed_bound_changes_the_crd_the_docs_and_the_validation(
     assert f"{too_many} items" in refusal.message, refusal.message
     stored = copy.deepcopy(body)
     stored["metadata"] = {"name": "train", "namespace": "default", "uid": "u-1"}
-    with pytest.raises(InvalidJobSet) as refused:
-        parse(stored)
-    where = f"spec.replicatedJobs[{len(rjobs) - 1}].dependsOn"
-    assert str(refused.value) == f"{where} must have at most 2 items, got 3"
+    # The parser runs the contract of this process's schema, built once: again for the new bound.
+    validation.packaged.cache_clear()
+    try:
+        with pytest.raises(InvalidJobSet) as refused:
+            parse(stored)
+    finally:
+        validation.packaged.cache_clear()  # the next test's contract is the real schema's
+    assert str(refused.value).startswith(f"{too_many} items;"), str(refused.value)
 
 
 def test_types_and_defaults_read_as_the_schema_says() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.api import bounds, fielddocs, fields, predicates, schema, specpolicy
+from controller.api import bounds, fielddocs, fields, predicates, schema, specpolicy, validation
 from controller.api.fields import Field, FieldInvalid, ListField, MapField, ObjectField, Schema
 from controller.api.validation import Contract, embedded_types
 from controller.jobset.model import InvalidJobSet, JobSet, parse
@@ -162,6 +162,15 @@ def test_read_refuses_what_the_schema_refuses(
     assert str(refused.value) == message
 
 
+@pytest.fixture(autouse=True)
+def _contract_of_the_records() -> Iterator[None]:
+    """The parser's contract is built once per process from these records: a test that changes
+    one gets a contract built from the changed record, the next test the real one again."""
+    validation.packaged.cache_clear()
+    yield
+    validation.packaged.cache_clear()
+
+
 def _parsed(body: Schema) -> JobSet:
     obj = copy.deepcopy(body)
     obj["metadata"] = {"name": "train", "namespace": "default", "uid": "u-1"}
@@ -183,8 +192,9 @@ def test_a_changed_bound_changes_the_crd_the_docs_the_contract_and_the_parser(
     assert refusal is not None
     assert "spec.replicatedJobs[1].replicas: Invalid value: 4: " in refusal.message
     assert "should be less than or equal to 3" in refusal.message
-    with pytest.raises(InvalidJobSet, match=r"replicas must be at most 3, got 4"):
+    with pytest.raises(InvalidJobSet) as refused:
         _parsed(body)
+    assert str(refused.value) == "; ".join(refusal.errors)  # the parser runs the same contract
     body["spec"]["replicatedJobs"][1]["replicas"] = 3
     assert Contract.from_crd(installed).refusal(body) is None
     assert _parsed(body).replicated_jobs[1].replicas == 3
@@ -205,7 +215,7 @@ def test_a_changed_allowed_value_or_default_changes_the_crd_and_the_parser(
     jobset = _parsed(body)
     assert {r.group_name for r in jobset.replicated_jobs} == {"g"}
     body["spec"]["volumeClaimPolicies"][0]["scope"] = "Pod"
-    with pytest.raises(InvalidJobSet, match=r"scope must be JobSet or Job, got 'Pod'"):
+    with pytest.raises(InvalidJobSet, match=r'scope: Unsupported value: "Pod": supported values: '):
         policies(_parsed(body))
 
 
@@ -313,7 +323,6 @@ def test_restore_snapshot_name_rule_admission_predicate_and_parser_say_the_same(
     body = base()
     if spelling == "volumeClaimPolicies":
         body["spec"]["volumeClaimPolicies"][0]["restorePolicy"] = restore
-        where = "spec.volumeClaimPolicies[0]"
     else:  # the first policy (template data, for init and workers) in the other spelling
         first = body["spec"]["volumeClaimPolicies"].pop(0)
         body["spec"]["volumePolicy"] = {
@@ -321,7 +330,6 @@ def test_restore_snapshot_name_rule_admission_predicate_and_parser_say_the_same(
             "replicatedJobs": [{"name": n} for n in first["targetReplicatedJobs"]],
             "restorePolicy": restore,
         }
-        where = "spec.volumePolicy"
     rules = schema.rules(*embedded_types(_installed()))
     (rule,) = [r for r in rules if r.check is predicates.restore_snapshot_name]
     assert rule.id == "restore-snapshot-name" and rule.message == fields.RESTORE_SNAPSHOT_NAME_RULE
@@ -332,7 +340,7 @@ def test_restore_snapshot_name_rule_admission_predicate_and_parser_say_the_same(
     assert refusal.errors == (f"spec: {fields.RESTORE_SNAPSHOT_NAME_RULE}",)
     with pytest.raises(InvalidJobSet) as refused:
         policies(_parsed(body))
-    assert str(refused.value) == f"{where}: {fields.RESTORE_SNAPSHOT_NAME_RULE}"
+    assert str(refused.value) == f"spec: {fields.RESTORE_SNAPSHOT_NAME_RULE}"  # the policy's words
     # and with the name where it belongs, all three accept it
     fixed = {"source": "VolumeSnapshot", "volumeSnapshotName": "ckpt-7"}
     if spelling == "volumeClaimPolicies":
@@ -457,9 +465,7 @@ def test_a_changed_list_bound_changes_the_crd_the_docs_the_contract_and_the_pars
     assert refusal is not None
     too_many = "spec.volumeClaimPolicies[0].targetReplicatedJobs: Too many: 2: must have at most 1"
     assert f"{too_many} item" in refusal.message, refusal.message
-    assert _refusal(body) == (
-        "spec.volumeClaimPolicies[0].targetReplicatedJobs must have at most 1 item, got 2"
-    )
+    assert _refusal(body) == "; ".join(refusal.errors)  # the parser runs the same contract
     body["spec"]["volumeClaimPolicies"][0]["targetReplicatedJobs"] = ["workers"]
     # init no longer gets the volume: it must not mount it
     _pod(body["spec"], 0)["containers"][0]["volumeMounts"] = []
@@ -480,7 +486,7 @@ def test_a_changed_map_bound_changes_the_crd_the_contract_and_the_parser(
     assert refusal is not None
     where = "spec.volumeClaimPolicies[1].templates[0].metadata.labels"
     assert f"{where}: Too many: 2: must have at most 1 item" in refusal.message, refusal.message
-    assert _refusal(body) == f"{where} must have at most 1 entry, got 2"
+    assert _refusal(body) == "; ".join(refusal.errors)
     del template["metadata"]["labels"]["tier"]
     assert contract.refusal(body) is None
     assert policies(_parsed(body))[1].templates[0].labels == {"team": "ml"}
@@ -570,8 +576,8 @@ READ_LISTS: list[tuple[ListField, str, Any]] = [
 def test_the_parsers_refuse_a_list_longer_than_its_bound(
     declared: ListField, where: str, site: Any
 ) -> None:
-    """As the schema would (an object stored under an older CRD): InvalidJobSet, whose message
-    the SpecInvalid condition and Event carry."""
+    """As the schema does (an object stored under an older CRD): InvalidJobSet in the API
+    server's words, which the SpecInvalid condition and Event carry."""
     assert declared.max_items is not None
     body = base()
     parent, key = site(body["spec"])
@@ -580,8 +586,9 @@ def test_the_parsers_refuse_a_list_longer_than_its_bound(
     at_bound = _refusal(body)  # repeated items may break a rule the parser checks, not the bound
     assert at_bound is None or "must have at most" not in at_bound
     parent[key] = [items[0]] * (declared.max_items + 1)
-    too_many = f"at most {declared.max_items} items, got {declared.max_items + 1}"
-    assert _refusal(body) == f"{where} must have {too_many}"
+    too_many = f"Too many: {declared.max_items + 1}: must have at most {declared.max_items} items"
+    refusal = _refusal(body)
+    assert refusal is not None and refusal.startswith(f"{where}: {too_many}"), refusal
 
 
 def _refusal(body: Schema) -> str | None:
@@ -673,8 +680,9 @@ def test_every_object_that_requires_keys_is_listed() -> None:
 def test_the_parsers_read_an_objects_required_keys_as_the_schema_does(
     declared: ObjectField, where: str, site: Any
 ) -> None:
-    """A required key left out (an object stored under an older CRD) is refused, naming it,
-    unless the object's default says what it means: then the parser reads that."""
+    """A required key left out (an object stored under an older CRD) is refused, naming it, as
+    the API server refuses it: also where the object's default says what the key means, which
+    applies only when the whole object is left out."""
     for key in declared.required:
         body = base()
         obj = site(body["spec"])
@@ -682,10 +690,8 @@ def test_the_parsers_read_an_objects_required_keys_as_the_schema_does(
         field = next((f for f in fields.ALL if f.path == f"{declared.path}.{key}"), None)
         if field is not None and field.when_absent is not None:
             assert declared.default == {key: field.when_absent}
-            assert _refusal(body) is None
-            continue
         refusal = _refusal(body)
-        assert refusal is not None and refusal.startswith(f"{where}.{key}"), refusal
+        assert refusal is not None and refusal.startswith(f"{where}.{key}: Required value"), refusal
 
 
 # ------------------------------------------------------------------------- the rules' numbers
@@ -758,9 +764,9 @@ def test_a_changed_claim_name_bound_changes_the_rule_the_predicate_the_contract_
     installed, _ = specpolicy.split(crd)
     refusal = Contract.from_crd(installed).refusal(body)
     assert refusal is not None and "must be at most 19 characters" in refusal.message
-    claim = "'ckpt-train-workers-0' must be a DNS-1123 subdomain of at most 19 characters"
-    with pytest.raises(InvalidJobSet, match=claim):
+    with pytest.raises(InvalidJobSet) as refused:
         policies(_parsed(body))
+    assert str(refused.value) == "; ".join(refusal.errors)
     monkeypatch.setattr(bounds, "MAX_CLAIM_NAME", 20)
     assert predicates.claim_names(contract.defaulted(body)) is None
     assert Contract.from_crd(specpolicy.split(_built())[0]).refusal(body) is None

@@ -94,9 +94,10 @@ def test_a_status_with_fields_of_the_wrong_type_is_read_as_empty(junk: Any) -> N
     input fuzz (``conditions: true`` made parse raise TypeError; ``restarts: true`` counted 1)."""
     from controller.jobset import model
     from tests.unit.jobset_factories import make_jobset_obj
+    from tests.unit.volumes.factories import mounting, tpl
 
-    raw = make_jobset_obj()
-    raw["spec"]["volumeClaimPolicies"] = [{"templates": [{"metadata": {"name": "d"}}]}]
+    raw = make_jobset_obj(replicated_jobs=[mounting("workers", 1, ("d",))])
+    raw["spec"]["volumeClaimPolicies"] = [{"templates": [tpl("d")]}]
     raw["status"] = {
         "conditions": junk,
         "replicatedJobsStatus": junk,

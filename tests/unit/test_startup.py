@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,6 +11,7 @@ from hypothesis import strategies as st
 from controller.jobset import api, startup
 from controller.jobset.children import views as job_views
 from controller.jobset.jobsetstatus import Condition, ReplicatedJobStatus
+from controller.jobset.model import DependsOn, InvalidJobSet
 from tests.unit.jobset_factories import make_job, make_jobset, rjob, stored_counts
 
 IN_PROGRESS = Condition(
@@ -147,9 +150,14 @@ def test_depends_on_holds_while_suspended() -> None:
 
 
 def test_depends_on_missing_status_or_unknown_name() -> None:
-    js = make_jobset(replicated_jobs=[rjob("a"), rjob("b", depends_on=[("ghost", "Ready")])])
-    assert startup.allowed_replicated_jobs(js, {"ghost": _s(ready=9)}).allowed == ("a",)
+    unknown = [rjob("a"), rjob("b", depends_on=[("ghost", "Ready")])]
+    with pytest.raises(InvalidJobSet, match=r"listed before this one: b depends on ghost$"):
+        make_jobset(replicated_jobs=unknown)  # depends-on-earlier, as admission refuses it
+    # Built without the parser, such a JobSet still never starts what depends on no one.
     js = make_jobset(replicated_jobs=[rjob("a"), rjob("b", depends_on=[("a", "Ready")])])
+    b = replace(js.replicated_jobs[1], depends_on=(DependsOn("ghost", "Ready"),))
+    unchecked = replace(js, replicated_jobs=(js.replicated_jobs[0], b))
+    assert startup.allowed_replicated_jobs(unchecked, {"ghost": _s(ready=9)}).allowed == ("a",)
     assert startup.allowed_replicated_jobs(js, {}).allowed == ("a",)
 
 
@@ -233,11 +241,12 @@ def test_depends_on_regression_keeps_existing() -> None:
 
 
 def test_in_order_with_depends_on_skips_unmet_like_upstream() -> None:
-    # Mutually exclusive at admission; if they meet, an unmet dependency is skipped, not blocking.
-    js = make_jobset(
-        replicated_jobs=[rjob("a"), rjob("b", depends_on=[("a", "Complete")]), rjob("c")],
-        startup_in_order=True,
-    )
+    # Mutually exclusive at admission and in the parser (startup-policy-or-depends-on); if they
+    # meet (a JobSet built without the parser), an unmet dependency is skipped, not blocking.
+    rjobs = [rjob("a"), rjob("b", depends_on=[("a", "Complete")]), rjob("c")]
+    with pytest.raises(InvalidJobSet, match="startupPolicy InOrder and dependsOn cannot be"):
+        make_jobset(replicated_jobs=rjobs, startup_in_order=True)
+    js = replace(make_jobset(replicated_jobs=rjobs), startup_in_order=True)
     d = startup.allowed_replicated_jobs(js, {"a": _s(ready=1)})
     assert d.allowed == ("a", "c")
     assert d.in_order_condition == IN_PROGRESS

@@ -400,8 +400,10 @@ def test_plan_with_the_counts_given_equals_plan_counting_itself(
     leader_kw: dict[str, Any], in_order: bool
 ) -> None:
     """decide passes the replicated-job counts it made already; the decision is the same."""
+    # InOrder or dependsOn: admission (and the parser) refuse the two together.
+    depends_on = None if in_order else [("leader", "Ready")]
     js = make_jobset(
-        replicated_jobs=[rjob("leader"), rjob("workers", 2, depends_on=[("leader", "Ready")])],
+        replicated_jobs=[rjob("leader"), rjob("workers", 2, depends_on=depends_on)],
         startup_in_order=in_order,
     )
     jobs = [

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.api import crdgen, schema, specpolicy
+from controller.api import crdgen, schema, specpolicy, validation
 from controller.api.validation import Contract, ContractMismatch, embedded_types
 from tests.integration.test_crd import CREATE_CASES, UPDATE_CASES, base
 from tests.integration.upstream.test_webhook import IMMUTABLE_WHILE_RUNNING, rjob
@@ -195,3 +195,14 @@ def test_without_the_gate_sizes_are_immutable(contract: Contract) -> None:
     stored = contract.defaulted(_sized())
     refusal = contract.refusal(_resized(stored, 4, 4), stored)
     assert refusal is not None and IMMUTABLE_WHILE_RUNNING in refusal.message
+
+
+def test_the_packaged_embedded_types_are_the_installed_crds() -> None:
+    """``controller/api/embedded-types.json`` (the controller's own contract; its image has no
+    manifests/) is what ``make crd`` writes for the committed CRD: out of date, this fails."""
+    packaged = (REPO / crdgen.EMBEDDED_OUT).read_text()
+    assert packaged == validation.embedded_types_json(_load(CRD_FILE)), "run `make crd`"
+    for which, (crd_path, _) in INSTALLED.items():
+        installed = Contract.from_crd(_load(crd_path))
+        built = validation.packaged(installed.gates)
+        assert (built.root, built.policy) == (installed.root, installed.policy), which

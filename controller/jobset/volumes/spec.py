@@ -10,6 +10,11 @@ Both spellings of a policy normalise to ``VolumePolicy``:
   ``snapshotPolicy`` and ``restorePolicy``), always JobSet scope.
 
 Invalid policies raise ``InvalidJobSet`` naming the field; nothing else is raised for bad input.
+The rules the API server runs (template names and namespaces, quantities, targets, mounts, the
+restore and suspension rules) are not written here: ``model.parse`` has run them already, in the
+API server's words (``controller.api.validation``). What is left is reading, and what only the
+controller checks (docs/api.md "Checked by the controller"): the number of claims, the claim
+names that collide, and a Pod-scope policy without ``targetReplicatedJobs``.
 
 Pod scope is parsed and validated like the others (``completionMode: Indexed``, claim names that
 fit); whether its admission policy is installed is the reconciler's question (``admission``), not
@@ -21,7 +26,6 @@ replace, all read from the JobSet once.
 
 from __future__ import annotations
 
-import collections
 import copy
 import dataclasses
 import functools
@@ -39,8 +43,8 @@ from controller.jobset.model import (
     read_field,
     read_item,
     read_object,
+    refused_on_create,
 )
-from controller.jobset.quantity import quantity
 from controller.jobset.volumes import annotations as annotationsmod
 from controller.jobset.volumes import metadata, podscope, singlenode
 from controller.jobset.volumes import record as recordmod
@@ -51,7 +55,6 @@ from controller.jobset.volumes.desired import (
     Slot,
     claim_slots,
     desired_claims,
-    mounted_names,
     pod_indexes,
     slot_claim_name,
     targeted,
@@ -68,11 +71,9 @@ from controller.jobset.volumes.model import (
     VolumePolicy,
     WhenSuspended,
     as_dict,
-    storage_of,
 )
 from controller.runtime.store import Obj
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -85,28 +86,13 @@ def _template(raw: Any, where: str) -> ClaimTemplate:
     if not isinstance(meta, dict):
         raise InvalidJobSet(f"{where}.metadata must be an object, got {type(meta).__name__}")
     name = meta.get("name")
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str) or not name:  # deletion reads policies the parse refused
         raise InvalidJobSet(f"{where}.metadata.name is required (it names the pod volume)")
-    if len(name) > bounds.MAX_NAME or not _DNS_LABEL.match(name):
-        raise InvalidJobSet(
-            f"{where}.metadata.name {name!r} must be a DNS-1123 label (lowercase letters, "
-            f"digits and '-', at most {bounds.MAX_NAME} characters): it names the pod volume"
-        )
-    if meta.get("namespace"):
-        raise InvalidJobSet(
-            f"{where}.metadata.namespace must not be set: claims are always created in the "
-            "JobSet's namespace"
-        )
     spec = raw.get("spec")
     if spec is None:
         spec = {}
     if not isinstance(spec, dict):
         raise InvalidJobSet(f"{where}.spec must be an object, got {type(spec).__name__}")
-    storage = storage_of(spec)
-    if storage is not None and quantity(storage) is None:
-        raise InvalidJobSet(
-            f"{where}.spec.resources.requests.storage: {storage!r} is not a valid quantity"
-        )
     return ClaimTemplate(
         name=name,
         labels=read_field(fields.CLAIM_LABELS, meta, f"{where}.metadata"),
@@ -178,39 +164,15 @@ def _restore(policy: Obj, where: str) -> RestorePolicy | None:
         return None
     at = f"{where}.{fields.RESTORE_POLICY.name}"
     source = read_field(fields.RESTORE_SOURCE, found, at)
-    if source is None:
-        raise InvalidJobSet(
-            f"{at}.{fields.RESTORE_SOURCE.name} is required: "
-            f"{' or '.join(fields.RESTORE_SOURCE.enum)}"
-        )
     name = read_field(fields.RESTORE_SNAPSHOT_NAME, found, at) or ""
-    # The admission rule restore-snapshot-name (schema.py), for an object stored without it.
-    if (source == "VolumeSnapshot") != bool(name):
-        raise InvalidJobSet(f"{where}: {fields.RESTORE_SNAPSHOT_NAME_RULE}")
     missing = _choice(fields.RESTORE_WHEN_MISSING, found, at)
     from_jobset = read_field(fields.RESTORE_FROM_JOBSET, found, at) or ""
-    # The admission rule restore-from-jobset (schema.py), for an object stored without it.
-    if from_jobset and source != "NewestSnapshot":
-        raise InvalidJobSet(f"{where}: {fields.RESTORE_FROM_JOBSET_RULE}")
     return RestorePolicy(
         source="VolumeSnapshot" if source == "VolumeSnapshot" else "NewestSnapshot",
         snapshot_name=name,
         when_missing="CreateEmpty" if missing == "CreateEmpty" else "Wait",
         from_jobset=from_jobset,
     )
-
-
-def _checked(policy: VolumePolicy) -> VolumePolicy:
-    """``policy``, if it keeps the rules of ``whenSuspended: Snapshot`` (the admission rules
-    suspend-snapshot-restores and suspend-snapshot-not-created, schema.py, for an object stored
-    without them): its claims are made again from their snapshots, and only once resumed."""
-    if policy.retention.when_suspended != "Snapshot":
-        return policy
-    if policy.restore is None or policy.restore.source != "NewestSnapshot":
-        raise InvalidJobSet(f"{policy.where}: {fields.SUSPEND_SNAPSHOT_RESTORE_RULE}")
-    if policy.when_suspended == "Create":
-        raise InvalidJobSet(f"{policy.where}: {fields.SUSPEND_SNAPSHOT_CREATE_RULE}")
-    return policy
 
 
 def _targets(
@@ -245,17 +207,15 @@ def _policy(
     policy: Obj, where: str, templates: ListField, targets: tuple[str, ...] | None, scope: Scope
 ) -> VolumePolicy:
     """A volume claim policy of either spelling, its templates the list ``templates``."""
-    return _checked(
-        VolumePolicy(
-            templates=_templates(templates, policy, where),
-            retention=_retention(policy, where),
-            targets=targets,
-            scope=scope,
-            where=where,
-            when_suspended=_when_suspended(policy, where),
-            snapshots=_snapshots(policy, where),
-            restore=_restore(policy, where),
-        )
+    return VolumePolicy(
+        templates=_templates(templates, policy, where),
+        retention=_retention(policy, where),
+        targets=targets,
+        scope=scope,
+        where=where,
+        when_suspended=_when_suspended(policy, where),
+        snapshots=_snapshots(policy, where),
+        restore=_restore(policy, where),
     )
 
 
@@ -296,9 +256,13 @@ class _Keys:
                     refused.setdefault(volumekeys.split(key)[0], why)
         return cls(tuple(volumekeys.declared(annotations)), refused)
 
+    def complete(self, raw: Any, where: str) -> metadata.Overlaid:
+        """The policy entry ``raw`` (at ``where``) with the keys of its templates applied."""
+        return metadata.overlay(raw, where, self.declared, self.refused)
+
     def read(self, read: Callable[[Any, str], VolumePolicy], raw: Any, where: str) -> VolumePolicy:
         """The policy entry ``raw`` read with the keys of its templates applied."""
-        completed = metadata.overlay(raw, where, self.declared, self.refused)
+        completed = self.complete(raw, where)
         try:
             policy = read(completed.raw, where)
         except InvalidJobSet as err:
@@ -339,11 +303,40 @@ def _entries(spec: Obj, keys: _Keys = NO_KEYS) -> Iterator[Callable[[], VolumePo
 
 
 def _raw_policies(jobset: JobSet) -> list[VolumePolicy]:
-    refused = volumekeys.message(jobset.raw)
-    if refused is not None:
-        raise InvalidJobSet(refused)
+    """The policies, each completed by its templates' volume policy annotations; when any key
+    completed one, the spec as completed is judged by the API server's rules too (the keys'
+    values were, by ``model.parse``; how they combine with the spec is judged here)."""
+    spec = as_dict(jobset.raw.get("spec"))
     keys = _Keys.of(jobset.annotations)
-    return [entry() for entry in _entries(as_dict(jobset.raw.get("spec")), keys)]
+    found = [entry() for entry in _entries(spec, keys)]
+    if keys.declared:
+        _judge_completed(jobset, spec, keys)
+    return found
+
+
+def _judge_completed(jobset: JobSet, spec: Obj, keys: _Keys) -> None:
+    """Refuses the spec as the keys complete it where the API server would refuse that spec,
+    naming the keys (its words, as ``model.refused_on_create`` gives them)."""
+    completed = dict(spec)
+    applied: list[str] = []
+    entries = spec.get(fields.VOLUME_CLAIM_POLICIES.name)
+    if isinstance(entries, list):
+        where = fields.VOLUME_CLAIM_POLICIES.path
+        overlaid = [keys.complete(p, f"{where}[{i}]") for i, p in enumerate(entries)]
+        completed[fields.VOLUME_CLAIM_POLICIES.name] = [o.raw for o in overlaid]
+        applied += [k for o in overlaid for k in o.applied]
+    request = spec.get(fields.VOLUME_POLICY.name)
+    if request is not None:
+        overlaid_request = keys.complete(request, fields.VOLUME_POLICY.path)
+        completed[fields.VOLUME_POLICY.name] = overlaid_request.raw
+        applied += overlaid_request.applied
+    if not applied:
+        return
+    meta = {k: v for k, v in as_dict(jobset.raw.get("metadata")).items() if k != "annotations"}
+    refusal = refused_on_create({**jobset.raw, "metadata": meta, "spec": completed}, jobset.gates)
+    if refusal is not None:
+        explained = metadata.Overlaid(completed, applied=tuple(applied))
+        raise explained.explain(InvalidJobSet(refusal))
 
 
 def readable_policies(spec: Any, annotations: Any = None) -> tuple[list[VolumePolicy], list[str]]:
@@ -361,73 +354,6 @@ def readable_policies(spec: Any, annotations: Any = None) -> tuple[list[VolumePo
         except InvalidJobSet as err:
             problems.append(str(err))
     return found, problems
-
-
-def _request_spelling(policy: VolumePolicy) -> bool:
-    return policy.where == fields.VOLUME_POLICY.path
-
-
-def _targets_field(policy: VolumePolicy) -> str:
-    request = _request_spelling(policy)
-    targets = fields.VOLUME_POLICY_TARGETS if request else fields.POLICY_TARGETS
-    return f"{policy.where}.{targets.name}"
-
-
-def _templates_field(policy: VolumePolicy, index: int) -> str:
-    request = _request_spelling(policy)
-    templates = fields.VOLUME_POLICY_TEMPLATES if request else fields.POLICY_TEMPLATES
-    return f"{policy.where}.{templates.name}[{index}]"
-
-
-def _validate(jobset: JobSet, found: list[VolumePolicy]) -> None:
-    names = collections.Counter(t.name for p in found for t in p.templates)
-    repeated = sorted(n for n, count in names.items() if count > 1)
-    if repeated:
-        raise InvalidJobSet(
-            "spec: volume claim template names must be unique across volumeClaimPolicies and "
-            f"volumePolicy, repeated: {', '.join(repeated)}"
-        )
-    rjob_names = {r.name for r in jobset.replicated_jobs}
-    positions = {r.name: i for i, r in enumerate(jobset.replicated_jobs)}
-    for policy in found:
-        for target in policy.targets or ():
-            if target not in rjob_names:
-                raise InvalidJobSet(
-                    f"{_targets_field(policy)}: {target!r} is not a replicated job of this JobSet"
-                )
-        chosen = set(targeted(policy, jobset))
-        for i, template in enumerate(policy.templates):
-            users = [
-                r.name
-                for r in jobset.replicated_jobs
-                if r.name in chosen and template.name in mounted_names(r)
-            ]
-            if not users:
-                raise InvalidJobSet(
-                    f"{_templates_field(policy, i)}: volume claim template {template.name!r} is "
-                    "not mounted by any replicated job it targets (add a volumeMount named "
-                    f"{template.name!r} to a container)"
-                )
-            for rjob in jobset.replicated_jobs:
-                where = f"spec.replicatedJobs[{positions[rjob.name]}]"
-                if rjob.name in chosen and template.name in rjob.volume_names:
-                    raise InvalidJobSet(
-                        f"{where}.template.spec.template.spec.volumes: replicated job "
-                        f"{rjob.name!r} defines a volume named {template.name!r}, which the "
-                        f"volume claim template of {policy.where} provides; remove it"
-                    )
-                # Not targeted: its pods must not mount the name, unless they define a volume of
-                # that name themselves (then they mount their own volume, and start).
-                if (
-                    rjob.name not in chosen
-                    and template.name in mounted_names(rjob)
-                    and template.name not in rjob.volume_names
-                ):
-                    raise InvalidJobSet(
-                        f"{where}: replicated job {rjob.name!r} mounts {template.name!r}, but "
-                        f"{_targets_field(policy)} does not include it (its pods would never "
-                        "start)"
-                    )
 
 
 def _job_spec_field(jobset: JobSet, rjob: ReplicatedJob, key: str) -> str:
@@ -532,9 +458,7 @@ def claim_count(jobset: JobSet, found: Iterable[VolumePolicy]) -> int:
 
 def policies(jobset: JobSet) -> tuple[VolumePolicy, ...]:
     """The JobSet's volume claim policies, both spellings, validated; () when it has none."""
-    found = _raw_policies(jobset)
-    _validate(jobset, found)
-    result = tuple(found)
+    result = tuple(_raw_policies(jobset))
     _validate_pod_scope(jobset, result)
     count = claim_count(jobset, result)
     if count > MAX_CLAIMS:

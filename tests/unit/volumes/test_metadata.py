@@ -102,8 +102,7 @@ def test_rules_across_fields_name_the_keys_that_completed_the_policy() -> None:
     with pytest.raises(InvalidJobSet) as refused:
         policies({f"{CKPT}retentionPolicy.whenSuspended": "Snapshot"})
     assert str(refused.value) == (
-        f"spec.volumeClaimPolicies[0]: {fields.SUSPEND_SNAPSHOT_RESTORE_RULE} (as completed by "
-        f"the annotations {CKPT}*)"
+        f"spec: {fields.SUSPEND_SNAPSHOT_RESTORE_RULE} (as completed by the annotations {CKPT}*)"
     )
     # Completed by both: the rule holds.
     (policy,) = policies(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.jobset import api, children, construct, volumes
-from controller.jobset.model import JobSet
+from controller.jobset.model import InvalidJobSet, JobSet
 from controller.jobset.placement import EXCLUSIVE_TOPOLOGY
 from controller.jobset.volumes import StorageClasses, singlenode
 from controller.jobset.volumes.model import (
@@ -669,13 +669,27 @@ def test_a_job_scope_group_per_job_is_judged_once_per_class() -> None:
     )
 
 
-@pytest.mark.parametrize("size", ["two", [2], None, True, 2.5])
-def test_sizes_that_are_not_integers_count_as_the_defaults(size: object) -> None:
-    """A JobSet stored under an older schema: the colocation is read, never a crash (the API
-    server refuses such a Job when it is created)."""
+@pytest.mark.parametrize("size", ["two", [2], True, 2.5])
+def test_sizes_that_are_not_integers_are_refused_in_the_api_servers_words(size: object) -> None:
+    """A JobSet stored under an older schema with sizes that are not integers: the parser runs
+    the Job template's schema, as the API server does, and refuses it (never a crash)."""
     workers = user("workers", 2)
     workers["template"]["spec"]["parallelism"] = size
     workers["template"]["spec"]["completions"] = size
+    with pytest.raises(InvalidJobSet) as refused:
+        make([policy("data")], rjobs=[workers])
+    assert str(refused.value).startswith(
+        "spec.replicatedJobs[0].template.spec.completions: Invalid value: "
+    )
+    assert "in body must be of type integer" in str(refused.value)
+
+
+def test_sizes_left_null_count_as_the_defaults() -> None:
+    """``parallelism:`` and ``completions:`` left empty (null): the API server drops them, and
+    the colocation reads the defaults."""
+    workers = user("workers", 2)
+    workers["template"]["spec"]["parallelism"] = None
+    workers["template"]["spec"]["completions"] = None
     assert summary(found(make([policy("data")], rjobs=[workers]))) == {
         "groups": [("data-js", ("data-js",), ["workers"])],
         "conflicts": [],
