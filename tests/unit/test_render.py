@@ -372,3 +372,65 @@ def test_render_refuses_a_storage_file_of_other_objects(tmp_path: Path) -> None:
         f"error: --storage {storage}: document 1 holds a ConfigMap, not a StorageClass or "
         "CSIDriver\n"
     )
+
+
+def test_volume_policy_annotations_are_judged_and_rendered_as_the_controller_would(
+    tmp_path: Path,
+) -> None:
+    """render refuses the keys the admission policy refuses, and the combinations the controller
+    refuses, in the same words; valid keys shape the claims it prints."""
+    key = "ckpt.volumes.jobset.sigs.k8s.io"
+    body: dict[str, Any] = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "ft", "annotations": {}},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "node",
+                    "replicas": 2,
+                    "template": {"spec": {"template": {"spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "node", "image": "busybox",
+                                        "volumeMounts": [{"name": "ckpt", "mountPath": "/c"}]}],
+                    }}}},
+                }
+            ],
+            "volumeClaimPolicies": [{"templates": [{
+                "metadata": {"name": "ckpt"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}},
+            }]}],
+        },
+    }  # fmt: skip
+    cases = {
+        "value": (
+            {f"{key}/scope": "Pods"},
+            "denied request: metadata.annotations: invalid volume policy annotation: "
+            f"{key}/scope: must be JobSet, Job or Pod, got 'Pods'",
+        ),
+        "combination": (
+            {f"{key}/restorePolicy.source": "VolumeSnapshot"},
+            "spec: restorePolicy.volumeSnapshotName is required when restorePolicy.source is "
+            f"VolumeSnapshot, and must be left out otherwise (as completed by the annotations "
+            f"{key}/*)",
+        ),
+    }
+    for name, (keys, message) in cases.items():
+        body["metadata"]["annotations"] = keys
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(body))
+        code, _, err = _render(path)
+        assert code == 1, (name, err)
+        assert message in err, (name, err)
+    body["metadata"]["annotations"] = {f"{key}/scope": "Job"}
+    path = tmp_path / "job-scope.yaml"
+    path.write_text(yaml.safe_dump(body))
+    code, objects, err = _render(path)
+    assert code == 0, err
+    claims = sorted(
+        str(o["metadata"]["name"])  # type: ignore[index]
+        for o in objects
+        if o["kind"] == "PersistentVolumeClaim"
+    )
+    assert claims == ["ckpt-ft-node-0", "ckpt-ft-node-1"]
