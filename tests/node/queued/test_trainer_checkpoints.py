@@ -79,6 +79,18 @@ def runtime(name: str) -> Obj:
     return body
 
 
+async def with_runtime(kube: Kube) -> tuple[KubeClient, str, str]:
+    """A client, a namespace of the test's own, and the checkpointing runtime under a name of
+    its own (``runtime``), applied."""
+    client = KubeClient(kube.api)
+    namespace = await create_namespace(kube, wait_for_service_account=True)
+    name = f"checkpoints-{secrets.token_hex(3)}"
+    kube.cluster.kubectl(
+        "apply", "--server-side", "-f", "-", input_text=yaml.safe_dump(runtime(name))
+    )
+    return client, namespace, name
+
+
 def trainjob(
     name: str,
     runtime_name: str,
@@ -151,12 +163,7 @@ async def test_every_rank_resumes_from_its_own_rank_of_the_previous_trainjobs_gr
     queued_kube: Kube, tmp_path: Path
 ) -> None:
     kube, cluster = queued_kube, queued_kube.cluster
-    client = KubeClient(kube.api)
-    ns = await create_namespace(kube, wait_for_service_account=True)
-    runtime_name = f"checkpoints-{secrets.token_hex(3)}"
-    cluster.kubectl(
-        "apply", "--server-side", "-f", "-", input_text=yaml.safe_dump(runtime(runtime_name))
-    )
+    client, ns, runtime_name = await with_runtime(queued_kube)
     first, second = "pretrain", "resume"
     async with (
         controller_processes(kube, ns, client, tmp_path) as processes,
@@ -220,13 +227,8 @@ async def test_wrong_storage_metadata_starts_no_pod_and_names_the_key(
     words, which Trainer reports on the TrainJob. A combination only the controller can judge
     (a restore from a VolumeSnapshot the policy does not name): the JobSet waits, SpecInvalid,
     naming the keys. No pod starts for either."""
-    kube, cluster = queued_kube, queued_kube.cluster
-    client = KubeClient(kube.api)
-    ns = await create_namespace(kube, wait_for_service_account=True)
-    runtime_name = f"checkpoints-{secrets.token_hex(3)}"
-    cluster.kubectl(
-        "apply", "--server-side", "-f", "-", input_text=yaml.safe_dump(runtime(runtime_name))
-    )
+    kube = queued_kube
+    client, ns, runtime_name = await with_runtime(queued_kube)
     async with controller_processes(kube, ns, client, tmp_path) as processes:
         bad_value = {f"{KEY}restorePolicy.whenMissing": "Maybe"}
         await create_trainjob(client, ns, trainjob("bad-value", runtime_name, bad_value))
@@ -331,12 +333,7 @@ async def test_a_trainjob_preempted_under_kueue_keeps_its_ranks_as_snapshots_and
     snapshot and frees the claims; admitted again, each rank's claim comes back from its member
     and the rank finds what it saved."""
     kube, cluster = queued_kube, queued_kube.cluster
-    client = KubeClient(kube.api)
-    ns = await create_namespace(kube, wait_for_service_account=True)
-    runtime_name = f"checkpoints-{secrets.token_hex(3)}"
-    cluster.kubectl(
-        "apply", "--server-side", "-f", "-", input_text=yaml.safe_dump(runtime(runtime_name))
-    )
+    client, ns, runtime_name = await with_runtime(queued_kube)
     cq, low, high = "cq-checkpoints", "train", "urgent"
     # Two nodes of 50m each; the urgent one (the LLM runtime) asks 200m at once: not both.
     body = kueue.cluster_queue(cq, gpus=0, cpu=1, memory_gi=4)
