@@ -267,9 +267,13 @@ class _Keys:
             policy = read(completed.raw, where)
         except InvalidJobSet as err:
             raise completed.explain(err) from None
-        if not completed.overrides:
+        if not completed.applied:
             return policy
-        return dataclasses.replace(policy, overrides=tuple(map(str, completed.overrides)))
+        return dataclasses.replace(
+            policy,
+            overrides=tuple(map(str, completed.overrides)),
+            declared_by=completed.applied,
+        )
 
 
 NO_KEYS = _Keys()
@@ -403,14 +407,25 @@ def _validate_pod_rjob(
         )
 
 
+def _explained(err: InvalidJobSet, found: Iterable[VolumePolicy]) -> InvalidJobSet:
+    """``err``, naming the volume policy annotations that completed the policies ``found`` (a
+    scope or targets set by a key is why the JobSet is refused, where the spec says neither)."""
+    keys = tuple(k for p in found for k in p.declared_by)
+    return metadata.Overlaid(None, applied=keys).explain(err)
+
+
 def _validate_pod_scope(jobset: JobSet, found: Iterable[VolumePolicy]) -> None:
     for policy in found:
         if policy.scope != "Pod":
             continue
         for name in targeted(policy, jobset):
             rjob = jobset.replicated_job(name)
-            if rjob is not None:
+            if rjob is None:
+                continue
+            try:
                 _validate_pod_rjob(jobset, policy, rjob, untargeted=policy.targets is None)
+            except InvalidJobSet as err:
+                raise _explained(err, [policy]) from None
 
 
 def _validate_claim_names(jobset: JobSet, found: tuple[VolumePolicy, ...]) -> None:
@@ -456,10 +471,13 @@ def policies(jobset: JobSet) -> tuple[VolumePolicy, ...]:
     if count > MAX_CLAIMS:
         # Every reconcile lists every desired claim several times; 16 Job-scope templates on
         # 10,000 Jobs (160,000 claims) took over a minute of event-loop time per reconcile.
-        raise InvalidJobSet(
-            f"spec: the volume claim policies ask for {count} claims; at most {MAX_CLAIMS} per "
-            "JobSet (Job-scope templates count once per child Job they target, Pod-scope ones "
-            "once per completion index of each)"
+        raise _explained(
+            InvalidJobSet(
+                f"spec: the volume claim policies ask for {count} claims; at most {MAX_CLAIMS} "
+                "per JobSet (Job-scope templates count once per child Job they target, Pod-scope "
+                "ones once per completion index of each)"
+            ),
+            result,
         )
     _validate_claim_names(jobset, result)
     return result
