@@ -9,15 +9,26 @@ real kube-apiserver with ``dryRun=All`` (validation in full, nothing stored). Pr
     is either a rule message documented in docs/api.md (with its ``: <value>`` detail) or one of
     the API server's own OpenAPI schema messages; a mutation that breaks a rule by itself gets
     that rule's message (unless a schema error made the server skip the CEL rules, which it says);
-(b) a JobSet the server accepts parses (``model.parse`` + ``volumes.model``) and ``decide``
-    plans it without raising: unique child Job names that are DNS-1035 labels of at most 63
-    characters, every mounted claim desired, every desired Job created when nothing gates it
-    (once the claims it asked for exist and are recorded in its status). A
-    JobSet the server rejects makes the parser either accept it (admission is the first line of
-    defence) or raise ``InvalidJobSet`` with a message - never anything else. A JobSet accepted by
-    the server but refused by the parser is recorded; only the documented controller-side check
-    (RE2 message patterns, docs/api.md "Checked by the controller") is expected, any other is a
-    mismatch and fails the test with every case found.
+(b) the parser (``model.parse`` + ``volumes.model``) agrees with the server, both ways.
+    A JobSet the server accepts parses and ``decide`` plans it without raising: unique child Job
+    names that are DNS-1035 labels of at most 63 characters, every mounted claim desired, every
+    desired Job created when nothing gates it (once the claims it asked for exist and are
+    recorded in its status). A JobSet accepted by the server but refused by the parser is
+    recorded; only the documented controller-side checks (docs/api.md "Checked by the
+    controller": RE2 message patterns, Pod scope without ``targetReplicatedJobs``, the volume
+    policies as the annotation keys complete them) are expected, any other is a mismatch.
+    A create the server refuses makes the parser raise ``InvalidJobSet`` (with a message; never
+    anything else): the parser runs the API server's checks of a create
+    (``controller/api/validation.py``), so one it accepts is recorded as a mismatch. An update is
+    judged by the parser as the new object alone, by the rules of a create: it has no stored
+    object, so it cannot run the transition rules (immutability). So of the updates the server
+    refuses, those whose new object the Python rules refuse as a create (``Contract.refusal``
+    without ``old``) must be refused by the parser; the others (transition rules only) may parse.
+    The test fails listing every mismatch of either direction.
+
+Every generated JobSet may carry a volume policy annotation (``controller/api/volumekeys.py``:
+``<template>.volumes.jobset.sigs.k8s.io/<field>``; a template of the JobSet's or not, a field or
+not, a value the field admits, one it refuses, or empty), so both directions cover the keys.
 
 (c) the Python rules that ``render`` runs (``controller/api/validation.py``: the schema's
     defaults and bounds, each rule's predicate; on updates, the transition rules' too) give the
@@ -50,6 +61,8 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from controller.api import volumekeys
+from controller.api.fields import ListField
 from controller.api.validation import Contract
 from controller.jobset import api, volumes
 from controller.jobset.decide import decide
@@ -78,10 +91,18 @@ DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS_1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
-# The one kind of spec the server accepts and the controller refuses by design (docs/api.md,
-# "Checked by the controller"): CEL cannot tell whether a regular expression is valid.
+# The specs the server accepts and the controller refuses by design (docs/api.md, "Checked by
+# the controller"): CEL cannot tell whether a regular expression is valid, which replicated jobs
+# mount a template (Pod scope without targetReplicatedJobs), nor decode what the volume policy
+# annotations say together with the spec (the policies they complete, judged by the spec's rules
+# and naming the keys).
 DOCUMENTED_CONTROLLER_CHECKS = (
     re.compile(r"onJobFailureMessagePatterns: .* is not a valid regular"),
+    re.compile(r"\.scope: Pod scope needs completionMode Indexed \(each pod"),
+    re.compile(r"\.scope: Pod scope needs \S+\.completions for replicated job"),
+    re.compile(r"\(as completed by the annotations \S+"),
+    re.compile(r"to different values: set it on one template of the policy"),
+    re.compile(r"spec\.volumePolicy is always JobSet scope"),
 )
 
 
@@ -901,6 +922,76 @@ def pod_scope_or_bad_volume_policy(draw: st.DrawFn, js: Obj) -> str | None:
     return REJECTED
 
 
+# Values of a volume policy annotation that its field refuses, by the field's kind.
+BAD_KEY_VALUES = {
+    "enum": ("Sometimes", "retain", " Retain"),
+    "int": ("0", "-1", "101", "ten", "1e2", "0x10"),
+    "list": ("a,,b", ",", " , "),
+    "str": (),  # too long: made from the field's bound
+}
+KEY_STRINGS = ("csi-snapclass", "ckpt-7", "run-1.step-100", "other-run")
+
+
+def _key_value(draw: st.DrawFn, js: Obj, key: volumekeys.Key | None, valid: bool) -> str:
+    """A value for ``key`` that its field admits (``valid``) or one it refuses."""
+    if key is None:  # a field that does not exist: any value
+        return draw(st.sampled_from(["Retain", "1", "x"]))
+    record = key.record
+    if isinstance(record, ListField):
+        if valid:
+            names = [r["name"] for r in _rjobs(js)] + ["ghost"]
+            chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
+            return draw(st.sampled_from([",", ", "])).join(chosen)
+        many = ",".join(["w"] * ((record.max_items or 0) + 1))
+        return draw(st.sampled_from([*BAD_KEY_VALUES["list"], many]))
+    if record.enum:
+        return draw(st.sampled_from(record.enum if valid else BAD_KEY_VALUES["enum"]))
+    if record.type is int:
+        if valid:
+            return str(draw(st.integers(record.minimum or 0, record.maximum or 0)))
+        return draw(st.sampled_from(BAD_KEY_VALUES["int"]))
+    if valid:
+        return draw(st.sampled_from(KEY_STRINGS))
+    return "s" * ((record.max_length or 0) + 1)
+
+
+def volume_annotation(draw: st.DrawFn, js: Obj) -> str | None:
+    """One to three volume policy annotations on the JobSet, each naming a template of its own
+    (one is added if it has none) or an unknown one, one of the fields or an unknown one, and
+    holding a value the field admits, one it refuses, or "" (the same as leaving the key out).
+    The admission policy checks each key by itself; what the keys mean together with the spec
+    is the controller's (DOCUMENTED_CONTROLLER_CHECKS)."""
+    if not any(_templates(js)):
+        _policies(js)
+    names = sorted({n for n in _templates(js) if n})
+    meta = js.setdefault("metadata", {})
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = meta["annotations"] = {}
+    refused = False
+    for _ in range(draw(st.integers(1, 3))):
+        template = draw(st.sampled_from([*names, *names, *names, "ghost"]))
+        field_names = [k.name for k in volumekeys.KEYS]
+        name = draw(st.sampled_from([*field_names, "colour", "retentionPolicy.whenGone"]))
+        key = volumekeys.BY_NAME.get(name)
+        kind = draw(st.sampled_from(["valid", "valid", "valid", "invalid", "empty"]))
+        value = "" if kind == "empty" else _key_value(draw, js, key, kind == "valid")
+        annotations[f"{template}{volumekeys.MARK}{name}"] = value
+    for annotation, value in annotations.items():
+        if volumekeys.ours(annotation):
+            template, name = volumekeys.split(annotation)
+            key = volumekeys.BY_NAME.get(name)
+            refused = refused or (
+                template not in names or key is None or (value != "" and not key.holds(value))
+            )
+    return volumekeys.MESSAGE if refused else None
+
+
+# Examples run with a mutation first, beyond EXAMPLES_PER_MUTATION: the annotation keys have
+# many fields and outcomes (refused by admission, by the controller with the spec, accepted).
+EXTRA_EXAMPLES: dict[str, int] = {"volume_annotation": 60}
+
+
 CREATE_MUTATIONS: tuple[Mutation, ...] = (
     duplicate_rjob_name,
     bad_rjob_name,
@@ -935,6 +1026,7 @@ CREATE_MUTATIONS: tuple[Mutation, ...] = (
     template_without_name,
     odd_quantity,
     pod_scope_or_bad_volume_policy,
+    volume_annotation,
 )
 
 
@@ -965,8 +1057,12 @@ class Tally:
     accepted: int = 0
     rejected: int = 0
     parser_rejects_rejected: int = 0
+    # Updates the server refuses by a transition rule only, which the parser cannot see.
+    transition_only: int = 0
     documented_mismatches: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
+    # Refused by the server (an update: by the rules of a create), accepted by the parser.
+    missed_refusals: list[str] = field(default_factory=list)
     contract_mismatches: list[str] = field(default_factory=list)
     messages: set[str] = field(default_factory=set)
     drawn: Counter[str] = field(default_factory=Counter)
@@ -1099,36 +1195,51 @@ def check_plan(case: Case, stored: Obj) -> None:
         assert service is not None and service["metadata"]["name"] == jobset.subdomain, where
 
 
-def check_parser(case: Case, accepted: bool, stored: Obj, tally: Tally) -> None:
-    """Property (b): the parser agrees with the server, or raises its typed error."""
+def check_parser(
+    case: Case, accepted: bool, stored: Obj, tally: Tally, required: str | None = None
+) -> None:
+    """Property (b): the parser agrees with the server, or raises its typed error; ``required``:
+    a refusal the parser must share (the server's of a create, the Python rules' of an update's
+    new object as a create), None when the server accepted or refused by a transition rule."""
+    where = case.describe()
+    try:
+        jobset = parse(stored)
+        volumes.model(jobset)
+    except InvalidJobSet as err:
+        _parser_refused(case, accepted, str(err), tally)
+        return
+    if required is not None:
+        tally.missed_refusals.append(f"{where}: refused ({required!r}), but the parser accepts it")
+        return
     replicas = [r.get("replicas") for r in (stored.get("spec") or {}).get("replicatedJobs") or []]
     total = sum(r for r in replicas if isinstance(r, int) and not isinstance(r, bool) and r > 0)
     if total > MAX_PLANNED:
         # Planning would build every Job (and Job-scope claim) in memory, synchronously.
         if accepted:
             tally.mismatches.append(
-                f"{case.describe()}: accepted with {total} replicas in all, which the controller "
-                "would plan (every Job and Job-scope claim) synchronously in one reconcile"
+                f"{where}: accepted with {total} replicas in all, which the controller would "
+                "plan (every Job and Job-scope claim) synchronously in one reconcile"
             )
         return
     try:
-        jobset = parse(stored)
-        volumes.model(jobset)
         decide(jobset, [], None, NOW)
     except InvalidJobSet as err:
-        message = str(err)
-        assert message, f"{case.describe()}: an InvalidJobSet without a message"
-        if not accepted:
-            tally.parser_rejects_rejected += 1
-            return
-        line = f"{case.describe()}: {message}"
-        if any(p.search(message) for p in DOCUMENTED_CONTROLLER_CHECKS):
-            tally.documented_mismatches.append(line)
-        else:
-            tally.mismatches.append(line)
+        _parser_refused(case, accepted, str(err), tally)
         return
     if accepted:
         check_plan(case, stored)
+
+
+def _parser_refused(case: Case, accepted: bool, message: str, tally: Tally) -> None:
+    assert message, f"{case.describe()}: an InvalidJobSet without a message"
+    if not accepted:
+        tally.parser_rejects_rejected += 1
+        return
+    line = f"{case.describe()}: {message}"
+    if any(p.search(message) for p in DOCUMENTED_CONTROLLER_CHECKS):
+        tally.documented_mismatches.append(line)
+    else:
+        tally.mismatches.append(line)
 
 
 def run_in_thread(examples: int, body: Callable[[st.DataObject], None]) -> None:
@@ -1172,17 +1283,29 @@ def report(tally: Tally, what: str) -> None:
     print(
         f"\n{what}: {tally.accepted} accepted, {tally.rejected} rejected "
         f"({len(tally.messages)} distinct messages), parser also refused "
-        f"{tally.parser_rejects_rejected} of the rejected; documented controller-side refusals: "
+        f"{tally.parser_rejects_rejected} of the rejected ({tally.transition_only} rejected by "
+        "transition rules only); documented controller-side refusals: "
         f"{len(tally.documented_mismatches)}"
     )
     print("  ", dict(sorted(tally.drawn.items())))
-    for line in sorted(set(tally.mismatches)):
+    for line in sorted(set(tally.documented_mismatches)):
+        print("   documented:", line[:300])
+    for line in sorted(set(tally.mismatches)) + sorted(set(tally.missed_refusals)):
         print("  ", line)
-    assert not tally.mismatches, (
-        "the API server accepted JobSets that the controller's parser refuses (admission and "
-        "parser disagree; each would get a SpecInvalid condition instead of a 422):\n"
-        + "\n".join(sorted(set(tally.mismatches)))
-    )
+    failures = []
+    if tally.mismatches:
+        failures.append(
+            "the API server accepted JobSets that the controller's parser refuses (admission and "
+            "parser disagree; each would get a SpecInvalid condition instead of a 422):\n"
+            + "\n".join(sorted(set(tally.mismatches)))
+        )
+    if tally.missed_refusals:
+        failures.append(
+            "the API server refused JobSets that the controller's parser accepts (one that "
+            "reached the controller without admission would be acted on):\n"
+            + "\n".join(sorted(set(tally.missed_refusals)))
+        )
+    assert not failures, "\n".join(failures)
 
 
 def fuzz(
@@ -1198,7 +1321,8 @@ def fuzz(
 
     run_in_thread(EXAMPLES_MIXED, starting_with(None))
     for mutation in mutations:
-        run_in_thread(EXAMPLES_PER_MUTATION, starting_with(mutation))
+        examples = EXAMPLES_PER_MUTATION + EXTRA_EXAMPLES.get(mutation.__name__, 0)
+        run_in_thread(examples, starting_with(mutation))
 
 
 def check_coverage(tally: Tally, mutations: tuple[Mutation, ...], what: str) -> None:
@@ -1208,6 +1332,10 @@ def check_coverage(tally: Tally, mutations: tuple[Mutation, ...], what: str) -> 
     assert tally.accepted >= runs // 10 and tally.rejected >= runs // 4, tally
     drawn = {key.split(":")[0] for key in tally.drawn}
     assert drawn == {m.__name__ for m in mutations}, "every mutation must have been tried"
+    # The annotation keys must be seen both ways: admitted (then parsed and planned, or refused
+    # by the controller's documented checks) and refused (then refused by the parser too).
+    outcomes = {key.split(":")[1] for key in tally.drawn if key.startswith("volume_annotation:")}
+    assert outcomes == {"accepted", "422"}, f"volume_annotation outcomes: {outcomes}"
 
 
 def server_errors(body: Obj) -> set[str]:
@@ -1255,8 +1383,13 @@ async def test_generated_creates_agree_with_admission(kube: Kube, namespace: str
         status, body = run(submit(kube, "POST", path, case.body))
         accepted = check_response(case, status, body, 201, tally)
         check_contract(case, accepted, body, tally)
+        required = None if accepted else str(body.get("message"))
         check_parser(
-            case, accepted, _with_identity(body if accepted else case.body, namespace), tally
+            case,
+            accepted,
+            _with_identity(body if accepted else case.body, namespace),
+            tally,
+            required,
         )
 
     await asyncio.to_thread(fuzz, CREATE_MUTATIONS, example)
@@ -1409,8 +1542,16 @@ UPDATE_MUTATIONS: tuple[Mutation, ...] = (
     negative_ttl,
     bad_scope,
     template_namespace,
+    volume_annotation,
 )
 _counter = itertools.count()
+
+
+def create_refusal(obj: Obj) -> str | None:
+    """The Python rules' refusal of ``obj`` as a create (its status left out, as a create drops
+    it): what the parser, which has no stored object, must refuse of an update's new object."""
+    refusal = CONTRACT.refusal({k: v for k, v in obj.items() if k != "status"})
+    return None if refusal is None else refusal.message
 
 
 async def test_generated_updates_agree_with_admission(kube: Kube, namespace: str) -> None:
@@ -1427,9 +1568,12 @@ async def test_generated_updates_agree_with_admission(kube: Kube, namespace: str
         assert status == 201, f"a valid JobSet was refused: {stored}"
         case = data.draw(mutated(stored, UPDATE_MUTATIONS, first))
         status, body = run(submit(kube, "PUT", f"{path}/{stored['metadata']['name']}", case.body))
+        required = None if status == 200 else create_refusal(case.body)
+        if status != 200 and required is None:
+            tally.transition_only += 1
         accepted = check_response(case, status, body, 200, tally)
         check_contract(case, accepted, body, tally, stored)
-        check_parser(case, accepted, body if accepted else case.body, tally)
+        check_parser(case, accepted, body if accepted else case.body, tally, required)
 
     await asyncio.to_thread(fuzz, UPDATE_MUTATIONS, example)
     check_coverage(tally, UPDATE_MUTATIONS, "update")

@@ -44,6 +44,14 @@ COMMAND_LINE = "tests/unit/test_upstream_command_line.py"
 # title -> the tests proving it, in the order of docs/api.md.
 PROOF: dict[str, tuple[str, ...]] = {
     # ---------------------------------------------------------- Extensions over upstream
+    "Volume policies declared in annotations": (
+        "tests/integration/test_volume_annotations.py::test_the_api_server_refuses_in_the_"
+        "controllers_words",
+        "tests/integration/test_volume_annotations.py::test_the_keys_complete_the_spec_and_an_"
+        "override_is_reported",
+        "tests/node/queued/test_trainer_checkpoints.py::test_every_rank_resumes_from_its_own_rank"
+        "_of_the_previous_trainjobs_group_snapshot",
+    ),
     "`replicatedJobs[].replicas` may change": (
         f"{CRD}::test_rule_on_update[replicated-jobs-immutable-replicas-raised]",
         f"{CRD}::test_rule_on_update[replicated-jobs-immutable-replicas-lowered]",

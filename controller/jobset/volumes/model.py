@@ -160,6 +160,9 @@ class VolumePolicy:
     # Fields the volume policy annotations set over another value of the spec's, each as the
     # condition VolumePolicyOverridden says it (``metadata.Override``).
     overrides: tuple[str, ...] = ()
+    # The volume policy annotations that set a field of it (``metadata.Overlaid.applied``): a
+    # refusal of what only the controller checks names them, as the rules' refusals do.
+    declared_by: tuple[str, ...] = ()
 
 
 def as_dict(value: Any) -> Obj:

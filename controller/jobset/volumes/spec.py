@@ -11,14 +11,17 @@ Both spellings of a policy normalise to ``VolumePolicy``:
 
 Invalid policies raise ``InvalidJobSet`` naming the field; nothing else is raised for bad input.
 The rules the API server runs (template names and namespaces, quantities, targets, mounts, the
-restore and suspension rules) are not written here: ``model.parse`` has run them already, in the
-API server's words (``controller.api.validation``). What is left is reading, and what only the
-controller checks (docs/api.md "Checked by the controller"): the number of claims, the claim
-names that collide, and a Pod-scope policy without ``targetReplicatedJobs``.
+restore and suspension rules, the claim names' characters and lengths, ``pod-scope-indexed``)
+are not written here: ``model.parse`` has run them already, in the API server's words
+(``controller.api.validation``). What is left is reading, and what only the controller checks
+(docs/api.md "Checked by the controller"): the number of claims, the claim names that collide
+(Pod scope's are beyond ``claim-names-unique``), and of the replicated jobs a Pod-scope policy
+gives claims, ``completionMode: Indexed`` where the policy has no ``targetReplicatedJobs`` (CEL
+cannot tell which replicated jobs mount a template), no ``parallelism: 0`` and no negative
+``completions`` (the CRD embeds the Job's schema, which has no bounds).
 
-Pod scope is parsed and validated like the others (``completionMode: Indexed``, claim names that
-fit); whether its admission policy is installed is the reconciler's question (``admission``), not
-the spec's: a Pod-scope JobSet is valid whatever the cluster has.
+Whether Pod scope's admission policy is installed is the reconciler's question (``admission``),
+not the spec's: a Pod-scope JobSet is valid whatever the cluster has.
 ``VolumeModel`` is what the rest of the package works on: the policies, the desired claims, the
 claims this JobSet is known to have had (its uid record) and the Lost claims it accepts to
 replace, all read from the JobSet once.
@@ -29,12 +32,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.api import bounds, fields, volumekeys
+from controller.api import fields, volumekeys
 from controller.api.fields import Field, ListField
 from controller.jobset.model import (
     InvalidJobSet,
@@ -46,7 +48,7 @@ from controller.jobset.model import (
     refused_on_create,
 )
 from controller.jobset.volumes import annotations as annotationsmod
-from controller.jobset.volumes import metadata, podscope, singlenode
+from controller.jobset.volumes import metadata, singlenode
 from controller.jobset.volumes import record as recordmod
 from controller.jobset.volumes.annotations import ClaimEntries
 from controller.jobset.volumes.desired import (
@@ -73,8 +75,6 @@ from controller.jobset.volumes.model import (
     as_dict,
 )
 from controller.runtime.store import Obj
-
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _template(raw: Any, where: str) -> ClaimTemplate:
@@ -267,16 +267,16 @@ class _Keys:
             policy = read(completed.raw, where)
         except InvalidJobSet as err:
             raise completed.explain(err) from None
-        if not completed.overrides:
+        if not completed.applied:
             return policy
-        return dataclasses.replace(policy, overrides=tuple(map(str, completed.overrides)))
+        return dataclasses.replace(
+            policy,
+            overrides=tuple(map(str, completed.overrides)),
+            declared_by=completed.applied,
+        )
 
 
 NO_KEYS = _Keys()
-
-
-def _valid_claim_name(name: str) -> bool:
-    return len(name) <= bounds.MAX_CLAIM_NAME and bool(_DNS_SUBDOMAIN.match(name))
 
 
 def _refused(problem: str) -> VolumePolicy:
@@ -361,26 +361,37 @@ def _job_spec_field(jobset: JobSet, rjob: ReplicatedJob, key: str) -> str:
     return f"spec.replicatedJobs[{position}].template.spec.{key}"
 
 
-def _validate_pod_rjob(jobset: JobSet, policy: VolumePolicy, rjob: ReplicatedJob) -> None:
-    """A replicated job a Pod-scope policy targets: Indexed, with one claim per completion
-    index, the longest of whose names (largest Job and pod index) is a valid claim name."""
+def _validate_pod_rjob(
+    jobset: JobSet, policy: VolumePolicy, rjob: ReplicatedJob, *, untargeted: bool
+) -> None:
+    """What the API server does not check of a replicated job a Pod-scope policy gives claims.
+
+    ``completionMode: Indexed`` and ``completions`` are the rule ``pod-scope-indexed``'s, which
+    ``model.parse`` has run, for the policies that list ``targetReplicatedJobs``: CEL cannot
+    tell which replicated jobs mount a template, so a policy without that list (``untargeted``)
+    is checked here, with Kubernetes' own leniency (a Job with neither ``parallelism`` nor
+    ``completions`` is defaulted to one completion). A claim name's length is not checked: the
+    rules ``child-job-names`` and ``claim-names`` bound every name the policies can make (a
+    Pod-scope claim is a child Job name of at most 63 characters, a template of at most 63 and
+    a pod index), and the property test of ``tests/unit/volumes/test_spec.py`` checks it.
+    """
     spec = rjob.template.get("spec", {})
     mode = spec.get("completionMode")
-    if mode != "Indexed":
+    if untargeted and mode != "Indexed":
         raise InvalidJobSet(
             f"{policy.where}.scope: Pod scope needs completionMode Indexed (each pod finds its "
             f"claim by its completion index), but {_job_spec_field(jobset, rjob, 'completionMode')}"
             f" of replicated job {rjob.name!r} is {mode!r}"
         )
     completions = spec.get("completions")
-    if completions is not None and (
-        not isinstance(completions, int) or isinstance(completions, bool) or completions < 0
-    ):
+    # The schema has made it an integer; the Job's API, not the CRD's, refuses a negative one,
+    # and Pod scope would plan no claim for it.
+    if completions is not None and completions < 0:
         raise InvalidJobSet(
             f"{_job_spec_field(jobset, rjob, 'completions')} must be a non-negative integer, "
             f"got {completions!r}"
         )
-    if completions is None and "parallelism" in spec:
+    if untargeted and completions is None and "parallelism" in spec:
         raise InvalidJobSet(
             f"{policy.where}.scope: Pod scope needs {_job_spec_field(jobset, rjob, 'completions')}"
             f" for replicated job {rjob.name!r}: an Indexed Job has one pod, and one claim, per "
@@ -394,19 +405,13 @@ def _validate_pod_rjob(jobset: JobSet, policy: VolumePolicy, rjob: ReplicatedJob
             f"{rjob.name!r} is 0: its Jobs would run no pod and the claims would hold storage "
             "for nothing; set parallelism to 1 or more (or leave it out)"
         )
-    pods = pod_indexes(rjob)
-    if rjob.replicas <= 0 or pods <= 0:
-        return
-    for template in policy.templates:
-        name = podscope.pod_claim_name(
-            template.name, jobset.name, rjob.name, rjob.replicas - 1, pods - 1
-        )
-        if len(name) > bounds.MAX_CLAIM_NAME:
-            raise InvalidJobSet(
-                f"{policy.where}: the Pod-scope claim of the last pod of the last Job, {name!r}, "
-                f"has {len(name)} characters, more than the {bounds.MAX_CLAIM_NAME} of a claim "
-                "name: shorten the JobSet, template or replicated job name"
-            )
+
+
+def _explained(err: InvalidJobSet, found: Iterable[VolumePolicy]) -> InvalidJobSet:
+    """``err``, naming the volume policy annotations that completed the policies ``found`` (a
+    scope or targets set by a key is why the JobSet is refused, where the spec says neither)."""
+    keys = tuple(k for p in found for k in p.declared_by)
+    return metadata.Overlaid(None, applied=keys).explain(err)
 
 
 def _validate_pod_scope(jobset: JobSet, found: Iterable[VolumePolicy]) -> None:
@@ -415,19 +420,21 @@ def _validate_pod_scope(jobset: JobSet, found: Iterable[VolumePolicy]) -> None:
             continue
         for name in targeted(policy, jobset):
             rjob = jobset.replicated_job(name)
-            if rjob is not None:
-                _validate_pod_rjob(jobset, policy, rjob)
+            if rjob is None:
+                continue
+            try:
+                _validate_pod_rjob(jobset, policy, rjob, untargeted=policy.targets is None)
+            except InvalidJobSet as err:
+                raise _explained(err, [policy]) from None
 
 
 def _validate_claim_names(jobset: JobSet, found: tuple[VolumePolicy, ...]) -> None:
+    """Two templates whose claims share a name. The rule ``claim-names-unique`` refuses the
+    Job- and JobSet-scope collisions (and more: it does not know which replicated jobs mount a
+    template); a Pod-scope claim's name is beyond it. A name's characters and length are the
+    contract's (see ``_validate_pod_rjob``)."""
     seen: dict[str, str] = {}
     for policy, template, _, name in claim_slots(jobset, found):
-        if not _valid_claim_name(name):
-            raise InvalidJobSet(
-                f"{policy.where}: claim name {name!r} must be a DNS-1123 subdomain of at most "
-                f"{bounds.MAX_CLAIM_NAME} characters: shorten the JobSet, template or replicated "
-                "job name"
-            )
         if name in seen:
             raise InvalidJobSet(
                 f"{policy.where}: claim name {name!r} of template {template.name!r} collides "
@@ -464,10 +471,13 @@ def policies(jobset: JobSet) -> tuple[VolumePolicy, ...]:
     if count > MAX_CLAIMS:
         # Every reconcile lists every desired claim several times; 16 Job-scope templates on
         # 10,000 Jobs (160,000 claims) took over a minute of event-loop time per reconcile.
-        raise InvalidJobSet(
-            f"spec: the volume claim policies ask for {count} claims; at most {MAX_CLAIMS} per "
-            "JobSet (Job-scope templates count once per child Job they target, Pod-scope ones "
-            "once per completion index of each)"
+        raise _explained(
+            InvalidJobSet(
+                f"spec: the volume claim policies ask for {count} claims; at most {MAX_CLAIMS} "
+                "per JobSet (Job-scope templates count once per child Job they target, Pod-scope "
+                "ones once per completion index of each)"
+            ),
+            result,
         )
     _validate_claim_names(jobset, result)
     return result

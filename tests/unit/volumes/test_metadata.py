@@ -114,6 +114,30 @@ def test_rules_across_fields_name_the_keys_that_completed_the_policy() -> None:
     assert policy.retention.when_suspended == "Snapshot"
 
 
+def test_the_controllers_own_checks_name_the_keys_that_completed_the_policy() -> None:
+    """Pod scope set by a key on a policy without targetReplicatedJobs: what admission cannot
+    check (which replicated jobs mount the template) is refused naming the key, as the rules'
+    refusals are; the spec alone says neither the scope nor the targets."""
+    workers = mounting("workers", 2, ("ckpt",))
+    workers["template"]["spec"]["completionMode"] = "NonIndexed"
+    js = make([{"templates": [tpl("ckpt")]}], rjobs=[workers], annotations={f"{CKPT}scope": "Pod"})
+    with pytest.raises(InvalidJobSet) as refused:
+        model(js)
+    assert str(refused.value) == (
+        "spec.volumeClaimPolicies[0].scope: Pod scope needs completionMode Indexed (each pod "
+        "finds its claim by its completion index), but spec.replicatedJobs[0].template.spec."
+        f"completionMode of replicated job 'workers' is 'NonIndexed' (as completed by the "
+        f"annotations {CKPT}*)"
+    )
+    # The same policy in the spec: the same words, without the keys.
+    spec_only = make([{"templates": [tpl("ckpt")], "scope": "Pod"}], rjobs=[workers])
+    with pytest.raises(InvalidJobSet) as refused:
+        model(spec_only)
+    assert str(refused.value).endswith("is 'NonIndexed'")
+    (policy,) = policies({f"{CKPT}scope": "Job"})
+    assert policy.declared_by == (f"{CKPT}scope",)
+
+
 def test_a_refused_key_is_the_rules_message_and_spoils_only_its_policy_for_deletion() -> None:
     annotations = {
         f"{CKPT}retentionPolicy.whenDeleted": "Keep",

@@ -14,6 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from controller.api import bounds
 from controller.jobset import api, construct, volumes
 from controller.jobset.model import InvalidJobSet, parse
 from controller.jobset.quantity import parse_quantity
@@ -231,10 +232,17 @@ def test_all_retention_fields_and_empty_scope() -> None:
         "whenScaled": "Delete",
     }
     (policy,) = volume_spec.policies(
-        make([{"templates": [tpl("data")], "retentionPolicy": retention, "scope": ""}])
+        make([{"templates": [tpl("data")], "retentionPolicy": retention}])
     )
     assert policy.retention == Retention("Retain", "Delete", "Delete", "Delete")
     assert policy.scope == "JobSet"
+    # An empty scope is not "left out": the schema's enum refuses it, and so does the parser
+    # (it used to read it as JobSet).
+    with pytest.raises(InvalidJobSet) as err:
+        make([{"templates": [tpl("data")], "retentionPolicy": retention, "scope": ""}])
+    assert str(err.value).startswith(
+        f'{P}.scope: Unsupported value: "": supported values: "JobSet", "Job", "Pod"'
+    )
 
 
 def test_when_suspended_snapshot_in_both_spellings() -> None:
@@ -324,13 +332,6 @@ SNAPSHOT_AND_RESTORE = [
         RestorePolicy("VolumeSnapshot", "s" * 253, "Wait"),
         id="both",
     ),
-    pytest.param(
-        None,
-        {"source": "NewestSnapshot", "whenMissing": ""},
-        SnapshotPolicy(),
-        RestorePolicy("NewestSnapshot", "", "Wait"),
-        id="empty-when-missing-is-wait",
-    ),
 ]
 
 
@@ -388,24 +389,22 @@ def test_init_container_mount_counts() -> None:
 
 
 def test_template_without_spec_and_metadata_extras() -> None:
-    js = make(
-        [
-            {
-                "templates": [
-                    {
-                        "metadata": {
-                            "name": "data",
-                            "namespace": "",
-                            "labels": {"a": "1", api.JOBSET_NAME: "spoof"},
-                            "annotations": {"note": "x"},
-                        }
-                    }
-                ]
-            }
-        ]
+    # A template without a spec asks for no storage: the rules template-access-modes and
+    # template-storage refuse it (the parser used to make a claim of an empty spec).
+    with pytest.raises(InvalidJobSet) as err:
+        make([{"templates": [{"metadata": {"name": "data"}}]}])
+    assert str(err.value) == (
+        f"{P}.templates[0].spec.accessModes: Required value: a volume claim template must list "
+        f"at least one access mode in spec.accessModes: data; {P}.templates[0].spec.resources: "
+        "Required value: a volume claim template must request storage in "
+        "spec.resources.requests.storage: data"
     )
-    desired = only(js)
-    assert desired.object["spec"] == {}
+    template = tpl("data")
+    template["metadata"].update(
+        namespace="", labels={"a": "1", api.JOBSET_NAME: "spoof"}, annotations={"note": "x"}
+    )
+    desired = only(make([{"templates": [template]}]))
+    assert desired.object["spec"] == tpl("data")["spec"]
     assert desired.object["metadata"]["labels"][api.JOBSET_NAME] == "js"  # ours win
     assert desired.object["metadata"]["labels"]["a"] == "1"
     assert desired.object["metadata"]["annotations"] == {
@@ -483,6 +482,12 @@ BAD_SNAPSHOT_OR_RESTORE: list[tuple[Obj, str]] = [
     (
         {"restorePolicy": {"source": "NewestSnapshot", "whenMissing": "Skip"}},
         f'{P}.restorePolicy.whenMissing: Unsupported value: "Skip": supported values: "Wait", '
+        '"CreateEmpty"',
+    ),
+    # An empty whenMissing is not "left out" (the parser used to read it as Wait).
+    (
+        {"restorePolicy": {"source": "NewestSnapshot", "whenMissing": ""}},
+        f'{P}.restorePolicy.whenMissing: Unsupported value: "": supported values: "Wait", '
         '"CreateEmpty"',
     ),
     (
@@ -769,21 +774,47 @@ def test_untargeted_replicated_job_may_mount_its_own_volume_of_a_template_name()
     assert model.job_claims.for_job("leader", 0) == {"data": "data-js"}
 
 
+CLAIM_NAMES_RULE = (
+    "spec: claim names (<template>-<jobSet>, <template>-<jobSet>-<replicatedJob>-<jobIndex> for "
+    "scope Job, and <template>-<jobSet>-<replicatedJob>-<jobIndex>-<podIndex> for scope Pod) must "
+    "be at most 253 characters"
+)
+CHILD_JOB_NAMES_RULE = (
+    "spec.replicatedJobs: child Job names (<jobSet>-<replicatedJob>-<jobIndex>) must be DNS-1035 "
+    "labels"
+)
+CHILD_JOB_NAMES_DETAIL = (
+    ": the JobSet name must start with a letter, both names may contain only letters, digits and "
+    "'-' (the replicated job name is used in lower case), and the longest Job name must fit in 63 "
+    "characters"
+)
+
+
 def test_claim_name_too_long() -> None:
-    js = make([{"templates": [tpl(LONG)]}], rjobs=[mounting("w", 1, (LONG,))], name="j" * 190)
-    with pytest.raises(InvalidJobSet, match="at most 253 characters"):
-        volume_spec.policies(js)
-    ok = make([{"templates": [tpl(LONG)]}], rjobs=[mounting("w", 1, (LONG,))], name="j" * 189)
-    assert len(only(ok).name) == 253
+    """The rule claim-names refuses a claim name of 254 characters, not one of 253; the JobSet
+    name that long breaks child-job-names as well, so no JobSet the parser admits comes near
+    the bound (the controller no longer checks it itself; the property test checks every
+    claim name of random valid JobSets)."""
+    spec = [{"templates": [tpl(LONG)]}]
+    with pytest.raises(InvalidJobSet) as err:
+        make(spec, rjobs=[mounting("w", 1, (LONG,))], name="j" * 190)
+    assert CLAIM_NAMES_RULE in str(err.value)
+    with pytest.raises(InvalidJobSet) as err:
+        make(spec, rjobs=[mounting("w", 1, (LONG,))], name="j" * 189)
+    assert CLAIM_NAMES_RULE not in str(err.value)
+    assert str(err.value).startswith(CHILD_JOB_NAMES_RULE)
 
 
 def test_job_scope_name_length_checks_last_index() -> None:
+    """The last Job's index counts: <jobset>-w-9 is the 63 characters of a child Job name (its
+    Job-scope claim d-<jobset>-w-9 is far below a claim name's 253), index 10 one too many."""
     spec = [{"templates": [tpl("d")], "scope": "Job"}]
-    # d-<jobset>-w-9 is 253 characters; index 10 makes it 254.
-    name = "j" * (253 - len("d--w-9"))
-    assert volume_spec.policies(make(spec, rjobs=[mounting("w", 10, ("d",))], name=name))
-    with pytest.raises(InvalidJobSet, match=r"claim name .* must be a DNS-1123 subdomain"):
-        volume_spec.policies(make(spec, rjobs=[mounting("w", 11, ("d",))], name=name))
+    name = "j" * (63 - len("-w-9"))
+    found = volumes.model(make(spec, rjobs=[mounting("w", 10, ("d",))], name=name)).desired
+    assert max(len(c.name) for c in found) == len(f"d-{name}-w-9")
+    with pytest.raises(InvalidJobSet) as err:
+        make(spec, rjobs=[mounting("w", 11, ("d",))], name=name)
+    assert str(err.value) == f"{CHILD_JOB_NAMES_RULE}{CHILD_JOB_NAMES_DETAIL}: replicatedJob w"
 
 
 def test_claim_count() -> None:
@@ -977,6 +1008,8 @@ def valid_jobsets(draw: st.DrawFn) -> Obj:
         if count:
             groups[i % count].append(template)
     mounts: dict[str, set[str]] = {n: set() for n in names}
+    # The replicated jobs a Pod-scope policy lists: the rule pod-scope-indexed wants completions.
+    pod_targets: set[str] = set()
     policies: list[Obj] = []
     request: Obj | None = None
     for group in groups:
@@ -1000,6 +1033,8 @@ def valid_jobsets(draw: st.DrawFn) -> Obj:
             )
         )
         scope = draw(st.sampled_from(["JobSet", "Job", "Pod"]))
+        if scope == "Pod" and targets is not None:
+            pod_targets.update(targets)
         if scope == "JobSet" and request is None and draw(st.booleans()):
             request = {"volumeClaimTemplates": [tpl(t) for t in group]}
             if targets is not None:
@@ -1022,6 +1057,9 @@ def valid_jobsets(draw: st.DrawFn) -> Obj:
         )
         for n in names
     ]
+    for n in pod_targets:
+        if completions[n] is None:
+            completions[n] = draw(st.integers(0, 3))
     for entry in rjobs:
         if completions[entry["name"]] is not None:
             entry["template"]["spec"]["completions"] = completions[entry["name"]]
@@ -1143,16 +1181,19 @@ def test_pod_scope_is_a_valid_spec_whatever_the_cluster_has() -> None:
     assert not volumes.model(make([{**POD, "scope": "Job"}], rjobs=[indexed()])).pod_scope
 
 
-# The longest template name, and a JobSet name making the last claim of ``indexed("workers",
-# 1, completions=10)``, ``<T63>-<JS177>-workers-0-9``, exactly 253 characters long.
 T63 = "t" * 63
-JS177 = "j" * 177
-LONG_TEMPLATE = {"templates": [tpl(T63)], "scope": "Pod"}
+TARGETED = {**POD, "targetReplicatedJobs": ["workers"]}
+POD_SCOPE_INDEXED_RULE = (
+    "spec.volumeClaimPolicies: a scope Pod policy needs completionMode Indexed and completions in "
+    "every replicated job it targets: an Indexed Job has one pod, and one claim, per completion "
+    "index"
+)
 
 
 @pytest.mark.parametrize(
     ("vcp", "rjobs", "message"),
     [
+        # Without targetReplicatedJobs (CEL cannot tell who mounts a template): the controller's.
         pytest.param(
             [POD], [indexed(completionMode="NonIndexed", completions=3)],
             r"spec.volumeClaimPolicies\[0\].scope: Pod scope needs completionMode Indexed .*"
@@ -1166,6 +1207,18 @@ LONG_TEMPLATE = {"templates": [tpl(T63)], "scope": "Pod"}
             "job 'workers'",
             id="parallelism-without-completions",
         ),
+        # With it: the rule pod-scope-indexed, in the API server's words (it wants completions
+        # even without parallelism).
+        pytest.param(
+            [TARGETED], [indexed(completionMode="NonIndexed", completions=3)],
+            re.escape(POD_SCOPE_INDEXED_RULE) + "$",
+            id="targeted-not-indexed",
+        ),
+        pytest.param(
+            [TARGETED], [indexed()], re.escape(POD_SCOPE_INDEXED_RULE) + "$",
+            id="targeted-without-completions",
+        ),
+        # Whatever the targets: beyond the API server's rules (the Job's schema has no bounds).
         pytest.param(
             [POD], [indexed(completions=2, parallelism=0)],
             r"spec.volumeClaimPolicies\[0\].scope: Pod scope makes a claim for each completion "
@@ -1174,21 +1227,25 @@ LONG_TEMPLATE = {"templates": [tpl(T63)], "scope": "Pod"}
             id="parallelism-zero",
         ),
         pytest.param(
+            [TARGETED], [indexed(completions=2, parallelism=0)], "parallelism of replicated job "
+            "'workers' is 0", id="targeted-parallelism-zero",
+        ),
+        pytest.param(
             [POD], [indexed(completions="3")],
-            r"spec.replicatedJobs\[0\].template.spec.completions must be a non-negative "
-            "integer, got '3'",
+            re.escape(
+                'spec.replicatedJobs[0].template.spec.completions: Invalid value: "string": '
+                "spec.replicatedJobs[0].template.spec.completions in body must be of type "
+                'integer: "string"'
+            ),
             id="completions-not-a-number",
         ),
         pytest.param(
             [POD], [indexed(completions=-1)], "must be a non-negative integer, got -1",
             id="completions-negative",
         ),
-        # The largest pod index counts: 0-9 fits, 0-10 is one character too many.
         pytest.param(
-            [LONG_TEMPLATE], [indexed(replicas=1, completions=11)],
-            f"the Pod-scope claim of the last pod of the last Job, '{T63}-{JS177}-workers-0-10', "
-            "has 254 characters, more than the 253 of a claim name",
-            id="last-claim-name-too-long",
+            [TARGETED], [indexed(completions=-1)], "must be a non-negative integer, got -1",
+            id="targeted-completions-negative",
         ),
         pytest.param(
             [POD], [indexed(replicas=101, completions=100)],
@@ -1199,14 +1256,25 @@ LONG_TEMPLATE = {"templates": [tpl(T63)], "scope": "Pod"}
 )  # fmt: skip
 def test_pod_scope_invalid(vcp: list[Obj], rjobs: list[Obj], message: str) -> None:
     with pytest.raises(InvalidJobSet, match=message):
-        volume_spec.policies(make(vcp, rjobs=rjobs, name=JS177))
+        volume_spec.policies(make(vcp, rjobs=rjobs))
 
 
-def test_pod_scope_longest_claim_name_that_fits() -> None:
-    js = make([LONG_TEMPLATE], rjobs=[indexed(replicas=1, completions=10)], name=JS177)
-    model = volumes.model(js)
-    assert max(len(c.name) for c in model.desired) == 253
+def test_pod_scope_longest_claim_name() -> None:
+    """A Pod-scope claim name cannot reach a claim name's 253 characters: the rule pod-names
+    bounds <jobSet>-<replicatedJob>-<jobIndex>-<podIndex> and a pod's suffix to 63 characters
+    and templates have at most 63, so the controller does not check its length (it did)."""
+    name = "j" * (63 - len("-workers-0-9") - bounds.POD_NAME_SUFFIX)
+    template = {"templates": [tpl(T63)], "scope": "Pod"}
+    model = volumes.model(make([template], rjobs=[indexed(replicas=1, completions=10)], name=name))
+    assert max(len(c.name) for c in model.desired) == len(f"{T63}-{name}-workers-0-9") < 253
     assert len(model.desired) == 10
+    with pytest.raises(InvalidJobSet) as err:
+        make([template], rjobs=[indexed(replicas=1, completions=10)], name=name + "j")
+    assert str(err.value) == (
+        "spec.replicatedJobs: pod names (<jobSet>-<replicatedJob>-<jobIndex>-<podIndex>-<suffix>) "
+        "must be DNS-1035 labels of at most 63 characters: shorten the JobSet or replicated job "
+        "name: replicatedJob workers"
+    )
 
 
 @pytest.mark.parametrize(
