@@ -45,6 +45,7 @@ from localcluster.processes import (
     LaunchError,
     ManagedProcess,
     https_get,
+    run_apply,
     run_tool,
     stop_all,
     wait_ready,
@@ -365,7 +366,8 @@ class LocalCluster:
     def kubectl(self, *args: str, input_text: str | None = None) -> str:
         assert self.binaries is not None
         argv = [str(self.binaries.path("kubectl")), f"--kubeconfig={self.kubeconfig}", *args]
-        return run_tool(argv, what=f"kubectl {' '.join(args)}", timeout=60, input_text=input_text)
+        run = run_apply if args[:1] == ("apply",) else run_tool
+        return run(argv, what=f"kubectl {' '.join(args)}", timeout=90, input_text=input_text)
 
     def start(self) -> None:
         """Start every process of the profile and wait until the cluster is usable.

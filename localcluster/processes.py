@@ -41,6 +41,28 @@ def run_tool(
     return result.stdout
 
 
+# What the API server answers when it could not finish a request in its deadline (60 s): on the
+# 2-core test machine, with four test groups at once, an apply of the JobSet admission policy
+# (about 4 CPU-seconds of CEL type-checking in the API server) can take longer. Idempotent writes
+# (apply) are simply sent again.
+SERVER_TIMEOUT = "request did not complete within requested timeout"
+APPLY_ATTEMPTS = 3
+
+
+def run_apply(
+    argv: Sequence[str], *, what: str, timeout: float, input_text: str | None = None
+) -> str:
+    """``run_tool`` for an idempotent ``kubectl apply``: sent again when the API server timed
+    out (``SERVER_TIMEOUT``), up to ``APPLY_ATTEMPTS`` times."""
+    for attempt in range(1, APPLY_ATTEMPTS + 1):
+        try:
+            return run_tool(argv, what=what, timeout=timeout, input_text=input_text)
+        except LaunchError as err:
+            if SERVER_TIMEOUT not in str(err) or attempt == APPLY_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 class StopSignal(Exception):
     """SIGTERM or SIGHUP arrived (see :func:`stop_on_signals`)."""
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from localcluster.processes import ManagedProcess, free_port
+from localcluster.processes import ManagedProcess, free_port, run_apply
 from tests.helpers import Kube
 from tests.support.replicas import Replica, secure_metrics
 
@@ -45,7 +45,7 @@ def _service_account() -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def installed(full_cluster: Any) -> Iterator[tuple[str, str]]:
-    result = subprocess.run(
+    run_apply(
         [
             str(_kubectl()),
             f"--kubeconfig={full_cluster.kubeconfig}",
@@ -54,11 +54,9 @@ def installed(full_cluster: Any) -> Iterator[tuple[str, str]]:
             "-k",
             str(ROOT / "manifests"),
         ],
-        capture_output=True,
-        text=True,
+        what="kubectl apply -k manifests",
         timeout=120,
     )
-    assert result.returncode == 0, result.stderr
     yield _service_account()
 
 

@@ -250,3 +250,20 @@ def test_helm_is_built_only_on_demand(monkeypatch: pytest.MonkeyPatch) -> None:
     others = {c.module_dir for c in build.COMPONENTS + build.NODE_COMPONENTS}
     assert build.HELM.module_dir not in others
     assert build.required_versions(build.HELM) == {"helm.sh/helm/v4": "v4.3.1"}
+
+
+def test_an_apply_the_api_server_timed_out_is_sent_again_and_other_failures_are_not(
+    tmp_path: Path,
+) -> None:
+    from localcluster.processes import SERVER_TIMEOUT, LaunchError, run_apply
+
+    count = tmp_path / "count"
+    # Fails with the API server's timeout twice, then succeeds (each run appends a line).
+    script = (
+        f'echo x >> {count}; [ "$(wc -l < {count})" -ge 3 ] && echo applied && exit 0; '
+        f'echo "Error from server (Timeout): Timeout: {SERVER_TIMEOUT}" >&2; exit 1'
+    )
+    assert run_apply(["sh", "-c", script], what="apply", timeout=10) == "applied\n"
+    assert count.read_text().count("x") == 3
+    with pytest.raises(LaunchError, match="forbidden"):
+        run_apply(["sh", "-c", "echo forbidden >&2; exit 1"], what="apply", timeout=10)
