@@ -29,8 +29,8 @@ for a CRD's: one definition, whichever way the contract is made. The embedded ty
 only part that cannot be derived offline (they come from the API server's OpenAPI), and
 deriving the rule sites without them would leave the Job template's schema (types, enums,
 required fields, bounds) unchecked. ``packaged`` builds it once per process and set of gates
-(about 0.15 s), on first use: a ``functools.cache`` of a pure function of the gates, the only
-process-wide state.
+(20 to 30 ms on the 2-core machine), on first use: a ``functools.cache`` of a pure function of
+the gates, the only process-wide state.
 """
 
 from __future__ import annotations
