@@ -824,7 +824,7 @@ VOLUME_CLAIM_POLICY: Final = ObjectField(
 )
 VOLUME_POLICY: Final = ObjectField(
     "spec.volumePolicy",
-    "The original request's spelling of one JobSet-scope volume claim policy: the same as a "
+    "A second spelling of one JobSet-scope volume claim policy: the same as a "
     "volumeClaimPolicies entry with templates = volumeClaimTemplates and targetReplicatedJobs = "
     "the names in replicatedJobs.",
 )
